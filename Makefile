@@ -1,0 +1,130 @@
+# pdc - build, test, install. `make help` lists the targets.
+#
+# Every user-facing target depends on `deps`, which installs missing Debian packages (apt-get,
+# as root or through sudo) and does nothing when all are present. Set PDC_SKIP_DEPS=1 to skip it.
+
+CC        ?= gcc
+CXX       ?= g++
+PREFIX    ?= /usr/local
+SANITIZE  ?=
+ifeq ($(SANITIZE),)
+BUILD     ?= build
+else
+BUILD     ?= build-san
+endif
+
+VERSION   := $(shell sed -n 's/^\#define PDC_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' include/pdc.h | paste -sd.)
+SOMAJOR   := $(firstword $(subst ., ,$(VERSION)))
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
+CFLAGS    ?= -O2 -g
+PDC_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -fPIC -fvisibility=hidden -fopenmp \
+             -I. -Iinclude -DPDC_BUILDING
+LDLIBS    := -lm -fopenmp
+ifneq ($(SANITIZE),)
+PDC_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDLIBS     += -fsanitize=$(SANITIZE)
+endif
+
+LIB_SRC   := $(wildcard lib/*.c ir/*.c passes/*.c backends/*.c backends/ref/*.c)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_SRC  := $(wildcard examples/pdc/*.c)
+TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC  := $(wildcard test/test_*.c)
+TESTS     := $(TEST_SRC:test/%.c=$(BUILD)/test/%)
+CHECK_FLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
+
+SONAME    := libpdc.so.$(SOMAJOR)
+SHLIB     := $(BUILD)/$(SONAME)
+STLIB     := $(BUILD)/libpdc.a
+TOOL      := $(BUILD)/pdc
+DEMO_GEN  := $(BUILD)/make_demo_model
+
+.PHONY: all deps test test-unit test-cli test-headers test-valgrind demo install uninstall clean help
+
+all: deps $(SHLIB) $(STLIB) $(TOOL)
+
+help:
+	@echo "make            build $(SONAME), libpdc.a and the pdc tool into $(BUILD)/"
+	@echo "make test       build and run every test suite (unit, CLI, header checks)"
+	@echo "make test SANITIZE=address,undefined   the same under ASan+UBSan (in build-san/)"
+	@echo "make test-valgrind   the unit suites under valgrind memcheck"
+	@echo "make demo       build the bundled demo model, inspect it and run it"
+	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
+	@echo "make deps       install missing Debian packages (apt-get)"
+
+deps:
+	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(PDC_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(SHLIB): $(LIB_OBJ) lib/libpdc.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/libpdc.map -Wl,--no-undefined \
+	    -o $@ $(LIB_OBJ) $(LDLIBS)
+	ln -sf $(SONAME) $(BUILD)/libpdc.so
+
+$(STLIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $(LIB_OBJ)
+
+# The tool uses only the public header and the shared library.
+$(TOOL): $(TOOL_OBJ) $(SHLIB)
+	$(CC) -o $@ $(TOOL_OBJ) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
+$(DEMO_GEN): $(BUILD)/obj/examples/make_demo_model.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
+# test_api* use only the public ABI (linked against the .so); other suites see internals (static lib).
+$(BUILD)/test/test_api%: test/test_api%.c test/testutil.h $(SHLIB)
+	@mkdir -p $(@D)
+	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' \
+	    $(CHECK_LIBS) $(LDLIBS)
+$(BUILD)/test/test_%: test/test_%.c test/testutil.h $(STLIB)
+	@mkdir -p $(@D)
+	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
+
+test: deps test-headers test-unit test-cli
+
+test-unit: $(TESTS)
+	@set -e; for t in $(TESTS); do echo "== $$t"; PDC_TEST_DATA=test/data $$t; done
+
+test-cli: $(TOOL) $(DEMO_GEN)
+	@sh test/cli.sh $(BUILD)
+
+# Each public header compiles alone as C99 and as C++ with pedantic warnings.
+test-headers:
+	@mkdir -p $(BUILD)
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude -x c -fsyntax-only include/pdc.h
+	$(CXX) -std=c++11 -pedantic -Wall -Wextra -Werror -Iinclude -x c++ -fsyntax-only include/pdc.h
+	@echo "headers: 2 passed, 0 failed"
+
+test-valgrind: deps $(TESTS)
+	@set -e; for t in $(TESTS); do echo "== valgrind $$t"; \
+	  CK_FORK=no CK_DEFAULT_TIMEOUT=600 PDC_TEST_DATA=test/data valgrind -q --error-exitcode=99 \
+	    --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite $$t; done
+
+demo: all $(DEMO_GEN)
+	@sh examples/demo.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/pdc.h $(DESTDIR)$(PREFIX)/include/pdc.h
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libpdc.so
+	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/libpdc.a
+	$(CC) -o $(DESTDIR)$(PREFIX)/bin/pdc $(TOOL_OBJ) -L$(BUILD) -l:$(SONAME) \
+	    -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' lib/pdc.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/pdc.h $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libpdc.so \
+	    $(DESTDIR)$(PREFIX)/lib/libpdc.a $(DESTDIR)$(PREFIX)/bin/pdc $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
+
+clean:
+	rm -rf build build-san
+
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

@@ -1,0 +1,31 @@
+/*
+ * ref.h - the reference interpreter: plain C, one obviously-correct loop nest per op, the oracle
+ * every other backend is tested against. Sparsity is not exploited: the verifier guarantees pruned
+ * weights are exactly zero, so dense arithmetic gives the pruned model's exact semantics.
+ */
+#ifndef PDC_BACKENDS_REF_H
+#define PDC_BACKENDS_REF_H
+
+#include "backends/backend.h"
+#include "ir/params.h"
+
+/* One op kernel: reads its inputs from buf[tensor index] and writes its outputs there.
+ * buf[-1] is never read: absent optional inputs have index -1 and kernels check for it. */
+typedef pdc_status (*ref_kernel)(const ir_model *m, const ir_layer *l, float *const *buf);
+
+pdc_status ref_conv(const ir_model *m, const ir_layer *l, float *const *buf);
+pdc_status ref_pool(const ir_model *m, const ir_layer *l, float *const *buf);          /* maxpool, avgpool */
+pdc_status ref_global_avgpool(const ir_model *m, const ir_layer *l, float *const *buf);
+pdc_status ref_gemm(const ir_model *m, const ir_layer *l, float *const *buf);          /* fc, gemm */
+pdc_status ref_matmul(const ir_model *m, const ir_layer *l, float *const *buf);
+pdc_status ref_batchnorm(const ir_model *m, const ir_layer *l, float *const *buf);
+pdc_status ref_unary(const ir_model *m, const ir_layer *l, float *const *buf);         /* activations */
+pdc_status ref_binary(const ir_model *m, const ir_layer *l, float *const *buf);        /* add, mul */
+pdc_status ref_concat(const ir_model *m, const ir_layer *l, float *const *buf);
+pdc_status ref_copy(const ir_model *m, const ir_layer *l, float *const *buf);          /* flatten, reshape */
+pdc_status ref_transpose(const ir_model *m, const ir_layer *l, float *const *buf);
+pdc_status ref_softmax(const ir_model *m, const ir_layer *l, float *const *buf);
+pdc_status ref_lstm(const ir_model *m, const ir_layer *l, float *const *buf);
+pdc_status ref_gru(const ir_model *m, const ir_layer *l, float *const *buf);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * pdc.h - the one public header of pdc, a compiler for pruned deep neural networks.
+ *
+ * Conventions (see README "C API"):
+ *  - Handles are opaque: pdc_context, pdc_model, pdc_attrs, pdc_program, pdc_tensor.
+ *  - Every call that can fail returns pdc_status; results come through trailing *_out parameters.
+ *    A failed call leaves its out-parameters and the caller's data unchanged.
+ *  - pdc_context_last_error(ctx) describes the calling thread's most recent failure on ctx.
+ *  - Objects come in create/destroy pairs; destroy accepts NULL.
+ *  - Pointer parameters are not kept after return unless the doc says "borrowed".
+ *  - Thread-safety: a context, a model and an attrs object are used by one thread at a time.
+ *    A compiled pdc_program may be run from many threads at once (each with its own tensors).
+ *    Different contexts are fully independent.
+ */
+#ifndef PDC_H
+#define PDC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(PDC_BUILDING)
+#  define PDC_API __declspec(dllexport)
+#elif defined(_WIN32)
+#  define PDC_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#  define PDC_API __attribute__((visibility("default")))
+#else
+#  define PDC_API
+#endif
+
+#define PDC_VERSION_MAJOR 0
+#define PDC_VERSION_MINOR 1
+#define PDC_VERSION_PATCH 0
+/** MAJOR*1000000 + MINOR*1000 + PATCH, as pdc_version_number() returns at run time. */
+#define PDC_VERSION_NUMBER (PDC_VERSION_MAJOR * 1000000 + PDC_VERSION_MINOR * 1000 + PDC_VERSION_PATCH)
+
+/** Largest tensor rank pdc handles. */
+#define PDC_MAX_RANK 8
+
+/** Status codes. Values are part of the ABI: only ever appended, never renumbered. */
+typedef enum pdc_status {
+    PDC_OK = 0,
+    PDC_ERR_INVALID_ARG = 1,     /**< NULL pointer, bad option name/value, out-of-range index */
+    PDC_ERR_OUT_OF_MEMORY = 2,   /**< an allocation failed or would exceed a limit */
+    PDC_ERR_IO = 3,              /**< a file could not be opened, read or written */
+    PDC_ERR_PARSE = 4,           /**< malformed IR text or model file (message has line:column or offset) */
+    PDC_ERR_CORRUPT = 5,         /**< wrong magic, version or checksum, truncated file */
+    PDC_ERR_INVALID_MODEL = 6,   /**< the verifier rejected the model (message names layer and fact) */
+    PDC_ERR_SHAPE = 7,           /**< shapes do not agree, or a symbolic shape is unresolved */
+    PDC_ERR_UNSUPPORTED = 8,     /**< known but unsupported op, dtype or target feature */
+    PDC_ERR_UNKNOWN_TARGET = 9,  /**< target name not known */
+    PDC_ERR_NO_DEVICE = 10,      /**< target known but its device or driver is absent */
+    PDC_ERR_INVALID_STATE = 11,  /**< call made out of order */
+    PDC_ERR_OVERFLOW = 12,       /**< sizes or counts overflow */
+    PDC_ERR_NOT_FOUND = 13,      /**< no tensor/layer/input of that name */
+    PDC_ERR_INTERNAL = 14        /**< a bug in pdc: please report it */
+} pdc_status;
+
+typedef struct pdc_context pdc_context;
+typedef struct pdc_model pdc_model;
+typedef struct pdc_attrs pdc_attrs;
+typedef struct pdc_program pdc_program;
+typedef struct pdc_tensor pdc_tensor;
+
+/* ------------------------------------------------------------------ version, status */
+
+/** Run-time twin of PDC_VERSION_NUMBER. Thread-safety: any thread. */
+PDC_API uint32_t pdc_version_number(void);
+/** "MAJOR.MINOR.PATCH", static storage. Thread-safety: any thread. */
+PDC_API const char *pdc_version_string(void);
+/** Short constant name of a status, e.g. "PDC_ERR_PARSE"; "unknown status" for other values. */
+PDC_API const char *pdc_status_string(pdc_status status);
+/** Frees a string that pdc returned through a char ** out-parameter. Accepts NULL. */
+PDC_API void pdc_string_free(char *s);
+
+/* ------------------------------------------------------------------ context */
+
+/**
+ * Creates a context: the owner of options, error messages and (later) JIT state.
+ * @param[out] ctx_out  the new context
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (ctx_out NULL), PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: any thread.
+ */
+PDC_API pdc_status pdc_context_create(pdc_context **ctx_out);
+/** Destroys a context. Models, programs and tensors created from it must be destroyed first. NULL is a no-op. */
+PDC_API void pdc_context_destroy(pdc_context *ctx);
+/**
+ * The message of the calling thread's most recent failed call on ctx ("" if none); names the
+ * file, layer, tensor or option and what was expected. Borrowed: valid until the next failing call
+ * on ctx from this thread. Never NULL (also for ctx == NULL).
+ */
+PDC_API const char *pdc_context_last_error(const pdc_context *ctx);
+/**
+ * Sets an option by name. Known options:
+ *  - "threads"    worker threads, integer >= 0 (0 = all cores; default 0)
+ *  - "cache_dir"  directory for compiled-kernel caches (default $XDG_CACHE_HOME/pdc or ~/.cache/pdc)
+ *  - "log_level"  one of "error", "warn", "info", "debug" (default "warn"; messages go to stderr)
+ *  - "verify"     "1" to run the IR verifier after every pass and before compile, "0" to skip it (default "1")
+ *  - "max_memory" bytes one allocation may take, 0 = unlimited (default 0)
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name or bad value; the message says which)
+ * Thread-safety: not while other calls use ctx.
+ */
+PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, const char *value);
+/**
+ * Reads an option's current value as text into buf (NUL-terminated).
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name, or cap too small: nothing written)
+ */
+PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *name, char *buf, size_t cap);
+
+/* ------------------------------------------------------------------ attributes (for the builder) */
+
+/** Creates an empty attribute set. @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_OUT_OF_MEMORY */
+PDC_API pdc_status pdc_attrs_create(pdc_context *ctx, pdc_attrs **attrs_out);
+/** Destroys an attribute set. NULL is a no-op. */
+PDC_API void pdc_attrs_destroy(pdc_attrs *attrs);
+/** Sets (or replaces) an integer attribute. Names are [A-Za-z_][A-Za-z0-9_]*. */
+PDC_API pdc_status pdc_attrs_set_int(pdc_attrs *attrs, const char *name, int64_t value);
+/** Sets (or replaces) an integer-list attribute; values copied. n may be 0. */
+PDC_API pdc_status pdc_attrs_set_ints(pdc_attrs *attrs, const char *name, size_t n, const int64_t *values);
+/** Sets (or replaces) a float attribute (finite). */
+PDC_API pdc_status pdc_attrs_set_float(pdc_attrs *attrs, const char *name, float value);
+/** Sets (or replaces) a string attribute; copied. */
+PDC_API pdc_status pdc_attrs_set_string(pdc_attrs *attrs, const char *name, const char *value);
+
+/* ------------------------------------------------------------------ model: builder */
+
+/**
+ * Creates an empty model. The model refers to ctx, which must outlive it.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_create(pdc_context *ctx, const char *name, pdc_model **model_out);
+/** Destroys a model and the weights it owns. NULL is a no-op. */
+PDC_API void pdc_model_destroy(pdc_model *model);
+
+/**
+ * Adds a graph input of dtype f32. A dim of -1 is symbolic and must be fixed with
+ * pdc_model_set_input_shape before compile.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (bad name, duplicate name, rank 0 or > PDC_MAX_RANK, dim < -1 or 0)
+ */
+PDC_API pdc_status pdc_model_add_input(pdc_model *model, const char *name, size_t rank, const int64_t *dims);
+/** Fixes the shape of input `name` (must agree with its non-symbolic dims). */
+PDC_API pdc_status pdc_model_set_input_shape(pdc_model *model, const char *name, size_t rank, const int64_t *dims);
+/**
+ * Adds a constant f32 tensor (weights, bias, BN statistics). data (prod(dims) floats) is copied.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_OVERFLOW, PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_add_constant(pdc_model *model, const char *name, size_t rank, const int64_t *dims,
+                                          const float *data);
+/**
+ * Adds a layer. op is an op name ("conv", "fc", "relu", ...; see README "Ops"); inputs name tensors
+ * defined earlier; outputs are new tensor names whose shapes are inferred now. attrs may be NULL and
+ * is not kept. The layer is checked at once: shape errors name the layer.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_NOT_FOUND (an input), PDC_ERR_UNSUPPORTED (op),
+ *         PDC_ERR_SHAPE, PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_add_layer(pdc_model *model, const char *name, const char *op, size_t n_inputs,
+                                       const char *const *inputs, size_t n_outputs, const char *const *outputs,
+                                       const pdc_attrs *attrs);
+/** Marks a tensor as a graph output (in call order). @retval PDC_OK, PDC_ERR_NOT_FOUND, PDC_ERR_INVALID_ARG */
+PDC_API pdc_status pdc_model_mark_output(pdc_model *model, const char *tensor);
+
+/**
+ * Describes constant `weight` (a conv weight [O, C/groups, kh, kw]) as pattern-sparse: patterns[i]
+ * is a bitmask over the kh*kw window (bit p = kh-row*kw + col is kept), kernel_pattern[o*(C/groups)+c]
+ * is a pattern index or -1 (kernel removed by connectivity pruning). Weights outside the mask must be 0.
+ * @retval PDC_OK, PDC_ERR_NOT_FOUND, PDC_ERR_INVALID_ARG, PDC_ERR_INVALID_MODEL (nonzero outside mask)
+ */
+PDC_API pdc_status pdc_model_set_sparsity_pattern(pdc_model *model, const char *weight, int64_t kh, int64_t kw,
+                                                  size_t n_patterns, const uint64_t *patterns, size_t n_kernels,
+                                                  const int32_t *kernel_pattern);
+/**
+ * Describes constant `weight` as block-sparse. The weight is viewed as a matrix: conv weights as
+ * [O, C/groups*kernel], others as [prod(leading dims), last dim]. Blocks of bh x bw are numbered
+ * row-major (edge blocks may be partial); mask[i] != 0 keeps block i.
+ */
+PDC_API pdc_status pdc_model_set_sparsity_block(pdc_model *model, const char *weight, int64_t bh, int64_t bw,
+                                                size_t n_blocks, const uint8_t *mask);
+/** Describes constant `weight` as unstructured-sparse: mask[i] != 0 keeps element i. */
+PDC_API pdc_status pdc_model_set_sparsity_unstructured(pdc_model *model, const char *weight, size_t n,
+                                                       const uint8_t *mask);
+
+/* ------------------------------------------------------------------ model: files */
+
+/** Flags for printing the IR text form. */
+#define PDC_PRINT_ELIDE_WEIGHTS 0x1u /**< write constants as dense<elided>; they parse back as zeros */
+
+/**
+ * Loads a model; the format is chosen by content: the .pdc binary magic, else IR text (.pdcir).
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_IO, PDC_ERR_PARSE, PDC_ERR_CORRUPT, PDC_ERR_INVALID_MODEL,
+ *         PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_load(pdc_context *ctx, const char *path, pdc_model **model_out);
+/** Loads a model from memory (either format); data is not kept. */
+PDC_API pdc_status pdc_model_load_memory(pdc_context *ctx, const void *data, size_t size, pdc_model **model_out);
+/**
+ * Saves the native binary format (.pdc: versioned, CRC-32 checksummed, keeps weights and sparsity).
+ * The file is written to a temporary name and renamed, so a failure leaves no partial file.
+ */
+PDC_API pdc_status pdc_model_save(const pdc_model *model, const char *path);
+/** Saves the IR text form (.pdcir); flags: PDC_PRINT_*. Same atomic write as pdc_model_save. */
+PDC_API pdc_status pdc_model_save_text(const pdc_model *model, const char *path, uint32_t flags);
+/** Prints the IR text form into a new string (free with pdc_string_free). */
+PDC_API pdc_status pdc_model_print(const pdc_model *model, uint32_t flags, char **text_out);
+/** Parses the IR text form. Errors give "line L, column C: ...". */
+PDC_API pdc_status pdc_model_parse(pdc_context *ctx, const char *text, size_t len, pdc_model **model_out);
+/** Runs the verifier. @retval PDC_OK or PDC_ERR_INVALID_MODEL / PDC_ERR_SHAPE with a message naming layer and fact. */
+PDC_API pdc_status pdc_model_verify(const pdc_model *model);
+
+/* ------------------------------------------------------------------ model: inspection */
+
+/** Per-layer statistics for pdc_model_layer_stat. */
+typedef enum pdc_layer_stat {
+    PDC_STAT_WEIGHTS = 1,         /**< elements of the layer's constant inputs */
+    PDC_STAT_KEPT_WEIGHTS = 2,    /**< those its sparsity keeps (all, if dense) */
+    PDC_STAT_DENSE_FLOPS = 3,     /**< floating-point ops for one run, multiply-add = 2 */
+    PDC_STAT_EFFECTIVE_FLOPS = 4, /**< the same, skipping pruned weights */
+    PDC_STAT_BYTES = 5            /**< bytes of kept weights (f32) */
+} pdc_layer_stat;
+
+/** Per-layer text fields for pdc_model_layer_string. */
+typedef enum pdc_layer_field {
+    PDC_FIELD_NAME = 1,
+    PDC_FIELD_OP = 2,
+    PDC_FIELD_INPUT_SHAPE = 3,  /**< shape of the first input, e.g. "1x16x8x8" */
+    PDC_FIELD_OUTPUT_SHAPE = 4, /**< shape of the first output */
+    PDC_FIELD_SPARSITY = 5      /**< "dense", "pattern(8 patterns, 50% kernels)", "block 1x4 (20% kept)", ... */
+} pdc_layer_field;
+
+/** Number of layers. */
+PDC_API pdc_status pdc_model_num_layers(const pdc_model *model, size_t *n_out);
+/** A statistic of layer i. */
+PDC_API pdc_status pdc_model_layer_stat(const pdc_model *model, size_t i, pdc_layer_stat stat, int64_t *value_out);
+/** A text field of layer i. Borrowed: valid until the model changes or is destroyed. */
+PDC_API pdc_status pdc_model_layer_string(const pdc_model *model, size_t i, pdc_layer_field field,
+                                          const char **text_out);
+/** Number of graph inputs / outputs. */
+PDC_API pdc_status pdc_model_num_inputs(const pdc_model *model, size_t *n_out);
+PDC_API pdc_status pdc_model_num_outputs(const pdc_model *model, size_t *n_out);
+/**
+ * Name and shape of graph input i. name_out is borrowed (valid while the model lives); dims_out
+ * has room for PDC_MAX_RANK values; symbolic dims read -1. Any out-parameter may be NULL.
+ */
+PDC_API pdc_status pdc_model_input_info(const pdc_model *model, size_t i, const char **name_out, size_t *rank_out,
+                                        int64_t *dims_out);
+PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const char **name_out, size_t *rank_out,
+                                         int64_t *dims_out);
+
+/* ------------------------------------------------------------------ program */
+
+/**
+ * Compiles a verified model for a target. Targets: "ref" (the plain-C reference interpreter).
+ * The program is independent of the model afterwards (the model may be destroyed).
+ * @retval PDC_OK, PDC_ERR_UNKNOWN_TARGET (message lists known targets), PDC_ERR_UNSUPPORTED (target known
+ *         but not available in this build), PDC_ERR_NO_DEVICE, PDC_ERR_SHAPE (unresolved symbolic input),
+ *         PDC_ERR_INVALID_MODEL, PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
+                               pdc_program **program_out);
+/** Destroys a program. NULL is a no-op. */
+PDC_API void pdc_program_destroy(pdc_program *program);
+/** The target the program was compiled for (borrowed, static). */
+PDC_API const char *pdc_program_target(const pdc_program *program);
+PDC_API pdc_status pdc_program_num_inputs(const pdc_program *program, size_t *n_out);
+PDC_API pdc_status pdc_program_num_outputs(const pdc_program *program, size_t *n_out);
+/** Name (borrowed, valid while the program lives) and shape of input / output i; any out may be NULL. */
+PDC_API pdc_status pdc_program_input_info(const pdc_program *program, size_t i, const char **name_out,
+                                          size_t *rank_out, int64_t *dims_out);
+PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i, const char **name_out,
+                                           size_t *rank_out, int64_t *dims_out);
+/**
+ * Runs the program: inputs and outputs in the order of the *_info calls, each of exactly that shape.
+ * Outputs are written only when the run succeeds.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, wrong count), PDC_ERR_SHAPE (message names the tensor,
+ *         expected and got), PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: one program may be run from many threads at once with distinct output tensors;
+ * errors are reported on the calling thread's last error of the program's context.
+ */
+PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                   size_t n_outputs, pdc_tensor *const *outputs);
+
+/* ------------------------------------------------------------------ tensor */
+
+/** Creates a tensor owning zero-filled f32 memory (64-byte aligned). */
+PDC_API pdc_status pdc_tensor_create(pdc_context *ctx, size_t rank, const int64_t *dims, pdc_tensor **tensor_out);
+/** Creates a tensor over caller memory (borrowed: must hold prod(dims) floats and outlive the tensor). */
+PDC_API pdc_status pdc_tensor_wrap(pdc_context *ctx, size_t rank, const int64_t *dims, float *data,
+                                   pdc_tensor **tensor_out);
+/** Destroys a tensor (frees its memory only if owned). NULL is a no-op. */
+PDC_API void pdc_tensor_destroy(pdc_tensor *tensor);
+/** The tensor's data (borrowed). NULL for a NULL tensor. */
+PDC_API float *pdc_tensor_data(pdc_tensor *tensor);
+/** Rank and dims (dims_out has room for PDC_MAX_RANK); either out may be NULL. */
+PDC_API pdc_status pdc_tensor_shape(const pdc_tensor *tensor, size_t *rank_out, int64_t *dims_out);
+/** Number of elements (0 for NULL). */
+PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PDC_H */

@@ -1,0 +1,198 @@
+/*
+ * ir.h - the layer-wise IR: a model is a list of layers (kept in topological order) over named
+ * tensors. Each tensor is a graph input, a constant (weights, owned by the model, with its sparsity
+ * description) or an activation produced by exactly one layer. This struct *is* the public
+ * pdc_model handle; only ir/ and lib/ see its layout.
+ */
+#ifndef PDC_IR_H
+#define PDC_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/context.h"
+#include "pdc.h"
+
+typedef enum ir_op {
+#define X(id, name, min_in, max_in, min_out, max_out) IR_OP_##id,
+#include "ir/ops.def"
+#undef X
+    IR_OP_COUNT
+} ir_op;
+
+typedef struct ir_op_info {
+    const char *name;
+    int min_inputs, max_inputs, min_outputs, max_outputs;
+} ir_op_info;
+
+const ir_op_info *ir_op_get_info(ir_op op);
+/* Returns 1 and sets *op if name is a known op. */
+int ir_op_from_name(const char *name, ir_op *op);
+
+/* ---- attributes: a small ordered name -> value list, as in ONNX */
+typedef enum ir_attr_type { IR_ATTR_INT = 0, IR_ATTR_INTS = 1, IR_ATTR_FLOAT = 2, IR_ATTR_STRING = 3 } ir_attr_type;
+
+typedef struct ir_attr {
+    char *name;
+    ir_attr_type type;
+    int64_t i;       /* INT */
+    float f;         /* FLOAT */
+    char *s;         /* STRING */
+    size_t n;        /* INTS: count */
+    int64_t *ints;   /* INTS */
+} ir_attr;
+
+typedef struct ir_attrs {
+    size_t n, cap;
+    ir_attr *items;
+} ir_attrs;
+
+/* The public attribute-set handle wraps a list. */
+struct pdc_attrs {
+    pdc_context *ctx;
+    ir_attrs list;
+};
+
+/* Setters copy their arguments and replace an attribute of the same name. */
+pdc_status ir_attrs_set_int(const pdc_context *ctx, ir_attrs *a, const char *name, int64_t v);
+pdc_status ir_attrs_set_ints(const pdc_context *ctx, ir_attrs *a, const char *name, size_t n, const int64_t *v);
+pdc_status ir_attrs_set_float(const pdc_context *ctx, ir_attrs *a, const char *name, float v);
+pdc_status ir_attrs_set_string(const pdc_context *ctx, ir_attrs *a, const char *name, const char *v);
+pdc_status ir_attrs_copy(const pdc_context *ctx, ir_attrs *dst, const ir_attrs *src);
+void ir_attrs_free(ir_attrs *a);
+const ir_attr *ir_attrs_find(const ir_attrs *a, const char *name);
+/* Typed getters with defaults; a present attribute of the wrong type counts as absent
+ * (the verifier reports wrong types, see ir_attr_expect). */
+int64_t ir_attr_int(const ir_attrs *a, const char *name, int64_t dflt);
+float ir_attr_float(const ir_attrs *a, const char *name, float dflt);
+const char *ir_attr_string(const ir_attrs *a, const char *name, const char *dflt);
+/* Returns the list (and *n) or NULL (and *n = 0) if absent. */
+const int64_t *ir_attr_ints(const ir_attrs *a, const char *name, size_t *n);
+/* 1 if names are [A-Za-z_][A-Za-z0-9_]*. */
+int ir_attr_name_valid(const char *name);
+
+/* ---- sparsity of a constant tensor: a tagged description, never just zeros */
+typedef enum ir_sparsity_kind {
+    IR_SPARSITY_NONE = 0,
+    IR_SPARSITY_PATTERN = 1,      /* conv weights: pattern set + per-kernel pattern id (-1 = pruned kernel) */
+    IR_SPARSITY_BLOCK = 2,        /* matrix view in blocks of bh x bw, row-major block mask */
+    IR_SPARSITY_UNSTRUCTURED = 3  /* per-element mask */
+} ir_sparsity_kind;
+
+#define IR_MAX_PATTERN_WINDOW 64  /* kh*kw must fit in a uint64 bitmask */
+
+typedef struct ir_sparsity {
+    ir_sparsity_kind kind;
+    /* PATTERN: kh x kw window; bit p = row*kw + col of patterns[i] is kept */
+    int64_t kh, kw;
+    size_t n_patterns;
+    uint64_t *patterns;
+    size_t n_kernels;          /* O * (C/group) */
+    int32_t *kernel_pattern;   /* per kernel o*(C/group)+c: pattern index or -1 (pruned) */
+    /* BLOCK */
+    int64_t bh, bw;
+    size_t n_blocks;
+    uint8_t *block_mask;       /* 1 = kept */
+    /* UNSTRUCTURED */
+    size_t n_mask;
+    uint8_t *mask;             /* 1 = kept, one per element */
+} ir_sparsity;
+
+void ir_sparsity_free(ir_sparsity *s);
+pdc_status ir_sparsity_copy(const pdc_context *ctx, ir_sparsity *dst, const ir_sparsity *src);
+/* The matrix view used by block sparsity (see pdc_model_set_sparsity_block). */
+void ir_weight_matrix_view(const struct ir_tensor *w, int64_t *rows, int64_t *cols);
+/* 1 if element `index` of tensor t is kept by its sparsity (always 1 when dense). */
+int ir_sparsity_keeps(const struct ir_tensor *t, size_t index);
+/* Number of elements kept. */
+size_t ir_sparsity_kept(const struct ir_tensor *t);
+
+/* ---- tensors and layers */
+typedef enum ir_tensor_kind { IR_TENSOR_INPUT = 0, IR_TENSOR_CONST = 1, IR_TENSOR_ACT = 2 } ir_tensor_kind;
+
+typedef struct ir_tensor {
+    char *name;
+    ir_tensor_kind kind;
+    int rank;
+    int64_t dims[PDC_MAX_RANK];   /* -1 = symbolic (inputs, and activations depending on them) */
+    float *data;                  /* CONST only: prod(dims) floats, owned */
+    ir_sparsity sparsity;         /* CONST only */
+    int producer;                 /* producing layer, -1 for inputs and constants */
+} ir_tensor;
+
+typedef struct ir_layer {
+    char *name;
+    ir_op op;
+    size_t n_inputs, n_outputs;
+    int *inputs;                  /* tensor indices; -1 = absent optional input */
+    int *outputs;                 /* tensor indices; -1 = absent optional output (not the first) */
+    ir_attrs attrs;
+} ir_layer;
+
+struct pdc_model {
+    pdc_context *ctx;
+    char *name;
+    size_t n_tensors, cap_tensors;
+    ir_tensor *tensors;
+    size_t n_layers, cap_layers;
+    ir_layer *layers;
+    size_t n_inputs, cap_inputs;
+    int *inputs;
+    size_t n_outputs, cap_outputs;
+    int *outputs;
+    char *info_text;              /* scratch for pdc_model_layer_string */
+};
+
+typedef struct pdc_model ir_model;
+
+/* ---- model construction (ir/model.c). All return a status with the message set on ctx. */
+pdc_status ir_model_create(pdc_context *ctx, const char *name, ir_model **out);
+void ir_model_destroy(ir_model *m);
+/* Deep copy (programs keep their own copy, independent of the user's model). */
+pdc_status ir_model_clone(const ir_model *m, ir_model **out);
+int ir_model_find_tensor(const ir_model *m, const char *name);
+int ir_model_find_layer(const ir_model *m, const char *name);
+/* Names: non-empty, printable ASCII, no whitespace or quotes... see ir_name_valid. */
+int ir_name_valid(const char *name);
+pdc_status ir_model_add_input(ir_model *m, const char *name, int rank, const int64_t *dims);
+/* Takes ownership of data (allocated with pdc_alloc*) on success *and* on failure. data may be NULL:
+ * zero-filled. */
+pdc_status ir_model_add_constant_owned(ir_model *m, const char *name, int rank, const int64_t *dims, float *data);
+/* inputs: tensor names, NULL or "" for absent optional inputs; outputs: NULL or "" for absent optional
+ * outputs. Checks arity, infers output shapes. attrs copied (may be NULL). */
+pdc_status ir_model_add_layer(ir_model *m, const char *name, ir_op op, size_t n_in, const char *const *inputs,
+                              size_t n_out, const char *const *outputs, const ir_attrs *attrs);
+pdc_status ir_model_mark_output(ir_model *m, const char *name);
+/* Sets a tensor's sparsity (validated against the tensor's shape and data); takes ownership of
+ * s's arrays on success and on failure. */
+pdc_status ir_model_set_sparsity(ir_model *m, int tensor, ir_sparsity *s);
+/* Fixes a symbolic input's shape and re-infers every activation shape. */
+pdc_status ir_model_set_input_shape(ir_model *m, const char *name, int rank, const int64_t *dims);
+/* Re-runs shape inference over all layers in order. */
+pdc_status ir_model_infer_shapes(ir_model *m);
+
+/* ---- shapes (ir/infer.c) */
+/* Infers the output shapes of layer li from its input shapes; message names the layer. */
+pdc_status ir_infer_layer(ir_model *m, size_t li);
+/* Elements of a shape; returns 0 on overflow or symbolic dims (and sets *n = 0). */
+int ir_numel(int rank, const int64_t *dims, size_t *n);
+size_t ir_tensor_numel(const ir_tensor *t); /* 0 if symbolic */
+/* "1x3x224x224" ("?" for symbolic dims) into buf. */
+void ir_format_shape(int rank, const int64_t *dims, char *buf, size_t cap);
+
+/* ---- verifier (ir/verify.c) */
+pdc_status ir_verify(const ir_model *m);
+
+/* ---- statistics (ir/stats.c) */
+typedef struct ir_layer_stats {
+    int64_t weights, kept_weights, dense_flops, effective_flops, bytes;
+} ir_layer_stats;
+void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st);
+/* "dense", "pattern 3x3 (8 patterns, 50% kernels kept)", ... into buf. */
+void ir_layer_sparsity_text(const ir_model *m, size_t li, char *buf, size_t cap);
+
+/* ---- text form (ir/text_print.c, ir/text_parse.c) */
+pdc_status ir_print(const ir_model *m, uint32_t flags, char **text_out);
+pdc_status ir_parse(pdc_context *ctx, const char *text, size_t len, ir_model **out);
+
+#endif

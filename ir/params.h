@@ -1,0 +1,51 @@
+/*
+ * params.h - an op's attributes decoded into plain structs with defaults applied and checked.
+ * Shape inference, the verifier, statistics and every backend read ops through these functions, so
+ * an attribute means the same thing everywhere.
+ */
+#ifndef PDC_IR_PARAMS_H
+#define PDC_IR_PARAMS_H
+
+#include "ir/ir.h"
+
+#define IR_MAX_SPATIAL 3
+
+/* conv, maxpool, avgpool. For pools: c == o, group == c, k from kernel_shape, no weights. */
+typedef struct ir_window_params {
+    int nsp;                           /* spatial dims: 1..3 */
+    int64_t n, c, o, group;            /* batch, in channels, out channels, groups */
+    int64_t in[IR_MAX_SPATIAL];        /* input spatial size */
+    int64_t out[IR_MAX_SPATIAL];       /* output spatial size */
+    int64_t k[IR_MAX_SPATIAL];         /* kernel */
+    int64_t stride[IR_MAX_SPATIAL];
+    int64_t pad_begin[IR_MAX_SPATIAL], pad_end[IR_MAX_SPATIAL];
+    int64_t dil[IR_MAX_SPATIAL];
+    int ceil_mode;                     /* pools */
+    int count_include_pad;             /* avgpool */
+    int has_bias;                      /* conv */
+} ir_window_params;
+
+/* Decodes conv/maxpool/avgpool attrs against the input (and weight) shapes. Input dims must be
+ * concrete. Errors name the layer. */
+pdc_status ir_window_params_get(const ir_model *m, const ir_layer *l, ir_window_params *p);
+
+typedef struct ir_rnn_params {
+    int64_t seq, batch, input, hidden, dirs;
+    int reverse_only;                  /* direction == "reverse" */
+    int gates;                         /* 4 (lstm) or 3 (gru) */
+    int linear_before_reset;           /* gru */
+} ir_rnn_params;
+pdc_status ir_rnn_params_get(const ir_model *m, const ir_layer *l, ir_rnn_params *p);
+
+typedef struct ir_gemm_params {
+    int64_t m, k, n;
+    int trans_a, trans_b;
+    float alpha, beta;
+} ir_gemm_params;
+/* gemm and fc (fc: a = x flattened [N,K], b = w [O,K] with trans_b = 1, alpha = beta = 1). */
+pdc_status ir_gemm_params_get(const ir_model *m, const ir_layer *l, ir_gemm_params *p);
+
+/* Normalises a possibly negative axis against rank; error names the layer. */
+pdc_status ir_axis_get(const ir_model *m, const ir_layer *l, int64_t axis, int rank, int *out);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * context.h - internal: the context's state, error reporting and checked allocation.
+ * Every allocation in pdc goes through pdc_alloc*/pdc_strdup so that out-of-memory is one status
+ * with one message, and so limits and failure injection have a single choke point.
+ */
+#ifndef PDC_LIB_CONTEXT_H
+#define PDC_LIB_CONTEXT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pdc.h"
+
+#define PDC_PATH_MAX 4096
+
+enum pdc_log_level { PDC_LOG_ERROR = 0, PDC_LOG_WARN = 1, PDC_LOG_INFO = 2, PDC_LOG_DEBUG = 3 };
+
+struct pdc_context {
+    int threads;                  /* 0 = all cores */
+    int log_level;                /* enum pdc_log_level */
+    int verify;                   /* run the verifier between passes and before compile */
+    size_t max_memory;            /* largest single allocation in bytes, 0 = unlimited */
+    char cache_dir[PDC_PATH_MAX];
+};
+
+/*
+ * Records a message for the calling thread (thread-local, so concurrent program runs do not race)
+ * and returns `status`, so callers write `return pdc_error(ctx, PDC_ERR_SHAPE, "...", ...)`.
+ * Formatting into a fixed buffer allocates nothing, so it is safe to report out-of-memory.
+ */
+pdc_status pdc_error(const pdc_context *ctx, pdc_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+pdc_status pdc_verror(const pdc_context *ctx, pdc_status status, const char *fmt, va_list ap);
+/* Prepends "prefix: " to the calling thread's current message for ctx (adds file or layer context). */
+void pdc_error_prefix(const pdc_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Logs to stderr when level <= ctx->log_level. */
+void pdc_log(const pdc_context *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Checked allocation: on failure they record PDC_ERR_OUT_OF_MEMORY (or PDC_ERR_OVERFLOW for n*size)
+ * on ctx and return NULL. Zero-size requests return a valid unique pointer. Free with pdc_free. */
+void *pdc_alloc(const pdc_context *ctx, size_t size);
+void *pdc_calloc(const pdc_context *ctx, size_t n, size_t size);
+/* Grows an array to hold at least `need` elements (capacity doubling); *items/*cap updated only on success. */
+pdc_status pdc_grow(const pdc_context *ctx, void **items, size_t *cap, size_t need, size_t elem_size);
+/* 64-byte aligned, zero-filled; free with pdc_free. */
+void *pdc_alloc_aligned(const pdc_context *ctx, size_t n, size_t size);
+char *pdc_strdup(const pdc_context *ctx, const char *s);
+void pdc_free(void *p);
+
+/* Overflow-checked arithmetic: return 0 and set *out, or return 1 on overflow. */
+static inline int pdc_mul_overflow(size_t a, size_t b, size_t *out) { return __builtin_mul_overflow(a, b, out); }
+static inline int pdc_add_overflow(size_t a, size_t b, size_t *out) { return __builtin_add_overflow(a, b, out); }
+
+/* Fails with PDC_ERR_INVALID_ARG naming `what` if p is NULL. */
+#define PDC_CHECK_ARG(ctx, p, what)                                                        \
+    do {                                                                                   \
+        if (!(p)) return pdc_error((ctx), PDC_ERR_INVALID_ARG, "%s: %s is NULL", __func__, (what)); \
+    } while (0)
+
+#endif
