@@ -121,7 +121,7 @@ PDC_API void pdc_attrs_destroy(pdc_attrs *attrs);
 PDC_API pdc_status pdc_attrs_set_int(pdc_attrs *attrs, const char *name, int64_t value);
 /** Sets (or replaces) an integer-list attribute; values copied. n may be 0. */
 PDC_API pdc_status pdc_attrs_set_ints(pdc_attrs *attrs, const char *name, size_t n, const int64_t *values);
-/** Sets (or replaces) a float attribute (finite). */
+/** Sets (or replaces) a float attribute (not NaN; infinities allowed, e.g. clip bounds). */
 PDC_API pdc_status pdc_attrs_set_float(pdc_attrs *attrs, const char *name, float value);
 /** Sets (or replaces) a string attribute; copied. */
 PDC_API pdc_status pdc_attrs_set_string(pdc_attrs *attrs, const char *name, const char *value);
@@ -173,8 +173,8 @@ PDC_API pdc_status pdc_model_set_sparsity_pattern(pdc_model *model, const char *
                                                   size_t n_patterns, const uint64_t *patterns, size_t n_kernels,
                                                   const int32_t *kernel_pattern);
 /**
- * Describes constant `weight` as block-sparse. The weight is viewed as a matrix: conv weights as
- * [O, C/groups*kernel], others as [prod(leading dims), last dim]. Blocks of bh x bw are numbered
+ * Describes constant `weight` as block-sparse. The weight is viewed as a matrix: rank >= 4 (conv)
+ * weights as [O, C/groups*kernel], lower ranks as [prod(leading dims), last dim]. Blocks of bh x bw are numbered
  * row-major (edge blocks may be partial); mask[i] != 0 keeps block i.
  */
 PDC_API pdc_status pdc_model_set_sparsity_block(pdc_model *model, const char *weight, int64_t bh, int64_t bw,

@@ -13,6 +13,8 @@
 #include "lib/context.h"
 #include "pdc.h"
 
+struct ir_tensor;
+
 typedef enum ir_op {
 #define X(id, name, min_in, max_in, min_out, max_out) IR_OP_##id,
 #include "ir/ops.def"
@@ -106,6 +108,8 @@ void ir_weight_matrix_view(const struct ir_tensor *w, int64_t *rows, int64_t *co
 int ir_sparsity_keeps(const struct ir_tensor *t, size_t index);
 /* Number of elements kept. */
 size_t ir_sparsity_kept(const struct ir_tensor *t);
+/* Checks s against constant t's shape and weights (pruned weights must be exactly 0). */
+pdc_status ir_sparsity_validate(const pdc_context *ctx, const struct ir_tensor *t, const ir_sparsity *s);
 
 /* ---- tensors and layers */
 typedef enum ir_tensor_kind { IR_TENSOR_INPUT = 0, IR_TENSOR_CONST = 1, IR_TENSOR_ACT = 2 } ir_tensor_kind;
@@ -152,7 +156,7 @@ void ir_model_destroy(ir_model *m);
 pdc_status ir_model_clone(const ir_model *m, ir_model **out);
 int ir_model_find_tensor(const ir_model *m, const char *name);
 int ir_model_find_layer(const ir_model *m, const char *name);
-/* Names: non-empty, printable ASCII, no whitespace or quotes... see ir_name_valid. */
+/* Tensor/layer/model names: 1..4096 bytes, no control characters (any other UTF-8 is fine). */
 int ir_name_valid(const char *name);
 pdc_status ir_model_add_input(ir_model *m, const char *name, int rank, const int64_t *dims);
 /* Takes ownership of data (allocated with pdc_alloc*) on success *and* on failure. data may be NULL:

@@ -1,6 +1,6 @@
 /*
  * context.h - internal: the context's state, error reporting and checked allocation.
- * Every allocation in pdc goes through pdc_alloc*/pdc_strdup so that out-of-memory is one status
+ * Every allocation in pdc goes through pdc_alloc, pdc_calloc, pdc_strdup (and friends) so that out-of-memory is one status
  * with one message, and so limits and failure injection have a single choke point.
  */
 #ifndef PDC_LIB_CONTEXT_H
@@ -42,7 +42,7 @@ void pdc_log(const pdc_context *ctx, int level, const char *fmt, ...) __attribut
  * on ctx and return NULL. Zero-size requests return a valid unique pointer. Free with pdc_free. */
 void *pdc_alloc(const pdc_context *ctx, size_t size);
 void *pdc_calloc(const pdc_context *ctx, size_t n, size_t size);
-/* Grows an array to hold at least `need` elements (capacity doubling); *items/*cap updated only on success. */
+/* Grows an array to hold at least `need` elements (capacity doubling); *items and *cap updated only on success. */
 pdc_status pdc_grow(const pdc_context *ctx, void **items, size_t *cap, size_t need, size_t elem_size);
 /* 64-byte aligned, zero-filled; free with pdc_free. */
 void *pdc_alloc_aligned(const pdc_context *ctx, size_t n, size_t size);

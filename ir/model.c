@@ -1,0 +1,356 @@
+/*
+ * model.c - building and copying the layer-wise IR. Layers are appended in topological order
+ * (every input must already exist), so the graph is acyclic and each tensor has one definition by
+ * construction; every append infers the new layer's output shapes at once. A failed call leaves
+ * the model exactly as it was.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "ir/ir.h"
+
+#define IR_NAME_MAX 4096
+
+int ir_name_valid(const char *name)
+{
+    if (!name || !*name) return 0;
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++, n++)
+        if (*p < 0x20 || *p == 0x7f) return 0;
+    return n <= IR_NAME_MAX;
+}
+
+pdc_status ir_model_create(pdc_context *ctx, const char *name, ir_model **out)
+{
+    if (!name) name = "model";
+    if (!ir_name_valid(name))
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "invalid model name (empty, too long or control characters)");
+    ir_model *m = pdc_calloc(ctx, 1, sizeof *m);
+    if (!m) return PDC_ERR_OUT_OF_MEMORY;
+    m->ctx = ctx;
+    m->name = pdc_strdup(ctx, name);
+    if (!m->name) {
+        pdc_free(m);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    *out = m;
+    return PDC_OK;
+}
+
+static void tensor_free(ir_tensor *t)
+{
+    pdc_free(t->name);
+    pdc_free(t->data);
+    ir_sparsity_free(&t->sparsity);
+}
+
+static void layer_free(ir_layer *l)
+{
+    pdc_free(l->name);
+    pdc_free(l->inputs);
+    pdc_free(l->outputs);
+    ir_attrs_free(&l->attrs);
+}
+
+void ir_model_destroy(ir_model *m)
+{
+    if (!m) return;
+    for (size_t i = 0; i < m->n_tensors; i++) tensor_free(&m->tensors[i]);
+    for (size_t i = 0; i < m->n_layers; i++) layer_free(&m->layers[i]);
+    pdc_free(m->tensors);
+    pdc_free(m->layers);
+    pdc_free(m->inputs);
+    pdc_free(m->outputs);
+    pdc_free(m->name);
+    pdc_free(m->info_text);
+    pdc_free(m);
+}
+
+int ir_model_find_tensor(const ir_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return (int)i;
+    return -1;
+}
+
+int ir_model_find_layer(const ir_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (!strcmp(m->layers[i].name, name)) return (int)i;
+    return -1;
+}
+
+/* Appends a tensor slot (name copied); the caller fills the rest. */
+static pdc_status push_tensor(ir_model *m, const char *name, ir_tensor_kind kind, int rank, const int64_t *dims,
+                              int *index)
+{
+    if (!ir_name_valid(name))
+        return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "invalid tensor name \"%s\" (empty, too long or control characters)",
+                         name ? name : "(null)");
+    if (ir_model_find_tensor(m, name) >= 0)
+        return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "tensor '%s' is already defined", name);
+    if (m->n_tensors >= INT32_MAX) return pdc_error(m->ctx, PDC_ERR_OVERFLOW, "too many tensors");
+    pdc_status st = pdc_grow(m->ctx, (void **)&m->tensors, &m->cap_tensors, m->n_tensors + 1, sizeof *m->tensors);
+    if (st) return st;
+    char *copy = pdc_strdup(m->ctx, name);
+    if (!copy) return PDC_ERR_OUT_OF_MEMORY;
+    ir_tensor *t = &m->tensors[m->n_tensors];
+    memset(t, 0, sizeof *t);
+    t->name = copy;
+    t->kind = kind;
+    t->rank = rank;
+    t->producer = -1;
+    for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
+    *index = (int)m->n_tensors++;
+    return PDC_OK;
+}
+
+static pdc_status push_index(const pdc_context *ctx, int **items, size_t *n, size_t *cap, int v)
+{
+    pdc_status st = pdc_grow(ctx, (void **)items, cap, *n + 1, sizeof **items);
+    if (st) return st;
+    (*items)[(*n)++] = v;
+    return PDC_OK;
+}
+
+/* Checks rank and dims; symbolic (-1) allowed only if allow_symbolic. */
+static pdc_status check_dims(const ir_model *m, const char *what, const char *name, int rank, const int64_t *dims,
+                             int min_rank, int allow_symbolic)
+{
+    if (rank < min_rank || rank > PDC_MAX_RANK)
+        return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "%s '%s': rank %d is outside %d..%d", what, name, rank, min_rank,
+                         PDC_MAX_RANK);
+    if (rank && !dims) return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "%s '%s': dims is NULL", what, name);
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] >= 1 || (allow_symbolic && dims[i] == -1)) continue;
+        return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "%s '%s': dim %d is %" PRId64 " (expected >= 1%s)", what, name, i,
+                         dims[i], allow_symbolic ? " or -1 for symbolic" : "");
+    }
+    if (!allow_symbolic) {
+        size_t n, bytes;
+        if (!ir_numel(rank, dims, &n) || pdc_mul_overflow(n, sizeof(float), &bytes))
+            return pdc_error(m->ctx, PDC_ERR_OVERFLOW, "%s '%s': element count overflows", what, name);
+    }
+    return PDC_OK;
+}
+
+pdc_status ir_model_add_input(ir_model *m, const char *name, int rank, const int64_t *dims)
+{
+    pdc_status st = check_dims(m, "input", name ? name : "(null)", rank, dims, 1, 1);
+    if (st) return st;
+    st = pdc_grow(m->ctx, (void **)&m->inputs, &m->cap_inputs, m->n_inputs + 1, sizeof *m->inputs);
+    if (st) return st;
+    int t;
+    st = push_tensor(m, name, IR_TENSOR_INPUT, rank, dims, &t);
+    if (st) return st;
+    m->inputs[m->n_inputs++] = t;
+    return PDC_OK;
+}
+
+pdc_status ir_model_add_constant_owned(ir_model *m, const char *name, int rank, const int64_t *dims, float *data)
+{
+    pdc_status st = check_dims(m, "constant", name ? name : "(null)", rank, dims, 0, 0);
+    size_t n = 0;
+    if (!st) ir_numel(rank, dims, &n);
+    if (!st && !data) {
+        data = pdc_calloc(m->ctx, n, sizeof *data);
+        if (!data) st = PDC_ERR_OUT_OF_MEMORY;
+    }
+    int t;
+    if (!st) st = push_tensor(m, name, IR_TENSOR_CONST, rank, dims, &t);
+    if (st) {
+        pdc_free(data);
+        return st;
+    }
+    m->tensors[t].data = data;
+    return PDC_OK;
+}
+
+pdc_status ir_model_add_layer(ir_model *m, const char *name, ir_op op, size_t n_in, const char *const *inputs,
+                              size_t n_out, const char *const *outputs, const ir_attrs *attrs)
+{
+    const pdc_context *ctx = m->ctx;
+    const ir_op_info *info = ir_op_get_info(op);
+    if (!info) return pdc_error(ctx, PDC_ERR_UNSUPPORTED, "unknown op id %d", (int)op);
+    if (!ir_name_valid(name))
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "invalid layer name \"%s\"", name ? name : "(null)");
+    if (ir_model_find_layer(m, name) >= 0)
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "layer '%s' is already defined", name);
+    if (n_in < (size_t)info->min_inputs || n_in > (size_t)info->max_inputs)
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "layer '%s' (%s): %zu inputs, expected %d..%d", name, info->name,
+                         n_in, info->min_inputs, info->max_inputs);
+    if (n_out < (size_t)info->min_outputs || n_out > (size_t)info->max_outputs)
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "layer '%s' (%s): %zu outputs, expected %d..%d", name, info->name,
+                         n_out, info->min_outputs, info->max_outputs);
+    if ((n_in && !inputs) || !outputs)
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "layer '%s': inputs or outputs array is NULL", name);
+
+    ir_layer l = {0};
+    pdc_status st = PDC_OK;
+    size_t tensors_before = m->n_tensors;
+    l.inputs = pdc_calloc(ctx, n_in ? n_in : 1, sizeof *l.inputs);
+    l.outputs = pdc_calloc(ctx, n_out, sizeof *l.outputs);
+    l.name = pdc_strdup(ctx, name);
+    if (!l.inputs || !l.outputs || !l.name) st = PDC_ERR_OUT_OF_MEMORY;
+    if (!st) st = ir_attrs_copy(ctx, &l.attrs, attrs);
+    if (!st) st = pdc_grow(ctx, (void **)&m->layers, &m->cap_layers, m->n_layers + 1, sizeof *m->layers);
+    l.op = op;
+    l.n_inputs = n_in;
+    l.n_outputs = n_out;
+    for (size_t i = 0; i < n_in && !st; i++) {
+        const char *in = inputs[i];
+        if (!in || !*in) {
+            if (i < (size_t)info->min_inputs)
+                st = pdc_error(ctx, PDC_ERR_INVALID_ARG, "layer '%s' (%s): input %zu is required", name, info->name, i);
+            l.inputs[i] = -1;
+            continue;
+        }
+        l.inputs[i] = ir_model_find_tensor(m, in);
+        if (l.inputs[i] < 0)
+            st = pdc_error(ctx, PDC_ERR_NOT_FOUND, "layer '%s' (%s): input '%s' is not defined", name, info->name, in);
+    }
+    for (size_t i = 0; i < n_out && !st; i++) {
+        const char *out = outputs[i];
+        if (!out || !*out) {
+            if (i == 0) st = pdc_error(ctx, PDC_ERR_INVALID_ARG, "layer '%s' (%s): output 0 is required", name, info->name);
+            l.outputs[i] = -1;
+            continue;
+        }
+        st = push_tensor(m, out, IR_TENSOR_ACT, 0, NULL, &l.outputs[i]);
+        if (!st) m->tensors[l.outputs[i]].producer = (int)m->n_layers;
+    }
+    if (!st) {
+        m->layers[m->n_layers++] = l;
+        st = ir_infer_layer(m, m->n_layers - 1);
+        if (!st) return PDC_OK;
+        m->n_layers--;
+    }
+    while (m->n_tensors > tensors_before) tensor_free(&m->tensors[--m->n_tensors]);
+    layer_free(&l);
+    return st;
+}
+
+pdc_status ir_model_mark_output(ir_model *m, const char *name)
+{
+    int t = ir_model_find_tensor(m, name);
+    if (t < 0) return pdc_error(m->ctx, PDC_ERR_NOT_FOUND, "output '%s' is not a tensor of the model", name);
+    if (m->tensors[t].kind != IR_TENSOR_ACT)
+        return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "output '%s' must be produced by a layer", name);
+    for (size_t i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i] == t) return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "'%s' is already an output", name);
+    return push_index(m->ctx, &m->outputs, &m->n_outputs, &m->cap_outputs, t);
+}
+
+pdc_status ir_model_set_sparsity(ir_model *m, int tensor, ir_sparsity *s)
+{
+    pdc_status st = PDC_OK;
+    if (tensor < 0 || (size_t)tensor >= m->n_tensors)
+        st = pdc_error(m->ctx, PDC_ERR_NOT_FOUND, "sparsity: tensor index %d out of range", tensor);
+    if (!st) st = ir_sparsity_validate(m->ctx, &m->tensors[tensor], s);
+    if (st) {
+        ir_sparsity_free(s);
+        return st;
+    }
+    ir_sparsity_free(&m->tensors[tensor].sparsity);
+    m->tensors[tensor].sparsity = *s;
+    memset(s, 0, sizeof *s);
+    return PDC_OK;
+}
+
+pdc_status ir_model_infer_shapes(ir_model *m)
+{
+    for (size_t i = 0; i < m->n_layers; i++) {
+        pdc_status st = ir_infer_layer(m, i);
+        if (st) return st;
+    }
+    return PDC_OK;
+}
+
+pdc_status ir_model_set_input_shape(ir_model *m, const char *name, int rank, const int64_t *dims)
+{
+    int t = ir_model_find_tensor(m, name);
+    if (t < 0 || m->tensors[t].kind != IR_TENSOR_INPUT)
+        return pdc_error(m->ctx, PDC_ERR_NOT_FOUND, "'%s' is not an input of the model", name);
+    pdc_status st = check_dims(m, "input", name, rank, dims, 1, 0);
+    if (st) return st;
+    ir_tensor *in = &m->tensors[t];
+    char want[128], got[128];
+    ir_format_shape(in->rank, in->dims, want, sizeof want);
+    ir_format_shape(rank, dims, got, sizeof got);
+    if (rank != in->rank)
+        return pdc_error(m->ctx, PDC_ERR_SHAPE, "input '%s': shape %s does not match declared %s", name, got, want);
+    for (int i = 0; i < rank; i++)
+        if (in->dims[i] != -1 && in->dims[i] != dims[i])
+            return pdc_error(m->ctx, PDC_ERR_SHAPE, "input '%s': shape %s does not match declared %s", name, got, want);
+    int64_t saved[PDC_MAX_RANK];
+    memcpy(saved, in->dims, sizeof saved);
+    memcpy(in->dims, dims, (size_t)rank * sizeof *dims);
+    st = ir_model_infer_shapes(m);
+    if (st) {
+        memcpy(m->tensors[t].dims, saved, sizeof saved);
+        ir_model_infer_shapes(m); /* restore the previous (valid) shapes */
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------- deep copy */
+
+pdc_status ir_model_clone(const ir_model *src, ir_model **out)
+{
+    ir_model *m;
+    pdc_status st = ir_model_create(src->ctx, src->name, &m);
+    if (st) return st;
+    const pdc_context *ctx = src->ctx;
+    m->tensors = pdc_calloc(ctx, src->n_tensors ? src->n_tensors : 1, sizeof *m->tensors);
+    m->layers = pdc_calloc(ctx, src->n_layers ? src->n_layers : 1, sizeof *m->layers);
+    m->inputs = pdc_calloc(ctx, src->n_inputs ? src->n_inputs : 1, sizeof *m->inputs);
+    m->outputs = pdc_calloc(ctx, src->n_outputs ? src->n_outputs : 1, sizeof *m->outputs);
+    if (!m->tensors || !m->layers || !m->inputs || !m->outputs) goto oom;
+    m->cap_tensors = src->n_tensors ? src->n_tensors : 1;
+    m->cap_layers = src->n_layers ? src->n_layers : 1;
+    m->cap_inputs = src->n_inputs ? src->n_inputs : 1;
+    m->cap_outputs = src->n_outputs ? src->n_outputs : 1;
+    for (size_t i = 0; i < src->n_tensors; i++) {
+        const ir_tensor *s = &src->tensors[i];
+        ir_tensor *d = &m->tensors[i];
+        *d = *s;
+        d->name = NULL;
+        d->data = NULL;
+        memset(&d->sparsity, 0, sizeof d->sparsity);
+        m->n_tensors = i + 1;
+        if (!(d->name = pdc_strdup(ctx, s->name))) goto oom;
+        if (s->data) {
+            size_t n = ir_tensor_numel(s);
+            if (!(d->data = pdc_alloc(ctx, n * sizeof *d->data))) goto oom;
+            memcpy(d->data, s->data, n * sizeof *d->data);
+        }
+        if ((st = ir_sparsity_copy(ctx, &d->sparsity, &s->sparsity))) goto fail;
+    }
+    for (size_t i = 0; i < src->n_layers; i++) {
+        const ir_layer *s = &src->layers[i];
+        ir_layer *d = &m->layers[i];
+        memset(d, 0, sizeof *d);
+        m->n_layers = i + 1;
+        d->op = s->op;
+        d->n_inputs = s->n_inputs;
+        d->n_outputs = s->n_outputs;
+        d->name = pdc_strdup(ctx, s->name);
+        d->inputs = pdc_calloc(ctx, s->n_inputs ? s->n_inputs : 1, sizeof *d->inputs);
+        d->outputs = pdc_calloc(ctx, s->n_outputs ? s->n_outputs : 1, sizeof *d->outputs);
+        if (!d->name || !d->inputs || !d->outputs) goto oom;
+        memcpy(d->inputs, s->inputs, s->n_inputs * sizeof *d->inputs);
+        memcpy(d->outputs, s->outputs, s->n_outputs * sizeof *d->outputs);
+        if ((st = ir_attrs_copy(ctx, &d->attrs, &s->attrs))) goto fail;
+    }
+    memcpy(m->inputs, src->inputs, src->n_inputs * sizeof *m->inputs);
+    memcpy(m->outputs, src->outputs, src->n_outputs * sizeof *m->outputs);
+    m->n_inputs = src->n_inputs;
+    m->n_outputs = src->n_outputs;
+    *out = m;
+    return PDC_OK;
+oom:
+    st = PDC_ERR_OUT_OF_MEMORY;
+fail:
+    ir_model_destroy(m);
+    return st;
+}

@@ -1,0 +1,176 @@
+/*
+ * sparsity.c - the tagged sparsity description of a constant tensor: copy, free, the element
+ * masks it implies, and validation against the tensor's shape and weights (pruned weights must be
+ * exactly zero; kept weights may also be zero, e.g. a kernel with fewer non-zeros than its pattern).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "ir/ir.h"
+
+void ir_sparsity_free(ir_sparsity *s)
+{
+    pdc_free(s->patterns);
+    pdc_free(s->kernel_pattern);
+    pdc_free(s->block_mask);
+    pdc_free(s->mask);
+    memset(s, 0, sizeof *s);
+}
+
+static void *dup_array(const pdc_context *ctx, const void *src, size_t n, size_t size, pdc_status *st)
+{
+    if (!src || !n) return NULL;
+    void *d = pdc_calloc(ctx, n, size);
+    if (!d) *st = PDC_ERR_OUT_OF_MEMORY;
+    else memcpy(d, src, n * size);
+    return d;
+}
+
+pdc_status ir_sparsity_copy(const pdc_context *ctx, ir_sparsity *dst, const ir_sparsity *src)
+{
+    pdc_status st = PDC_OK;
+    ir_sparsity t = *src;
+    t.patterns = dup_array(ctx, src->patterns, src->n_patterns, sizeof *t.patterns, &st);
+    t.kernel_pattern = dup_array(ctx, src->kernel_pattern, src->n_kernels, sizeof *t.kernel_pattern, &st);
+    t.block_mask = dup_array(ctx, src->block_mask, src->n_blocks, sizeof *t.block_mask, &st);
+    t.mask = dup_array(ctx, src->mask, src->n_mask, sizeof *t.mask, &st);
+    if (st) {
+        ir_sparsity_free(&t);
+        return st;
+    }
+    *dst = t;
+    return PDC_OK;
+}
+
+void ir_weight_matrix_view(const ir_tensor *w, int64_t *rows, int64_t *cols)
+{
+    /* Rank >= 4 (2-D/3-D conv weights [O, C/g, k...]) -> [O, C/g*prod(k)]; lower ranks (fc [O,K], RNN gate
+     * stacks [D, gates*H, I]) -> [prod(leading dims), last dim]. Decided by rank alone so that the view
+     * belongs to the tensor, not to whichever layer consumes it. */
+    int64_t r = 1, c = 1;
+    if (w->rank >= 4) {
+        r = w->dims[0];
+        for (int i = 1; i < w->rank; i++) c *= w->dims[i];
+    } else if (w->rank >= 1) {
+        for (int i = 0; i < w->rank - 1; i++) r *= w->dims[i];
+        c = w->dims[w->rank - 1];
+    }
+    *rows = r;
+    *cols = c;
+}
+
+/* Pattern sparsity: window size and kernel count implied by the weight's shape. */
+static size_t pattern_window(const ir_tensor *t) { return (size_t)(t->dims[2] * t->dims[3]); }
+
+int ir_sparsity_keeps(const ir_tensor *t, size_t index)
+{
+    const ir_sparsity *s = &t->sparsity;
+    switch (s->kind) {
+    case IR_SPARSITY_NONE: return 1;
+    case IR_SPARSITY_PATTERN: {
+        size_t win = pattern_window(t), kernel = index / win, pos = index % win;
+        int32_t pid = s->kernel_pattern[kernel];
+        return pid >= 0 && (s->patterns[pid] >> pos & 1u);
+    }
+    case IR_SPARSITY_BLOCK: {
+        int64_t rows, cols;
+        ir_weight_matrix_view(t, &rows, &cols);
+        int64_t r = (int64_t)index / cols, c = (int64_t)index % cols;
+        int64_t bcols = (cols + s->bw - 1) / s->bw;
+        return s->block_mask[(r / s->bh) * bcols + c / s->bw] != 0;
+    }
+    case IR_SPARSITY_UNSTRUCTURED: return s->mask[index] != 0;
+    }
+    return 1;
+}
+
+size_t ir_sparsity_kept(const ir_tensor *t)
+{
+    size_t n = ir_tensor_numel(t), kept = 0;
+    if (t->sparsity.kind == IR_SPARSITY_NONE) return n;
+    for (size_t i = 0; i < n; i++) kept += (size_t)ir_sparsity_keeps(t, i);
+    return kept;
+}
+
+/* Checks shape agreement of a sparsity description with tensor t (not yet attached). */
+static pdc_status check_shape(const pdc_context *ctx, const ir_tensor *t, const ir_sparsity *s)
+{
+    const char *name = t->name;
+    size_t numel = ir_tensor_numel(t);
+    switch (s->kind) {
+    case IR_SPARSITY_NONE: return PDC_OK;
+    case IR_SPARSITY_PATTERN: {
+        if (t->rank != 4)
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                             "tensor '%s': pattern sparsity needs a 2-D conv weight [O,C,kh,kw], got rank %d", name,
+                             t->rank);
+        if (s->kh != t->dims[2] || s->kw != t->dims[3])
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                             "tensor '%s': pattern window %" PRId64 "x%" PRId64 " does not match kernel %" PRId64
+                             "x%" PRId64,
+                             name, s->kh, s->kw, t->dims[2], t->dims[3]);
+        if (s->kh * s->kw > IR_MAX_PATTERN_WINDOW)
+            return pdc_error(ctx, PDC_ERR_UNSUPPORTED, "tensor '%s': pattern window %" PRId64 "x%" PRId64
+                             " exceeds %d positions", name, s->kh, s->kw, IR_MAX_PATTERN_WINDOW);
+        size_t kernels = (size_t)(t->dims[0] * t->dims[1]);
+        if (s->n_kernels != kernels)
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': pattern sparsity has %zu kernel ids, expected %zu",
+                             name, s->n_kernels, kernels);
+        uint64_t valid = s->kh * s->kw == 64 ? ~0ull : ((1ull << (s->kh * s->kw)) - 1);
+        for (size_t i = 0; i < s->n_patterns; i++) {
+            if (!s->patterns[i] || (s->patterns[i] & ~valid))
+                return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                                 "tensor '%s': pattern %zu (0x%" PRIx64 ") is empty or outside the %" PRId64 "x%" PRId64
+                                 " window",
+                                 name, i, s->patterns[i], s->kh, s->kw);
+        }
+        for (size_t k = 0; k < kernels; k++) {
+            int32_t p = s->kernel_pattern[k];
+            if (p < -1 || (p >= 0 && (size_t)p >= s->n_patterns))
+                return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                                 "tensor '%s': kernel %zu has pattern id %d, expected -1..%zu", name, k, (int)p,
+                                 s->n_patterns - 1);
+        }
+        return PDC_OK;
+    }
+    case IR_SPARSITY_BLOCK: {
+        if (s->bh < 1 || s->bw < 1 || t->rank < 1)
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': block shape %" PRId64 "x%" PRId64 " is invalid",
+                             name, s->bh, s->bw);
+        int64_t rows, cols;
+        ir_weight_matrix_view(t, &rows, &cols);
+        size_t blocks = (size_t)(((rows + s->bh - 1) / s->bh) * ((cols + s->bw - 1) / s->bw));
+        if (s->n_blocks != blocks)
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                             "tensor '%s': block mask has %zu entries, expected %zu (%" PRId64 "x%" PRId64
+                             " matrix in %" PRId64 "x%" PRId64 " blocks)",
+                             name, s->n_blocks, blocks, rows, cols, s->bh, s->bw);
+        return PDC_OK;
+    }
+    case IR_SPARSITY_UNSTRUCTURED:
+        if (s->n_mask != numel)
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': mask has %zu entries, expected %zu", name,
+                             s->n_mask, numel);
+        return PDC_OK;
+    }
+    return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': unknown sparsity kind %d", name, (int)s->kind);
+}
+
+pdc_status ir_sparsity_validate(const pdc_context *ctx, const ir_tensor *t, const ir_sparsity *s)
+{
+    if (s->kind == IR_SPARSITY_NONE) return PDC_OK;
+    if (t->kind != IR_TENSOR_CONST)
+        return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': only constants can carry sparsity", t->name);
+    pdc_status st = check_shape(ctx, t, s);
+    if (st) return st;
+    ir_tensor probe = *t;
+    probe.sparsity = *s;
+    size_t n = ir_tensor_numel(t);
+    for (size_t i = 0; i < n; i++) {
+        if (t->data[i] != 0.0f && !ir_sparsity_keeps(&probe, i))
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                             "tensor '%s': element %zu is %g but its sparsity prunes it (pruned weights must be 0)",
+                             t->name, i, (double)t->data[i]);
+    }
+    return PDC_OK;
+}

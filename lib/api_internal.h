@@ -1,0 +1,20 @@
+/* api_internal.h - helpers shared by the public API files in lib/. */
+#ifndef PDC_LIB_API_INTERNAL_H
+#define PDC_LIB_API_INTERNAL_H
+
+#include "ir/ir.h"
+
+/* Name/rank/dims of entry i of a list of tensor indices (model or program inputs/outputs). */
+pdc_status pdc_tensor_info(const ir_model *m, const char *fn, const int *list, size_t n, const char *what, size_t i,
+                           const char **name_out, size_t *rank_out, int64_t *dims_out);
+
+struct pdc_tensor {
+    pdc_context *ctx;
+    int rank;
+    int64_t dims[PDC_MAX_RANK];
+    size_t numel;
+    float *data;
+    int owned;
+};
+
+#endif

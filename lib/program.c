@@ -1,0 +1,173 @@
+/*
+ * program.c - compile and run: the target registry, the checks every backend relies on (model
+ * verified, shapes concrete, inputs/outputs of the right count and shape), and the program's
+ * private copy of the model.
+ */
+#include <string.h>
+
+#include "backends/backend.h"
+#include "lib/api_internal.h"
+
+/* Built-in backends, in the order `pdc --help` lists them. */
+static const pdc_backend *const backends[] = {&pdc_backend_ref};
+
+/* Targets the design names that this build does not provide yet. */
+static const char *const planned_targets[] = {"cpu", "gpu", "nvptx", "aarch64-linux-gnu"};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const pdc_backend *find_backend(const pdc_context *ctx, const char *target, pdc_status *st)
+{
+    for (size_t i = 0; i < N_OF(backends); i++)
+        if (!strcmp(backends[i]->name, target)) return backends[i];
+    char known[256] = "";
+    for (size_t i = 0; i < N_OF(backends); i++) {
+        if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
+        strncat(known, backends[i]->name, sizeof known - strlen(known) - 1);
+    }
+    for (size_t i = 0; i < N_OF(planned_targets); i++) {
+        if (!strcmp(planned_targets[i], target)) {
+            *st = pdc_error(ctx, PDC_ERR_UNSUPPORTED, "target '%s' is not available in this build of pdc (available: %s)",
+                            target, known);
+            return NULL;
+        }
+    }
+    *st = pdc_error(ctx, PDC_ERR_UNKNOWN_TARGET, "unknown target '%s' (available: %s)", target, known);
+    return NULL;
+}
+
+/* Compile needs every shape concrete; name the symbolic input so the user knows what to fix. */
+static pdc_status check_concrete(const ir_model *m)
+{
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const ir_tensor *t = &m->tensors[m->inputs[i]];
+        for (int k = 0; k < t->rank; k++) {
+            if (t->dims[k] < 0) {
+                char s[128];
+                ir_format_shape(t->rank, t->dims, s, sizeof s);
+                return pdc_error(m->ctx, PDC_ERR_SHAPE,
+                                 "input '%s' has symbolic shape %s: fix it with pdc_model_set_input_shape "
+                                 "(pdc: --shape %s=...)",
+                                 t->name, s, t->name);
+            }
+        }
+    }
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
+                               pdc_program **program_out)
+{
+    PDC_CHECK_ARG(ctx, ctx, "ctx");
+    PDC_CHECK_ARG(ctx, model, "model");
+    PDC_CHECK_ARG(ctx, target, "target");
+    PDC_CHECK_ARG(ctx, program_out, "program_out");
+    pdc_status st = PDC_OK;
+    const pdc_backend *be = find_backend(ctx, target, &st);
+    if (!be) return st;
+    if ((st = check_concrete(model)) || (st = ir_verify(model))) return st;
+    pdc_program *p = pdc_calloc(ctx, 1, sizeof *p);
+    if (!p) return PDC_ERR_OUT_OF_MEMORY;
+    p->ctx = ctx;
+    p->backend = be;
+    if ((st = ir_model_clone(model, &p->model)) || (st = be->compile(p))) {
+        pdc_program_destroy(p);
+        return st;
+    }
+    *program_out = p;
+    return PDC_OK;
+}
+
+PDC_API void pdc_program_destroy(pdc_program *program)
+{
+    if (!program) return;
+    if (program->backend && program->state) program->backend->destroy(program);
+    ir_model_destroy(program->model);
+    pdc_free(program);
+}
+
+#define PROGRAM_CHECK(p)                                                                          \
+    do {                                                                                          \
+        if (!(p)) return pdc_error(NULL, PDC_ERR_INVALID_ARG, "%s: program is NULL", __func__); \
+    } while (0)
+
+PDC_API const char *pdc_program_target(const pdc_program *program)
+{
+    return program ? program->backend->name : "";
+}
+
+PDC_API pdc_status pdc_program_num_inputs(const pdc_program *program, size_t *n_out)
+{
+    PROGRAM_CHECK(program);
+    PDC_CHECK_ARG(program->ctx, n_out, "n_out");
+    *n_out = program->model->n_inputs;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_program_num_outputs(const pdc_program *program, size_t *n_out)
+{
+    PROGRAM_CHECK(program);
+    PDC_CHECK_ARG(program->ctx, n_out, "n_out");
+    *n_out = program->model->n_outputs;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_program_input_info(const pdc_program *program, size_t i, const char **name_out,
+                                          size_t *rank_out, int64_t *dims_out)
+{
+    PROGRAM_CHECK(program);
+    const ir_model *m = program->model;
+    return pdc_tensor_info(m, __func__, m->inputs, m->n_inputs, "input", i, name_out, rank_out, dims_out);
+}
+
+PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i, const char **name_out,
+                                           size_t *rank_out, int64_t *dims_out)
+{
+    PROGRAM_CHECK(program);
+    const ir_model *m = program->model;
+    return pdc_tensor_info(m, __func__, m->outputs, m->n_outputs, "output", i, name_out, rank_out, dims_out);
+}
+
+/* The tensor must have exactly the shape of model tensor t. */
+static pdc_status check_shape(const pdc_program *p, const char *what, const pdc_tensor *x, const ir_tensor *t)
+{
+    if (!x) return pdc_error(p->ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: %s '%s' is NULL", what, t->name);
+    int same = x->rank == t->rank && !memcmp(x->dims, t->dims, (size_t)t->rank * sizeof *t->dims);
+    if (same) return PDC_OK;
+    char want[128], got[128];
+    ir_format_shape(t->rank, t->dims, want, sizeof want);
+    ir_format_shape(x->rank, x->dims, got, sizeof got);
+    return pdc_error(p->ctx, PDC_ERR_SHAPE, "pdc_program_run: %s '%s' expects shape %s, got %s", what, t->name, want,
+                     got);
+}
+
+PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                   size_t n_outputs, pdc_tensor *const *outputs)
+{
+    PROGRAM_CHECK(program);
+    const ir_model *m = program->model;
+    const pdc_context *ctx = program->ctx;
+    if (n_inputs != m->n_inputs || n_outputs != m->n_outputs)
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: got %zu inputs and %zu outputs, the model has %zu and %zu",
+                         n_inputs, n_outputs, m->n_inputs, m->n_outputs);
+    if ((n_inputs && !inputs) || (n_outputs && !outputs))
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: inputs or outputs array is NULL");
+    pdc_status st;
+    for (size_t i = 0; i < n_inputs; i++)
+        if ((st = check_shape(program, "input", inputs[i], &m->tensors[m->inputs[i]]))) return st;
+    for (size_t i = 0; i < n_outputs; i++)
+        if ((st = check_shape(program, "output", outputs[i], &m->tensors[m->outputs[i]]))) return st;
+    const float **in = pdc_calloc(ctx, n_inputs ? n_inputs : 1, sizeof *in);
+    float **out = pdc_calloc(ctx, n_outputs ? n_outputs : 1, sizeof *out);
+    if (!in || !out) {
+        pdc_free(in);
+        pdc_free(out);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
+    for (size_t i = 0; i < n_outputs; i++) out[i] = outputs[i]->data;
+    st = program->backend->run(program, in, out);
+    pdc_free(in);
+    pdc_free(out);
+    return st;
+}
