@@ -1,0 +1,412 @@
+/*
+ * test_api.c - the public C ABI, used exactly as a client would (linked only against libpdc.so):
+ * version, context options, the builder's error reporting, inspection figures, compile/run checks,
+ * symbolic shapes and NULL handling. Op numerics are in test_ref_ops.c.
+ */
+#include "testutil.h"
+
+static pdc_context *ctx;
+
+static void setup(void) { ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK); }
+static void teardown(void) { pdc_context_destroy(ctx); }
+
+/* x[1,2,4,4] -> conv 3x3 (2->3, pad 1) -> relu -> flatten -> fc (48->4) -> y */
+static pdc_model *small_cnn(void)
+{
+    pdc_model *m;
+    ck_assert_ok(ctx, pdc_model_create(ctx, "small", &m));
+    int64_t xd[] = {1, 2, 4, 4}, wd[] = {3, 2, 3, 3}, bd[] = {3}, fd[] = {4, 48}, fbd[] = {4};
+    float w[54], b[3] = {0.1f, -0.2f, 0.3f}, fw[192], fb[4] = {0};
+    test_fill_random(w, 54, 1);
+    test_fill_random(fw, 192, 2);
+    ck_assert_ok(ctx, pdc_model_add_input(m, "x", 4, xd));
+    ck_assert_ok(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
+    ck_assert_ok(ctx, pdc_model_add_constant(m, "b", 1, bd, b));
+    ck_assert_ok(ctx, pdc_model_add_constant(m, "fw", 2, fd, fw));
+    ck_assert_ok(ctx, pdc_model_add_constant(m, "fb", 1, fbd, fb));
+    pdc_attrs *a;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+    int64_t pads[] = {1, 1, 1, 1};
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, pads));
+    const char *cin[] = {"x", "w", "b"}, *cout[] = {"c"};
+    ck_assert_ok(ctx, pdc_model_add_layer(m, "conv", "conv", 3, cin, 1, cout, a));
+    pdc_attrs_destroy(a);
+    const char *rin[] = {"c"}, *rout[] = {"r"};
+    ck_assert_ok(ctx, pdc_model_add_layer(m, "relu", "relu", 1, rin, 1, rout, NULL));
+    const char *fin[] = {"r"}, *flout[] = {"f"};
+    ck_assert_ok(ctx, pdc_model_add_layer(m, "flat", "flatten", 1, fin, 1, flout, NULL));
+    const char *gin[] = {"f", "fw", "fb"}, *gout[] = {"y"};
+    ck_assert_ok(ctx, pdc_model_add_layer(m, "fc", "fc", 3, gin, 1, gout, NULL));
+    ck_assert_ok(ctx, pdc_model_mark_output(m, "y"));
+    return m;
+}
+
+START_TEST(version_matches_header)
+{
+    ck_assert_uint_eq(pdc_version_number(), PDC_VERSION_NUMBER);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", PDC_VERSION_MAJOR, PDC_VERSION_MINOR, PDC_VERSION_PATCH);
+    ck_assert_str_eq(pdc_version_string(), want);
+    ck_assert_str_eq(pdc_status_string(PDC_ERR_PARSE), "PDC_ERR_PARSE");
+    ck_assert_str_eq(pdc_status_string((pdc_status)999), "unknown status");
+}
+END_TEST
+
+START_TEST(options_set_get_and_reject)
+{
+    char buf[64];
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "3"));
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "threads", buf, sizeof buf));
+    ck_assert_str_eq(buf, "3");
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "log_level", "debug"));
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "log_level", buf, sizeof buf));
+    ck_assert_str_eq(buf, "debug");
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "log_level", "warn"));
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", "/tmp/pdc-test-cache"));
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "cache_dir", buf, sizeof buf));
+    ck_assert_str_eq(buf, "/tmp/pdc-test-cache");
+
+    ck_assert_status(ctx, pdc_context_set_option(ctx, "threads", "-1"), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "threads");
+    ck_assert_status(ctx, pdc_context_set_option(ctx, "threads", "2x"), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_context_set_option(ctx, "log_level", "loud"), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "loud");
+    ck_assert_status(ctx, pdc_context_set_option(ctx, "no_such_option", "1"), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "no_such_option");
+    ck_assert_status(ctx, pdc_context_set_option(ctx, NULL, "1"), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_context_get_option(ctx, "threads", buf, 1), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "too small");
+    /* A failed set changed nothing. */
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "threads", buf, sizeof buf));
+    ck_assert_str_eq(buf, "3");
+}
+END_TEST
+
+START_TEST(null_arguments_are_refused)
+{
+    ck_assert_int_eq(pdc_context_create(NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_str_ne(pdc_context_last_error(NULL), "");
+    pdc_context_destroy(NULL);
+    pdc_model_destroy(NULL);
+    pdc_program_destroy(NULL);
+    pdc_tensor_destroy(NULL);
+    pdc_attrs_destroy(NULL);
+    pdc_string_free(NULL);
+    pdc_model *m = NULL;
+    ck_assert_status(ctx, pdc_model_create(ctx, "m", NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_model_load(ctx, NULL, &m), PDC_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(pdc_model_add_input(NULL, "x", 1, (int64_t[]){1}), PDC_ERR_INVALID_ARG);
+    ck_assert_int_eq(pdc_model_num_layers(NULL, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_int_eq(pdc_program_run(NULL, 0, NULL, 0, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_compile(ctx, NULL, "ref", NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_tensor_wrap(ctx, 1, (int64_t[]){4}, NULL, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_ptr_null(pdc_tensor_data(NULL));
+    ck_assert_uint_eq(pdc_tensor_size(NULL), 0);
+}
+END_TEST
+
+START_TEST(builder_errors_name_the_problem)
+{
+    pdc_model *m;
+    ck_assert_ok(ctx, pdc_model_create(ctx, "bad", &m));
+    int64_t xd[] = {1, 3, 8, 8}, wd[] = {4, 2, 3, 3};
+    float w[72] = {0};
+    ck_assert_ok(ctx, pdc_model_add_input(m, "x", 4, xd));
+    ck_assert_status(ctx, pdc_model_add_input(m, "x", 4, xd), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "'x' is already defined");
+    ck_assert_status(ctx, pdc_model_add_input(m, "z", 2, (int64_t[]){1, 0}), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "dim 1 is 0");
+    ck_assert_status(ctx, pdc_model_add_input(m, "z", 9, xd), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "rank 9");
+    ck_assert_ok(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
+
+    const char *in[] = {"x", "w"}, *out[] = {"y"};
+    /* 3 input channels, weight says 2 per group */
+    ck_assert_status(ctx, pdc_model_add_layer(m, "conv", "conv", 2, in, 1, out, NULL), PDC_ERR_SHAPE);
+    ck_assert_error_has(ctx, "layer 'conv' (conv)");
+    ck_assert_error_has(ctx, "weight 'w' has 2 input channels per group, expected 3");
+    /* The failed layer left nothing behind: its output name is free. */
+    size_t n;
+    ck_assert_ok(ctx, pdc_model_num_layers(m, &n));
+    ck_assert_uint_eq(n, 0);
+    const char *rin[] = {"x"};
+    ck_assert_ok(ctx, pdc_model_add_layer(m, "r", "relu", 1, rin, 1, out, NULL));
+
+    const char *bad_in[] = {"nope"}, *out2[] = {"y2"};
+    ck_assert_status(ctx, pdc_model_add_layer(m, "r2", "relu", 1, bad_in, 1, out2, NULL), PDC_ERR_NOT_FOUND);
+    ck_assert_error_has(ctx, "input 'nope' is not defined");
+    ck_assert_status(ctx, pdc_model_add_layer(m, "q", "frobnicate", 1, rin, 1, out2, NULL), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "unknown op \"frobnicate\"");
+    ck_assert_status(ctx, pdc_model_add_layer(m, "r3", "relu", 2, in, 1, out2, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "2 inputs, expected 1..1");
+    ck_assert_status(ctx, pdc_model_add_layer(m, "r", "relu", 1, rin, 1, out2, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "layer 'r' is already defined");
+
+    pdc_attrs *a;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+    ck_assert_status(ctx, pdc_attrs_set_int(a, "bad name", 1), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "invalid attribute name");
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 7));
+    ck_assert_status(ctx, pdc_model_add_layer(m, "sm", "softmax", 1, rin, 1, out2, a), PDC_ERR_INVALID_MODEL);
+    ck_assert_error_has(ctx, "axis 7 is out of range for rank 4");
+    pdc_attrs_destroy(a);
+
+    ck_assert_status(ctx, pdc_model_mark_output(m, "w"), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_model_mark_output(m, "missing"), PDC_ERR_NOT_FOUND);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(sparsity_must_agree_with_weights)
+{
+    pdc_model *m;
+    ck_assert_ok(ctx, pdc_model_create(ctx, "sp", &m));
+    int64_t wd[] = {2, 1, 3, 3};
+    float w[18];
+    for (int i = 0; i < 18; i++) w[i] = 0.0f;
+    w[4] = 1.0f;       /* kernel 0 centre */
+    w[9 + 0] = 2.0f;   /* kernel 1 top-left */
+    ck_assert_ok(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
+    uint64_t pats[] = {0x010 /* centre */, 0x001 /* top-left */};
+    int32_t ok_ids[] = {0, 1}, bad_ids[] = {0, 0}, range_ids[] = {0, 5};
+    ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 2, pats, 2, bad_ids), PDC_ERR_INVALID_MODEL);
+    ck_assert_error_has(ctx, "element 9 is 2 but its sparsity prunes it");
+    ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 2, pats, 2, range_ids), PDC_ERR_INVALID_MODEL);
+    ck_assert_error_has(ctx, "pattern id 5");
+    ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 2, pats, 3, ok_ids), PDC_ERR_INVALID_MODEL);
+    ck_assert_error_has(ctx, "3 kernel ids, expected 2");
+    ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 2, 2, 2, pats, 2, ok_ids), PDC_ERR_INVALID_MODEL);
+    ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "nope", 3, 3, 2, pats, 2, ok_ids), PDC_ERR_NOT_FOUND);
+    ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 2, pats, 2, ok_ids));
+
+    int64_t fd[] = {2, 8};
+    float fw[16] = {0};
+    fw[0] = 1.0f;                               /* row 0, block 0 */
+    ck_assert_ok(ctx, pdc_model_add_constant(m, "fw", 2, fd, fw));
+    uint8_t blocks_bad[] = {0, 1, 1, 1}, blocks_ok[] = {1, 0, 0, 0};
+    ck_assert_status(ctx, pdc_model_set_sparsity_block(m, "fw", 1, 4, 4, blocks_bad), PDC_ERR_INVALID_MODEL);
+    ck_assert_status(ctx, pdc_model_set_sparsity_block(m, "fw", 1, 4, 3, blocks_ok), PDC_ERR_INVALID_MODEL);
+    ck_assert_error_has(ctx, "expected 4");
+    ck_assert_ok(ctx, pdc_model_set_sparsity_block(m, "fw", 1, 4, 4, blocks_ok));
+    uint8_t mask[16] = {1};
+    ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(m, "fw", 16, mask));
+    mask[0] = 0;
+    ck_assert_status(ctx, pdc_model_set_sparsity_unstructured(m, "fw", 16, mask), PDC_ERR_INVALID_MODEL);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(inspection_reports_shapes_and_flops)
+{
+    pdc_model *m = small_cnn();
+    size_t n;
+    ck_assert_ok(ctx, pdc_model_num_layers(m, &n));
+    ck_assert_uint_eq(n, 4);
+    const char *s;
+    ck_assert_ok(ctx, pdc_model_layer_string(m, 0, PDC_FIELD_OP, &s));
+    ck_assert_str_eq(s, "conv");
+    ck_assert_ok(ctx, pdc_model_layer_string(m, 0, PDC_FIELD_OUTPUT_SHAPE, &s));
+    ck_assert_str_eq(s, "1x3x4x4");
+    ck_assert_ok(ctx, pdc_model_layer_string(m, 2, PDC_FIELD_OUTPUT_SHAPE, &s));
+    ck_assert_str_eq(s, "1x48");
+    ck_assert_ok(ctx, pdc_model_layer_string(m, 0, PDC_FIELD_SPARSITY, &s));
+    ck_assert_str_eq(s, "dense");
+    int64_t v;
+    /* conv: 54 weights + 3 bias; 2 * 16 pixels * 54 = 1728 FLOPs */
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_WEIGHTS, &v));
+    ck_assert_int_eq(v, 57);
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_DENSE_FLOPS, &v));
+    ck_assert_int_eq(v, 1728);
+    /* fc: 2 * 1 * 192 */
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 3, PDC_STAT_DENSE_FLOPS, &v));
+    ck_assert_int_eq(v, 384);
+    ck_assert_status(ctx, pdc_model_layer_stat(m, 4, PDC_STAT_WEIGHTS, &v), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "layer 4 out of range");
+
+    /* Unstructured sparsity keeping half of the fc weights halves its effective FLOPs. */
+    float fw[192];
+    uint8_t mask[192];
+    test_fill_random(fw, 192, 2);
+    for (int i = 0; i < 192; i++) mask[i] = i % 2 == 0;
+    ck_assert_status(ctx, pdc_model_set_sparsity_unstructured(m, "fw", 192, mask), PDC_ERR_INVALID_MODEL);
+    pdc_model_destroy(m);
+
+    /* Rebuild with the odd weights zeroed. */
+    ck_assert_ok(ctx, pdc_model_create(ctx, "half", &m));
+    for (int i = 0; i < 192; i++)
+        if (!mask[i]) fw[i] = 0;
+    ck_assert_ok(ctx, pdc_model_add_input(m, "x", 2, (int64_t[]){1, 48}));
+    ck_assert_ok(ctx, pdc_model_add_constant(m, "fw", 2, (int64_t[]){4, 48}, fw));
+    const char *in[] = {"x", "fw"}, *out[] = {"y"};
+    ck_assert_ok(ctx, pdc_model_add_layer(m, "fc", "fc", 2, in, 1, out, NULL));
+    ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(m, "fw", 192, mask));
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_KEPT_WEIGHTS, &v));
+    ck_assert_int_eq(v, 96);
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_EFFECTIVE_FLOPS, &v));
+    ck_assert_int_eq(v, 192);
+    ck_assert_ok(ctx, pdc_model_layer_string(m, 0, PDC_FIELD_SPARSITY, &s));
+    ck_assert_str_eq(s, "unstructured: 50.0% kept");
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(compile_targets)
+{
+    pdc_model *m = small_cnn();
+    pdc_program *p = NULL;
+    ck_assert_status(ctx, pdc_compile(ctx, m, "tpu9000", &p), PDC_ERR_UNKNOWN_TARGET);
+    ck_assert_error_has(ctx, "unknown target 'tpu9000'");
+    ck_assert_error_has(ctx, "ref");
+    ck_assert_status(ctx, pdc_compile(ctx, m, "gpu", &p), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "'gpu' is not available");
+    ck_assert_ptr_null(p);
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
+    ck_assert_str_eq(pdc_program_target(p), "ref");
+    pdc_model_destroy(m); /* the program is independent of the model */
+    size_t ni, no, rank;
+    const char *name;
+    int64_t dims[PDC_MAX_RANK];
+    ck_assert_ok(ctx, pdc_program_num_inputs(p, &ni));
+    ck_assert_ok(ctx, pdc_program_num_outputs(p, &no));
+    ck_assert_uint_eq(ni, 1);
+    ck_assert_uint_eq(no, 1);
+    ck_assert_ok(ctx, pdc_program_output_info(p, 0, &name, &rank, dims));
+    ck_assert_str_eq(name, "y");
+    ck_assert_uint_eq(rank, 2);
+    ck_assert_int_eq(dims[1], 4);
+    ck_assert_status(ctx, pdc_program_input_info(p, 1, &name, &rank, dims), PDC_ERR_INVALID_ARG);
+    pdc_program_destroy(p);
+}
+END_TEST
+
+START_TEST(run_checks_shapes_and_keeps_outputs_on_failure)
+{
+    pdc_model *m = small_cnn();
+    pdc_program *p;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
+    float x[32], y[4] = {7, 7, 7, 7}, wrong[16];
+    test_fill_random(x, 32, 3);
+    pdc_tensor *tx, *ty, *tw;
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 4, (int64_t[]){1, 2, 4, 4}, x, &tx));
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 2, (int64_t[]){1, 4}, y, &ty));
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 4, (int64_t[]){1, 1, 4, 4}, wrong, &tw));
+    ck_assert_status(ctx, pdc_program_run(p, 1, &tw, 1, &ty), PDC_ERR_SHAPE);
+    ck_assert_error_has(ctx, "input 'x' expects shape 1x2x4x4, got 1x1x4x4");
+    ck_assert_status(ctx, pdc_program_run(p, 1, &tx, 0, NULL), PDC_ERR_INVALID_ARG);
+    for (int i = 0; i < 4; i++) ck_assert_float_eq(y[i], 7.0f);
+    ck_assert_ok(ctx, pdc_program_run(p, 1, &tx, 1, &ty));
+    /* Same program, owned tensors: same answer. */
+    pdc_tensor *ox, *oy;
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, 4, (int64_t[]){1, 2, 4, 4}, &ox));
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, 2, (int64_t[]){1, 4}, &oy));
+    ck_assert_uint_eq(pdc_tensor_size(ox), 32);
+    ck_assert_uint_eq((uintptr_t)pdc_tensor_data(ox) % 64, 0);
+    memcpy(pdc_tensor_data(ox), x, sizeof x);
+    ck_assert_ok(ctx, pdc_program_run(p, 1, &ox, 1, &oy));
+    ck_assert_floats_near(pdc_tensor_data(oy), y, 4, 0.0f);
+    pdc_tensor_destroy(tx);
+    pdc_tensor_destroy(ty);
+    pdc_tensor_destroy(tw);
+    pdc_tensor_destroy(ox);
+    pdc_tensor_destroy(oy);
+    pdc_program_destroy(p);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(symbolic_input_shapes)
+{
+    pdc_model *m;
+    ck_assert_ok(ctx, pdc_model_create(ctx, "sym", &m));
+    ck_assert_ok(ctx, pdc_model_add_input(m, "x", 2, (int64_t[]){-1, 3}));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    ck_assert_ok(ctx, pdc_model_add_layer(m, "r", "relu", 1, in, 1, out, NULL));
+    ck_assert_ok(ctx, pdc_model_mark_output(m, "y"));
+    pdc_program *p = NULL;
+    ck_assert_status(ctx, pdc_compile(ctx, m, "ref", &p), PDC_ERR_SHAPE);
+    ck_assert_error_has(ctx, "input 'x' has symbolic shape ?x3");
+    ck_assert_status(ctx, pdc_model_set_input_shape(m, "x", 2, (int64_t[]){2, 4}), PDC_ERR_SHAPE);
+    ck_assert_error_has(ctx, "does not match declared ?x3");
+    ck_assert_status(ctx, pdc_model_set_input_shape(m, "y", 2, (int64_t[]){2, 3}), PDC_ERR_NOT_FOUND);
+    ck_assert_ok(ctx, pdc_model_set_input_shape(m, "x", 2, (int64_t[]){2, 3}));
+    size_t rank;
+    int64_t dims[PDC_MAX_RANK];
+    ck_assert_ok(ctx, pdc_model_output_info(m, 0, NULL, &rank, dims));
+    ck_assert_uint_eq(rank, 2);
+    ck_assert_int_eq(dims[0], 2);
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
+    float x[6] = {-1, 2, -3, 4, -5, 6}, y[6];
+    pdc_tensor *tx, *ty;
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 2, (int64_t[]){2, 3}, x, &tx));
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 2, (int64_t[]){2, 3}, y, &ty));
+    ck_assert_ok(ctx, pdc_program_run(p, 1, &tx, 1, &ty));
+    float want[6] = {0, 2, 0, 4, 0, 6};
+    ck_assert_floats_near(y, want, 6, 0.0f);
+    pdc_tensor_destroy(tx);
+    pdc_tensor_destroy(ty);
+    pdc_program_destroy(p);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(save_load_roundtrip_runs_identically)
+{
+    pdc_model *m = small_cnn();
+    const char *bin = "/tmp/pdc_test_api_small.pdc", *txt = "/tmp/pdc_test_api_small.pdcir";
+    ck_assert_ok(ctx, pdc_model_save(m, bin));
+    ck_assert_ok(ctx, pdc_model_save_text(m, txt, 0));
+    pdc_model *mb, *mt;
+    ck_assert_ok(ctx, pdc_model_load(ctx, bin, &mb));
+    ck_assert_ok(ctx, pdc_model_load(ctx, txt, &mt));
+    pdc_model *models[] = {m, mb, mt};
+    float x[32], y[3][4];
+    test_fill_random(x, 32, 5);
+    for (int k = 0; k < 3; k++) {
+        pdc_program *p;
+        pdc_tensor *tx, *ty;
+        ck_assert_ok(ctx, pdc_compile(ctx, models[k], "ref", &p));
+        ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 4, (int64_t[]){1, 2, 4, 4}, x, &tx));
+        ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 2, (int64_t[]){1, 4}, y[k], &ty));
+        ck_assert_ok(ctx, pdc_program_run(p, 1, &tx, 1, &ty));
+        pdc_tensor_destroy(tx);
+        pdc_tensor_destroy(ty);
+        pdc_program_destroy(p);
+    }
+    ck_assert_mem_eq(y[0], y[1], sizeof y[0]);
+    ck_assert_mem_eq(y[0], y[2], sizeof y[0]);
+    char *text;
+    ck_assert_ok(ctx, pdc_model_print(m, PDC_PRINT_ELIDE_WEIGHTS, &text));
+    ck_assert_ptr_nonnull(strstr(text, "dense<elided>"));
+    pdc_string_free(text);
+    ck_assert_status(ctx, pdc_model_print(m, 0x80, &text), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_model_load(ctx, "/nonexistent/dir/model.pdc", &mb), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "/nonexistent/dir/model.pdc");
+    ck_assert_status(ctx, pdc_model_save(m, "/nonexistent/dir/model.pdc"), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "/nonexistent/dir/model.pdc");
+    for (int k = 0; k < 3; k++) pdc_model_destroy(models[k]);
+    remove(bin);
+    remove(txt);
+}
+END_TEST
+
+static Suite *api_suite(void)
+{
+    Suite *s = suite_create("api");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, version_matches_header);
+    tcase_add_test(tc, options_set_get_and_reject);
+    tcase_add_test(tc, null_arguments_are_refused);
+    tcase_add_test(tc, builder_errors_name_the_problem);
+    tcase_add_test(tc, sparsity_must_agree_with_weights);
+    tcase_add_test(tc, inspection_reports_shapes_and_flops);
+    tcase_add_test(tc, compile_targets);
+    tcase_add_test(tc, run_checks_shapes_and_keeps_outputs_on_failure);
+    tcase_add_test(tc, symbolic_input_shapes);
+    tcase_add_test(tc, save_load_roundtrip_runs_identically);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return test_run_suite(api_suite()); }
