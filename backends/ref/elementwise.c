@@ -1,0 +1,123 @@
+/*
+ * elementwise.c - reference activations (relu, clip, leaky_relu, sigmoid, tanh, hardswish) and
+ * binary add/mul with numpy broadcasting up to PDC_MAX_RANK.
+ */
+#include <math.h>
+
+#include "backends/ref/ref.h"
+
+/* Error naming the layer and its op, in the style of ir/params.c. */
+#define LAYER_ERR(m, l, status, ...)                                                                    \
+    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
+     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
+
+static float sigmoid_f(float x)
+{
+    /* stable for large |x|: never exp of a large positive number */
+    if (x >= 0.0f) return (float)(1.0 / (1.0 + exp(-(double)x)));
+    double e = exp((double)x);
+    return (float)(e / (1.0 + e));
+}
+
+pdc_status ref_unary(const ir_model *m, const ir_layer *l, float *const *buf)
+{
+    if (l->inputs[0] < 0 || l->outputs[0] < 0)
+        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+    const size_t n = ir_tensor_numel(&m->tensors[l->inputs[0]]);
+    const float *x = buf[l->inputs[0]];
+    float *y = buf[l->outputs[0]];
+    switch (l->op) {
+    case IR_OP_RELU:
+        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case IR_OP_CLIP: {
+        const float lo = ir_attr_float(&l->attrs, "min", -INFINITY);
+        const float hi = ir_attr_float(&l->attrs, "max", INFINITY);
+        for (size_t i = 0; i < n; i++) {
+            float v = x[i];
+            if (v < lo) v = lo;
+            if (v > hi) v = hi;
+            y[i] = v;
+        }
+        break;
+    }
+    case IR_OP_LEAKY_RELU: {
+        const float alpha = ir_attr_float(&l->attrs, "alpha", 0.01f);
+        for (size_t i = 0; i < n; i++) y[i] = x[i] >= 0.0f ? x[i] : alpha * x[i];
+        break;
+    }
+    case IR_OP_SIGMOID:
+        for (size_t i = 0; i < n; i++) y[i] = sigmoid_f(x[i]);
+        break;
+    case IR_OP_TANH:
+        for (size_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+        break;
+    case IR_OP_HARDSWISH:
+        for (size_t i = 0; i < n; i++) {
+            float t = x[i] + 3.0f;
+            t = t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t);
+            y[i] = x[i] * t / 6.0f;
+        }
+        break;
+    default:
+        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not an activation", ir_op_get_info(l->op)->name);
+    }
+    return PDC_OK;
+}
+
+/* Strides of t against output shape (rank r, dims od), right-aligned; broadcast dims get 0. */
+static int bcast_strides(const ir_tensor *t, int r, const int64_t *od, int64_t *strides)
+{
+    int64_t stride = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        int ti = i - (r - t->rank);
+        if (ti < 0) {
+            strides[i] = 0;
+            continue;
+        }
+        int64_t dim = t->dims[ti];
+        if (dim != od[i] && dim != 1) return -1;
+        strides[i] = dim == 1 ? 0 : stride;
+        stride *= dim;
+    }
+    return 0;
+}
+
+pdc_status ref_binary(const ir_model *m, const ir_layer *l, float *const *buf)
+{
+    const char *opname = ir_op_get_info(l->op)->name;
+    if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
+        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+    if (l->op != IR_OP_ADD && l->op != IR_OP_MUL)
+        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not add/mul", opname);
+    const ir_tensor *ta = &m->tensors[l->inputs[0]];
+    const ir_tensor *tb = &m->tensors[l->inputs[1]];
+    const ir_tensor *ty = &m->tensors[l->outputs[0]];
+    const int r = ty->rank;
+    if (r < 1 || r > PDC_MAX_RANK || ta->rank > r || tb->rank > r)
+        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bad ranks");
+    int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK];
+    if (bcast_strides(ta, r, ty->dims, sa) || bcast_strides(tb, r, ty->dims, sb))
+        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs do not broadcast to the output");
+    for (int i = 0; i < r; i++) idx[i] = 0;
+
+    const float *a = buf[l->inputs[0]];
+    const float *b = buf[l->inputs[1]];
+    float *y = buf[l->outputs[0]];
+    const size_t n = ir_tensor_numel(ty);
+    const int is_add = l->op == IR_OP_ADD;
+    int64_t oa = 0, ob = 0;
+    for (size_t i = 0; i < n; i++) {
+        y[i] = is_add ? a[oa] + b[ob] : a[oa] * b[ob];
+        for (int d = r - 1; d >= 0; d--) {
+            idx[d]++;
+            oa += sa[d];
+            ob += sb[d];
+            if (idx[d] < ty->dims[d]) break;
+            oa -= sa[d] * idx[d];
+            ob -= sb[d] * idx[d];
+            idx[d] = 0;
+        }
+    }
+    return PDC_OK;
+}

@@ -1,0 +1,128 @@
+/*
+ * gemm.c - reference fc, gemm and matmul.
+ *  fc:     y[N,O] = x[N,K] w[O,K]^T + b[O]            (x flattened from axis 1)
+ *  gemm:   y[M,N] = alpha * A' B' + beta * C          (A' = transA ? A^T : A, C broadcast to [M,N])
+ *  matmul: y[..,M,N] = a[..,M,K] b[..,K,N]            (batch dims broadcast as in numpy)
+ * Shapes come from ir_gemm_params_get (fc, gemm) and the tensors (matmul). Accumulates in double.
+ */
+#include "backends/ref/ref.h"
+
+/* Error naming the layer and its op, in the style of ir/params.c. */
+#define LAYER_ERR(m, l, status, ...)                                                                    \
+    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
+     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
+
+pdc_status ref_gemm(const ir_model *m, const ir_layer *l, float *const *buf)
+{
+    ir_gemm_params p;
+    pdc_status st = ir_gemm_params_get(m, l, &p);
+    if (st != PDC_OK) return st;
+    if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
+        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+
+    const float *a = buf[l->inputs[0]];
+    const float *b = buf[l->inputs[1]];
+    const int has_c = l->n_inputs > 2 && l->inputs[2] >= 0;
+    const float *c = has_c ? buf[l->inputs[2]] : NULL;
+    float *y = buf[l->outputs[0]];
+
+    /* C broadcasts unidirectionally to [M,N]: right-align its dims. */
+    int64_t cm = 1, cn = 1;
+    if (has_c) {
+        const ir_tensor *ct = &m->tensors[l->inputs[2]];
+        if (ct->rank > 2)
+            return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bias rank %d > 2", ct->rank);
+        if (ct->rank >= 1) cn = ct->dims[ct->rank - 1];
+        if (ct->rank == 2) cm = ct->dims[0];
+        if ((cm != 1 && cm != p.m) || (cn != 1 && cn != p.n))
+            return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bias does not broadcast to [%lld,%lld]", (long long)p.m,
+                             (long long)p.n);
+    }
+
+    for (int64_t i = 0; i < p.m; i++) {
+        for (int64_t j = 0; j < p.n; j++) {
+            double acc = 0.0;
+            for (int64_t kk = 0; kk < p.k; kk++) {
+                double av = p.trans_a ? a[kk * p.m + i] : a[i * p.k + kk];
+                double bv = p.trans_b ? b[j * p.k + kk] : b[kk * p.n + j];
+                acc += av * bv;
+            }
+            acc *= (double)p.alpha;
+            if (has_c) acc += (double)p.beta * (double)c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+            y[i * p.n + j] = (float)acc;
+        }
+    }
+    return PDC_OK;
+}
+
+/* Element strides of tensor t's batch dims (all but the last two) against an output batch shape of
+ * rank nb, right-aligned; broadcast dims get stride 0. */
+static void batch_strides(const ir_tensor *t, int nb, const int64_t *obatch, int64_t mat, int64_t *strides)
+{
+    int tb = t->rank - 2;
+    int64_t stride = mat;
+    for (int i = nb - 1; i >= 0; i--) {
+        int ti = i - (nb - tb);
+        if (ti < 0) {
+            strides[i] = 0;
+            continue;
+        }
+        int64_t dim = t->dims[ti];
+        strides[i] = (dim == 1 && obatch[i] != 1) ? 0 : stride;
+        stride *= dim;
+    }
+}
+
+pdc_status ref_matmul(const ir_model *m, const ir_layer *l, float *const *buf)
+{
+    if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
+        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+    const ir_tensor *ta = &m->tensors[l->inputs[0]];
+    const ir_tensor *tb = &m->tensors[l->inputs[1]];
+    const ir_tensor *ty = &m->tensors[l->outputs[0]];
+    if (ta->rank < 2 || tb->rank < 2 || ty->rank < 2)
+        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "operands must have rank >= 2");
+    const int64_t M = ta->dims[ta->rank - 2], K = ta->dims[ta->rank - 1];
+    const int64_t N = tb->dims[tb->rank - 1];
+    if (tb->dims[tb->rank - 2] != K || ty->dims[ty->rank - 2] != M || ty->dims[ty->rank - 1] != N)
+        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inner or output dims disagree");
+    const int nb = ty->rank - 2;
+    if (ta->rank - 2 > nb || tb->rank - 2 > nb)
+        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "output rank too small");
+
+    int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK];
+    batch_strides(ta, nb, ty->dims, M * K, sa);
+    batch_strides(tb, nb, ty->dims, K * N, sb);
+    int64_t batches = 1;
+    for (int i = 0; i < nb; i++) {
+        batches *= ty->dims[i];
+        idx[i] = 0;
+    }
+
+    const float *a = buf[l->inputs[0]];
+    const float *b = buf[l->inputs[1]];
+    float *y = buf[l->outputs[0]];
+    int64_t oa = 0, ob = 0;
+    for (int64_t bi = 0; bi < batches; bi++) {
+        const float *ab = a + oa, *bb = b + ob;
+        float *yb = y + bi * M * N;
+        for (int64_t i = 0; i < M; i++) {
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0.0;
+                for (int64_t kk = 0; kk < K; kk++) acc += (double)ab[i * K + kk] * (double)bb[kk * N + j];
+                yb[i * N + j] = (float)acc;
+            }
+        }
+        /* advance the batch multi-index */
+        for (int d = nb - 1; d >= 0; d--) {
+            idx[d]++;
+            oa += sa[d];
+            ob += sb[d];
+            if (idx[d] < ty->dims[d]) break;
+            oa -= sa[d] * idx[d];
+            ob -= sb[d] * idx[d];
+            idx[d] = 0;
+        }
+    }
+    return PDC_OK;
+}
