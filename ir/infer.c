@@ -295,7 +295,26 @@ static pdc_status infer_rnn(ir_model *m, const ir_layer *l)
     return PDC_OK;
 }
 
+static pdc_status infer_op(ir_model *m, size_t li);
+
 pdc_status ir_infer_layer(ir_model *m, size_t li)
+{
+    pdc_status st = infer_op(m, li);
+    if (st) return st;
+    /* Inferred shapes must stay addressable: every output's byte size fits in size_t. */
+    const ir_layer *l = &m->layers[li];
+    for (size_t i = 0; i < l->n_outputs; i++) {
+        const ir_tensor *t = l->outputs[i] >= 0 ? &m->tensors[l->outputs[i]] : NULL;
+        size_t n = sizeof(float);
+        for (int k = 0; t && k < t->rank; k++) {
+            if (t->dims[k] > IR_DIM_MAX || pdc_mul_overflow(n, (size_t)(t->dims[k] < 0 ? 1 : t->dims[k]), &n))
+                return LAYER_ERR(m, l, PDC_ERR_OVERFLOW, "output '%s' would be too large", t->name);
+        }
+    }
+    return PDC_OK;
+}
+
+static pdc_status infer_op(ir_model *m, size_t li)
 {
     ir_layer *l = &m->layers[li];
     /* Unknown until symbolic inputs are fixed. */

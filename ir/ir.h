@@ -112,6 +112,8 @@ size_t ir_sparsity_kept(const struct ir_tensor *t);
 pdc_status ir_sparsity_validate(const pdc_context *ctx, const struct ir_tensor *t, const ir_sparsity *s);
 
 /* ---- tensors and layers */
+/* Largest dim and attribute value (strides, pads, ...): keeps every shape formula in int64. */
+#define IR_DIM_MAX INT32_MAX
 typedef enum ir_tensor_kind { IR_TENSOR_INPUT = 0, IR_TENSOR_CONST = 1, IR_TENSOR_ACT = 2 } ir_tensor_kind;
 
 typedef struct ir_tensor {

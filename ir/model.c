@@ -121,15 +121,19 @@ static pdc_status check_dims(const ir_model *m, const char *what, const char *na
         return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "%s '%s': rank %d is outside %d..%d", what, name, rank, min_rank,
                          PDC_MAX_RANK);
     if (rank && !dims) return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "%s '%s': dims is NULL", what, name);
+    size_t n = sizeof(float);
     for (int i = 0; i < rank; i++) {
-        if (dims[i] >= 1 || (allow_symbolic && dims[i] == -1)) continue;
+        if (dims[i] > IR_DIM_MAX)
+            return pdc_error(m->ctx, PDC_ERR_OVERFLOW, "%s '%s': dim %d is %" PRId64 " (at most %" PRId64 ")", what, name,
+                             i, dims[i], (int64_t)IR_DIM_MAX);
+        if (dims[i] >= 1) {
+            if (pdc_mul_overflow(n, (size_t)dims[i], &n))
+                return pdc_error(m->ctx, PDC_ERR_OVERFLOW, "%s '%s': element count overflows", what, name);
+            continue;
+        }
+        if (allow_symbolic && dims[i] == -1) continue;
         return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "%s '%s': dim %d is %" PRId64 " (expected >= 1%s)", what, name, i,
                          dims[i], allow_symbolic ? " or -1 for symbolic" : "");
-    }
-    if (!allow_symbolic) {
-        size_t n, bytes;
-        if (!ir_numel(rank, dims, &n) || pdc_mul_overflow(n, sizeof(float), &bytes))
-            return pdc_error(m->ctx, PDC_ERR_OVERFLOW, "%s '%s': element count overflows", what, name);
     }
     return PDC_OK;
 }

@@ -30,9 +30,9 @@ static pdc_status ints_attr(const ir_model *m, const ir_layer *l, const char *na
     if (at->n != n)
         return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "attribute %s has %zu values, expected %zu", name, at->n, n);
     for (size_t i = 0; i < n; i++) {
-        if (at->ints[i] < min)
-            return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "attribute %s[%zu] is %" PRId64 ", expected >= %" PRId64, name,
-                             i, at->ints[i], min);
+        if (at->ints[i] < min || at->ints[i] > IR_DIM_MAX)
+            return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "attribute %s[%zu] is %" PRId64 ", expected %" PRId64 "..%" PRId64,
+                             name, i, at->ints[i], min, (int64_t)IR_DIM_MAX);
         out[i] = at->ints[i];
     }
     return PDC_OK;

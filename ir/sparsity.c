@@ -134,7 +134,7 @@ static pdc_status check_shape(const pdc_context *ctx, const ir_tensor *t, const 
         return PDC_OK;
     }
     case IR_SPARSITY_BLOCK: {
-        if (s->bh < 1 || s->bw < 1 || t->rank < 1)
+        if (s->bh < 1 || s->bw < 1 || s->bh > IR_DIM_MAX || s->bw > IR_DIM_MAX || t->rank < 1)
             return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': block shape %" PRId64 "x%" PRId64 " is invalid",
                              name, s->bh, s->bw);
         int64_t rows, cols;

@@ -119,6 +119,11 @@ START_TEST(builder_errors_name_the_problem)
     ck_assert_error_has(ctx, "dim 1 is 0");
     ck_assert_status(ctx, pdc_model_add_input(m, "z", 9, xd), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "rank 9");
+    ck_assert_status(ctx, pdc_model_add_input(m, "huge", 4, (int64_t[]){1, 1LL << 40, 1LL << 40, 1LL << 40}),
+                     PDC_ERR_OVERFLOW);
+    ck_assert_error_has(ctx, "input 'huge'");
+    ck_assert_status(ctx, pdc_model_add_input(m, "big", 4, (int64_t[]){-1, 1 << 30, 1 << 30, 1 << 30}),
+                     PDC_ERR_OVERFLOW);
     ck_assert_ok(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
 
     const char *in[] = {"x", "w"}, *out[] = {"y"};
@@ -147,6 +152,10 @@ START_TEST(builder_errors_name_the_problem)
     ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
     ck_assert_status(ctx, pdc_attrs_set_int(a, "bad name", 1), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "invalid attribute name");
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 2, (int64_t[]){3, 3}));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", 2, (int64_t[]){INT64_MAX / 2, 1}));
+    ck_assert_status(ctx, pdc_model_add_layer(m, "mp", "maxpool", 1, rin, 1, out2, a), PDC_ERR_INVALID_MODEL);
+    ck_assert_error_has(ctx, "attribute dilations[0]");
     ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 7));
     ck_assert_status(ctx, pdc_model_add_layer(m, "sm", "softmax", 1, rin, 1, out2, a), PDC_ERR_INVALID_MODEL);
     ck_assert_error_has(ctx, "axis 7 is out of range for rank 4");
