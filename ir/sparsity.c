@@ -128,8 +128,8 @@ static pdc_status check_shape(const pdc_context *ctx, const ir_tensor *t, const 
             int32_t p = s->kernel_pattern[k];
             if (p < -1 || (p >= 0 && (size_t)p >= s->n_patterns))
                 return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
-                                 "tensor '%s': kernel %zu has pattern id %d, expected -1..%zu", name, k, (int)p,
-                                 s->n_patterns - 1);
+                                 "tensor '%s': kernel %zu has pattern id %d, expected -1 (pruned) or an index below %zu",
+                                 name, k, (int)p, s->n_patterns);
         }
         return PDC_OK;
     }
