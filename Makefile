@@ -41,7 +41,7 @@ STLIB     := $(BUILD)/libpdc.a
 TOOL      := $(BUILD)/pdc
 DEMO_GEN  := $(BUILD)/make_demo_model
 
-.PHONY: all deps test test-unit test-cli test-headers test-exports test-valgrind demo install uninstall clean help
+.PHONY: all deps test test-unit test-cli test-headers test-exports test-example test-valgrind demo install uninstall clean help
 
 all: deps $(SHLIB) $(STLIB) $(TOOL)
 
@@ -86,7 +86,7 @@ $(BUILD)/test/test_%: test/test_%.c test/testutil.h $(STLIB)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
-test: deps test-headers test-exports test-unit test-cli
+test: deps test-headers test-exports test-unit test-example test-cli
 
 test-unit: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; PDC_TEST_DATA=test/data $$t; done
@@ -100,6 +100,14 @@ test-headers:
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude -x c -fsyntax-only include/pdc.h
 	$(CXX) -std=c++11 -pedantic -Wall -Wextra -Werror -Iinclude -x c++ -fsyntax-only include/pdc.h
 	@echo "headers: 2 passed, 0 failed"
+
+# The README's C example, built as a client would build it (public header, shared library).
+$(BUILD)/api_example: examples/api_example.c include/pdc.h $(SHLIB)
+	$(CC) -std=c11 -Wall -Wextra -Werror $(CFLAGS) -Iinclude -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'
+
+test-example: $(BUILD)/api_example
+	@$(BUILD)/api_example > $(BUILD)/api_example.out && cmp -s $(BUILD)/api_example.out test/data/api_example.expected \
+	    && echo "example: 1 passed, 0 failed" || { echo "example: output differs:"; cat $(BUILD)/api_example.out; exit 1; }
 
 test-exports: $(SHLIB)
 	@sh test/exports.sh $(SHLIB)
