@@ -1,0 +1,257 @@
+/*
+ * args.c - option parsing, --shape parsing and the tool's error messages.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, const char *synopsis,
+                     const cli_opt *opts)
+{
+    p->argc = argc;
+    p->argv = argv;
+    p->next = 1;
+    p->no_more_options = 0;
+    p->cmd = cmd;
+    p->synopsis = synopsis;
+    p->opts = opts;
+}
+
+static const cli_opt *find_long(const cli_opt *opts, const char *name, size_t len)
+{
+    for (const cli_opt *o = opts; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) return o;
+    return NULL;
+}
+
+static const cli_opt *find_short(const cli_opt *opts, char c)
+{
+    for (const cli_opt *o = opts; o->name; o++)
+        if (o->short_name && o->short_name == c) return o;
+    return NULL;
+}
+
+int cli_next(cli_parser *p, const char **value)
+{
+    *value = NULL;
+    if (p->next >= p->argc) return CLI_ARG_END;
+    const char *arg = p->argv[p->next++];
+
+    if (p->no_more_options || arg[0] != '-' || arg[1] == '\0') {   /* "-" alone is a positional */
+        *value = arg;
+        return CLI_ARG_POSITIONAL;
+    }
+    if (strcmp(arg, "--") == 0) {
+        p->no_more_options = 1;
+        return cli_next(p, value);
+    }
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) return CLI_ARG_HELP;
+
+    const cli_opt *o;
+    const char *inline_value = NULL;
+    if (arg[1] == '-') {
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        o = find_long(p->opts, name, len);
+        if (!o) {
+            cli_usage_error(p->cmd, p->synopsis, "unknown option '--%.*s'", (int)len, name);
+            return CLI_ARG_BAD;
+        }
+        if (eq) inline_value = eq + 1;
+    } else {
+        o = arg[2] == '\0' ? find_short(p->opts, arg[1]) : NULL;
+        if (!o) {
+            cli_usage_error(p->cmd, p->synopsis, "unknown option '%s'", arg);
+            return CLI_ARG_BAD;
+        }
+    }
+
+    if (!o->has_arg) {
+        if (inline_value) {
+            cli_usage_error(p->cmd, p->synopsis, "option '--%s' takes no value", o->name);
+            return CLI_ARG_BAD;
+        }
+        return o->id;
+    }
+    if (!inline_value) {
+        if (p->next >= p->argc) {
+            cli_usage_error(p->cmd, p->synopsis, "option '%s' needs a value", arg);
+            return CLI_ARG_BAD;
+        }
+        inline_value = p->argv[p->next++];
+    }
+    *value = inline_value;
+    return o->id;
+}
+
+int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "pdc%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nusage: %s\nTry 'pdc%s%s --help' for more information.\n", synopsis, cmd ? " " : "",
+            cmd ? cmd : "");
+    return CLI_EXIT_USAGE;
+}
+
+/* Writes s to stderr on one line: control characters (newlines, tabs) become "; " or a space. */
+static void put_one_line(const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\n') {
+            if (s[1] != '\0') fputs("; ", stderr);
+        } else if ((unsigned char)*s < 0x20) {
+            fputc(' ', stderr);
+        } else {
+            fputc(*s, stderr);
+        }
+    }
+}
+
+int cli_error(const char *file, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fputs("pdc: ", stderr);
+    if (file) {
+        put_one_line(file);
+        fputs(": ", stderr);
+    }
+    put_one_line(msg);
+    fputc('\n', stderr);
+    return CLI_EXIT_ERROR;
+}
+
+int cli_lib_error(const pdc_context *ctx, pdc_status st, const char *file, const char *what)
+{
+    const char *msg = pdc_context_last_error(ctx);
+    if (!msg || !*msg) msg = pdc_status_string(st);
+    if (what) return cli_error(file, "%s: %s", what, msg);
+    /* Messages that already start with "FILE: " are printed as they are, not as "FILE: FILE: ...". */
+    size_t n = file ? strlen(file) : 0;
+    if (n && strncmp(msg, file, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') return cli_error(NULL, "%s", msg);
+    return cli_error(file, "%s", msg);
+}
+
+/* ------------------------------------------------------------------ shapes */
+
+int cli_parse_shape(const char *spec, cli_shape *out, char *err, size_t errcap)
+{
+    const char *eq = strrchr(spec, '=');
+    if (!eq) {
+        snprintf(err, errcap, "bad --shape '%s': expected NAME=DIMS, e.g. image=1x3x224x224", spec);
+        return -1;
+    }
+    size_t name_len = (size_t)(eq - spec);
+    if (name_len == 0 || name_len >= sizeof out->name) {
+        snprintf(err, errcap, "bad --shape '%s': the input name is %s", spec, name_len ? "too long" : "empty");
+        return -1;
+    }
+    memcpy(out->name, spec, name_len);
+    out->name[name_len] = '\0';
+
+    const char *s = eq + 1;
+    out->rank = 0;
+    if (*s == '\0') {
+        snprintf(err, errcap, "bad --shape '%s': no dims after '='", spec);
+        return -1;
+    }
+    for (;;) {
+        if (*s < '0' || *s > '9') {
+            snprintf(err, errcap, "bad --shape '%s': expected a positive integer at '%s'", spec, s);
+            return -1;
+        }
+        char *end;
+        errno = 0;
+        long long d = strtoll(s, &end, 10);
+        if (errno == ERANGE || d < 1 || d > ((long long)1 << 40)) {
+            snprintf(err, errcap, "bad --shape '%s': dim %.*s is out of range (1 .. 2^40)", spec, (int)(end - s), s);
+            return -1;
+        }
+        if (out->rank == PDC_MAX_RANK) {
+            snprintf(err, errcap, "bad --shape '%s': more than %d dims", spec, PDC_MAX_RANK);
+            return -1;
+        }
+        out->dims[out->rank++] = (int64_t)d;
+        s = end;
+        if (*s == '\0') break;
+        if (*s != 'x' && *s != 'X' && *s != ',') {
+            snprintf(err, errcap, "bad --shape '%s': unexpected '%c' (dims are separated by 'x')", spec, *s);
+            return -1;
+        }
+        s++;
+    }
+    return 0;
+}
+
+const char *cli_format_shape(size_t rank, const int64_t *dims, char *buf, size_t cap)
+{
+    size_t used = 0;
+    if (cap == 0) return buf;
+    buf[0] = '\0';
+    if (rank == 0) {
+        snprintf(buf, cap, "scalar");
+        return buf;
+    }
+    for (size_t i = 0; i < rank && used < cap; i++) {
+        int n = dims[i] < 0 ? snprintf(buf + used, cap - used, "%s?", i ? "x" : "")
+                            : snprintf(buf + used, cap - used, "%s%lld", i ? "x" : "", (long long)dims[i]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return buf;
+}
+
+int cli_shape_elems(size_t rank, const int64_t *dims, size_t *n_out)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < rank; i++) {
+        if (dims[i] < 0) {
+            *n_out = 0;
+            return 0;
+        }
+        if (__builtin_mul_overflow(n, (size_t)dims[i], &n)) return -1;
+    }
+    *n_out = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ model loading */
+
+int cli_context_create(pdc_context **ctx_out)
+{
+    pdc_status st = pdc_context_create(ctx_out);
+    if (st != PDC_OK) return cli_error(NULL, "cannot create a context: %s", pdc_status_string(st));
+    return CLI_EXIT_OK;
+}
+
+int cli_load_model(pdc_context *ctx, const char *path, const cli_shape *shapes, size_t n_shapes,
+                   pdc_model **model_out)
+{
+    pdc_model *model = NULL;
+    pdc_status st = pdc_model_load(ctx, path, &model);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, path, NULL);
+    for (size_t i = 0; i < n_shapes; i++) {
+        st = pdc_model_set_input_shape(model, shapes[i].name, shapes[i].rank, shapes[i].dims);
+        if (st != PDC_OK) {
+            char shape[128], what[512];
+            snprintf(what, sizeof what, "--shape %s=%s", shapes[i].name,
+                     cli_format_shape(shapes[i].rank, shapes[i].dims, shape, sizeof shape));
+            cli_lib_error(ctx, st, path, what);
+            pdc_model_destroy(model);
+            return CLI_EXIT_ERROR;
+        }
+    }
+    *model_out = model;
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,106 @@
+/*
+ * cli.h - internal to the pdc command-line tool: option parsing, messages and raw-file I/O shared
+ * by the commands. The tool is built only on the public header include/pdc.h.
+ *
+ * Exit status of every command: CLI_EXIT_OK, CLI_EXIT_ERROR (a model, input or output problem; one
+ * line on stderr "pdc: FILE: message"), CLI_EXIT_USAGE (bad command line; a short hint on stderr).
+ */
+#ifndef PDC_EXAMPLES_CLI_H
+#define PDC_EXAMPLES_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pdc.h"
+
+enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2 };
+
+/* ------------------------------------------------------------------ commands (cmd_*.c) */
+
+/* argv[0] is the command name; the rest are its arguments. Each returns an exit status. */
+int cmd_inspect(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+
+/* The commands' one-line synopses and full help texts (printed by --help and usage errors). */
+extern const char cli_inspect_synopsis[], cli_inspect_help[];
+extern const char cli_run_synopsis[], cli_run_help[];
+extern const char cli_convert_synopsis[], cli_convert_help[];
+
+/* ------------------------------------------------------------------ option parsing (args.c) */
+
+/* One option a command accepts: "--name" (and "-c" when short_name != 0); has_arg: takes a value,
+ * given as "--name VALUE", "--name=VALUE" or "-c VALUE". id > 0 is what cli_next returns. */
+typedef struct cli_opt {
+    const char *name;
+    char short_name;
+    int has_arg;
+    int id;
+} cli_opt;
+
+enum {
+    CLI_ARG_END = -1,        /* no arguments left */
+    CLI_ARG_BAD = -2,        /* a usage error, already reported */
+    CLI_ARG_POSITIONAL = 0,  /* *value is a non-option argument */
+    CLI_ARG_HELP = -3        /* --help or -h */
+};
+
+typedef struct cli_parser {
+    int argc;
+    char **argv;
+    int next;                /* index of the next argument */
+    int no_more_options;     /* after "--" */
+    const char *cmd;         /* command name, for messages */
+    const char *synopsis;    /* usage line, for messages */
+    const cli_opt *opts;     /* terminated by an entry with name == NULL */
+} cli_parser;
+
+/* Starts parsing argv[1..] of command `cmd`. */
+void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, const char *synopsis,
+                     const cli_opt *opts);
+/* The next option id, CLI_ARG_POSITIONAL (value in *value), CLI_ARG_HELP, CLI_ARG_END or CLI_ARG_BAD. */
+int cli_next(cli_parser *p, const char **value);
+
+/* Prints "pdc CMD: message", the synopsis and a pointer to --help on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prints one line "pdc: FILE: message" on stderr (newlines in message become "; "); returns CLI_EXIT_ERROR. */
+int cli_error(const char *file, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* cli_error(file, "[what: ]<last error of ctx>"), falling back to the status name if the message is empty. */
+int cli_lib_error(const pdc_context *ctx, pdc_status st, const char *file, const char *what);
+
+/* ------------------------------------------------------------------ shapes (args.c) */
+
+/* A --shape NAME=DIMS option, parsed. */
+typedef struct cli_shape {
+    char name[256];
+    size_t rank;
+    int64_t dims[PDC_MAX_RANK];
+} cli_shape;
+
+/* Parses "NAME=D1xD2x..." (dims >= 1, also "NAME=D1,D2,..."). Returns 0, or -1 with a reason in err. */
+int cli_parse_shape(const char *spec, cli_shape *out, char *err, size_t errcap);
+/* Formats dims as "1x3x224x224" ("?" for symbolic dims, "scalar" for rank 0) into buf. */
+const char *cli_format_shape(size_t rank, const int64_t *dims, char *buf, size_t cap);
+/* Number of elements (symbolic dims count as 0); returns -1 on overflow. */
+int cli_shape_elems(size_t rank, const int64_t *dims, size_t *n_out);
+
+/* Loads MODEL and applies the --shape options; on failure prints the error and returns CLI_EXIT_ERROR. */
+int cli_load_model(pdc_context *ctx, const char *path, const cli_shape *shapes, size_t n_shapes,
+                   pdc_model **model_out);
+/* Creates a context; on failure prints the error and returns CLI_EXIT_ERROR. */
+int cli_context_create(pdc_context **ctx_out);
+
+/* ------------------------------------------------------------------ raw little-endian f32 files (rawio.c) */
+
+/* Reads exactly n floats from path. A size mismatch reports "expected B bytes (what), got G bytes".
+ * Returns CLI_EXIT_OK or CLI_EXIT_ERROR (already reported). */
+int raw_read_f32(const char *path, float *dst, size_t n, const char *what);
+/* Writes n floats to path (truncating). Returns CLI_EXIT_OK or CLI_EXIT_ERROR (already reported). */
+int raw_write_f32(const char *path, const float *src, size_t n);
+/* Prints up to `limit` values as "%.6g" separated by spaces, then " ..." if there are more, and a newline. */
+void raw_print_f32(FILE *f, const float *v, size_t n, size_t limit);
+
+#endif

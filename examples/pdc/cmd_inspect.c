@@ -1,0 +1,240 @@
+/*
+ * cmd_inspect.c - `pdc inspect`: one row per layer (shapes, sparsity, weights, FLOPs), totals, the
+ * compression and FLOP reduction the sparsity gives, and the graph's inputs and outputs.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+const char cli_inspect_synopsis[] = "pdc inspect MODEL [--shape NAME=DIMS]...";
+const char cli_inspect_help[] =
+    "usage: pdc inspect MODEL [--shape NAME=DIMS]...\n"
+    "\n"
+    "Prints the graph inputs and outputs, then one row per layer: index, name, op, shape of its first\n"
+    "input and first output, sparsity, weights, kept weights, dense and effective MFLOPs (one run,\n"
+    "multiply-add = 2 FLOPs), then the totals, the compression (total / kept weights) and the FLOP\n"
+    "reduction (dense / effective FLOPs).\n"
+    "\n"
+    "Options:\n"
+    "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224\n"
+    "                     (needed when the model has symbolic dims); may be repeated\n"
+    "  -h, --help         show this help\n";
+
+enum { OPT_SHAPE = 1 };
+static const cli_opt inspect_opts[] = {{"shape", 0, 1, OPT_SHAPE}, {NULL, 0, 0, 0}};
+
+enum { COL_IDX, COL_NAME, COL_OP, COL_IN, COL_OUT, COL_SPARSITY, COL_W, COL_KEPT, COL_DFLOP, COL_EFLOP, N_COLS };
+static const char *const col_title[N_COLS] = {"#",      "name",    "op",   "input",        "output",
+                                              "sparsity", "weights", "kept", "dense MFLOPs", "eff. MFLOPs"};
+static const int col_right[N_COLS] = {1, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+
+typedef struct row {
+    const char *text[N_COLS];
+    char num[N_COLS][40];   /* storage for the numeric columns */
+    char *owned[5];         /* copies of the layer's text fields */
+} row;
+
+static const char *fmt_count(char *buf, size_t cap, int ok, int64_t v)
+{
+    if (!ok) snprintf(buf, cap, "?");
+    else snprintf(buf, cap, "%" PRId64, v);
+    return buf;
+}
+
+static const char *fmt_mflops(char *buf, size_t cap, int ok, int64_t v)
+{
+    if (!ok) snprintf(buf, cap, "?");
+    else snprintf(buf, cap, "%.3f", (double)v / 1e6);
+    return buf;
+}
+
+static void print_row(const row *r, const size_t *width)
+{
+    for (int c = 0; c < N_COLS; c++) {
+        const char *t = r->text[c];
+        int w = (int)width[c];
+        if (c == N_COLS - 1 && !col_right[c]) printf("%s", t);
+        else if (col_right[c]) printf("%*s", w, t);
+        else printf("%-*s", w, t);
+        printf(c == N_COLS - 1 ? "\n" : "  ");
+    }
+}
+
+/* 1 if some graph input has a symbolic dim. */
+static int has_symbolic_input(const pdc_model *model)
+{
+    size_t n = 0;
+    if (pdc_model_num_inputs(model, &n) != PDC_OK) return 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t rank = 0;
+        int64_t dims[PDC_MAX_RANK];
+        if (pdc_model_input_info(model, i, NULL, &rank, dims) != PDC_OK) continue;
+        for (size_t d = 0; d < rank; d++)
+            if (dims[d] < 0) return 1;
+    }
+    return 0;
+}
+
+static void print_io(const pdc_model *model, int outputs, int symbolic)
+{
+    size_t n = 0;
+    pdc_status st = outputs ? pdc_model_num_outputs(model, &n) : pdc_model_num_inputs(model, &n);
+    printf("%s:\n", outputs ? "outputs" : "inputs");
+    if (st != PDC_OK) {
+        printf("  ?\n");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name = NULL;
+        size_t rank = 0;
+        int64_t dims[PDC_MAX_RANK];
+        char shape[160];
+        st = outputs ? pdc_model_output_info(model, i, &name, &rank, dims)
+                     : pdc_model_input_info(model, i, &name, &rank, dims);
+        if (st != PDC_OK) printf("  %zu: ?\n", i);
+        /* An output not yet inferred (it depends on a symbolic input) reads as rank 0. */
+        else if (outputs && rank == 0 && symbolic) printf("  %-16s unknown until the symbolic inputs are fixed\n", name);
+        else printf("  %-16s %s  f32\n", name, cli_format_shape(rank, dims, shape, sizeof shape));
+    }
+}
+
+static double ratio(int64_t num, int64_t den) { return den > 0 ? (double)num / (double)den : 0.0; }
+
+static int inspect_model(pdc_context *ctx, const char *path, const pdc_model *model)
+{
+    size_t n_layers = 0;
+    pdc_status st = pdc_model_num_layers(model, &n_layers);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, path, NULL);
+
+    row *rows = calloc(n_layers + 2, sizeof *rows);   /* header, layers, total */
+    if (!rows) return cli_error(path, "out of memory for %zu layers", n_layers);
+
+    int64_t tot[4] = {0, 0, 0, 0};   /* weights, kept, dense flops, effective flops */
+    int tot_ok[4] = {1, 1, 1, 1};
+    static const pdc_layer_stat stats[4] = {PDC_STAT_WEIGHTS, PDC_STAT_KEPT_WEIGHTS, PDC_STAT_DENSE_FLOPS,
+                                            PDC_STAT_EFFECTIVE_FLOPS};
+    static const pdc_layer_field fields[5] = {PDC_FIELD_NAME, PDC_FIELD_OP, PDC_FIELD_INPUT_SHAPE,
+                                              PDC_FIELD_OUTPUT_SHAPE, PDC_FIELD_SPARSITY};
+
+    for (int c = 0; c < N_COLS; c++) rows[0].text[c] = col_title[c];
+    for (size_t i = 0; i < n_layers; i++) {
+        row *r = &rows[i + 1];
+        snprintf(r->num[COL_IDX], sizeof r->num[COL_IDX], "%zu", i);
+        r->text[COL_IDX] = r->num[COL_IDX];
+        for (int f = 0; f < 5; f++) {
+            /* Copied at once: the borrowed text need not outlive the next call on the model. */
+            const char *s = NULL;
+            if (pdc_model_layer_string(model, i, fields[f], &s) != PDC_OK || !s) s = "?";
+            r->owned[f] = strdup(s);
+            r->text[COL_NAME + f] = r->owned[f] ? r->owned[f] : "?";
+        }
+        for (int s = 0; s < 4; s++) {
+            int64_t v = 0;
+            int ok = pdc_model_layer_stat(model, i, stats[s], &v) == PDC_OK;
+            if (ok) tot[s] += v;
+            else tot_ok[s] = 0;
+            int col = COL_W + s;
+            r->text[col] = s < 2 ? fmt_count(r->num[col], sizeof r->num[col], ok, v)
+                                 : fmt_mflops(r->num[col], sizeof r->num[col], ok, v);
+        }
+    }
+    row *t = &rows[n_layers + 1];
+    for (int c = 0; c < N_COLS; c++) t->text[c] = "";
+    t->text[COL_NAME] = "total";
+    for (int s = 0; s < 4; s++) {
+        int col = COL_W + s;
+        /* A total over layers with unknown statistics is a lower bound: mark it with ">=". */
+        char v[32];
+        if (s < 2) fmt_count(v, sizeof v, 1, tot[s]);
+        else fmt_mflops(v, sizeof v, 1, tot[s]);
+        snprintf(t->num[col], sizeof t->num[col], "%s%s", tot_ok[s] ? "" : ">=", v);
+        t->text[col] = t->num[col];
+    }
+
+    size_t width[N_COLS] = {0};
+    for (size_t i = 0; i < n_layers + 2; i++)
+        for (int c = 0; c < N_COLS; c++) {
+            size_t len = strlen(rows[i].text[c]);
+            if (len > width[c]) width[c] = len;
+        }
+
+    int symbolic = has_symbolic_input(model);
+    printf("model: %s (%zu layer%s)\n", path, n_layers, n_layers == 1 ? "" : "s");
+    print_io(model, 0, symbolic);
+    print_io(model, 1, symbolic);
+    printf("\n");
+    print_row(&rows[0], width);
+    size_t line = 0;
+    for (int c = 0; c < N_COLS; c++) line += width[c] + (c ? 2 : 0);
+    for (size_t i = 0; i < line; i++) putchar('-');
+    putchar('\n');
+    for (size_t i = 1; i <= n_layers; i++) print_row(&rows[i], width);
+    for (size_t i = 0; i < line; i++) putchar('-');
+    putchar('\n');
+    print_row(t, width);
+    printf("\n");
+
+    if (tot[0] == 0) printf("compression: n/a (no weights)");
+    else if (tot[1] == 0) printf("compression: all weights pruned (0/%" PRId64 " kept)", tot[0]);
+    else printf("compression: %.2fx (%" PRId64 "/%" PRId64 " weights kept)", ratio(tot[0], tot[1]), tot[1], tot[0]);
+    if (tot[2] == 0 || tot[3] == 0) printf(", FLOP reduction: n/a\n");
+    else if (tot[2] < 1000000)
+        printf(", FLOP reduction: %.2fx (%" PRId64 " -> %" PRId64 " FLOPs)\n", ratio(tot[2], tot[3]), tot[2], tot[3]);
+    else
+        printf(", FLOP reduction: %.2fx (%.3f -> %.3f MFLOPs)\n", ratio(tot[2], tot[3]), (double)tot[2] / 1e6,
+               (double)tot[3] / 1e6);
+    if (!tot_ok[0] || !tot_ok[1] || !tot_ok[2] || !tot_ok[3])
+        printf("note: '?' marks statistics pdc could not compute\n");
+    if (symbolic)
+        printf("note: the model has symbolic input dims; layers whose shapes depend on them show no\n"
+               "      statistics. Fix the dims with --shape NAME=DIMS.\n");
+
+    for (size_t i = 0; i < n_layers + 2; i++)
+        for (int f = 0; f < 5; f++) free(rows[i].owned[f]);
+    free(rows);
+    return CLI_EXIT_OK;
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    cli_parser p;
+    cli_parser_init(&p, argc, argv, "inspect", cli_inspect_synopsis, inspect_opts);
+    const char *model_path = NULL;
+    cli_shape shapes[16];
+    size_t n_shapes = 0;
+    char err[512];
+
+    for (;;) {
+        const char *v;
+        int id = cli_next(&p, &v);
+        if (id == CLI_ARG_END) break;
+        if (id == CLI_ARG_BAD) return CLI_EXIT_USAGE;
+        if (id == CLI_ARG_HELP) {
+            fputs(cli_inspect_help, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (id == CLI_ARG_POSITIONAL) {
+            if (model_path) return cli_usage_error("inspect", cli_inspect_synopsis, "unexpected argument '%s'", v);
+            model_path = v;
+        } else if (id == OPT_SHAPE) {
+            if (n_shapes == sizeof shapes / sizeof shapes[0])
+                return cli_usage_error("inspect", cli_inspect_synopsis, "too many --shape options (at most 16)");
+            if (cli_parse_shape(v, &shapes[n_shapes], err, sizeof err) != 0)
+                return cli_usage_error("inspect", cli_inspect_synopsis, "%s", err);
+            n_shapes++;
+        }
+    }
+    if (!model_path) return cli_usage_error("inspect", cli_inspect_synopsis, "missing MODEL");
+
+    pdc_context *ctx = NULL;
+    if (cli_context_create(&ctx) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
+    pdc_model *model = NULL;
+    int rc = cli_load_model(ctx, model_path, shapes, n_shapes, &model);
+    if (rc == CLI_EXIT_OK) rc = inspect_model(ctx, model_path, model);
+    pdc_model_destroy(model);
+    pdc_context_destroy(ctx);
+    return rc;
+}

@@ -1,0 +1,236 @@
+/*
+ * cmd_run.c - `pdc run`: compile a model for a target, feed it raw little-endian float32 files and
+ * write or print its outputs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define MAX_FILES 64
+#define PRINT_LIMIT 20
+
+const char cli_run_synopsis[] =
+    "pdc run MODEL [--target ref] --input IN.bin [--input IN2.bin]... [--output OUT.bin]... [--print] "
+    "[--shape NAME=DIMS]... [--threads N]";
+const char cli_run_help[] =
+    "usage: pdc run MODEL [--target ref] --input IN.bin [--input IN2.bin]... [--output OUT.bin]...\n"
+    "               [--print] [--shape NAME=DIMS]... [--threads N]\n"
+    "\n"
+    "Compiles MODEL for a target and runs it once. Inputs and outputs are raw little-endian float32\n"
+    "files holding exactly the tensor's elements in row-major order (a [1,1,8,8] input is 256 bytes).\n"
+    "\n"
+    "Options:\n"
+    "  -t, --target NAME  the target to compile for (default: ref, the reference interpreter)\n"
+    "  -i, --input FILE   one per graph input, in the order `pdc inspect` lists them\n"
+    "  -o, --output FILE  where to write the outputs, in order; with fewer --output files than graph\n"
+    "                     outputs only the first ones are written; with none the first output's\n"
+    "                     values are printed (at most 20, then \"...\")\n"
+    "  --print            print every output's values (at most 20 each) even when writing files\n"
+    "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=4x1x8x8; may be repeated\n"
+    "  --threads N        worker threads (0 = all cores, the default)\n"
+    "  -h, --help         show this help\n";
+
+enum { OPT_TARGET = 1, OPT_INPUT, OPT_OUTPUT, OPT_PRINT, OPT_SHAPE, OPT_THREADS };
+static const cli_opt run_opts[] = {{"target", 't', 1, OPT_TARGET}, {"input", 'i', 1, OPT_INPUT},
+                                   {"output", 'o', 1, OPT_OUTPUT}, {"print", 0, 0, OPT_PRINT},
+                                   {"shape", 0, 1, OPT_SHAPE},     {"threads", 0, 1, OPT_THREADS},
+                                   {NULL, 0, 0, 0}};
+
+typedef struct run_args {
+    const char *model;
+    const char *target;
+    const char *inputs[MAX_FILES];
+    size_t n_inputs;
+    const char *outputs[MAX_FILES];
+    size_t n_outputs;
+    int print;
+    const char *threads;
+    cli_shape shapes[16];
+    size_t n_shapes;
+} run_args;
+
+#define USAGE(...) cli_usage_error("run", cli_run_synopsis, __VA_ARGS__)
+
+static int parse_args(int argc, char **argv, run_args *a)
+{
+    cli_parser p;
+    cli_parser_init(&p, argc, argv, "run", cli_run_synopsis, run_opts);
+    char err[512];
+    a->target = "ref";
+    for (;;) {
+        const char *v;
+        int id = cli_next(&p, &v);
+        switch (id) {
+        case CLI_ARG_END:
+            if (!a->model) return USAGE("missing MODEL");
+            if (a->n_inputs == 0) return USAGE("missing --input FILE");
+            return -1;   /* parsed */
+        case CLI_ARG_BAD: return CLI_EXIT_USAGE;
+        case CLI_ARG_HELP: fputs(cli_run_help, stdout); return CLI_EXIT_OK;
+        case CLI_ARG_POSITIONAL:
+            if (a->model) return USAGE("unexpected argument '%s'", v);
+            a->model = v;
+            break;
+        case OPT_TARGET:
+            if (!*v) return USAGE("empty --target");
+            a->target = v;
+            break;
+        case OPT_INPUT:
+            if (a->n_inputs == MAX_FILES) return USAGE("too many --input files (at most 64)");
+            a->inputs[a->n_inputs++] = v;
+            break;
+        case OPT_OUTPUT:
+            if (a->n_outputs == MAX_FILES) return USAGE("too many --output files (at most 64)");
+            a->outputs[a->n_outputs++] = v;
+            break;
+        case OPT_PRINT: a->print = 1; break;
+        case OPT_SHAPE:
+            if (a->n_shapes == sizeof a->shapes / sizeof a->shapes[0])
+                return USAGE("too many --shape options (at most 16)");
+            if (cli_parse_shape(v, &a->shapes[a->n_shapes], err, sizeof err) != 0) return USAGE("%s", err);
+            a->n_shapes++;
+            break;
+        case OPT_THREADS:
+            if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 6)
+                return USAGE("bad --threads '%s': expected a count (0 = all cores)", v);
+            a->threads = v;
+            break;
+        default: return USAGE("internal: unhandled option");
+        }
+    }
+}
+
+/* "name 1x1x8x8, name2 4x3" for messages about a program's inputs or outputs. */
+static void describe_io(const pdc_program *prog, int outputs, size_t n, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < cap; i++) {
+        const char *name = "?";
+        size_t rank = 0;
+        int64_t dims[PDC_MAX_RANK];
+        char shape[160];
+        if (outputs) pdc_program_output_info(prog, i, &name, &rank, dims);
+        else pdc_program_input_info(prog, i, &name, &rank, dims);
+        int k = snprintf(buf + used, cap - used, "%s'%s' %s", i ? ", " : "", name,
+                         cli_format_shape(rank, dims, shape, sizeof shape));
+        if (k < 0) break;
+        used += (size_t)k;
+    }
+}
+
+/* Creates a tensor for input or output i of prog; *name_out, *shape_out describe it for messages. */
+static int make_tensor(pdc_context *ctx, const pdc_program *prog, int output, size_t i, const char *model_path,
+                       pdc_tensor **t_out, const char **name_out, char *shape, size_t shape_cap)
+{
+    size_t rank = 0, n = 0;
+    int64_t dims[PDC_MAX_RANK];
+    pdc_status st = output ? pdc_program_output_info(prog, i, name_out, &rank, dims)
+                           : pdc_program_input_info(prog, i, name_out, &rank, dims);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, model_path, NULL);
+    cli_format_shape(rank, dims, shape, shape_cap);
+    if (cli_shape_elems(rank, dims, &n) != 0 || n > ((size_t)1 << 40))
+        return cli_error(model_path, "%s '%s' is too large (%s)", output ? "output" : "input", *name_out, shape);
+    st = pdc_tensor_create(ctx, rank, dims, t_out);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, model_path, NULL);
+    return CLI_EXIT_OK;
+}
+
+static void print_values(pdc_tensor *t, const char *name, const char *shape)
+{
+    printf("%s [%s]: ", name, shape);
+    raw_print_f32(stdout, pdc_tensor_data(t), pdc_tensor_size(t), PRINT_LIMIT);
+}
+
+static int run_program(pdc_context *ctx, const run_args *a, const pdc_program *prog)
+{
+    size_t n_in = 0, n_out = 0;
+    pdc_status st = pdc_program_num_inputs(prog, &n_in);
+    if (st == PDC_OK) st = pdc_program_num_outputs(prog, &n_out);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, a->model, NULL);
+    if (n_in > MAX_FILES || n_out > MAX_FILES)
+        return cli_error(a->model, "the model has %zu inputs and %zu outputs; pdc run handles at most %d of each",
+                         n_in, n_out, MAX_FILES);
+
+    char list[1024];
+    if (a->n_inputs != n_in) {
+        describe_io(prog, 0, n_in, list, sizeof list);
+        return cli_error(a->model, "the model has %zu input%s (%s), got %zu --input file%s", n_in,
+                         n_in == 1 ? "" : "s", list, a->n_inputs, a->n_inputs == 1 ? "" : "s");
+    }
+    if (a->n_outputs > n_out) {
+        describe_io(prog, 1, n_out, list, sizeof list);
+        return cli_error(a->model, "the model has %zu output%s (%s), got %zu --output files", n_out,
+                         n_out == 1 ? "" : "s", list, a->n_outputs);
+    }
+
+    pdc_tensor *in[MAX_FILES] = {0}, *out[MAX_FILES] = {0};
+    const char *in_name[MAX_FILES], *out_name[MAX_FILES];
+    char in_shape[MAX_FILES][64], out_shape[MAX_FILES][64];
+    int rc = CLI_EXIT_OK;
+
+    for (size_t i = 0; i < n_in && rc == CLI_EXIT_OK; i++) {
+        rc = make_tensor(ctx, prog, 0, i, a->model, &in[i], &in_name[i], in_shape[i], sizeof in_shape[i]);
+        if (rc != CLI_EXIT_OK) break;
+        char what[256];
+        snprintf(what, sizeof what, "input '%s' %s f32", in_name[i], in_shape[i]);
+        rc = raw_read_f32(a->inputs[i], pdc_tensor_data(in[i]), pdc_tensor_size(in[i]), what);
+    }
+    for (size_t i = 0; i < n_out && rc == CLI_EXIT_OK; i++)
+        rc = make_tensor(ctx, prog, 1, i, a->model, &out[i], &out_name[i], out_shape[i], sizeof out_shape[i]);
+
+    if (rc == CLI_EXIT_OK) {
+        st = pdc_program_run(prog, n_in, in, n_out, out);
+        if (st != PDC_OK) rc = cli_lib_error(ctx, st, a->model, "run");
+    }
+    for (size_t i = 0; i < a->n_outputs && rc == CLI_EXIT_OK; i++)
+        rc = raw_write_f32(a->outputs[i], pdc_tensor_data(out[i]), pdc_tensor_size(out[i]));
+    if (rc == CLI_EXIT_OK) {
+        if (a->print)
+            for (size_t i = 0; i < n_out; i++) print_values(out[i], out_name[i], out_shape[i]);
+        else if (a->n_outputs == 0 && n_out > 0)
+            print_values(out[0], out_name[0], out_shape[0]);
+    }
+
+    for (size_t i = 0; i < n_in; i++) pdc_tensor_destroy(in[i]);
+    for (size_t i = 0; i < n_out; i++) pdc_tensor_destroy(out[i]);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args *a = calloc(1, sizeof *a);
+    if (!a) return cli_error(NULL, "out of memory");
+    int rc = parse_args(argc, argv, a);
+    if (rc >= 0) {
+        free(a);
+        return rc;
+    }
+
+    pdc_context *ctx = NULL;
+    pdc_model *model = NULL;
+    pdc_program *prog = NULL;
+    rc = cli_context_create(&ctx);
+    if (rc == CLI_EXIT_OK && a->threads) {
+        pdc_status st = pdc_context_set_option(ctx, "threads", a->threads);
+        if (st != PDC_OK) rc = cli_lib_error(ctx, st, NULL, "--threads");
+    }
+    if (rc == CLI_EXIT_OK) rc = cli_load_model(ctx, a->model, a->shapes, a->n_shapes, &model);
+    if (rc == CLI_EXIT_OK) {
+        pdc_status st = pdc_compile(ctx, model, a->target, &prog);
+        if (st != PDC_OK) {
+            char what[256];
+            snprintf(what, sizeof what, "cannot compile for target '%s'", a->target);
+            rc = cli_lib_error(ctx, st, a->model, what);
+        }
+    }
+    pdc_model_destroy(model);   /* the program does not need it */
+    if (rc == CLI_EXIT_OK) rc = run_program(ctx, a, prog);
+
+    pdc_program_destroy(prog);
+    pdc_context_destroy(ctx);
+    free(a);
+    return rc;
+}

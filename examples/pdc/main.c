@@ -1,0 +1,90 @@
+/*
+ * main.c - the pdc command-line tool: dispatch to a command, --help and --version.
+ * Built only on the public header, so it also shows that the C ABI suffices for these tasks.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char main_synopsis[] = "pdc inspect|run|convert [ARGS...]   or   pdc --help | --version";
+
+typedef struct command {
+    const char *name;
+    const char *summary;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"inspect", "print a model's layers: shapes, sparsity, weights, FLOPs, compression", cmd_inspect, cli_inspect_help},
+    {"run", "compile a model for a target and run it on raw float32 files", cmd_run, cli_run_help},
+    {"convert", "re-save a model as binary .pdc or as IR text .pdcir", cmd_convert, cli_convert_help},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void print_main_help(FILE *f)
+{
+    fprintf(f,
+            "usage: pdc COMMAND [ARGS...]\n"
+            "       pdc --help | --version\n"
+            "       pdc help [COMMAND]\n"
+            "\n"
+            "pdc compiles and runs pruned deep neural networks (library %s).\n"
+            "\n"
+            "Commands:\n",
+            pdc_version_string());
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f,
+            "\n"
+            "'pdc COMMAND --help' describes a command. MODEL files are read in either format, binary .pdc\n"
+            "or IR text .pdcir; the format is detected from the content. Options take values as\n"
+            "'--opt VALUE' or '--opt=VALUE'.\n"
+            "\n"
+            "Exit status: 0 success, 1 a model, input or output error (one line on stderr:\n"
+            "'pdc: FILE: problem'), 2 a usage error.\n");
+}
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+static int unknown_command(const char *name)
+{
+    return cli_usage_error(NULL, main_synopsis, "unknown command '%s'", name);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) return cli_usage_error(NULL, main_synopsis, "no command given");
+    const char *arg = argv[1];
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+        print_main_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0) {
+        printf("%s\n", pdc_version_string());
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(arg, "help") == 0) {
+        if (argc == 2) {
+            print_main_help(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (argc > 3) return cli_usage_error(NULL, main_synopsis, "'help' takes at most one command name");
+        const command *c = find_command(argv[2]);
+        if (!c) return unknown_command(argv[2]);
+        fputs(c->help, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (arg[0] == '-') return cli_usage_error(NULL, main_synopsis, "unknown option '%s' (a command comes first)", arg);
+
+    const command *c = find_command(arg);
+    if (!c) return unknown_command(arg);
+    int rc = c->fn(argc - 1, argv + 1);
+    if (fflush(stdout) != 0 && rc == CLI_EXIT_OK) rc = cli_error("<stdout>", "write error");
+    return rc;
+}

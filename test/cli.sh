@@ -1,0 +1,593 @@
+#!/bin/sh
+# cli.sh BUILD - tests of the pdc command-line tool, run by `make test-cli`. Every test checks the
+# exit status and what the tool printed. BUILD holds pdc and make_demo_model (default: build).
+# Ends with "cli: N passed, M failed" and exits non-zero if any test failed.
+
+BUILD=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PDC="$BUILD/pdc"
+GEN="$BUILD/make_demo_model"
+DIGITS="$ROOT/test/data/digits.bin"
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/pdc-cli.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM
+
+PASS=0
+FAIL=0
+NAME=
+BAD=
+
+# run CMD [ARG]... : stdout to $T/out, stderr to $T/err, exit status in $rc.
+run() {
+    rc=0
+    "$@" >"$T/out" 2>"$T/err" || rc=$?
+}
+begin() {
+    NAME=$1
+    BAD=
+}
+bad() {
+    BAD="$BAD    - $*
+"
+}
+expect_rc() { [ "$rc" = "$1" ] || bad "exit status $rc, expected $1"; }
+expect_out() { grep -q -F -e "$1" "$T/out" || bad "stdout lacks '$1'"; }
+expect_err() { grep -q -F -e "$1" "$T/err" || bad "stderr lacks '$1'"; }
+expect_out_re() { grep -q -E -e "$1" "$T/out" || bad "stdout does not match /$1/"; }
+expect_err_re() { grep -q -E -e "$1" "$T/err" || bad "stderr does not match /$1/"; }
+expect_no_out() { [ ! -s "$T/out" ] || bad "stdout is not empty"; }
+expect_no_err() { [ ! -s "$T/err" ] || bad "stderr is not empty"; }
+expect_err_lines() {
+    n=$(wc -l <"$T/err")
+    [ "$n" -eq "$1" ] || bad "stderr has $n lines, expected $1"
+}
+expect_file_size() {
+    if [ ! -f "$1" ]; then
+        bad "$1 was not written"
+    else
+        n=$(wc -c <"$1")
+        [ "$n" -eq "$2" ] || bad "$1 has $n bytes, expected $2"
+    fi
+}
+expect_no_file() { [ ! -e "$1" ] || bad "$1 exists but should not"; }
+expect_same() { cmp -s "$1" "$2" || bad "$1 and $2 differ"; }
+end() {
+    if [ -z "$BAD" ]; then
+        PASS=$((PASS + 1))
+        echo "ok   $NAME"
+    else
+        FAIL=$((FAIL + 1))
+        echo "FAIL $NAME"
+        printf '%s' "$BAD"
+        echo "    exit status: $rc; stdout (first 5 lines):"
+        head -n 5 "$T/out" | sed 's/^/      | /'
+        echo "    stderr (first 5 lines):"
+        head -n 5 "$T/err" | sed 's/^/      | /'
+    fi
+}
+
+# The float32 values of a raw little-endian file, one per line.
+floats() { od -An -v -tf4 --endian=little "$1" | tr -s ' \t' '\n' | sed '/^$/d'; }
+
+# f32 FILE WORD... : writes float32 values given as 8-digit hex bit patterns (3f800000 = 1.0), little-endian.
+f32() {
+    f32_out=$1
+    shift
+    : >"$f32_out"
+    for w in "$@"; do
+        b0=${w#??????}
+        b1=${w#????}
+        b1=${b1%??}
+        b2=${w#??}
+        b2=${b2%????}
+        b3=${w%??????}
+        printf "\\$(printf %03o "0x$b0")\\$(printf %03o "0x$b1")\\$(printf %03o "0x$b2")\\$(printf %03o "0x$b3")" \
+            >>"$f32_out"
+    done
+}
+
+# expect_floats FILE V... : FILE holds exactly these float values (compared as %g).
+expect_floats() {
+    ef_file=$1
+    shift
+    if [ ! -f "$ef_file" ]; then
+        bad "$ef_file was not written"
+        return
+    fi
+    ef_got=$(floats "$ef_file" | awk '{ printf "%s%g", (NR > 1 ? " " : ""), $1 }')
+    [ "$ef_got" = "$*" ] || bad "$ef_file holds '$ef_got', expected '$*'"
+}
+
+for f in "$PDC" "$GEN" "$DIGITS"; do
+    if [ ! -e "$f" ]; then
+        echo "cli.sh: $f is missing (build with 'make test-cli')" >&2
+        echo "cli: 0 passed, 1 failed"
+        exit 1
+    fi
+done
+
+MODEL="$T/digits.pdc"
+IN="$T/digit0.bin"
+
+# ---------------------------------------------------------------- setup: the demo model
+
+begin "make_demo_model builds the demo model and the demo input"
+run "$GEN" "$MODEL" "$DIGITS" "$IN"
+expect_rc 0
+expect_out "wrote"
+expect_out "random"
+expect_file_size "$IN" 256
+[ -s "$MODEL" ] || bad "$MODEL was not written"
+end
+
+begin "make_demo_model without arguments is a usage error"
+run "$GEN"
+expect_rc 2
+expect_err "usage: make_demo_model"
+end
+
+# ---------------------------------------------------------------- help and version
+
+begin "pdc --help exits 0 and lists the commands"
+run "$PDC" --help
+expect_rc 0
+expect_out "usage: pdc COMMAND"
+expect_out "inspect"
+expect_out "run"
+expect_out "convert"
+expect_no_err
+end
+
+begin "pdc --version prints the header's version"
+run "$PDC" --version
+expect_rc 0
+want=$(sed -n 's/^#define PDC_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$ROOT/include/pdc.h" | paste -sd.)
+[ "$(cat "$T/out")" = "$want" ] || bad "printed '$(cat "$T/out")', expected '$want'"
+end
+
+for cmd in inspect run convert; do
+    begin "pdc $cmd --help exits 0 with the command's usage"
+    run "$PDC" "$cmd" --help
+    expect_rc 0
+    expect_out "usage: pdc $cmd"
+    expect_no_err
+    end
+done
+
+begin "pdc help run is the same as pdc run --help"
+run "$PDC" help run
+expect_rc 0
+expect_out "usage: pdc run"
+cp "$T/out" "$T/help1"
+run "$PDC" run --help
+expect_same "$T/help1" "$T/out"
+end
+
+# ---------------------------------------------------------------- usage errors: exit 2
+
+begin "no command is a usage error"
+run "$PDC"
+expect_rc 2
+expect_err "usage:"
+expect_no_out
+end
+
+begin "unknown command exits 2 and names it"
+run "$PDC" frobnicate "$MODEL"
+expect_rc 2
+expect_err "unknown command 'frobnicate'"
+expect_err "usage:"
+end
+
+begin "inspect without MODEL exits 2"
+run "$PDC" inspect
+expect_rc 2
+expect_err "missing MODEL"
+expect_err "usage: pdc inspect"
+end
+
+begin "run without MODEL exits 2"
+run "$PDC" run --input "$IN"
+expect_rc 2
+expect_err "missing MODEL"
+end
+
+begin "run without --input exits 2"
+run "$PDC" run "$MODEL"
+expect_rc 2
+expect_err "missing --input"
+end
+
+begin "convert without -o exits 2"
+run "$PDC" convert "$MODEL"
+expect_rc 2
+expect_err "missing -o"
+end
+
+begin "unknown option exits 2 and names it"
+run "$PDC" inspect "$MODEL" --bogus
+expect_rc 2
+expect_err "unknown option '--bogus'"
+end
+
+begin "option without its value exits 2"
+run "$PDC" run "$MODEL" --input
+expect_rc 2
+expect_err "'--input' needs a value"
+end
+
+begin "a flag given a value exits 2"
+run "$PDC" run "$MODEL" --input "$IN" --print=yes
+expect_rc 2
+expect_err "takes no value"
+end
+
+begin "a second MODEL argument exits 2"
+run "$PDC" inspect "$MODEL" "$MODEL"
+expect_rc 2
+expect_err "unexpected argument"
+end
+
+for spec in image image= =1x1x8x8 image=1xax8x8 image=1x1x8x image=0x1x8x8 image=-1x1x8x8; do
+    begin "malformed --shape '$spec' exits 2"
+    run "$PDC" inspect "$MODEL" --shape "$spec"
+    expect_rc 2
+    expect_err "bad --shape"
+    expect_no_out
+    end
+done
+
+begin "convert to an unknown extension exits 2"
+run "$PDC" convert "$MODEL" -o "$T/out.onnx"
+expect_rc 2
+expect_err ".pdc"
+expect_no_file "$T/out.onnx"
+end
+
+begin "--elide-weights with binary output exits 2"
+run "$PDC" convert "$MODEL" -o "$T/x.pdc" --elide-weights
+expect_rc 2
+expect_err "--elide-weights"
+end
+
+begin "bad --threads exits 2"
+run "$PDC" run "$MODEL" --input "$IN" --threads many
+expect_rc 2
+expect_err "--threads"
+end
+
+# ---------------------------------------------------------------- model and input errors: exit 1
+
+for cmd in inspect run convert; do
+    begin "$cmd of a nonexistent file exits 1 with one line naming the file"
+    case $cmd in
+    inspect) run "$PDC" inspect "$T/no-such-model.pdc" ;;
+    run) run "$PDC" run "$T/no-such-model.pdc" --input "$IN" ;;
+    convert) run "$PDC" convert "$T/no-such-model.pdc" -o "$T/x.pdcir" ;;
+    esac
+    expect_rc 1
+    expect_err "pdc: $T/no-such-model.pdc: "
+    expect_err_lines 1
+    expect_no_out
+    end
+done
+
+printf 'this is not a model\x01\x02\x03 {{{ garbage\n' >"$T/garbage.pdc"
+begin "a garbage file exits 1 with one line naming it"
+run "$PDC" inspect "$T/garbage.pdc"
+expect_rc 1
+expect_err "pdc: $T/garbage.pdc: "
+expect_err_lines 1
+end
+
+head -c 100 "$MODEL" >"$T/truncated.pdc"
+begin "a truncated .pdc exits 1 with one line naming it"
+run "$PDC" run "$T/truncated.pdc" --input "$IN"
+expect_rc 1
+expect_err "pdc: $T/truncated.pdc: "
+expect_err_lines 1
+end
+
+head -c 200 "$IN" >"$T/short.bin"
+begin "input file of the wrong size exits 1 with expected and got bytes"
+run "$PDC" run "$MODEL" --input "$T/short.bin" --output "$T/never.bin"
+expect_rc 1
+expect_err "pdc: $T/short.bin: "
+expect_err "expected 256 bytes"
+expect_err "got 200 bytes"
+expect_err "1x1x8x8"
+expect_err_lines 1
+expect_no_file "$T/never.bin"
+end
+
+begin "a missing input file exits 1 naming it"
+run "$PDC" run "$MODEL" --input "$T/no-such-input.bin"
+expect_rc 1
+expect_err "pdc: $T/no-such-input.bin: "
+expect_err_lines 1
+end
+
+begin "too many --input files exits 1 naming the model's inputs"
+run "$PDC" run "$MODEL" --input "$IN" --input "$IN"
+expect_rc 1
+expect_err "pdc: $MODEL: "
+expect_err "'image' 1x1x8x8"
+expect_err "got 2 --input files"
+end
+
+begin "more --output files than outputs exits 1"
+run "$PDC" run "$MODEL" --input "$IN" --output "$T/o1.bin" --output "$T/o2.bin"
+expect_rc 1
+expect_err "got 2 --output files"
+expect_no_file "$T/o1.bin"
+end
+
+begin "unknown target exits 1 naming the target"
+run "$PDC" run "$MODEL" --target no-such-target --input "$IN"
+expect_rc 1
+expect_err "pdc: $MODEL: "
+expect_err "no-such-target"
+expect_err_lines 1
+end
+
+begin "--shape of an unknown input exits 1"
+run "$PDC" inspect "$MODEL" --shape nosuchinput=1x1x8x8
+expect_rc 1
+expect_err "pdc: $MODEL: "
+expect_err "nosuchinput"
+expect_err_lines 1
+end
+
+begin "convert into a missing directory exits 1 naming the output"
+run "$PDC" convert "$MODEL" -o "$T/no/such/dir/x.pdc"
+expect_rc 1
+expect_err "pdc: $T/no/such/dir/x.pdc: "
+expect_err_lines 1
+end
+
+begin "output into a missing directory exits 1 naming it"
+run "$PDC" run "$MODEL" --input "$IN" --output "$T/no/such/dir/o.bin"
+expect_rc 1
+expect_err "pdc: $T/no/such/dir/o.bin: "
+expect_err_lines 1
+end
+
+# ---------------------------------------------------------------- inspect
+
+begin "inspect shows the layers, pattern and block sparsity, and the compression"
+run "$PDC" inspect "$MODEL"
+expect_rc 0
+expect_no_err
+expect_out "inputs:"
+expect_out "image"
+expect_out "1x1x8x8"
+expect_out "outputs:"
+expect_out "probs"
+for col in name op input output sparsity weights kept MFLOPs; do expect_out "$col"; done
+for layer in conv1 conv2 fc softmax; do expect_out "$layer"; done
+grep -E '(^| )conv2 ' "$T/out" | grep -q pattern || bad "the conv2 row does not say 'pattern'"
+grep -E '(^| )fc ' "$T/out" | grep -q block || bad "the fc row does not say 'block'"
+expect_out "total"
+expect_out_re "compression: [0-9]+\.[0-9]+x"
+expect_out_re "FLOP reduction: [0-9]+\.[0-9]+x"
+# demo model: weights 144+16 + 4608+32 + 20480+10 = 25290; kept 144+16 + 256*4+32 + 1024*4+10 = 5322
+expect_out "(5322/25290 weights kept)"
+end
+
+begin "inspect with a matching --shape (both option forms) exits 0"
+run "$PDC" inspect "$MODEL" --shape image=1x1x8x8
+expect_rc 0
+expect_out "1x1x8x8"
+expect_out "compression:"
+cp "$T/out" "$T/inspect1"
+run "$PDC" inspect "$MODEL" --shape=image=1x1x8x8
+expect_rc 0
+expect_same "$T/inspect1" "$T/out"
+end
+
+# ---------------------------------------------------------------- run
+
+begin "run on the demo model writes 40 bytes of softmax probabilities summing to 1"
+run "$PDC" run "$MODEL" --target ref --input "$IN" --output "$T/probs.bin"
+expect_rc 0
+expect_no_err
+expect_no_out
+expect_file_size "$T/probs.bin" 40
+if [ -f "$T/probs.bin" ]; then
+    floats "$T/probs.bin" >"$T/probs.txt"
+    [ "$(wc -l <"$T/probs.txt")" -eq 10 ] || bad "expected 10 floats, got $(wc -l <"$T/probs.txt")"
+    awk '{ s += $1; if (!($1 >= 0 && $1 <= 1)) bad = 1 } END { exit !(bad == 0 && s > 0.9999 && s < 1.0001) }' \
+        "$T/probs.txt" || bad "values are not probabilities summing to 1: $(tr '\n' ' ' <"$T/probs.txt")"
+fi
+end
+
+begin "--opt=value forms and the default target give the same bytes"
+run "$PDC" run "$MODEL" --input="$IN" --output="$T/probs2.bin"
+expect_rc 0
+expect_same "$T/probs.bin" "$T/probs2.bin"
+run "$PDC" run "$MODEL" --target=ref -i "$IN" -o "$T/probs3.bin" --threads 1
+expect_rc 0
+expect_same "$T/probs.bin" "$T/probs3.bin"
+end
+
+begin "run without --output prints the 10 output values"
+run "$PDC" run "$MODEL" --input "$IN"
+expect_rc 0
+expect_out "probs [1x10]:"
+n=$(sed 's/^[^:]*://' "$T/out" | wc -w)
+[ "$n" -eq 10 ] || bad "printed $n values, expected 10"
+end
+
+begin "--print prints the values and still writes the file"
+run "$PDC" run "$MODEL" --input "$IN" --output "$T/probs4.bin" --print
+expect_rc 0
+expect_out "probs [1x10]:"
+expect_same "$T/probs.bin" "$T/probs4.bin"
+end
+
+begin "printed values agree with the written file"
+run "$PDC" run "$MODEL" --input "$IN"
+expect_rc 0
+sed 's/^[^:]*://' "$T/out" | tr -s ' ' '\n' | sed '/^$/d' >"$T/printed.txt"
+if [ -f "$T/probs.bin" ] && [ "$(wc -l <"$T/printed.txt")" -eq 10 ]; then
+    floats "$T/probs.bin" | paste - "$T/printed.txt" |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5) exit 1 }' || bad "printed values differ from the file"
+else
+    bad "no probs.bin or not 10 printed values"
+fi
+end
+
+# ---------------------------------------------------------------- convert
+
+begin "convert .pdc -> .pdcir -> .pdc; all three run to identical bytes"
+run "$PDC" convert "$MODEL" -o "$T/m.pdcir"
+expect_rc 0
+expect_no_err
+run "$PDC" convert "$T/m.pdcir" -o "$T/m2.pdc"
+expect_rc 0
+run "$PDC" run "$T/m.pdcir" --input "$IN" --output "$T/probs-text.bin"
+expect_rc 0
+run "$PDC" run "$T/m2.pdc" --input "$IN" --output "$T/probs-back.bin"
+expect_rc 0
+expect_same "$T/probs.bin" "$T/probs-text.bin"
+expect_same "$T/probs.bin" "$T/probs-back.bin"
+end
+
+begin "the text form survives a second round trip unchanged"
+run "$PDC" convert "$T/m2.pdc" -o "$T/m3.pdcir"
+expect_rc 0
+expect_same "$T/m.pdcir" "$T/m3.pdcir"
+end
+
+begin "inspect agrees on the .pdc and the .pdcir"
+run "$PDC" inspect "$MODEL"
+sed 1d "$T/out" >"$T/insp-bin"
+run "$PDC" inspect "$T/m.pdcir"
+expect_rc 0
+expect_out "conv2"
+sed 1d "$T/out" >"$T/insp-text"
+expect_same "$T/insp-bin" "$T/insp-text"
+end
+
+begin "convert --elide-weights writes a smaller text form; -o - prints it"
+run "$PDC" convert "$MODEL" -o "$T/elided.pdcir" --elide-weights
+expect_rc 0
+[ -f "$T/elided.pdcir" ] || bad "$T/elided.pdcir was not written"
+if [ -f "$T/elided.pdcir" ] && [ -f "$T/m.pdcir" ]; then
+    [ "$(wc -c <"$T/elided.pdcir")" -lt "$(wc -c <"$T/m.pdcir")" ] || bad "elided form is not smaller"
+    grep -q elided "$T/elided.pdcir" || bad "elided form does not say 'elided'"
+fi
+run "$PDC" convert "$MODEL" -o - --elide-weights
+expect_rc 0
+expect_out "pdcir 1"
+[ -f "$T/elided.pdcir" ] && { cmp -s "$T/out" "$T/elided.pdcir" || bad "'-o -' differs from the file"; }
+end
+
+# ---------------------------------------------------------------- several inputs and outputs
+
+cat >"$T/two.pdcir" <<'END'
+pdcir 1
+model "two"
+input a : f32[1,4]
+input b : f32[1,4]
+layer add = add(a, b) -> (s : f32[1,4])
+layer relu = relu(a) -> (r : f32[1,4])
+output s
+output r
+END
+f32 "$T/a.bin" 3f800000 c0000000 40400000 c0800000 # 1 -2 3 -4
+f32 "$T/b.bin" 3f800000 40000000 40400000 40800000 # 1 2 3 4
+
+begin "two inputs, one --output writes the first output only"
+run "$PDC" run "$T/two.pdcir" --input "$T/a.bin" --input "$T/b.bin" --output "$T/s.bin"
+expect_rc 0
+expect_no_out
+expect_floats "$T/s.bin" 2 0 6 0
+end
+
+begin "two inputs, two outputs, --print prints both"
+run "$PDC" run "$T/two.pdcir" --input "$T/a.bin" --input "$T/b.bin" --output "$T/s2.bin" --output "$T/r2.bin" --print
+expect_rc 0
+expect_floats "$T/s2.bin" 2 0 6 0
+expect_floats "$T/r2.bin" 1 0 3 0
+expect_out "s [1x4]: 2 0 6 0"
+expect_out "r [1x4]: 1 0 3 0"
+end
+
+begin "inputs are taken in order"
+run "$PDC" run "$T/two.pdcir" --input "$T/b.bin" --input "$T/a.bin" --output "$T/s3.bin" --output "$T/r3.bin"
+expect_rc 0
+expect_floats "$T/r3.bin" 1 2 3 4
+end
+
+begin "one --input for two inputs exits 1 listing them"
+run "$PDC" run "$T/two.pdcir" --input "$T/a.bin"
+expect_rc 1
+expect_err "has 2 inputs ('a' 1x4, 'b' 1x4), got 1 --input file"
+expect_err_lines 1
+end
+
+begin "inspect lists both inputs and outputs"
+run "$PDC" inspect "$T/two.pdcir"
+expect_rc 0
+for io in "  a " "  b " "  s " "  r "; do expect_out "$io"; done
+end
+
+# ---------------------------------------------------------------- symbolic input dims and --shape
+
+cat >"$T/sym.pdcir" <<'END'
+pdcir 1
+model "sym"
+input x : f32[?,4]
+const w : f32[2,4] = [1, 0, 0, 0, 0, 1, 0, 0]
+layer fc = fc(x, w) -> (y)
+output y
+END
+f32 "$T/x2.bin" 3f800000 40000000 40400000 40800000 40a00000 40c00000 40e00000 41000000 # 1..8
+
+begin "inspect of a symbolic model shows '?' dims and says how to fix them"
+run "$PDC" inspect "$T/sym.pdcir"
+expect_rc 0
+expect_out "?x4"
+expect_out "--shape"
+end
+
+begin "inspect --shape fixes the symbolic dim"
+run "$PDC" inspect "$T/sym.pdcir" --shape x=3x4
+expect_rc 0
+expect_out "3x4"
+expect_out "3x2"
+end
+
+begin "run of a symbolic model without --shape exits 1"
+run "$PDC" run "$T/sym.pdcir" --input "$T/x2.bin"
+expect_rc 1
+expect_err "pdc: $T/sym.pdcir: "
+expect_err_lines 1
+end
+
+begin "run --shape x=2x4 runs a batch of two"
+run "$PDC" run "$T/sym.pdcir" --shape x=2x4 --input "$T/x2.bin" --output "$T/y2.bin"
+expect_rc 0
+expect_floats "$T/y2.bin" 1 2 5 6
+end
+
+begin "run --shape x=1x4 with a 2x4 input file exits 1 with expected and got"
+run "$PDC" run "$T/sym.pdcir" --shape x=1x4 --input "$T/x2.bin"
+expect_rc 1
+expect_err "expected 16 bytes"
+expect_err "got 32 bytes"
+end
+
+begin "--shape that contradicts a fixed dim exits 1"
+run "$PDC" run "$MODEL" --shape image=2x1x8x8 --input "$IN"
+expect_rc 1
+expect_err "pdc: $MODEL: "
+expect_err "image"
+end
+
+# ---------------------------------------------------------------- summary
+
+echo "cli: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
