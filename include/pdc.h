@@ -232,9 +232,11 @@ typedef enum pdc_layer_field {
 
 /** Number of layers. */
 PDC_API pdc_status pdc_model_num_layers(const pdc_model *model, size_t *n_out);
-/** A statistic of layer i. */
+/** A statistic of layer i. FLOP statistics need concrete shapes: PDC_ERR_SHAPE while a symbolic
+ * input the layer depends on is unresolved (weight counts are always available). */
 PDC_API pdc_status pdc_model_layer_stat(const pdc_model *model, size_t i, pdc_layer_stat stat, int64_t *value_out);
-/** A text field of layer i. Borrowed: valid until the model changes or is destroyed. */
+/** A text field of layer i. Borrowed: valid until the next pdc_model_layer_string call on this model
+ * (copy it to keep it), or until the model changes or is destroyed. */
 PDC_API pdc_status pdc_model_layer_string(const pdc_model *model, size_t i, pdc_layer_field field,
                                           const char **text_out);
 /** Number of graph inputs / outputs. */
@@ -242,7 +244,8 @@ PDC_API pdc_status pdc_model_num_inputs(const pdc_model *model, size_t *n_out);
 PDC_API pdc_status pdc_model_num_outputs(const pdc_model *model, size_t *n_out);
 /**
  * Name and shape of graph input i. name_out is borrowed (valid while the model lives); dims_out
- * has room for PDC_MAX_RANK values; symbolic dims read -1. Any out-parameter may be NULL.
+ * has room for PDC_MAX_RANK values; symbolic dims read -1. An output whose shape is not known yet
+ * (it depends on a symbolic input) reads rank 0. Any out-parameter may be NULL.
  */
 PDC_API pdc_status pdc_model_input_info(const pdc_model *model, size_t i, const char **name_out, size_t *rank_out,
                                         int64_t *dims_out);

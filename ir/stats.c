@@ -50,10 +50,10 @@ void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st)
     const ir_layer *l = &m->layers[li];
     memset(st, 0, sizeof *st);
     const ir_tensor *y = &m->tensors[l->outputs[0]];
-    if (y->rank < 0) return; /* shapes unknown until symbolic inputs are fixed */
+    int known = y->rank >= 0; /* FLOPs need shapes, unknown until symbolic inputs are fixed */
     int weighted = l->op == IR_OP_CONV || l->op == IR_OP_FC || l->op == IR_OP_GEMM || l->op == IR_OP_MATMUL ||
                    l->op == IR_OP_LSTM || l->op == IR_OP_GRU;
-    int64_t reuse = weighted ? weight_reuse(m, l) : 0;
+    int64_t reuse = weighted && known ? weight_reuse(m, l) : 0;
     for (size_t i = 0; i < l->n_inputs; i++) {
         const ir_tensor *t = in_t(m, l, i);
         if (!t || t->kind != IR_TENSOR_CONST) continue;
@@ -68,6 +68,7 @@ void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st)
         }
     }
     st->bytes = st->kept_weights * (int64_t)sizeof(float);
+    if (!known) return;
     if (l->op == IR_OP_MATMUL && in_t(m, l, 1)->kind != IR_TENSOR_CONST) {
         /* activation x activation: 2*M*N*K per output batch element */
         const ir_tensor *a = in_t(m, l, 0);
@@ -103,7 +104,7 @@ static void describe(const ir_tensor *t, char *buf, size_t cap)
     case IR_SPARSITY_PATTERN: {
         size_t live = 0;
         for (size_t k = 0; k < s->n_kernels; k++) live += s->kernel_pattern[k] >= 0;
-        snprintf(buf, cap, "pattern %lldx%lld: %zu patterns, %.0f%% kernels, %.1f%% weights kept", (long long)s->kh,
+        snprintf(buf, cap, "pattern %lldx%lld: %zu patterns, %.0f%% kernels kept, %.1f%% weights kept", (long long)s->kh,
                  (long long)s->kw, s->n_patterns, s->n_kernels ? 100.0 * (double)live / (double)s->n_kernels : 0.0,
                  pct);
         break;

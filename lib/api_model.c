@@ -273,6 +273,11 @@ PDC_API pdc_status pdc_model_layer_stat(const pdc_model *model, size_t i, pdc_la
     if (st) return st;
     ir_layer_stats s;
     ir_layer_stats_compute(model, i, &s);
+    if ((stat == PDC_STAT_DENSE_FLOPS || stat == PDC_STAT_EFFECTIVE_FLOPS) &&
+        model->tensors[model->layers[i].outputs[0]].rank < 0)
+        return pdc_error(model->ctx, PDC_ERR_SHAPE,
+                         "layer '%s': FLOPs are unknown until symbolic input shapes are fixed (pdc_model_set_input_shape)",
+                         model->layers[i].name);
     switch (stat) {
     case PDC_STAT_WEIGHTS: *value_out = s.weights; return PDC_OK;
     case PDC_STAT_KEPT_WEIGHTS: *value_out = s.kept_weights; return PDC_OK;

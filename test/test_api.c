@@ -332,6 +332,12 @@ START_TEST(symbolic_input_shapes)
     const char *in[] = {"x"}, *out[] = {"y"};
     ck_assert_ok(ctx, pdc_model_add_layer(m, "r", "relu", 1, in, 1, out, NULL));
     ck_assert_ok(ctx, pdc_model_mark_output(m, "y"));
+    size_t rank = 9;
+    ck_assert_ok(ctx, pdc_model_output_info(m, 0, NULL, &rank, NULL));
+    ck_assert_uint_eq(rank, 0); /* not known yet */
+    int64_t v;
+    ck_assert_status(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_DENSE_FLOPS, &v), PDC_ERR_SHAPE);
+    ck_assert_error_has(ctx, "FLOPs are unknown until symbolic input shapes are fixed");
     pdc_program *p = NULL;
     ck_assert_status(ctx, pdc_compile(ctx, m, "ref", &p), PDC_ERR_SHAPE);
     ck_assert_error_has(ctx, "input 'x' has symbolic shape ?x3");
@@ -339,7 +345,8 @@ START_TEST(symbolic_input_shapes)
     ck_assert_error_has(ctx, "does not match declared ?x3");
     ck_assert_status(ctx, pdc_model_set_input_shape(m, "y", 2, (int64_t[]){2, 3}), PDC_ERR_NOT_FOUND);
     ck_assert_ok(ctx, pdc_model_set_input_shape(m, "x", 2, (int64_t[]){2, 3}));
-    size_t rank;
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_DENSE_FLOPS, &v));
+    ck_assert_int_eq(v, 6);
     int64_t dims[PDC_MAX_RANK];
     ck_assert_ok(ctx, pdc_model_output_info(m, 0, NULL, &rank, dims));
     ck_assert_uint_eq(rank, 2);
