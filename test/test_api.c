@@ -178,12 +178,12 @@ START_TEST(sparsity_must_agree_with_weights)
     w[9 + 0] = 2.0f;   /* kernel 1 top-left */
     ck_assert_ok(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
     uint64_t pats[] = {0x010 /* centre */, 0x001 /* top-left */};
-    int32_t ok_ids[] = {0, 1}, bad_ids[] = {0, 0}, range_ids[] = {0, 5};
+    int32_t ok_ids[] = {0, 1}, bad_ids[] = {0, 0}, range_ids[] = {0, 5}, three_ids[] = {0, 1, 1};
     ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 2, pats, 2, bad_ids), PDC_ERR_INVALID_MODEL);
     ck_assert_error_has(ctx, "element 9 is 2 but its sparsity prunes it");
     ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 2, pats, 2, range_ids), PDC_ERR_INVALID_MODEL);
     ck_assert_error_has(ctx, "pattern id 5");
-    ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 2, pats, 3, ok_ids), PDC_ERR_INVALID_MODEL);
+    ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 2, pats, 3, three_ids), PDC_ERR_INVALID_MODEL);
     ck_assert_error_has(ctx, "3 kernel ids, expected 2");
     ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "w", 2, 2, 2, pats, 2, ok_ids), PDC_ERR_INVALID_MODEL);
     ck_assert_status(ctx, pdc_model_set_sparsity_pattern(m, "nope", 3, 3, 2, pats, 2, ok_ids), PDC_ERR_NOT_FOUND);
