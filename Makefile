@@ -103,7 +103,7 @@ test-headers:
 
 # The README's C example, built as a client would build it (public header, shared library).
 $(BUILD)/api_example: examples/api_example.c include/pdc.h $(SHLIB)
-	$(CC) -std=c11 -Wall -Wextra -Werror $(CFLAGS) -Iinclude -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'
+	$(CC) -std=c11 -Wall -Wextra -Werror $(CFLAGS) -Iinclude -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 test-example: $(BUILD)/api_example
 	@$(BUILD)/api_example > $(BUILD)/api_example.out && cmp -s $(BUILD)/api_example.out test/data/api_example.expected \
