@@ -341,9 +341,12 @@ static pdc_status infer_op(ir_model *m, size_t li)
     case IR_OP_SIGMOID:
     case IR_OP_TANH:
     case IR_OP_HARDSWISH:
+    case IR_OP_HARDSIGMOID:
     case IR_OP_SOFTMAX: return infer_same(m, l);
     case IR_OP_ADD:
-    case IR_OP_MUL: return infer_binary(m, l);
+    case IR_OP_MUL:
+    case IR_OP_SUB:
+    case IR_OP_DIV: return infer_binary(m, l);
     case IR_OP_CONCAT: return infer_concat(m, l);
     case IR_OP_GLOBAL_AVGPOOL: return infer_global_pool(m, l);
     case IR_OP_FLATTEN: return infer_flatten(m, l);

@@ -213,6 +213,12 @@ static ir_model *all_ops_model(void)
 
     add_layer(m, "add", IR_OP_ADD, NAMES("c6", "hw"), NAMES("ad"), NULL);
     add_layer(m, "mul", IR_OP_MUL, NAMES("ad", "sg"), NAMES("mu"), NULL);
+    add_layer(m, "sub", IR_OP_SUB, NAMES("mu", "ad"), NAMES("sb"), NULL);
+    add_layer(m, "div", IR_OP_DIV, NAMES("sb", "scalar"), NAMES("dv"), NULL);
+    ck_assert_ok(ctx, ir_attrs_set_float(ctx, &a, "alpha", 1.0f / 6.0f));
+    ck_assert_ok(ctx, ir_attrs_set_float(ctx, &a, "beta", 0.5f));
+    add_layer(m, "hsigmoid", IR_OP_HARDSIGMOID, NAMES("dv"), NAMES("hsg"), &a);
+    ir_attrs_free(&a);
 
     ck_assert_ok(ctx, ir_attrs_set_int(ctx, &a, "axis", 1));
     add_layer(m, "cat", IR_OP_CONCAT, NAMES("ad", "mu"), NAMES("ct"), &a);

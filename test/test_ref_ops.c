@@ -530,6 +530,21 @@ START_TEST(act_hardswish)
 }
 END_TEST
 
+START_TEST(act_hardsigmoid_default)
+{
+    /* max(0, min(1, 0.2x + 0.5)): -3 -> 0 (-0.1 clamps), -2.5 -> 0, 0 -> 0.5, 1 -> 0.7, 2.5 -> 1, 4 -> 1 */
+    unary_case("hardsigmoid", NULL, 6, F(-3, -2.5f, 0, 1, 2.5f, 4), F(0, 0, 0.5f, 0.7f, 1, 1));
+}
+END_TEST
+
+START_TEST(act_hardsigmoid_alpha_beta)
+{
+    /* alpha 1/6, beta 0.5 (PyTorch's Hardsigmoid): -3 -> 0, -1.5 -> 0.25, 0 -> 0.5, 1.5 -> 0.75, 3 -> 1, 9 -> 1 */
+    pdc_attrs *a = set_float(set_float(attrs(), "alpha", 1.0f / 6.0f), "beta", 0.5f);
+    unary_case("hardsigmoid", a, 6, F(-3, -1.5f, 0, 1.5f, 3, 9), F(0, 0.25f, 0.5f, 0.75f, 1, 1));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ add, mul */
 
 START_TEST(add_row_broadcast)
@@ -589,6 +604,54 @@ START_TEST(add_nchw_channel_bias)
     layer("add", NULL, "y", NAMES("a", "b"));
     output("y");
     run1(F(1, 2, 3, 4, 5, 6, 7, 8), SHAPE(1, 2, 2, 2), F(101, 102, 103, 104, 205, 206, 207, 208));
+}
+END_TEST
+
+START_TEST(sub_broadcast_both_sides)
+{
+    /* a [2,1] - b [3]: y[i][j] = a[i] - b[j]; a = 10, 20; b = 1, 2, 3 -> [9 8 7; 19 18 17];
+     * b - a (operands swapped) is the negation: order matters */
+    input("a", SHAPE(2, 1));
+    constant("b", SHAPE(3), F(1, 2, 3));
+    layer("sub", NULL, "y1", NAMES("a", "b"));
+    layer("sub", NULL, "y2", NAMES("b", "a"));
+    output("y1");
+    output("y2");
+    const float *in[] = {F(10, 20)};
+    expect e[] = {{SHAPE(2, 3), F(9, 8, 7, 19, 18, 17)}, {SHAPE(2, 3), F(-9, -8, -7, -19, -18, -17)}};
+    run_expect(1, in, 2, e);
+}
+END_TEST
+
+START_TEST(div_channel_and_ieee)
+{
+    /* [1,2,2] / [2,1] per row: row 0 / 4, row 1 / -2; then x / 0 follows IEEE (+inf, -inf, nan) */
+    input("a", SHAPE(1, 2, 2));
+    constant("d", SHAPE(2, 1), F(4, -2));
+    constant("z", SHAPE(1), F(0));
+    layer("div", NULL, "y1", NAMES("a", "d"));
+    layer("div", NULL, "y2", NAMES("a", "z"));
+    output("y1");
+    output("y2");
+    pdc_program *prog = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &prog));
+    float x[4] = {2, -6, 0, 8}, y1[4], y2[4];
+    int64_t dims[] = {1, 2, 2};
+    pdc_tensor *tx, *t1, *t2;
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 3, dims, x, &tx));
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 3, dims, y1, &t1));
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 3, dims, y2, &t2));
+    pdc_tensor *outs[] = {t1, t2};
+    ck_assert_ok(ctx, pdc_program_run(prog, 1, &tx, 2, outs));
+    ck_assert_floats_near(y1, F(0.5f, -1.5f, -0.0f, -4), 4, TOL);
+    ck_assert(isinf(y2[0]) && y2[0] > 0);
+    ck_assert(isinf(y2[1]) && y2[1] < 0);
+    ck_assert(isnan(y2[2]));
+    ck_assert(isinf(y2[3]) && y2[3] > 0);
+    pdc_tensor_destroy(tx);
+    pdc_tensor_destroy(t1);
+    pdc_tensor_destroy(t2);
+    pdc_program_destroy(prog);
 }
 END_TEST
 
@@ -1412,6 +1475,8 @@ static Suite *ref_suite(void)
     tcase_add_test(tc, act_sigmoid);
     tcase_add_test(tc, act_tanh);
     tcase_add_test(tc, act_hardswish);
+    tcase_add_test(tc, act_hardsigmoid_default);
+    tcase_add_test(tc, act_hardsigmoid_alpha_beta);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("binary_shape");
@@ -1421,6 +1486,8 @@ static Suite *ref_suite(void)
     tcase_add_test(tc, add_rank3_broadcast);
     tcase_add_test(tc, mul_same_shape_and_scalar_like);
     tcase_add_test(tc, add_nchw_channel_bias);
+    tcase_add_test(tc, sub_broadcast_both_sides);
+    tcase_add_test(tc, div_channel_and_ieee);
     tcase_add_test(tc, concat_axis1);
     tcase_add_test(tc, concat_negative_axis);
     tcase_add_test(tc, concat_axis0_three_inputs);

@@ -1,6 +1,6 @@
 /*
- * elementwise.c - reference activations (relu, clip, leaky_relu, sigmoid, tanh, hardswish) and
- * binary add/mul with numpy broadcasting up to PDC_MAX_RANK.
+ * elementwise.c - reference activations (relu, clip, leaky_relu, sigmoid, tanh, hardswish,
+ * hardsigmoid) and binary add/mul/sub/div with numpy broadcasting up to PDC_MAX_RANK.
  */
 #include <math.h>
 
@@ -59,6 +59,15 @@ pdc_status ref_unary(const ir_model *m, const ir_layer *l, float *const *buf)
             y[i] = x[i] * t / 6.0f;
         }
         break;
+    case IR_OP_HARDSIGMOID: {
+        const float alpha = ir_attr_float(&l->attrs, "alpha", 0.2f);
+        const float beta = ir_attr_float(&l->attrs, "beta", 0.5f);
+        for (size_t i = 0; i < n; i++) {
+            float v = alpha * x[i] + beta;
+            y[i] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); /* NaN stays NaN */
+        }
+        break;
+    }
     default:
         return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not an activation", ir_op_get_info(l->op)->name);
     }
@@ -88,8 +97,8 @@ pdc_status ref_binary(const ir_model *m, const ir_layer *l, float *const *buf)
     const char *opname = ir_op_get_info(l->op)->name;
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
         return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
-    if (l->op != IR_OP_ADD && l->op != IR_OP_MUL)
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not add/mul", opname);
+    if (l->op != IR_OP_ADD && l->op != IR_OP_MUL && l->op != IR_OP_SUB && l->op != IR_OP_DIV)
+        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not add/mul/sub/div", opname);
     const ir_tensor *ta = &m->tensors[l->inputs[0]];
     const ir_tensor *tb = &m->tensors[l->inputs[1]];
     const ir_tensor *ty = &m->tensors[l->outputs[0]];
@@ -105,10 +114,15 @@ pdc_status ref_binary(const ir_model *m, const ir_layer *l, float *const *buf)
     const float *b = buf[l->inputs[1]];
     float *y = buf[l->outputs[0]];
     const size_t n = ir_tensor_numel(ty);
-    const int is_add = l->op == IR_OP_ADD;
+    const ir_op op = l->op;
     int64_t oa = 0, ob = 0;
     for (size_t i = 0; i < n; i++) {
-        y[i] = is_add ? a[oa] + b[ob] : a[oa] * b[ob];
+        switch (op) {
+        case IR_OP_ADD: y[i] = a[oa] + b[ob]; break;
+        case IR_OP_SUB: y[i] = a[oa] - b[ob]; break;
+        case IR_OP_MUL: y[i] = a[oa] * b[ob]; break;
+        default: y[i] = a[oa] / b[ob]; break;
+        }
         for (int d = r - 1; d >= 0; d--) {
             idx[d]++;
             oa += sa[d];

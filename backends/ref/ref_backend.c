@@ -35,6 +35,9 @@ static const ref_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_SOFTMAX] = ref_softmax,
     [IR_OP_LSTM] = ref_lstm,
     [IR_OP_GRU] = ref_gru,
+    [IR_OP_SUB] = ref_binary,
+    [IR_OP_DIV] = ref_binary,
+    [IR_OP_HARDSIGMOID] = ref_unary,
 };
 
 #define REF_ALIGN_FLOATS 16 /* arena slices start on 64-byte boundaries (relative to the arena) */
