@@ -41,7 +41,7 @@ STLIB     := $(BUILD)/libpdc.a
 TOOL      := $(BUILD)/pdc
 DEMO_GEN  := $(BUILD)/make_demo_model
 
-.PHONY: all deps test test-unit test-cli test-headers test-exports test-example test-valgrind demo install uninstall clean help
+.PHONY: all deps test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
 
 all: deps $(SHLIB) $(STLIB) $(TOOL)
 
@@ -86,7 +86,7 @@ $(BUILD)/test/test_%: test/test_%.c test/testutil.h $(STLIB)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
-test: deps test-headers test-exports test-unit test-example test-cli
+test: deps test-headers test-exports test-unit test-example test-cli test-install
 
 test-unit: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; PDC_TEST_DATA=test/data $$t; done
@@ -108,6 +108,17 @@ $(BUILD)/api_example: examples/api_example.c include/pdc.h $(SHLIB)
 test-example: $(BUILD)/api_example
 	@$(BUILD)/api_example > $(BUILD)/api_example.out && cmp -s $(BUILD)/api_example.out test/data/api_example.expected \
 	    && echo "example: 1 passed, 0 failed" || { echo "example: output differs:"; cat $(BUILD)/api_example.out; exit 1; }
+
+# make install into a staging prefix, then build the C example the way a user would: pkg-config.
+test-install: all
+	@rm -rf $(BUILD)/stage
+	@$(MAKE) --no-print-directory -s install PREFIX=$(CURDIR)/$(BUILD)/stage PDC_SKIP_DEPS=1 >/dev/null
+	@PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/stage/lib/pkgconfig; export PKG_CONFIG_PATH; \
+	  $(CC) -std=c11 examples/api_example.c $$(pkg-config --cflags --libs pdc) $(LDLIBS) \
+	    -Wl,-rpath,$(CURDIR)/$(BUILD)/stage/lib -o $(BUILD)/stage/api_example && \
+	  $(BUILD)/stage/api_example | cmp -s - test/data/api_example.expected && \
+	  $(BUILD)/stage/bin/pdc --version >/dev/null && \
+	  echo "install: 1 passed, 0 failed" || { echo "install: 0 passed, 1 failed"; exit 1; }
 
 test-exports: $(SHLIB)
 	@sh test/exports.sh $(SHLIB)
