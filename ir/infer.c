@@ -299,7 +299,9 @@ static pdc_status infer_op(ir_model *m, size_t li);
 
 pdc_status ir_infer_layer(ir_model *m, size_t li)
 {
+    ir_fused_params fused; /* pass attributes (activation, out_perm) are checked with the shapes */
     pdc_status st = infer_op(m, li);
+    if (!st) st = ir_fused_params_get(m, &m->layers[li], &fused);
     if (st) return st;
     /* Inferred shapes must stay addressable: every output's byte size fits in size_t. */
     const ir_layer *l = &m->layers[li];

@@ -177,6 +177,17 @@ pdc_status ir_model_set_input_shape(ir_model *m, const char *name, int rank, con
 /* Re-runs shape inference over all layers in order. */
 pdc_status ir_model_infer_shapes(ir_model *m);
 
+/* ---- rewriting, for passes (ir/model.c) */
+/* Makes every layer input and graph output that refers to tensor `from` refer to `to`. */
+void ir_model_replace_uses(ir_model *m, int from, int to);
+/* Sets input slot i of layer li to tensor t (-1 = absent), adding absent slots up to i if needed. */
+pdc_status ir_layer_set_input(ir_model *m, size_t li, size_t i, int t);
+/* Removes the layers with drop_layer[i] != 0 and the tensors with drop_tensor[t] != 0 (either may be
+ * NULL), keeping the order of the rest (so layers stay topologically sorted) and renumbering every
+ * tensor and layer index. If a kept layer, graph input or output would refer to something removed,
+ * fails with PDC_ERR_INTERNAL and changes nothing. */
+pdc_status ir_model_compact(ir_model *m, const uint8_t *drop_layer, const uint8_t *drop_tensor);
+
 /* ---- shapes (ir/infer.c) */
 /* Infers the output shapes of layer li from its input shapes; message names the layer. */
 pdc_status ir_infer_layer(ir_model *m, size_t li);

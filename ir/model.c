@@ -358,3 +358,102 @@ fail:
     ir_model_destroy(m);
     return st;
 }
+
+/* ---------------------------------------------------------------- rewriting (passes) */
+
+void ir_model_replace_uses(ir_model *m, int from, int to)
+{
+    for (size_t li = 0; li < m->n_layers; li++) {
+        ir_layer *l = &m->layers[li];
+        for (size_t i = 0; i < l->n_inputs; i++)
+            if (l->inputs[i] == from) l->inputs[i] = to;
+    }
+    for (size_t i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i] == from) m->outputs[i] = to;
+}
+
+pdc_status ir_layer_set_input(ir_model *m, size_t li, size_t i, int t)
+{
+    ir_layer *l = &m->layers[li];
+    if (i >= l->n_inputs) {
+        int *in = pdc_calloc(m->ctx, i + 1, sizeof *in);
+        if (!in) return PDC_ERR_OUT_OF_MEMORY;
+        memcpy(in, l->inputs, l->n_inputs * sizeof *in);
+        for (size_t k = l->n_inputs; k <= i; k++) in[k] = -1;
+        pdc_free(l->inputs);
+        l->inputs = in;
+        l->n_inputs = i + 1;
+    }
+    l->inputs[i] = t;
+    return PDC_OK;
+}
+
+static int remap(const int *map, int v) { return v < 0 ? v : map[v]; }
+
+pdc_status ir_model_compact(ir_model *m, const uint8_t *drop_layer, const uint8_t *drop_tensor)
+{
+    const pdc_context *ctx = m->ctx;
+    int *tmap = pdc_calloc(ctx, m->n_tensors ? m->n_tensors : 1, sizeof *tmap);
+    int *lmap = pdc_calloc(ctx, m->n_layers ? m->n_layers : 1, sizeof *lmap);
+    pdc_status st = tmap && lmap ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
+    size_t nt = 0, nl = 0;
+    for (size_t t = 0; t < m->n_tensors && !st; t++) tmap[t] = drop_tensor && drop_tensor[t] ? -1 : (int)nt++;
+    for (size_t li = 0; li < m->n_layers && !st; li++) lmap[li] = drop_layer && drop_layer[li] ? -1 : (int)nl++;
+    /* Check first, so that a failure changes nothing: nothing kept may refer to something dropped. */
+    for (size_t li = 0; li < m->n_layers && !st; li++) {
+        const ir_layer *l = &m->layers[li];
+        if (lmap[li] < 0) continue;
+        for (size_t i = 0; i < l->n_inputs && !st; i++)
+            if (l->inputs[i] >= 0 && tmap[l->inputs[i]] < 0)
+                st = pdc_error(ctx, PDC_ERR_INTERNAL, "compact: layer '%s' still reads removed tensor '%s'", l->name,
+                               m->tensors[l->inputs[i]].name);
+        for (size_t i = 0; i < l->n_outputs && !st; i++)
+            if (l->outputs[i] >= 0 && tmap[l->outputs[i]] < 0)
+                st = pdc_error(ctx, PDC_ERR_INTERNAL, "compact: layer '%s' still writes removed tensor '%s'", l->name,
+                               m->tensors[l->outputs[i]].name);
+    }
+    for (size_t t = 0; t < m->n_tensors && !st; t++) {
+        const ir_tensor *tt = &m->tensors[t];
+        if (tmap[t] >= 0 && tt->producer >= 0 && lmap[tt->producer] < 0)
+            st = pdc_error(ctx, PDC_ERR_INTERNAL, "compact: tensor '%s' is kept but its layer '%s' is removed", tt->name,
+                           m->layers[tt->producer].name);
+    }
+    for (size_t i = 0; i < m->n_inputs && !st; i++)
+        if (tmap[m->inputs[i]] < 0)
+            st = pdc_error(ctx, PDC_ERR_INTERNAL, "compact: graph input '%s' is removed", m->tensors[m->inputs[i]].name);
+    for (size_t i = 0; i < m->n_outputs && !st; i++)
+        if (tmap[m->outputs[i]] < 0)
+            st = pdc_error(ctx, PDC_ERR_INTERNAL, "compact: graph output '%s' is removed",
+                           m->tensors[m->outputs[i]].name);
+    if (st) {
+        pdc_free(tmap);
+        pdc_free(lmap);
+        return st;
+    }
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        if (tmap[t] < 0) {
+            tensor_free(&m->tensors[t]);
+            continue;
+        }
+        ir_tensor *d = &m->tensors[tmap[t]];
+        if ((size_t)tmap[t] != t) *d = m->tensors[t];
+        d->producer = remap(lmap, d->producer);
+    }
+    for (size_t li = 0; li < m->n_layers; li++) {
+        if (lmap[li] < 0) {
+            layer_free(&m->layers[li]);
+            continue;
+        }
+        ir_layer *d = &m->layers[lmap[li]];
+        if ((size_t)lmap[li] != li) *d = m->layers[li];
+        for (size_t i = 0; i < d->n_inputs; i++) d->inputs[i] = remap(tmap, d->inputs[i]);
+        for (size_t i = 0; i < d->n_outputs; i++) d->outputs[i] = remap(tmap, d->outputs[i]);
+    }
+    for (size_t i = 0; i < m->n_inputs; i++) m->inputs[i] = tmap[m->inputs[i]];
+    for (size_t i = 0; i < m->n_outputs; i++) m->outputs[i] = tmap[m->outputs[i]];
+    m->n_tensors = nt;
+    m->n_layers = nl;
+    pdc_free(tmap);
+    pdc_free(lmap);
+    return PDC_OK;
+}

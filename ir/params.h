@@ -48,4 +48,27 @@ pdc_status ir_gemm_params_get(const ir_model *m, const ir_layer *l, ir_gemm_para
 /* Normalises a possibly negative axis against rank; error names the layer. */
 pdc_status ir_axis_get(const ir_model *m, const ir_layer *l, int64_t axis, int rank, int *out);
 
+/* Attributes passes attach to weighted layers (ir/fused.c; ops.def "Pass attributes"). */
+typedef enum ir_act_kind {
+    IR_ACT_NONE = 0, IR_ACT_RELU, IR_ACT_CLIP, IR_ACT_LEAKY_RELU, IR_ACT_SIGMOID, IR_ACT_TANH, IR_ACT_HARDSWISH
+} ir_act_kind;
+
+typedef struct ir_fused_params {
+    ir_act_kind act;           /* activation applied to output 0 after the op (conv, fc, gemm) */
+    float act_min, act_max;    /* clip bounds (default -inf, +inf) */
+    float act_alpha;           /* leaky_relu slope (default 0.01) */
+    size_t n_perm;             /* conv: entries of out_perm, 0 = none */
+    const int64_t *out_perm;   /* stored filter j computes output channel out_perm[j]; borrowed from the attrs */
+} ir_fused_params;
+
+/* Decodes and checks activation/act_min/act_max/act_alpha and out_perm of any layer (they are
+ * refused where they do not belong). Called by shape inference, so the verifier checks them. */
+pdc_status ir_fused_params_get(const ir_model *m, const ir_layer *l, ir_fused_params *p);
+/* The activation of p applied to one value. */
+float ir_act_apply(const ir_fused_params *p, float x);
+/* "relu", "clip", ...; "none" for IR_ACT_NONE. */
+const char *ir_act_name(ir_act_kind act);
+/* 1 and *act if op is an activation that can be fused. */
+int ir_act_from_op(ir_op op, ir_act_kind *act);
+
 #endif

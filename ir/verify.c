@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "ir/arena.h"
 #include "ir/ir.h"
 
 static pdc_status verify_tensor(const ir_model *m, size_t ti)
@@ -122,5 +123,6 @@ pdc_status ir_verify(const ir_model *m)
         if (t < 0 || (size_t)t >= m->n_tensors || m->tensors[t].kind != IR_TENSOR_ACT)
             return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "graph output %zu is not produced by a layer", i);
     }
-    return PDC_OK;
+    int planned; /* a memory plan (plan pass), if any, must place every activation without overlaps */
+    return ir_arena_get(m, &planned, NULL, NULL, NULL);
 }

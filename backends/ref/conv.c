@@ -2,6 +2,7 @@
  * conv.c - reference convolution: one generic loop nest for 1, 2 and 3 spatial dims (missing dims
  * are padded to size 1), with strides, pads, dilations and groups (depthwise = group == C == O).
  * Layouts (ONNX): x[N,C,D,H,W], w[O,C/group,KD,KH,KW], b[O], y[N,O,OD,OH,OW]. Accumulates in double.
+ * With out_perm (group 1 only), stored filter o and bias o produce output channel out_perm[o].
  */
 #include "backends/ref/ref.h"
 
@@ -38,6 +39,10 @@ pdc_status ref_conv(const ir_model *m, const ir_layer *l, float *const *buf)
         }
     }
 
+    /* Filters reordered by the reorder pass: stored filter o computes output channel out_perm[o]. */
+    ir_fused_params fp;
+    if ((st = ir_fused_params_get(m, l, &fp)) != PDC_OK) return st;
+
     const float *x = buf[l->inputs[0]];
     const float *w = buf[l->inputs[1]];
     const float *b = (l->n_inputs > 2 && l->inputs[2] >= 0) ? buf[l->inputs[2]] : NULL;
@@ -51,7 +56,7 @@ pdc_status ref_conv(const ir_model *m, const ir_layer *l, float *const *buf)
     for (int64_t n = 0; n < p.n; n++) {
         for (int64_t o = 0; o < p.o; o++) {
             const int64_t g = o / og;
-            float *yo = y + (n * p.o + o) * out_sp;
+            float *yo = y + (n * p.o + (fp.out_perm ? fp.out_perm[o] : o)) * out_sp;
             for (int64_t z = 0; z < out[0]; z++) {
                 for (int64_t r = 0; r < out[1]; r++) {
                     for (int64_t c = 0; c < out[2]; c++) {

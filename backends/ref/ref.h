@@ -28,4 +28,11 @@ pdc_status ref_softmax(const ir_model *m, const ir_layer *l, float *const *buf);
 pdc_status ref_lstm(const ir_model *m, const ir_layer *l, float *const *buf);
 pdc_status ref_gru(const ir_model *m, const ir_layer *l, float *const *buf);
 
+/* Applies a layer's fused activation (attribute activation, ir/fused.c) to its output 0 in place;
+ * no-op without one. */
+pdc_status ref_fused_activation(const ir_model *m, const ir_layer *l, float *const *buf);
+/* Runs one layer: its op kernel, then its fused activation. Used by the interpreter and by passes
+ * that evaluate layers at compile time (constant folding). PDC_ERR_UNSUPPORTED if the op has no kernel. */
+pdc_status ref_run_layer(const ir_model *m, const ir_layer *l, float *const *buf);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backends/ref/ref.h"
+#include "ir/arena.h"
 
 /* Kernel per op; NULL = not supported by this backend. */
 static const ref_kernel kernels[IR_OP_COUNT] = {
@@ -39,6 +40,15 @@ static const ref_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_DIV] = ref_binary,
     [IR_OP_HARDSIGMOID] = ref_unary,
 };
+
+pdc_status ref_run_layer(const ir_model *m, const ir_layer *l, float *const *buf)
+{
+    if ((int)l->op < 0 || l->op >= IR_OP_COUNT || !kernels[l->op])
+        return pdc_error(m->ctx, PDC_ERR_UNSUPPORTED, "ref: layer '%s': op has no reference kernel", l->name);
+    pdc_status st = kernels[l->op](m, l, buf);
+    if (st == PDC_OK) st = ref_fused_activation(m, l, buf);
+    return st;
+}
 
 #define REF_ALIGN_FLOATS 16 /* arena slices start on 64-byte boundaries (relative to the arena) */
 #define REF_NO_SLOT SIZE_MAX
@@ -121,6 +131,20 @@ static pdc_status ref_compile(pdc_program *prog)
         ref_destroy(prog);
         return pdc_error(ctx, PDC_ERR_OVERFLOW, "ref: activation memory overflows");
     }
+    /* A memory plan (the plan pass) shares arena bytes between activations that are never live at
+     * the same time; the verifier has checked it, ir_arena_get checks it again. */
+    int planned = 0;
+    size_t planned_bytes = 0;
+    pdc_status pst = ir_arena_get(m, &planned, s->offset, &planned_bytes, NULL);
+    if (pst) {
+        ref_destroy(prog);
+        return pst;
+    }
+    if (planned) {
+        for (size_t t = 0; t < m->n_tensors; t++)
+            if (s->offset[t] != REF_NO_SLOT) s->offset[t] /= sizeof(float);
+        total = planned_bytes / sizeof(float);
+    }
     s->arena_floats = total;
     for (size_t i = 0; i < m->n_inputs; i++) {
         int t = m->inputs[i];
@@ -164,7 +188,7 @@ static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, f
     for (size_t li = 0; li < m->n_layers && st == PDC_OK; li++) {
         const ir_layer *l = &m->layers[li];
         /* buf is indexed by tensor; the kernel checks absent (-1) operands itself */
-        st = kernels[l->op](m, l, buf);
+        st = ref_run_layer(m, l, buf);
         if (st != PDC_OK) pdc_error_prefix(ctx, "ref"); /* kernel messages name the layer */
     }
 

@@ -1,0 +1,126 @@
+/*
+ * arena.c - liveness of activations and the check of an activation memory plan (see arena.h).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/arena.h"
+
+void ir_liveness(const ir_model *m, size_t *def, size_t *last)
+{
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        const ir_tensor *tt = &m->tensors[t];
+        int act = tt->kind == IR_TENSOR_ACT && tt->producer >= 0;
+        def[t] = last[t] = act ? (size_t)tt->producer : SIZE_MAX;
+    }
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const ir_layer *l = &m->layers[li];
+        for (size_t i = 0; i < l->n_inputs; i++) {
+            int t = l->inputs[i];
+            if (t >= 0 && def[t] != SIZE_MAX && last[t] < li) last[t] = li;
+        }
+    }
+    for (size_t i = 0; i < m->n_outputs; i++) {
+        int t = m->outputs[i];
+        if (t >= 0 && def[t] != SIZE_MAX) last[t] = m->n_layers;
+    }
+}
+
+typedef struct placed {
+    size_t tensor, off, size, def, last;
+} placed;
+
+static int by_offset(const void *a, const void *b)
+{
+    const placed *x = a, *y = b;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
+}
+
+/* Reads layer li's arena_offsets into the placements of its outputs. */
+static pdc_status read_layer(const ir_model *m, size_t li, const size_t *def, const size_t *last, placed *p,
+                             size_t *np, size_t *arena, size_t *total)
+{
+    const ir_layer *l = &m->layers[li];
+    const ir_attr *at = ir_attrs_find(&l->attrs, IR_ARENA_ATTR);
+    if (!at)
+        return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL,
+                         "layer '%s' has no %s while other layers do (a memory plan covers every layer; run the "
+                         "plan pass again)", l->name, IR_ARENA_ATTR);
+    if (at->type != IR_ATTR_INTS || at->n != l->n_outputs)
+        return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s': %s must be a list of %zu ints (one per output)",
+                         l->name, IR_ARENA_ATTR, l->n_outputs);
+    for (size_t i = 0; i < l->n_outputs; i++) {
+        int t = l->outputs[i];
+        int64_t off = at->ints[i];
+        if (t < 0) {
+            if (off != -1)
+                return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s': %s[%zu] is %" PRId64
+                                 " for an absent output (expected -1)", l->name, IR_ARENA_ATTR, i, off);
+            continue;
+        }
+        const ir_tensor *tt = &m->tensors[t];
+        size_t n, bytes, end;
+        if (!ir_numel(tt->rank, tt->dims, &n) || pdc_mul_overflow(n, sizeof(float), &bytes))
+            return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s': output '%s' has no concrete shape, so it "
+                             "cannot be planned", l->name, tt->name);
+        if (off < 0 || off % IR_ARENA_ALIGN || pdc_add_overflow((size_t)off, bytes, &end))
+            return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s': %s[%zu] is %" PRId64
+                             " (expected a multiple of %d, >= 0)", l->name, IR_ARENA_ATTR, i, off, IR_ARENA_ALIGN);
+        p[*np] = (placed){(size_t)t, (size_t)off, bytes, def[t], last[t]};
+        (*np)++;
+        if (end > *arena) *arena = end;
+        if (pdc_add_overflow(*total, bytes, total))
+            return pdc_error(m->ctx, PDC_ERR_OVERFLOW, "activation sizes overflow at '%s'", tt->name);
+    }
+    return PDC_OK;
+}
+
+pdc_status ir_arena_get(const ir_model *m, int *present, size_t *offsets, size_t *arena_bytes,
+                        size_t *activation_bytes)
+{
+    *present = 0;
+    int any = 0;
+    for (size_t li = 0; li < m->n_layers && !any; li++) any = ir_attrs_find(&m->layers[li].attrs, IR_ARENA_ATTR) != NULL;
+    if (!any) return PDC_OK;
+
+    size_t nt = m->n_tensors ? m->n_tensors : 1;
+    size_t *def = pdc_calloc(m->ctx, nt, sizeof *def);
+    size_t *last = pdc_calloc(m->ctx, nt, sizeof *last);
+    placed *p = pdc_calloc(m->ctx, nt, sizeof *p);
+    pdc_status st = def && last && p ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
+    size_t np = 0, arena = 0, total = 0;
+    if (!st) ir_liveness(m, def, last);
+    for (size_t li = 0; li < m->n_layers && !st; li++) st = read_layer(m, li, def, last, p, &np, &arena, &total);
+    if (!st) {
+        /* Sweep in offset order: only tensors whose byte ranges overlap are compared. */
+        qsort(p, np, sizeof *p, by_offset);
+        for (size_t i = 0; i < np && !st; i++) {
+            for (size_t j = i + 1; j < np && p[j].off < p[i].off + p[i].size; j++) {
+                if (p[i].def <= p[j].last && p[j].def <= p[i].last) {
+                    const placed *a = &p[i], *b = &p[j];
+                    st = pdc_error(m->ctx, PDC_ERR_INVALID_MODEL,
+                                   "memory plan: '%s' (bytes %zu..%zu, live in layers %zu..%zu) overlaps '%s' (bytes "
+                                   "%zu..%zu, live in layers %zu..%zu)",
+                                   m->tensors[a->tensor].name, a->off, a->off + a->size, a->def, a->last,
+                                   m->tensors[b->tensor].name, b->off, b->off + b->size, b->def, b->last);
+                    break;
+                }
+            }
+        }
+    }
+    if (!st) {
+        *present = 1;
+        if (offsets) {
+            for (size_t t = 0; t < m->n_tensors; t++) offsets[t] = SIZE_MAX;
+            for (size_t i = 0; i < np; i++) offsets[p[i].tensor] = p[i].off;
+        }
+        if (arena_bytes) *arena_bytes = arena;
+        if (activation_bytes) *activation_bytes = total;
+    }
+    pdc_free(def);
+    pdc_free(last);
+    pdc_free(p);
+    return st;
+}

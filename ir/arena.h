@@ -1,0 +1,33 @@
+/*
+ * arena.h - the activation memory plan kept in the IR (written by the plan pass, read by the
+ * reference backend, checked by the verifier).
+ *
+ * A planned model carries on every layer the attribute `arena_offsets: ints`, one entry per output:
+ * the byte offset of that output in one shared arena (a multiple of IR_ARENA_ALIGN), or -1 for an
+ * absent optional output. Graph inputs and constants are not in the arena. Two activations may
+ * share bytes only if their live ranges are disjoint: a tensor is live from the layer that produces
+ * it to the last layer that reads it (graph outputs: to the end of the run).
+ */
+#ifndef PDC_IR_ARENA_H
+#define PDC_IR_ARENA_H
+
+#include "ir/ir.h"
+
+#define IR_ARENA_ALIGN 64
+#define IR_ARENA_ATTR "arena_offsets"
+
+/* Live range of every tensor in layer indices: def[t] = producing layer, last[t] = last reading
+ * layer (n_layers for graph outputs, def[t] for outputs never read). Non-activations get
+ * def = last = SIZE_MAX. def and last have m->n_tensors entries. */
+void ir_liveness(const ir_model *m, size_t *def, size_t *last);
+
+/* Reads and checks the plan. *present = 0 (and nothing else written) if no layer carries
+ * arena_offsets; otherwise every layer must, with valid, aligned, in-range offsets that never
+ * overlap for tensors live at the same time. offsets (n_tensors entries, may be NULL) receives each
+ * activation's byte offset (SIZE_MAX for other tensors), *arena_bytes the arena size and
+ * *activation_bytes the sum of all activation sizes (either may be NULL).
+ * Errors (PDC_ERR_INVALID_MODEL) name the layer and the tensors. */
+pdc_status ir_arena_get(const ir_model *m, int *present, size_t *offsets, size_t *arena_bytes,
+                        size_t *activation_bytes);
+
+#endif
