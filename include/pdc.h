@@ -283,6 +283,151 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
  * errors are reported on the calling thread's last error of the program's context.
  */
 PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+/* ------------------------------------------------------------------ model: passes and pruning */
+
+/**
+ * Runs a pipeline of passes over the model, e.g. "canonicalize,prune-pattern,prune-connectivity,reorder,plan"
+ * (README "Passes and pruning"; pdc_pass_info lists each pass with what it requires and guarantees):
+ *  - canonicalize        folds batchnorm into the preceding conv/fc, folds a constant bias add and the
+ *                        following activation into conv/fc/gemm, removes identity layers, evaluates layers
+ *                        whose inputs are all constants, removes dead layers and unused constants. Outputs
+ *                        are unchanged up to float rounding.
+ *  - prune-pattern       each eligible conv (2-D, group 1, odd kernel of at least 3x3) gets a set of
+ *                        "patterns" patterns of "pattern_size" entries and every kernel is projected onto one
+ *                        of them (pdc_prune_project_pattern, which documents the tie-breaks).
+ *  - prune-connectivity  removes the floor(rate x kernels) kernels of smallest norm of each eligible conv
+ *                        (pdc_prune_project_connectivity).
+ *  - prune-block         block sparsity of fc weights, of constant right operands of gemm and matmul, of 1x1
+ *                        conv weights and of lstm/gru gate matrices, in the [out, in] layout
+ *                        (pdc_prune_project_block).
+ *  - prune-unstructured  magnitude pruning of the weights still dense (pdc_prune_project_unstructured).
+ *  - reorder             groups the filters of each pattern-pruned conv by kernel count and pattern mix; the
+ *                        permutation is kept in the layer and undone on output, so outputs are unchanged.
+ *  - plan                places every activation in one arena by liveness (pdc_model_memory_plan).
+ * Options (attribute: type = default); numbers may also be given as strings ("0.5"):
+ *  - "patterns": int = 8                 patterns per layer (K)
+ *  - "pattern_size": int = 4             entries per pattern, centre included (n, 1..kh*kw)
+ *  - "connectivity": float = 0.5         share of kernels removed. Every rate option also takes a
+ *                                        string of comma-separated entries RATE (global) and LAYER=RATE
+ *                                        (that layer), e.g. "0.5,conv2=0.7"
+ *  - "block": string = "1x4"             block shape ROWSxCOLS in the [out, in] layout; "1x4:0.8" also sets
+ *                                        block_rate
+ *  - "block_rate": float = 0.5           share of blocks removed
+ *  - "unstructured_rate": float = 0.5    share of weights removed
+ *  - "layers": string                    comma-separated layer names: the pruning passes and reorder change
+ *                                        only these (each must exist and be changed by some pass)
+ *  - "skip": string                      comma-separated layer names they leave alone (not with "layers")
+ *  - "print_after": string               a pass name of the pipeline or "all": the IR text form is written
+ *                                        after that pass (weights elided), headed "# IR after pass 'NAME'"
+ *  - "print_file": string                the file print_after appends to (default: stderr)
+ *  - "print_weights": int = 0            1: print_after writes the weights in full
+ * Rates are in [0, 1). The verifier runs after every pass unless the context option "verify" is "0".
+ * The passes run on a copy that replaces the model only when all of them succeeded.
+ * @param[in,out] model  changed only on success
+ * @param[in] pipeline   comma-separated pass names (spaces around names are ignored); not kept
+ * @param[in] options    may be NULL (all defaults); not kept
+ * @retval PDC_OK
+ * @retval PDC_ERR_INVALID_ARG  NULL model or pipeline; an empty or unknown pass name (the message lists the known
+ *         passes); an unknown option (the message lists the known ones) or a bad value: a rate outside [0, 1),
+ *         a pattern size outside 1..kh*kw of a pruned layer, more patterns than there are patterns of that size
+ *         containing the centre (C(kh*kw-1, n-1)); "layers" with "skip"; a layer in "layers" that no pass of the
+ *         pipeline changes
+ * @retval PDC_ERR_NOT_FOUND    a layer named in layers, skip or a per-layer rate is not in the model
+ * @retval PDC_ERR_INVALID_MODEL, PDC_ERR_SHAPE  a pass needs what the model lacks, or the verifier rejected a
+ *         pass's result (the message names the pass)
+ * @retval PDC_ERR_IO (print_file), PDC_ERR_OVERFLOW, PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: as any call on model: one thread at a time.
+ */
+PDC_API pdc_status pdc_model_transform(pdc_model *model, const char *pipeline, const pdc_attrs *options);
+/**
+ * Describes pass i of the pass table (0-based, in the usual pipeline order).
+ * @param[out] name_out, requires_out, guarantees_out  static strings; any may be NULL
+ * @retval PDC_OK, PDC_ERR_NOT_FOUND (i is not below the number of passes; nothing written)
+ * Thread-safety: any thread.
+ */
+PDC_API pdc_status pdc_pass_info(size_t i, const char **name_out, const char **requires_out,
+                                 const char **guarantees_out);
+/**
+ * The activation memory plan that the plan pass stored in the model.
+ * @param[out] arena_bytes_out       bytes of the one arena that holds every activation (may be NULL)
+ * @param[out] activation_bytes_out  sum of all activation sizes: the memory without planning (may be NULL)
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (model NULL), PDC_ERR_INVALID_STATE (no plan: run the plan pass),
+ *         PDC_ERR_INVALID_MODEL (the plan does not fit the model any more), PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_memory_plan(const pdc_model *model, size_t *arena_bytes_out,
+                                         size_t *activation_bytes_out);
+
+/** Flags of pdc_prune_project_pattern. */
+#define PDC_PROJECT_GIVEN_PATTERNS 0x1u /**< patterns[] is the set to use; it is not chosen from the weights */
+#define PDC_PROJECT_KEEP_PRUNED 0x2u    /**< kernel_pattern is read too: kernels at -1 stay removed (zeroed)
+                                             and are not counted when the set is chosen */
+
+/**
+ * Pattern projection of a conv weight [out_channels, in_channels, kh, kw] (row-major, in place): the
+ * projection of the prune-pattern pass, for a training loop's own buffers (e.g. ADMM's Z-step).
+ * Window positions are numbered p = kw*row + col; a pattern is the bitmask of the positions it keeps.
+ * 1. Unless PDC_PROJECT_GIVEN_PATTERNS, the set is chosen: a kernel's natural pattern is the centre
+ *    (p = (kh/2)*kw + kw/2) plus its pattern_size-1 other positions of largest |w| (on equal magnitudes
+ *    the lower position wins); the set is the n_patterns most frequent natural patterns, higher count first,
+ *    then the smaller bitmask; with fewer distinct ones it is padded with the smallest unused bitmasks of
+ *    pattern_size positions that contain the centre. It is written to patterns.
+ * 2. Every kernel k = o*in_channels + c is projected onto the pattern of the set that keeps the largest L2
+ *    norm (sums of squares in double precision; on equal norms the earlier pattern of the set wins): its
+ *    weights outside that pattern become 0 and kernel_pattern[k] is the pattern's index.
+ * @param[in] ctx               for messages and allocation
+ * @param[in,out] weights       out_channels*in_channels*kh*kw floats; not kept
+ * @param[in] n_patterns        K >= 1; when choosing, at most C(kh*kw-1, pattern_size-1)
+ * @param[in] pattern_size      n in 1..kh*kw, centre included; kh and kw odd (ignored with GIVEN_PATTERNS)
+ * @param[in] flags             PDC_PROJECT_* bits
+ * @param[in,out] patterns      n_patterns bitmasks: written, or read with GIVEN_PATTERNS (non-zero, inside the window)
+ * @param[in,out] kernel_pattern  out_channels*in_channels pattern indices (-1: removed), or NULL; read too
+ *                              with PDC_PROJECT_KEEP_PRUNED
+ * @retval PDC_OK
+ * @retval PDC_ERR_INVALID_ARG  NULL pointer, a dim < 1, a window of more than 64 entries, even kh or kw when
+ *         choosing, pattern size or number of patterns out of range, unknown flags
+ * @retval PDC_ERR_OVERFLOW, PDC_ERR_OUT_OF_MEMORY   On failure nothing is written.
+ * Thread-safety: as any call on ctx.
+ */
+PDC_API pdc_status pdc_prune_project_pattern(pdc_context *ctx, float *weights, int64_t out_channels,
+                                             int64_t in_channels, int64_t kh, int64_t kw, size_t n_patterns,
+                                             size_t pattern_size, uint32_t flags, uint64_t *patterns,
+                                             int32_t *kernel_pattern);
+/**
+ * Connectivity projection of a conv weight [out_channels, in_channels, kernel_size] (kernel_size = kh*kw,
+ * in place): zeroes the floor(rate x out_channels x in_channels) kernels of smallest L2 norm; on equal norms
+ * the lower kernel index o*in_channels + c goes first. floor(rate x n) is taken in double precision, as
+ * Python's math.floor(rate * n). Kernels that are already zero count, so projecting twice changes nothing.
+ * @param[in,out] weights      not kept
+ * @param[in] rate             in [0, 1)
+ * @param[out] kernel_keep     out_channels*in_channels entries (1 kept, 0 removed), or NULL
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, a dim < 1, rate outside [0, 1)), PDC_ERR_OVERFLOW, PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: as any call on ctx.
+ */
+PDC_API pdc_status pdc_prune_project_connectivity(pdc_context *ctx, float *weights, int64_t out_channels,
+                                                  int64_t in_channels, int64_t kernel_size, double rate,
+                                                  uint8_t *kernel_keep);
+/**
+ * Block projection of a row-major matrix [rows, cols] in the ONNX/PyTorch [out, in] layout (an fc weight, a
+ * gemm operand with transB = 1; transpose an [in, out] operand first), in place: the matrix is cut into
+ * block_rows x block_cols blocks numbered row-major (blocks at the right and bottom edges may be partial and
+ * count as blocks), and the floor(rate x blocks) blocks of smallest L2 norm are zeroed, the lower block index
+ * first on equal norms.
+ * @param[out] block_keep  ceil(rows/block_rows)*ceil(cols/block_cols) entries (1 kept), or NULL
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, a dim < 1, rate outside [0, 1)), PDC_ERR_OVERFLOW, PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: as any call on ctx.
+ */
+PDC_API pdc_status pdc_prune_project_block(pdc_context *ctx, float *matrix, int64_t rows, int64_t cols,
+                                           int64_t block_rows, int64_t block_cols, double rate, uint8_t *block_keep);
+/**
+ * Magnitude projection of n weights in place: zeroes the floor(rate x n) weights of smallest |w|, the lower
+ * index first on equal magnitudes.
+ * @param[out] keep  n entries (1 kept), or NULL
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, n = 0, rate outside [0, 1)), PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: as any call on ctx.
+ */
+PDC_API pdc_status pdc_prune_project_unstructured(pdc_context *ctx, float *weights, size_t n, double rate,
+                                                  uint8_t *keep);
+
                                    size_t n_outputs, pdc_tensor *const *outputs);
 
 /* ------------------------------------------------------------------ tensor */

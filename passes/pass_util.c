@@ -1,0 +1,153 @@
+/* pass_util.c - helpers shared by the passes (see passes.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/params.h"
+#include "passes/passes.h"
+
+int pass_layer_selected(const pass_options *opt, const char *name)
+{
+    if (opt->layers) {
+        for (size_t i = 0; i < opt->n_layers; i++)
+            if (!strcmp(opt->layers[i], name)) return 1;
+        return 0;
+    }
+    for (size_t i = 0; i < opt->n_skip; i++)
+        if (!strcmp(opt->skip[i], name)) return 0;
+    return 1;
+}
+
+void pass_layer_hit(const pass_options *opt, const char *name)
+{
+    for (size_t i = 0; opt->layer_hits && i < opt->n_layers; i++)
+        if (!strcmp(opt->layers[i], name)) opt->layer_hits[i]++;
+}
+
+double pass_rate_for(const pass_rates *r, const char *name)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (!strcmp(r->items[i].layer, name)) return r->items[i].rate;
+    return r->global;
+}
+
+size_t pass_tensor_uses(const ir_model *m, int t)
+{
+    size_t n = 0;
+    for (size_t li = 0; li < m->n_layers; li++)
+        for (size_t i = 0; i < m->layers[li].n_inputs; i++) n += m->layers[li].inputs[i] == t;
+    for (size_t i = 0; i < m->n_outputs; i++) n += m->outputs[i] == t;
+    return n;
+}
+
+void pass_attr_remove(ir_attrs *a, const char *name)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        if (strcmp(a->items[i].name, name)) continue;
+        ir_attr *at = &a->items[i];
+        pdc_free(at->name);
+        pdc_free(at->s);
+        pdc_free(at->ints);
+        memmove(at, at + 1, (a->n - i - 1) * sizeof *at);
+        a->n--;
+        return;
+    }
+}
+
+ir_tensor *pass_const_input(const ir_model *m, const ir_layer *l, size_t i)
+{
+    if (i >= l->n_inputs || l->inputs[i] < 0) return NULL;
+    ir_tensor *t = &m->tensors[l->inputs[i]];
+    return t->kind == IR_TENSOR_CONST ? t : NULL;
+}
+
+pdc_status pass_add_constant(ir_model *m, const char *base, const char *suffix, int rank, const int64_t *dims,
+                             float *data, int *t_out)
+{
+    size_t cap = strlen(base) + strlen(suffix) + 24;
+    char *name = pdc_alloc(m->ctx, cap);
+    if (!name) {
+        pdc_free(data);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    snprintf(name, cap, "%s%s", base, suffix);
+    for (unsigned k = 2; ir_model_find_tensor(m, name) >= 0; k++) snprintf(name, cap, "%s%s_%u", base, suffix, k);
+    pdc_status st = ir_model_add_constant_owned(m, name, rank, dims, data);
+    if (!st) *t_out = ir_model_find_tensor(m, name);
+    pdc_free(name);
+    return st;
+}
+
+pdc_status pass_private_constant(ir_model *m, size_t li, size_t slot, int *t_out)
+{
+    int t = m->layers[li].inputs[slot];
+    if (pass_tensor_uses(m, t) <= 1) {
+        *t_out = t;
+        return PDC_OK;
+    }
+    const ir_tensor *src = &m->tensors[t];
+    size_t n = ir_tensor_numel(src);
+    float *copy = pdc_alloc(m->ctx, n * sizeof *copy);
+    if (!copy) return PDC_ERR_OUT_OF_MEMORY;
+    memcpy(copy, src->data, n * sizeof *copy);
+    int64_t dims[PDC_MAX_RANK];
+    memcpy(dims, src->dims, sizeof dims);
+    int rank = src->rank;
+    /* the name is built before add_constant may move the tensor array */
+    size_t cap = strlen(src->name) + 2;
+    char *base = pdc_alloc(m->ctx, cap);
+    if (!base) {
+        pdc_free(copy);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    snprintf(base, cap, "%s.", src->name);
+    int nt;
+    pdc_status st = pass_add_constant(m, base, m->layers[li].name, rank, dims, copy, &nt);
+    pdc_free(base);
+    if (st) return st;
+    ir_sparsity sp;
+    if ((st = ir_sparsity_copy(m->ctx, &sp, &m->tensors[t].sparsity))) return st;
+    if (sp.kind != IR_SPARSITY_NONE && (st = ir_model_set_sparsity(m, nt, &sp))) return st;
+    m->layers[li].inputs[slot] = nt;
+    *t_out = nt;
+    return PDC_OK;
+}
+
+int pass_pattern_eligible(const ir_model *m, const ir_layer *l, const char **why)
+{
+    *why = NULL;
+    if (l->op != IR_OP_CONV) *why = "not a conv";
+    const ir_tensor *w = *why ? NULL : pass_const_input(m, l, 1);
+    if (!*why && !w) *why = "its weight is not a constant";
+    if (!*why && w->rank != 4) *why = "not a 2-D conv";
+    if (!*why && ir_attr_int(&l->attrs, "group", 1) != 1) *why = "group is not 1";
+    if (!*why && (w->dims[2] < 3 || w->dims[3] < 3 || w->dims[2] % 2 == 0 || w->dims[3] % 2 == 0))
+        *why = "its kernel is not odd and at least 3x3";
+    if (!*why && w->dims[2] * w->dims[3] > IR_MAX_PATTERN_WINDOW) *why = "its kernel window exceeds 64 entries";
+    if (!*why && w->sparsity.kind != IR_SPARSITY_NONE && w->sparsity.kind != IR_SPARSITY_PATTERN)
+        *why = "its weight already has block or unstructured sparsity";
+    return *why == NULL;
+}
+
+static int ranked_cmp(const void *a, const void *b)
+{
+    const pass_ranked *x = a, *y = b;
+    if (x->key < y->key) return -1;
+    if (x->key > y->key) return 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+void pass_rank(pass_ranked *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (isnan(items[i].key)) items[i].key = INFINITY; /* a NaN weight never looks small */
+    if (n > 1) qsort(items, n, sizeof *items, ranked_cmp);
+}
+
+size_t pass_rate_count(double rate, size_t n)
+{
+    double k = floor(rate * (double)n);
+    if (!(k > 0)) return 0;
+    return k >= (double)n ? n : (size_t)k;
+}

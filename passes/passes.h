@@ -1,0 +1,53 @@
+/*
+ * passes.h - internal to passes/: the pass functions registered in pass_manager.c and the helpers
+ * they share (layer selection, rates, constants private to one layer, unique names).
+ */
+#ifndef PDC_PASSES_PASSES_H
+#define PDC_PASSES_PASSES_H
+
+#include "passes/pass_manager.h"
+
+/* ---- the passes (one file each) */
+pdc_status pass_canonicalize(ir_model *m, const pass_options *opt);
+pdc_status pass_prune_pattern(ir_model *m, const pass_options *opt);
+pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt);
+pdc_status pass_prune_block(ir_model *m, const pass_options *opt);
+pdc_status pass_prune_unstructured(ir_model *m, const pass_options *opt);
+pdc_status pass_reorder(ir_model *m, const pass_options *opt);
+pdc_status pass_plan(ir_model *m, const pass_options *opt);
+
+/* ---- helpers (pass_util.c) */
+/* 1 if the layer-selecting passes may change layer `name` (options layers / skip). */
+int pass_layer_selected(const pass_options *opt, const char *name);
+/* Records that a pass changed layer `name` (for the check that every layer in `layers` was used). */
+void pass_layer_hit(const pass_options *opt, const char *name);
+/* The rate for layer `name`: its override, else the global rate. */
+double pass_rate_for(const pass_rates *r, const char *name);
+/* Number of places that read tensor t: layer input slots plus graph outputs. */
+size_t pass_tensor_uses(const ir_model *m, int t);
+/* Adds constant base+suffix (made unique with "_2", "_3", ... if taken); takes ownership of data
+ * (pdc_alloc'd, prod(dims) floats) on success and failure. */
+pdc_status pass_add_constant(ir_model *m, const char *base, const char *suffix, int rank, const int64_t *dims,
+                             float *data, int *t_out);
+/* Makes input slot `slot` of layer li a constant that no other reader shares, copying it (with its
+ * sparsity) under a new name if it is shared. *t_out: the (possibly new) tensor index. */
+pdc_status pass_private_constant(ir_model *m, size_t li, size_t slot, int *t_out);
+/* Removes attribute `name` from a layer's list if present. */
+void pass_attr_remove(ir_attrs *a, const char *name);
+/* The constant tensor in input slot i of l, or NULL (absent or not a constant). */
+ir_tensor *pass_const_input(const ir_model *m, const ir_layer *l, size_t i);
+
+/* Pattern/connectivity eligibility: a 2-D conv (weight [O,C,kh,kw] constant), group 1, kh and kw odd
+ * and >= 3, kh*kw <= 64, weight dense or already pattern-sparse. Returns 1, or 0 and a reason. */
+int pass_pattern_eligible(const ir_model *m, const ir_layer *l, const char **why);
+
+/* The same squared-L2-norm ranking every projection uses: sorts n keys ascending, ties by index. */
+typedef struct pass_ranked {
+    double key;
+    size_t index;
+} pass_ranked;
+void pass_rank(pass_ranked *items, size_t n);
+/* floor(rate * n) computed in double precision, as Python's math.floor(rate * n). */
+size_t pass_rate_count(double rate, size_t n);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * prune_connectivity.c - the prune-connectivity pass: for each eligible conv, remove the
+ * floor(rate x kernels) kernels of smallest norm (project_connectivity, the code behind
+ * pdc_prune_project_connectivity). A pattern-sparse weight gets those kernels' ids set to -1; a dense
+ * weight becomes pattern-sparse with one pattern, the full window, and -1 for the removed kernels.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes/project.h"
+
+pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt)
+{
+    uint8_t *done = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1);
+    if (!done) return PDC_ERR_OUT_OF_MEMORY;
+    pdc_status st = PDC_OK;
+    for (size_t li = 0; li < m->n_layers && !st; li++) {
+        const ir_layer *l = &m->layers[li];
+        const char *why;
+        if (!pass_layer_selected(opt, l->name) || !pass_pattern_eligible(m, l, &why)) continue;
+        int t = l->inputs[1];
+        pass_layer_hit(opt, l->name);
+        if (done[t]) continue;
+        done[t] = 1;
+        ir_tensor *w = &m->tensors[t];
+        size_t kernels = (size_t)(w->dims[0] * w->dims[1]), win = (size_t)(w->dims[2] * w->dims[3]);
+        uint8_t *keep = pdc_alloc(m->ctx, kernels);
+        if (!keep) {
+            st = PDC_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        char who[300];
+        snprintf(who, sizeof who, "layer '%.256s'", l->name);
+        st = project_connectivity(m->ctx, who, w->data, w->dims[0], w->dims[1], (int64_t)win,
+                                  pass_rate_for(&opt->connectivity, l->name), keep);
+        size_t removed = 0;
+        for (size_t k = 0; k < kernels && !st; k++) removed += !keep[k];
+        if (!st && w->sparsity.kind == IR_SPARSITY_PATTERN) {
+            for (size_t k = 0; k < kernels; k++)
+                if (!keep[k]) w->sparsity.kernel_pattern[k] = -1;
+        } else if (!st && removed) {
+            ir_sparsity s = {.kind = IR_SPARSITY_PATTERN, .kh = w->dims[2], .kw = w->dims[3], .n_patterns = 1,
+                             .n_kernels = kernels};
+            s.patterns = pdc_alloc(m->ctx, sizeof *s.patterns);
+            s.kernel_pattern = pdc_alloc(m->ctx, kernels * sizeof *s.kernel_pattern);
+            if (!s.patterns || !s.kernel_pattern) {
+                ir_sparsity_free(&s);
+                st = PDC_ERR_OUT_OF_MEMORY;
+            } else {
+                s.patterns[0] = win == 64 ? UINT64_MAX : (UINT64_C(1) << win) - 1;
+                for (size_t k = 0; k < kernels; k++) s.kernel_pattern[k] = keep[k] ? 0 : -1;
+                st = ir_model_set_sparsity(m, t, &s);
+            }
+        }
+        pdc_free(keep);
+    }
+    pdc_free(done);
+    return st;
+}
