@@ -587,6 +587,82 @@ expect_err "pdc: $MODEL: "
 expect_err "image"
 end
 
+# ---------------------------------------------------------------- prune (passes; added with issue 4)
+
+# The demo model without its sparsity lines is the dense digits CNN.
+"$PDC" convert "$MODEL" -o "$T/digits.pdcir" >/dev/null 2>&1
+grep -v '^ *sparsity' "$T/digits.pdcir" >"$T/dense.pdcir"
+
+begin "prune with defaults: pattern + connectivity pruning of both 3x3 convs"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/pruned.pdc"
+expect_rc 0
+expect_out "wrote $T/pruned.pdc"
+expect_out_re "^weights: [0-9]+ of 25290 kept \(compression [0-9.]+x\)"
+expect_out "FLOPs:"
+expect_no_err
+run "$PDC" inspect "$T/pruned.pdc"
+expect_out_re "conv1 .*pattern 3x3: 8 patterns, 50% kernels kept"
+expect_out_re "conv2 .*pattern 3x3: 8 patterns, 50% kernels kept"
+end
+
+begin "prune is deterministic: the same input and options give identical files"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/pruned2.pdc"
+expect_rc 0
+expect_same "$T/pruned.pdc" "$T/pruned2.pdc"
+end
+
+begin "prune --block 1x4:0.8 --skip conv1: block-prunes fc, leaves conv1 dense"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/blk.pdcir" --block 1x4:0.8 --patterns 4 --skip conv1
+expect_rc 0
+run "$PDC" inspect "$T/blk.pdcir"
+expect_out_re "conv1 .* dense "
+expect_out_re "conv2 .*pattern 3x3: 4 patterns"
+expect_out_re "fc .*block 1x4: 20% blocks kept"
+end
+
+begin "prune --passes with canonicalize, reorder and plan; the result runs"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/full.pdc" --passes canonicalize,prune-pattern,prune-connectivity,reorder,plan
+expect_rc 0
+expect_out_re "^memory plan: activation arena [0-9]+ bytes \(activations [0-9]+ bytes unplanned\)"
+run "$PDC" run "$T/full.pdc" --input "$IN" --output "$T/full.bin"
+expect_rc 0
+expect_file_size "$T/full.bin" 40
+end
+
+begin "prune --print-after all prints the IR after each pass on stderr"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/p.pdc" --print-after all
+expect_rc 0
+expect_err "# IR after pass 'prune-pattern'"
+expect_err "# IR after pass 'prune-connectivity'"
+expect_err "sparsity pattern 3x3"
+end
+
+begin "prune --patterns 57 is a usage error naming the layer and the limit"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.pdc" --patterns 57
+expect_rc 2
+expect_err "layer 'conv1': 57 patterns requested, but only 56 patterns"
+expect_no_file "$T/bad.pdc"
+end
+
+begin "prune: a rate outside [0, 1), an absent layer, an unknown pass are usage errors"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.pdc" --connectivity 1.5
+expect_rc 2
+expect_err "rate 1.5 is outside [0, 1)"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.pdc" --layers conv9
+expect_rc 2
+expect_err "has no layer 'conv9'"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.pdc" --passes prune-paterns
+expect_rc 2
+expect_err "unknown pass 'prune-paterns'"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.pdc" --pattern-size 10
+expect_rc 2
+expect_err "pattern size 10 is outside 1..9"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.txt"
+expect_rc 2
+expect_err "OUT must end in .pdc"
+expect_no_file "$T/bad.pdc"
+end
+
 # ---------------------------------------------------------------- summary
 
 echo "cli: $PASS passed, $FAIL failed"

@@ -20,6 +20,8 @@ static const command commands[] = {
     {"inspect", "print a model's layers: shapes, sparsity, weights, FLOPs, compression", cmd_inspect, cli_inspect_help},
     {"run", "compile a model for a target and run it on raw float32 files", cmd_run, cli_run_help},
     {"convert", "re-save a model as binary .pdc or as IR text .pdcir", cmd_convert, cli_convert_help},
+    {"prune", "prune a model (pattern, connectivity, block, unstructured) or run a pass pipeline", cmd_prune,
+     cli_prune_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
