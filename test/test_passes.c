@@ -1393,6 +1393,49 @@ START_TEST(pruning_is_deterministic)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ out of memory */
+
+START_TEST(out_of_memory_anywhere_leaves_the_model_unchanged)
+{
+    /* The N-th allocation fails, for every N until the pipeline gets through: each failure is
+     * reported as out-of-memory and leaves the model as it was (the sanitizer and valgrind runs check
+     * that nothing leaks on any of these paths). */
+    if (pdc_context_set_option(ctx, "fail_alloc_after", "0") != PDC_OK) return; /* not in this build */
+    static const char pipeline[] = "canonicalize,prune-pattern,prune-connectivity,prune-block,prune-unstructured,reorder,plan";
+    pdc_model *m = canon_model(), *want = clone(m);
+    pdc_attrs *o = opt_s("connectivity", "0.5,conv2=0.7");
+    ck_assert_ok(ctx, pdc_model_transform(want, pipeline, o));
+    char *before = text_of(m);
+    int done = 0, failures = 0;
+    for (int n = 1; n < 1000000 && !done; n++) {
+        char v[32], left[32];
+        snprintf(v, sizeof v, "%d", n);
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "fail_alloc_after", v));
+        pdc_status st = pdc_model_transform(m, pipeline, o);
+        ck_assert_ok(ctx, pdc_context_get_option(ctx, "fail_alloc_after", left, sizeof left));
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "fail_alloc_after", "0"));
+        if (st == PDC_OK) {
+            ck_assert_msg(strcmp(left, "0") != 0, "allocation %d failed but the pipeline reported success", n);
+            done = 1;
+        } else {
+            ck_assert_msg(st == PDC_ERR_OUT_OF_MEMORY, "allocation %d: %s: %s", n, pdc_status_string(st),
+                          pdc_context_last_error(ctx));
+            assert_unchanged(m, before);
+            failures++;
+        }
+    }
+    ck_assert(done && failures > 100);
+    char *got = text_of(m), *expect = text_of(want);
+    ck_assert_str_eq(got, expect);
+    pdc_string_free(got);
+    pdc_string_free(expect);
+    pdc_string_free(before);
+    pdc_attrs_destroy(o);
+    pdc_model_destroy(want);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ IR helpers */
 
 START_TEST(compact_refuses_dangling_references)
@@ -1443,6 +1486,7 @@ int main(void)
     tcase_add_test(tc, projection_bad_input);
     tcase_add_test(tc, pruning_is_deterministic);
     tcase_add_test(tc, compact_refuses_dangling_references);
+    tcase_add_test(tc, out_of_memory_anywhere_leaves_the_model_unchanged);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
