@@ -252,37 +252,6 @@ PDC_API pdc_status pdc_model_input_info(const pdc_model *model, size_t i, const 
 PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const char **name_out, size_t *rank_out,
                                          int64_t *dims_out);
 
-/* ------------------------------------------------------------------ program */
-
-/**
- * Compiles a verified model for a target. Targets: "ref" (the plain-C reference interpreter).
- * The program is independent of the model afterwards (the model may be destroyed).
- * @retval PDC_OK, PDC_ERR_UNKNOWN_TARGET (message lists known targets), PDC_ERR_UNSUPPORTED (target known
- *         but not available in this build), PDC_ERR_NO_DEVICE, PDC_ERR_SHAPE (unresolved symbolic input),
- *         PDC_ERR_INVALID_MODEL, PDC_ERR_OUT_OF_MEMORY
- */
-PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
-                               pdc_program **program_out);
-/** Destroys a program. NULL is a no-op. */
-PDC_API void pdc_program_destroy(pdc_program *program);
-/** The target the program was compiled for (borrowed, static). */
-PDC_API const char *pdc_program_target(const pdc_program *program);
-PDC_API pdc_status pdc_program_num_inputs(const pdc_program *program, size_t *n_out);
-PDC_API pdc_status pdc_program_num_outputs(const pdc_program *program, size_t *n_out);
-/** Name (borrowed, valid while the program lives) and shape of input / output i; any out may be NULL. */
-PDC_API pdc_status pdc_program_input_info(const pdc_program *program, size_t i, const char **name_out,
-                                          size_t *rank_out, int64_t *dims_out);
-PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i, const char **name_out,
-                                           size_t *rank_out, int64_t *dims_out);
-/**
- * Runs the program: inputs and outputs in the order of the *_info calls, each of exactly that shape.
- * Outputs are written only when the run succeeds.
- * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, wrong count), PDC_ERR_SHAPE (message names the tensor,
- *         expected and got), PDC_ERR_OUT_OF_MEMORY
- * Thread-safety: one program may be run from many threads at once with distinct output tensors;
- * errors are reported on the calling thread's last error of the program's context.
- */
-PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
 /* ------------------------------------------------------------------ model: passes and pruning */
 
 /**
@@ -450,3 +419,34 @@ PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
 }
 #endif
 #endif /* PDC_H */
+/* ------------------------------------------------------------------ program */
+
+/**
+ * Compiles a verified model for a target. Targets: "ref" (the plain-C reference interpreter).
+ * The program is independent of the model afterwards (the model may be destroyed).
+ * @retval PDC_OK, PDC_ERR_UNKNOWN_TARGET (message lists known targets), PDC_ERR_UNSUPPORTED (target known
+ *         but not available in this build), PDC_ERR_NO_DEVICE, PDC_ERR_SHAPE (unresolved symbolic input),
+ *         PDC_ERR_INVALID_MODEL, PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
+                               pdc_program **program_out);
+/** Destroys a program. NULL is a no-op. */
+PDC_API void pdc_program_destroy(pdc_program *program);
+/** The target the program was compiled for (borrowed, static). */
+PDC_API const char *pdc_program_target(const pdc_program *program);
+PDC_API pdc_status pdc_program_num_inputs(const pdc_program *program, size_t *n_out);
+PDC_API pdc_status pdc_program_num_outputs(const pdc_program *program, size_t *n_out);
+/** Name (borrowed, valid while the program lives) and shape of input / output i; any out may be NULL. */
+PDC_API pdc_status pdc_program_input_info(const pdc_program *program, size_t i, const char **name_out,
+                                          size_t *rank_out, int64_t *dims_out);
+PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i, const char **name_out,
+                                           size_t *rank_out, int64_t *dims_out);
+/**
+ * Runs the program: inputs and outputs in the order of the *_info calls, each of exactly that shape.
+ * Outputs are written only when the run succeeds.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, wrong count), PDC_ERR_SHAPE (message names the tensor,
+ *         expected and got), PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: one program may be run from many threads at once with distinct output tensors;
+ * errors are reported on the calling thread's last error of the program's context.
+ */
+PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
