@@ -397,28 +397,6 @@ PDC_API pdc_status pdc_prune_project_block(pdc_context *ctx, float *matrix, int6
 PDC_API pdc_status pdc_prune_project_unstructured(pdc_context *ctx, float *weights, size_t n, double rate,
                                                   uint8_t *keep);
 
-                                   size_t n_outputs, pdc_tensor *const *outputs);
-
-/* ------------------------------------------------------------------ tensor */
-
-/** Creates a tensor owning zero-filled f32 memory (64-byte aligned). */
-PDC_API pdc_status pdc_tensor_create(pdc_context *ctx, size_t rank, const int64_t *dims, pdc_tensor **tensor_out);
-/** Creates a tensor over caller memory (borrowed: must hold prod(dims) floats and outlive the tensor). */
-PDC_API pdc_status pdc_tensor_wrap(pdc_context *ctx, size_t rank, const int64_t *dims, float *data,
-                                   pdc_tensor **tensor_out);
-/** Destroys a tensor (frees its memory only if owned). NULL is a no-op. */
-PDC_API void pdc_tensor_destroy(pdc_tensor *tensor);
-/** The tensor's data (borrowed). NULL for a NULL tensor. */
-PDC_API float *pdc_tensor_data(pdc_tensor *tensor);
-/** Rank and dims (dims_out has room for PDC_MAX_RANK); either out may be NULL. */
-PDC_API pdc_status pdc_tensor_shape(const pdc_tensor *tensor, size_t *rank_out, int64_t *dims_out);
-/** Number of elements (0 for NULL). */
-PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
-
-#ifdef __cplusplus
-}
-#endif
-#endif /* PDC_H */
 /* ------------------------------------------------------------------ program */
 
 /**
@@ -450,3 +428,25 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
  * errors are reported on the calling thread's last error of the program's context.
  */
 PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                   size_t n_outputs, pdc_tensor *const *outputs);
+
+/* ------------------------------------------------------------------ tensor */
+
+/** Creates a tensor owning zero-filled f32 memory (64-byte aligned). */
+PDC_API pdc_status pdc_tensor_create(pdc_context *ctx, size_t rank, const int64_t *dims, pdc_tensor **tensor_out);
+/** Creates a tensor over caller memory (borrowed: must hold prod(dims) floats and outlive the tensor). */
+PDC_API pdc_status pdc_tensor_wrap(pdc_context *ctx, size_t rank, const int64_t *dims, float *data,
+                                   pdc_tensor **tensor_out);
+/** Destroys a tensor (frees its memory only if owned). NULL is a no-op. */
+PDC_API void pdc_tensor_destroy(pdc_tensor *tensor);
+/** The tensor's data (borrowed). NULL for a NULL tensor. */
+PDC_API float *pdc_tensor_data(pdc_tensor *tensor);
+/** Rank and dims (dims_out has room for PDC_MAX_RANK); either out may be NULL. */
+PDC_API pdc_status pdc_tensor_shape(const pdc_tensor *tensor, size_t *rank_out, int64_t *dims_out);
+/** Number of elements (0 for NULL). */
+PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PDC_H */
