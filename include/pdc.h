@@ -101,6 +101,11 @@ PDC_API const char *pdc_context_last_error(const pdc_context *ctx);
  *  - "log_level"  one of "error", "warn", "info", "debug" (default "warn"; messages go to stderr)
  *  - "verify"     "1" to run the IR verifier after every pass and before compile, "0" to skip it (default "1")
  *  - "max_memory" bytes one allocation may take, 0 = unlimited (default 0)
+ *  - "fail_alloc_after"  for testing error paths: N > 0 makes the N-th allocation pdc makes for ctx
+ *                 from now on (from any thread) fail as if memory had run out: that call returns
+ *                 PDC_ERR_OUT_OF_MEMORY with "injected failure" in the message. Only that one
+ *                 allocation fails; 0 turns it off (default). Reading it gives the allocations left
+ *                 before the failure (0 once it has happened).
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name or bad value; the message says which)
  * Thread-safety: not while other calls use ctx.
  */

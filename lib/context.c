@@ -78,6 +78,27 @@ static int over_limit(const pdc_context *ctx, size_t size)
     return ctx && ctx->max_memory && size > ctx->max_memory;
 }
 
+/*
+ * Failure injection (option fail_alloc_after): 1 if this allocation is the one to fail. The
+ * countdown is decremented atomically, so with several threads exactly one allocation fails.
+ * The context is heap-allocated and never const itself, so writing through the cast is defined.
+ */
+static int injected_failure(const pdc_context *ctx, size_t size)
+{
+    if (!ctx) return 0;
+    size_t *left = &((pdc_context *)ctx)->fail_alloc_countdown;
+    size_t n = __atomic_load_n(left, __ATOMIC_RELAXED);
+    while (n) {
+        if (__atomic_compare_exchange_n(left, &n, n - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            if (n != 1) return 0;
+            pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes (injected failure: fail_alloc_after)",
+                      size);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void *pdc_alloc(const pdc_context *ctx, size_t size)
 {
     if (over_limit(ctx, size)) {
@@ -85,6 +106,7 @@ void *pdc_alloc(const pdc_context *ctx, size_t size)
                   ctx->max_memory);
         return NULL;
     }
+    if (injected_failure(ctx, size)) return NULL;
     void *p = malloc(size ? size : 1);
     if (!p) pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", size);
     return p;
@@ -114,6 +136,7 @@ void *pdc_alloc_aligned(const pdc_context *ctx, size_t n, size_t size)
                   ctx->max_memory);
         return NULL;
     }
+    if (injected_failure(ctx, bytes)) return NULL;
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) {
         pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
@@ -136,6 +159,7 @@ pdc_status pdc_grow(const pdc_context *ctx, void **items, size_t *cap, size_t ne
     if (over_limit(ctx, bytes))
         return pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "allocation of %zu bytes exceeds max_memory (%zu bytes)", bytes,
                          ctx->max_memory);
+    if (injected_failure(ctx, bytes)) return PDC_ERR_OUT_OF_MEMORY;
     void *p = realloc(*items, bytes);
     if (!p) return pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
     *items = p;
@@ -259,9 +283,16 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
         if (!parse_uint(value, SIZE_MAX, &v))
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option max_memory: expected a byte count, got \"%s\"", value);
         ctx->max_memory = (size_t)v;
+    } else if (!strcmp(name, "fail_alloc_after")) {
+        if (!parse_uint(value, SIZE_MAX, &v))
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG,
+                             "option fail_alloc_after: expected an allocation count (0 = off), got \"%s\"", value);
+        __atomic_store_n(&ctx->fail_alloc_countdown, (size_t)v, __ATOMIC_RELAXED);
     } else {
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
-                         "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory)", name);
+                         "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory, "
+                         "fail_alloc_after)",
+                         name);
     }
     return PDC_OK;
 }
@@ -277,9 +308,13 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
     else if (!strcmp(name, "log_level")) snprintf(tmp, sizeof tmp, "%s", log_level_names[ctx->log_level]);
     else if (!strcmp(name, "verify")) snprintf(tmp, sizeof tmp, "%d", ctx->verify);
     else if (!strcmp(name, "max_memory")) snprintf(tmp, sizeof tmp, "%zu", ctx->max_memory);
+    else if (!strcmp(name, "fail_alloc_after"))
+        snprintf(tmp, sizeof tmp, "%zu", __atomic_load_n(&ctx->fail_alloc_countdown, __ATOMIC_RELAXED));
     else
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
-                         "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory)", name);
+                         "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory, "
+                         "fail_alloc_after)",
+                         name);
     size_t n = strlen(tmp);
     if (n + 1 > cap)
         return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option %s: buffer of %zu bytes too small for %zu", name, cap, n + 1);

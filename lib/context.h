@@ -21,6 +21,8 @@ struct pdc_context {
     int log_level;                /* enum pdc_log_level */
     int verify;                   /* run the verifier between passes and before compile */
     size_t max_memory;            /* largest single allocation in bytes, 0 = unlimited */
+    size_t fail_alloc_countdown;  /* option fail_alloc_after: allocations left until the injected failure,
+                                   * 0 = off; only touched with __atomic builtins (runs share ctx) */
     char cache_dir[PDC_PATH_MAX];
 };
 
