@@ -42,6 +42,7 @@ TOOL      := $(BUILD)/pdc
 DEMO_GEN  := $(BUILD)/make_demo_model
 
 .PHONY: all deps test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
+.PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions
 
 all: deps $(SHLIB) $(STLIB) $(TOOL)
 
@@ -50,6 +51,8 @@ help:
 	@echo "make test       build and run every test suite (unit, CLI, header checks)"
 	@echo "make test SANITIZE=address,undefined   the same under ASan+UBSan (in build-san/)"
 	@echo "make test-valgrind   the unit suites under valgrind memcheck"
+	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
+	@echo "make test-fuzz-regressions   replay every fuzz corpus and regression input (part of make test)"
 	@echo "make demo       build the bundled demo model, inspect it and run it"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
 	@echo "make deps       install missing Debian packages (apt-get)"
@@ -86,7 +89,7 @@ $(BUILD)/test/test_%: test/test_%.c test/testutil.h $(STLIB)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
-test: deps test-headers test-exports test-unit test-example test-cli test-install
+test: deps test-headers test-exports test-unit test-fuzz-regressions test-example test-cli test-install
 
 test-unit: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; PDC_TEST_DATA=test/data $$t; done
@@ -128,6 +131,40 @@ test-valgrind: deps $(TESTS)
 	  CK_FORK=no CK_DEFAULT_TIMEOUT=600 PDC_TEST_DATA=test/data valgrind -q --error-exitcode=99 \
 	    --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite $$t; done
 
+# ------------------------------------------------------------------ fuzzing, sanitizers (test/fuzz/README.md)
+# Each test/fuzz/fuzz_NAME.c is a libFuzzer target. `make fuzz` builds them with clang-19 and
+# fuzzer+ASan+UBSan in $(FUZZ_BUILD)/ and runs each for FUZZ_SECONDS; the same sources linked with
+# test/fuzz/replay.c replay every seed and every crash ever found with the normal compiler.
+FUZZ_CC      ?= clang-19
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_NAMES   := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
+FUZZ_CLI_OBJ  = $(BUILD)/obj/examples/pdc/args.o $(BUILD)/obj/examples/pdc/rawio.o
+REPLAY_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/fuzz_%)
+
+$(BUILD)/fuzz-replay/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/replay.c test/fuzz/fuzz.h $(STLIB) $(FUZZ_CLI_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(PDC_CFLAGS) $(CFLAGS) -o $@ $< test/fuzz/replay.c $(FUZZ_CLI_OBJ) $(STLIB) $(LDLIBS)
+
+test-fuzz-regressions: $(REPLAY_BINS)
+	@set -e; for n in $(FUZZ_NAMES); do \
+	  $(BUILD)/fuzz-replay/fuzz_$$n $$n $$(ls -d test/fuzz/corpus/$$n test/fuzz/regressions/$$n 2>/dev/null) \
+	    2>$(BUILD)/fuzz-replay/$$n.log || { tail -n 40 $(BUILD)/fuzz-replay/$$n.log; \
+	    echo "fuzz-replay $$n: FAILED (log: $(BUILD)/fuzz-replay/$$n.log)"; exit 1; }; done
+
+fuzz-build:
+	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps clang-19 libclang-rt-19-dev libomp-19-dev
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) SANITIZE=fuzzer-no-link,address,undefined \
+	    CFLAGS="-O1 -g" PDC_SKIP_DEPS=1 fuzz-targets
+
+fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)
+
+$(BUILD)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(STLIB) $(FUZZ_CLI_OBJ)
+	$(CC) $(PDC_CFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_CLI_OBJ) $(STLIB) $(LDLIBS)
+
+fuzz: fuzz-build
+	@sh test/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
 demo: all $(DEMO_GEN)
 	@sh examples/demo.sh $(BUILD)
 
@@ -147,6 +184,6 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/lib/libpdc.a $(DESTDIR)$(PREFIX)/bin/pdc $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san $(FUZZ_BUILD)
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
