@@ -194,13 +194,39 @@ PDC_API pdc_status pdc_model_set_sparsity_unstructured(pdc_model *model, const c
 #define PDC_PRINT_ELIDE_WEIGHTS 0x1u /**< write constants as dense<elided>; they parse back as zeros */
 
 /**
- * Loads a model; the format is chosen by content: the .pdc binary magic, else IR text (.pdcir).
+ * Loads a model; the format is chosen by content: the .pdc binary magic, an ONNX protobuf (see
+ * pdc_model_load_onnx), else IR text (.pdcir). A path ending in ".onnx" is always read as ONNX.
  * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_IO, PDC_ERR_PARSE, PDC_ERR_CORRUPT, PDC_ERR_INVALID_MODEL,
- *         PDC_ERR_OUT_OF_MEMORY
+ *         PDC_ERR_OUT_OF_MEMORY; for ONNX also those of pdc_model_load_onnx
  */
 PDC_API pdc_status pdc_model_load(pdc_context *ctx, const char *path, pdc_model **model_out);
-/** Loads a model from memory (either format); data is not kept. */
+/** Loads a model from memory (any of the three formats, chosen by content); data is not kept. */
 PDC_API pdc_status pdc_model_load_memory(pdc_context *ctx, const void *data, size_t size, pdc_model **model_out);
+/**
+ * Imports an ONNX model: a serialised ModelProto as torch.onnx.export and other converters write it,
+ * opsets 9..17 of the default domain (README, section "ONNX import", lists the ops and attributes).
+ *  - Constant shape arithmetic (Shape, Gather, Concat, Unsqueeze, Expand, ...) is evaluated at
+ *    import; Dropout and Identity disappear. Initializers must be stored in the file itself.
+ *  - Tensors keep their ONNX names; layers take the node names (op type + "_" + node index for
+ *    unnamed nodes), so inspection shows the exporter's names.
+ *  - Weights that are already pruned (exact zeros) get a sparsity description that covers exactly
+ *    their non-zeros: conv kernels as patterns (an all-zero kernel is connectivity-pruned), FC /
+ *    MatMul / Gemm / 1x1-conv / LSTM / GRU matrices as blocks (1x4, 4x1, 4x4, 2x2, 1x8 or 8x1),
+ *    else an unstructured mask when at least half the weights are zero.
+ *  - Symbolic input dims (dim_param or unknown) become -1: fix them with pdc_model_set_input_shape
+ *    before compiling (pdc_compile names the input otherwise). If the model's own shape arithmetic
+ *    needs such a dim at import, the import fails with PDC_ERR_SHAPE naming the node and the input.
+ * The imported model is verified when the context's "verify" option is on. Messages name the node
+ * (name, op type, opset), initializer or graph input at fault; undecodable bytes give the offset.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_IO, PDC_ERR_CORRUPT (truncated or not protobuf),
+ *         PDC_ERR_INVALID_MODEL (breaks ONNX rules: undefined input, cycle, duplicate name, initializer
+ *         size mismatch, ...), PDC_ERR_UNSUPPORTED (op, attribute value, opset, element type, external
+ *         data), PDC_ERR_SHAPE, PDC_ERR_OVERFLOW, PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_load_onnx(pdc_context *ctx, const char *path, pdc_model **model_out);
+/** pdc_model_load_onnx from memory: size bytes at data (not kept). */
+PDC_API pdc_status pdc_model_load_onnx_memory(pdc_context *ctx, const void *data, size_t size,
+                                              pdc_model **model_out);
 /**
  * Saves the native binary format (.pdc: versioned, CRC-32 checksummed, keeps weights and sparsity).
  * The file is written to a temporary name and renamed, so a failure leaves no partial file.

@@ -8,6 +8,7 @@
 #include "lib/api_internal.h"
 #include "lib/fileio.h"
 #include "lib/format_pdc.h"
+#include "lib/onnx.h"
 
 #define MODEL_CHECK(m)                                                                         \
     do {                                                                                       \
@@ -167,6 +168,7 @@ PDC_API pdc_status pdc_model_load_memory(pdc_context *ctx, const void *data, siz
     PDC_CHECK_ARG(ctx, model_out, "model_out");
     ir_model *m = NULL;
     pdc_status st = pdc_format_is_pdc(data, size) ? pdc_format_load(ctx, data, size, &m)
+                    : onnx_sniff(data, size)     ? onnx_load_memory(ctx, data, size, &m)
                                                   : ir_parse(ctx, (const char *)data, size, &m);
     if (!st && ctx->verify) st = ir_verify(m);
     if (st) {
@@ -182,6 +184,8 @@ PDC_API pdc_status pdc_model_load(pdc_context *ctx, const char *path, pdc_model 
     PDC_CHECK_ARG(ctx, ctx, "ctx");
     PDC_CHECK_ARG(ctx, path, "path");
     PDC_CHECK_ARG(ctx, model_out, "model_out");
+    size_t len = strlen(path);
+    if (len > 5 && !strcmp(path + len - 5, ".onnx")) return pdc_model_load_onnx(ctx, path, model_out);
     void *data;
     size_t size;
     pdc_status st = pdc_file_read(ctx, path, &data, &size);
