@@ -21,13 +21,19 @@ CFLAGS    ?= -O2 -g
 PDC_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -fPIC -fvisibility=hidden -fopenmp \
              -I. -Iinclude -DPDC_BUILDING
 LDLIBS    := -lm -fopenmp
+# ONNX import: the decoder is generated from Debian's onnx.proto (libonnx-dev) by protoc-c.
+PROTOC_C   ?= protoc-c
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN        := $(BUILD)/gen
+PDC_CFLAGS += -I$(GEN)
+LDLIBS    += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 ifneq ($(SANITIZE),)
 PDC_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS     += -fsanitize=$(SANITIZE)
 endif
 
 LIB_SRC   := $(wildcard lib/*.c ir/*.c passes/*.c backends/*.c backends/ref/*.c)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 TOOL_SRC  := $(wildcard examples/pdc/*.c)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC  := $(wildcard test/test_*.c)
@@ -51,6 +57,7 @@ help:
 	@echo "make test       build and run every test suite (unit, CLI, header checks)"
 	@echo "make test SANITIZE=address,undefined   the same under ASan+UBSan (in build-san/)"
 	@echo "make test-valgrind   the unit suites under valgrind memcheck"
+	@echo "make test-onnx-full  torchvision resnet18, mobilenet_v2, vgg16 (224x224) exported by python3-torch, run on ref"
 	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
 	@echo "make test-fuzz-regressions   replay every fuzz corpus and regression input (part of make test)"
 	@echo "make demo       build the bundled demo model, inspect it and run it"
@@ -63,6 +70,17 @@ deps:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Generated code is never committed. It is not ours, so it is built without -Werror; everything that
+# includes its header waits for it.
+$(GEN)/onnx.pb-c.c: $(ONNX_PROTO)
+	@mkdir -p $(@D)
+	$(PROTOC_C) --c_out=$(GEN) --proto_path=$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+$(GEN)/onnx.pb-c.h: $(GEN)/onnx.pb-c.c ;
+$(BUILD)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -Werror,$(PDC_CFLAGS)) $(CFLAGS) -MMD -MP -c $< -o $@
+$(filter $(BUILD)/obj/lib/onnx_%.o,$(LIB_OBJ)) $(BUILD)/obj/lib/api_model.o $(BUILD)/test/test_onnx: $(GEN)/onnx.pb-c.h
 
 $(SHLIB): $(LIB_OBJ) lib/libpdc.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/libpdc.map -Wl,--no-undefined \
@@ -125,6 +143,21 @@ test-install: all
 
 test-exports: $(SHLIB)
 	@sh test/exports.sh $(SHLIB)
+
+# Full-size torchvision models are too big to commit: Debian's python3-torch exports them (seeded
+# random weights) into $(BUILD)/onnx-full, then onnx_check runs them on ref against PyTorch's outputs.
+ONNX_FULL := $(BUILD)/onnx-full
+$(BUILD)/onnx_check: test/onnx_check.c include/pdc.h $(STLIB)
+	$(CC) $(PDC_CFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
+
+.PHONY: test-onnx-full
+test-onnx-full: deps $(BUILD)/onnx_check
+	@if ! /usr/bin/python3 -c 'import torch, torchvision, onnx' 2>/dev/null; then \
+	    echo "test-onnx-full: skipped (/usr/bin/python3 cannot import torch, torchvision and onnx)"; \
+	else \
+	    { [ -f $(ONNX_FULL)/vgg16.out.bin ] || /usr/bin/python3 test/data/make_onnx_models.py --full $(ONNX_FULL); } && \
+	    $(BUILD)/onnx_check $(ONNX_FULL) resnet18 mobilenet_v2 vgg16; \
+	fi
 
 test-valgrind: deps $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== valgrind $$t"; \
