@@ -234,6 +234,19 @@ PDC_API pdc_status pdc_model_load_onnx_memory(pdc_context *ctx, const void *data
 PDC_API pdc_status pdc_model_save(const pdc_model *model, const char *path);
 /** Saves the IR text form (.pdcir); flags: PDC_PRINT_*. Same atomic write as pdc_model_save. */
 PDC_API pdc_status pdc_model_save_text(const pdc_model *model, const char *path, uint32_t flags);
+/**
+ * Saves the model as ONNX (a ModelProto, opset 14, IR version 7), e.g. to fine-tune or evaluate a pruned
+ * model in its original framework. Each layer becomes the ONNX node of the same op, named after the layer
+ * (fc: Gemm with transB = 1, after a Flatten when its input has rank > 2); each constant a layer reads
+ * becomes a float initializer under its own name - for a model imported from ONNX, the original
+ * initializer names - holding the weights as they are, pruned weights as exact zeros (ONNX has no
+ * sparsity; pdc_model_load_onnx recognises it again). Pass results are written in plain ONNX: a fused
+ * activation as its own node after the layer, a reordered conv's weights and bias in the original filter
+ * order; a memory plan is left out. Same atomic write as pdc_model_save.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_UNSUPPORTED (a layer ONNX opset 14 cannot express, e.g.
+ *         avgpool with dilations; the message names it), PDC_ERR_IO, PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_save_onnx(const pdc_model *model, const char *path);
 /** Prints the IR text form into a new string (free with pdc_string_free). */
 PDC_API pdc_status pdc_model_print(const pdc_model *model, uint32_t flags, char **text_out);
 /** Parses the IR text form. Errors give "line L, column C: ...". */

@@ -637,6 +637,19 @@ expect_err "# IR after pass 'prune-connectivity'"
 expect_err "sparsity pattern 3x3"
 end
 
+begin "prune -o OUT.onnx writes ONNX that reads back and runs like the .pdc"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/pruned.onnx"
+expect_rc 0
+expect_out "wrote $T/pruned.onnx"
+run "$PDC" run "$T/pruned.onnx" --input "$IN" --output "$T/y_onnx.bin"
+expect_rc 0
+run "$PDC" run "$T/pruned.pdc" --input "$IN" --output "$T/y_pdc.bin"
+expect_rc 0
+expect_same "$T/y_onnx.bin" "$T/y_pdc.bin"
+run "$PDC" inspect "$T/pruned.onnx"
+expect_out_re "conv2 .*pattern 3x3"
+end
+
 begin "prune --patterns 57 is a usage error naming the layer and the limit"
 run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.pdc" --patterns 57
 expect_rc 2
@@ -659,7 +672,7 @@ expect_rc 2
 expect_err "pattern size 10 is outside 1..9"
 run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.txt"
 expect_rc 2
-expect_err "OUT must end in .pdc"
+expect_err "OUT must end in .pdc (binary), .pdcir (text) or .onnx"
 expect_no_file "$T/bad.pdc"
 end
 

@@ -10,14 +10,15 @@
 #include "cli.h"
 
 const char cli_prune_synopsis[] =
-    "pdc prune MODEL -o OUT.pdc|OUT.pdcir [--patterns K] [--pattern-size N] [--connectivity RATE] "
+    "pdc prune MODEL -o OUT.pdc|OUT.pdcir|OUT.onnx [--patterns K] [--pattern-size N] [--connectivity RATE] "
     "[--block RxC[:RATE]] [--unstructured RATE] [--layers NAME,...|--skip NAME,...] [--passes LIST] "
     "[--print-after PASS|all]";
 const char cli_prune_help[] =
-    "usage: pdc prune MODEL -o OUT.pdc|OUT.pdcir [OPTIONS]\n"
+    "usage: pdc prune MODEL -o OUT.pdc|OUT.pdcir|OUT.onnx [OPTIONS]\n"
     "\n"
-    "Prunes MODEL (either format) and saves it in the format named by OUT's extension (.pdc binary,\n"
-    ".pdcir text). Without --passes the pipeline follows the options: pattern pruning\n"
+    "Prunes MODEL (.pdc, .pdcir or .onnx) and saves it in the format named by OUT's extension: .pdc\n"
+    "binary, .pdcir text, or .onnx - the same graph with the same initializer names and the pruned\n"
+    "weights (zeros), to fine-tune or evaluate in another framework. Without --passes the pipeline follows the options: pattern pruning\n"
     "(prune-pattern,prune-connectivity) unless only --block / --unstructured are given, then\n"
     "prune-block for --block and prune-unstructured for --unstructured. Pruning is deterministic:\n"
     "the same input and options give a byte-identical file.\n"
@@ -163,9 +164,10 @@ int cmd_prune(int argc, char **argv)
     }
     if (!model_path) return USAGE("missing MODEL");
     if (!out_path) return USAGE("missing -o OUT");
-    int text = ends_with(out_path, ".pdcir");
-    if (!text && !ends_with(out_path, ".pdc"))
-        return USAGE("cannot tell the format of '%s': OUT must end in .pdc (binary) or .pdcir (text)", out_path);
+    int text = ends_with(out_path, ".pdcir"), onnx = ends_with(out_path, ".onnx");
+    if (!text && !onnx && !ends_with(out_path, ".pdc"))
+        return USAGE("cannot tell the format of '%s': OUT must end in .pdc (binary), .pdcir (text) or .onnx",
+                     out_path);
 
     char pipeline[256] = "";
     if (!passes) {
@@ -195,7 +197,8 @@ int cmd_prune(int argc, char **argv)
             rc = cli_lib_error(ctx, st, model_path, NULL);
     }
     if (rc == CLI_EXIT_OK) {
-        st = text ? pdc_model_save_text(model, out_path, 0) : pdc_model_save(model, out_path);
+        st = text ? pdc_model_save_text(model, out_path, 0)
+                  : onnx ? pdc_model_save_onnx(model, out_path) : pdc_model_save(model, out_path);
         if (st != PDC_OK) rc = cli_lib_error(ctx, st, out_path, NULL);
         else print_summary(out_path, model);
     }
