@@ -106,6 +106,10 @@ PDC_API const char *pdc_context_last_error(const pdc_context *ctx);
  *                 PDC_ERR_OUT_OF_MEMORY with "injected failure" in the message. Only that one
  *                 allocation fails; 0 turns it off (default). Reading it gives the allocations left
  *                 before the failure (0 once it has happened).
+ *  - "onnx_input_shapes"  shapes for symbolic ONNX graph inputs, "NAME=D1xD2x...[;NAME=...]" (e.g.
+ *                 "x=1x3x224x224"), applied by pdc_model_load_onnx before it evaluates the model's
+ *                 shape arithmetic; needed only when that arithmetic depends on a symbolic dim.
+ *                 Inputs the model does not have are ignored. Default "" (none).
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name or bad value; the message says which)
  * Thread-safety: not while other calls use ctx.
  */
@@ -215,7 +219,8 @@ PDC_API pdc_status pdc_model_load_memory(pdc_context *ctx, const void *data, siz
  *    else an unstructured mask when at least half the weights are zero.
  *  - Symbolic input dims (dim_param or unknown) become -1: fix them with pdc_model_set_input_shape
  *    before compiling (pdc_compile names the input otherwise). If the model's own shape arithmetic
- *    needs such a dim at import, the import fails with PDC_ERR_SHAPE naming the node and the input.
+ *    needs such a dim at import, the import fails with PDC_ERR_SHAPE naming the node and the input:
+ *    give the shapes beforehand with the context option "onnx_input_shapes".
  * The imported model is verified when the context's "verify" option is on. Messages name the node
  * (name, op type, opset), initializer or graph input at fault; undecodable bytes give the offset.
  * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_IO, PDC_ERR_CORRUPT (truncated or not protobuf),

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/shape_list.h"
+
 #define PDC_ERROR_MAX 1024
 
 /* The calling thread's most recent failure: which context it belongs to and its text.
@@ -288,10 +290,19 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
             return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                              "option fail_alloc_after: expected an allocation count (0 = off), got \"%s\"", value);
         __atomic_store_n(&ctx->fail_alloc_countdown, (size_t)v, __ATOMIC_RELAXED);
+    } else if (!strcmp(name, "onnx_input_shapes")) {
+        char err[256];
+        size_t n = strlen(value);
+        if (n >= sizeof ctx->onnx_input_shapes)
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option onnx_input_shapes: %zu bytes (at most %zu)", n,
+                             sizeof ctx->onnx_input_shapes - 1);
+        if (!pdc_shape_list_valid(value, err, sizeof err))
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option onnx_input_shapes: %s", err);
+        memcpy(ctx->onnx_input_shapes, value, n + 1);
     } else {
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory, "
-                         "fail_alloc_after)",
+                         "fail_alloc_after, onnx_input_shapes)",
                          name);
     }
     return PDC_OK;
@@ -310,10 +321,11 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
     else if (!strcmp(name, "max_memory")) snprintf(tmp, sizeof tmp, "%zu", ctx->max_memory);
     else if (!strcmp(name, "fail_alloc_after"))
         snprintf(tmp, sizeof tmp, "%zu", __atomic_load_n(&ctx->fail_alloc_countdown, __ATOMIC_RELAXED));
+    else if (!strcmp(name, "onnx_input_shapes")) snprintf(tmp, sizeof tmp, "%s", ctx->onnx_input_shapes);
     else
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory, "
-                         "fail_alloc_after)",
+                         "fail_alloc_after, onnx_input_shapes)",
                          name);
     size_t n = strlen(tmp);
     if (n + 1 > cap)

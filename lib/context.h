@@ -24,6 +24,7 @@ struct pdc_context {
     size_t fail_alloc_countdown;  /* option fail_alloc_after: allocations left until the injected failure,
                                    * 0 = off; only touched with __atomic builtins (runs share ctx) */
     char cache_dir[PDC_PATH_MAX];
+    char onnx_input_shapes[PDC_PATH_MAX]; /* option onnx_input_shapes (lib/shape_list.h); "" = none */
 };
 
 /*

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "lib/onnx.h"
+#include "lib/shape_list.h"
 
 static const char *nz(const char *s) { return s ? s : ""; }
 
@@ -246,6 +247,18 @@ static pdc_status add_graph_input(onnx_importer *imp, const Onnx__ValueInfoProto
             return pdc_error(imp->ctx, PDC_ERR_UNSUPPORTED, "ONNX: graph input '%s': dim %zu is %" PRId64
                              " (pdc takes 1..%d)", q, i, d->dim_value, IR_DIM_MAX);
         dims[i] = d->dim_value;
+    }
+    /* The caller may give shapes up front (option onnx_input_shapes), for models whose shape
+     * arithmetic depends on a symbolic dim. */
+    int sr;
+    int64_t sd[PDC_MAX_RANK];
+    if (pdc_shape_list_find(imp->ctx->onnx_input_shapes, name, &sr, sd)) {
+        for (size_t i = 0; i < rank && (size_t)sr == rank; i++)
+            if (dims[i] != -1 && dims[i] != sd[i]) sr = -1;
+        if ((size_t)sr != rank)
+            return pdc_error(imp->ctx, PDC_ERR_SHAPE, "ONNX: graph input '%s': option onnx_input_shapes gives a "
+                             "shape that does not match the declared one (rank %zu)", q, rank);
+        memcpy(dims, sd, rank * sizeof *dims);
     }
     pdc_status st = ir_model_add_input(imp->m, name, (int)rank, dims);
     if (st) {

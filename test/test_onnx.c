@@ -831,6 +831,17 @@ START_TEST(initializer_encodings)
 }
 END_TEST
 
+/* x [N, 4] -> Reshape(x, Shape(x)): folding needs N */
+static Onnx__ModelProto *shape_of_symbolic(void)
+{
+    Onnx__ModelProto *mp = mp_new(13);
+    mp_input(mp, "x", DIMS(-1, 4));
+    mp_node(mp, "Shape", "shape_of_x", "x", "s");
+    mp_node(mp, "Reshape", "reshape", "x,s", "y");
+    mp_output(mp, "y");
+    return mp;
+}
+
 START_TEST(symbolic_input_dims)
 {
     /* x [N, 4] -> Gemm: imports with a -1 dim; compile names the input; then the shape is fixed */
@@ -857,15 +868,33 @@ START_TEST(symbolic_input_dims)
     pdc_model_destroy(m);
 
     /* shape arithmetic on a symbolic dim cannot be folded: the message names node and input */
-    mp = mp_new(13);
-    mp_input(mp, "x", DIMS(-1, 4));
-    mp_node(mp, "Shape", "shape_of_x", "x", "s");
-    mp_node(mp, "Reshape", "reshape", "x,s", "y");
-    mp_output(mp, "y");
-    ck_assert_status(ctx, mp_load(mp, &m), PDC_ERR_SHAPE);
+    ck_assert_status(ctx, mp_load(shape_of_symbolic(), &m), PDC_ERR_SHAPE);
     ck_assert_error_has(ctx, "shape_of_x");
     ck_assert_error_has(ctx, "'x'");
     ck_assert_error_has(ctx, "symbolic");
+    ck_assert_error_has(ctx, "onnx_input_shapes");
+    /* ... unless the shapes are given before the import */
+    char buf[64];
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "onnx_input_shapes", "other=5;x=2x4"));
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "onnx_input_shapes", buf, sizeof buf));
+    ck_assert_str_eq(buf, "other=5;x=2x4");
+    ck_assert_ok(ctx, mp_load(shape_of_symbolic(), &m));
+    float y[8];
+    run_all(m, F(1, 2, 3, 4, 5, 6, 7, 8), 8, y, 8);
+    ck_assert_floats_near(y, F(1, 2, 3, 4, 5, 6, 7, 8), 8, 0);
+    pdc_model_destroy(m);
+    /* a shape that contradicts the declared dims, and malformed option values */
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "onnx_input_shapes", "x=2x5"));
+    ck_assert_status(ctx, mp_load(shape_of_symbolic(), &m), PDC_ERR_SHAPE);
+    ck_assert_error_has(ctx, "onnx_input_shapes");
+    static const char *const bad[] = {"x", "x=", "=2", "x=2x", "x=0", "x=1x2x3x4x5x6x7x8x9", "x=2y3", "x=3000000000"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_status(ctx, pdc_context_set_option(ctx, "onnx_input_shapes", bad[i]), PDC_ERR_INVALID_ARG);
+        ck_assert_error_has(ctx, "onnx_input_shapes");
+    }
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "onnx_input_shapes", buf, sizeof buf));
+    ck_assert_str_eq(buf, "x=2x5"); /* a refused value changes nothing */
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "onnx_input_shapes", ""));
 }
 END_TEST
 

@@ -239,6 +239,21 @@ int cli_load_model(pdc_context *ctx, const char *path, const cli_shape *shapes, 
                    pdc_model **model_out)
 {
     pdc_model *model = NULL;
+    /* An ONNX model's shape arithmetic may need the shapes while it is imported: pass them on too
+     * (best effort: too long a list is skipped, and pdc_model_set_input_shape below reports errors). */
+    char spec[4096];
+    size_t used = 0;
+    for (size_t i = 0; i < n_shapes; i++) {
+        char shape[128];
+        int w = snprintf(spec + used, sizeof spec - used, "%s%s=%s", i ? ";" : "", shapes[i].name,
+                         cli_format_shape(shapes[i].rank, shapes[i].dims, shape, sizeof shape));
+        if (w < 0 || (size_t)w >= sizeof spec - used || strchr(shapes[i].name, ';')) {
+            used = 0;
+            break;
+        }
+        used += (size_t)w;
+    }
+    if (used) (void)pdc_context_set_option(ctx, "onnx_input_shapes", spec);
     pdc_status st = pdc_model_load(ctx, path, &model);
     if (st != PDC_OK) return cli_lib_error(ctx, st, path, NULL);
     for (size_t i = 0; i < n_shapes; i++) {
