@@ -48,7 +48,7 @@ TOOL      := $(BUILD)/pdc
 DEMO_GEN  := $(BUILD)/make_demo_model
 
 .PHONY: all deps test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
-.PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions
+.PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions test-tsan
 
 all: deps $(SHLIB) $(STLIB) $(TOOL)
 
@@ -58,6 +58,7 @@ help:
 	@echo "make test SANITIZE=address,undefined   the same under ASan+UBSan (in build-san/)"
 	@echo "make test-valgrind   the unit suites under valgrind memcheck"
 	@echo "make test-onnx-full  torchvision resnet18, mobilenet_v2, vgg16 (224x224) exported by python3-torch, run on ref"
+	@echo "make test-tsan  the concurrency suite under ThreadSanitizer (in build-tsan/)"
 	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
 	@echo "make test-fuzz-regressions   replay every fuzz corpus and regression input (part of make test)"
 	@echo "make demo       build the bundled demo model, inspect it and run it"
@@ -198,6 +199,11 @@ $(BUILD)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(STLIB) $(FUZZ_CLI_OBJ)
 fuzz: fuzz-build
 	@sh test/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
+# The concurrency suite under ThreadSanitizer (gcc -fsanitize=thread), in its own build folder.
+test-tsan:
+	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZE=thread PDC_SKIP_DEPS=1 build-tsan/test/test_threads
+	@CK_FORK=no TSAN_OPTIONS="halt_on_error=1 exitcode=66" PDC_TEST_DATA=test/data build-tsan/test/test_threads
+
 demo: all $(DEMO_GEN)
 	@sh examples/demo.sh $(BUILD)
 
@@ -217,6 +223,6 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/lib/libpdc.a $(DESTDIR)$(PREFIX)/bin/pdc $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
 
 clean:
-	rm -rf build build-san $(FUZZ_BUILD)
+	rm -rf build build-san build-tsan $(FUZZ_BUILD)
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

@@ -1,0 +1,479 @@
+/*
+ * test_threads.c - concurrency and determinism.
+ *
+ * pdc.h promises that one compiled program may run from many threads at once (each with its own
+ * tensors), that errors are reported per thread, and that different contexts are independent.
+ * These tests run one program from THREADS threads released together by a barrier, each on its
+ * own inputs, and require every output to be bit-identical to the same run made sequentially
+ * beforehand; they do it for every target this build compiles ("ref", and "cpu" once it exists: a
+ * target that pdc_compile refuses as unknown or unavailable is skipped with a message). `make
+ * test-tsan` runs this suite under ThreadSanitizer, which must report nothing.
+ *
+ * Determinism: the same model and options give byte-identical outputs run after run, from a
+ * fresh context, from the .pdc and the text form of the model, and whatever the "threads" option
+ * says (no backend in this build changes its arithmetic with the thread count; a test here
+ * fails if one starts to).
+ */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define THREADS 8
+#define RUNS 25 /* per thread */
+
+static const char *const targets[] = {"ref", "cpu"};
+#define N_TARGETS (sizeof targets / sizeof targets[0])
+
+static pdc_context *ctx;
+
+static void setup(void) { ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK); }
+static void teardown(void)
+{
+    pdc_context_destroy(ctx);
+    ctx = NULL;
+}
+
+/* ------------------------------------------------------------------ the model */
+
+static void add_const(pdc_context *c, pdc_model *m, const char *name, size_t rank, const int64_t *dims, uint32_t seed)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < rank; i++) n *= (size_t)dims[i];
+    float *w = malloc(n * sizeof *w);
+    ck_assert_ptr_nonnull(w);
+    test_fill_random(w, n, seed);
+    ck_assert_ok(c, pdc_model_add_constant(m, name, rank, dims, w));
+    free(w);
+}
+
+static void layer(pdc_context *c, pdc_model *m, const char *name, const char *op, size_t ni, const char *const *in,
+                  const char *out, pdc_attrs *a)
+{
+    ck_assert_ok(c, pdc_model_add_layer(m, name, op, ni, in, 1, &out, a));
+    pdc_attrs_destroy(a);
+}
+
+static pdc_attrs *attrs(pdc_context *c)
+{
+    pdc_attrs *a;
+    ck_assert_ok(c, pdc_attrs_create(c, &a));
+    return a;
+}
+
+/*
+ * image [1,3,32,32] -> conv 8 (3x3, pad 1, pattern-sparse) -> relu -> maxpool 2 -> conv 8 (3x3)
+ *   -> global_avgpool -> flatten -> fc 10 -> softmax = probs
+ * seq [6,1,4] -> lstm (hidden 8) = states
+ * Heavy enough (about 0.7 MFLOP per run) that runs on different threads overlap.
+ */
+static pdc_model *build_model(pdc_context *c)
+{
+    pdc_model *m;
+    ck_assert_ok(c, pdc_model_create(c, "threads", &m));
+    const int64_t dimg[] = {1, 3, 32, 32}, dseq[] = {6, 1, 4}, dw1[] = {8, 3, 3, 3}, db[] = {8}, dw2[] = {8, 8, 3, 3},
+                  dfw[] = {10, 8}, dfb[] = {10}, dlw[] = {1, 32, 4}, dlr[] = {1, 32, 8}, dlb[] = {1, 64};
+    ck_assert_ok(c, pdc_model_add_input(m, "image", 4, dimg));
+    ck_assert_ok(c, pdc_model_add_input(m, "seq", 3, dseq));
+
+    float w1[8 * 3 * 9];
+    uint64_t pat[4];
+    int32_t kp[24];
+    test_fill_random(w1, 216, 1);
+    ck_assert_ok(c, pdc_prune_project_pattern(c, w1, 8, 3, 3, 3, 4, 4, 0, pat, kp));
+    ck_assert_ok(c, pdc_model_add_constant(m, "w1", 4, dw1, w1));
+    ck_assert_ok(c, pdc_model_set_sparsity_pattern(m, "w1", 3, 3, 4, pat, 24, kp));
+    add_const(c, m, "b1", 1, db, 2);
+    add_const(c, m, "w2", 4, dw2, 3);
+    add_const(c, m, "fw", 2, dfw, 4);
+    add_const(c, m, "fb", 1, dfb, 5);
+    add_const(c, m, "lw", 3, dlw, 6);
+    add_const(c, m, "lr", 3, dlr, 7);
+    add_const(c, m, "lb", 2, dlb, 8);
+
+    const int64_t pads[] = {1, 1, 1, 1}, two[] = {2, 2};
+    pdc_attrs *a = attrs(c);
+    ck_assert_ok(c, pdc_attrs_set_ints(a, "pads", 4, pads));
+    layer(c, m, "conv1", "conv", 3, (const char *const[]){"image", "w1", "b1"}, "c1", a);
+    layer(c, m, "relu", "relu", 1, (const char *const[]){"c1"}, "r1", NULL);
+    a = attrs(c);
+    ck_assert_ok(c, pdc_attrs_set_ints(a, "kernel_shape", 2, two));
+    ck_assert_ok(c, pdc_attrs_set_ints(a, "strides", 2, two));
+    layer(c, m, "pool", "maxpool", 1, (const char *const[]){"r1"}, "p1", a);
+    a = attrs(c);
+    ck_assert_ok(c, pdc_attrs_set_ints(a, "pads", 4, pads));
+    layer(c, m, "conv2", "conv", 2, (const char *const[]){"p1", "w2"}, "c2", a);
+    layer(c, m, "gap", "global_avgpool", 1, (const char *const[]){"c2"}, "g", NULL);
+    layer(c, m, "flat", "flatten", 1, (const char *const[]){"g"}, "f", NULL);
+    layer(c, m, "fc", "fc", 3, (const char *const[]){"f", "fw", "fb"}, "y", NULL);
+    layer(c, m, "softmax", "softmax", 1, (const char *const[]){"y"}, "probs", NULL);
+    a = attrs(c);
+    ck_assert_ok(c, pdc_attrs_set_int(a, "hidden_size", 8));
+    layer(c, m, "lstm", "lstm", 4, (const char *const[]){"seq", "lw", "lr", "lb"}, "states", a);
+    ck_assert_ok(c, pdc_model_mark_output(m, "probs"));
+    ck_assert_ok(c, pdc_model_mark_output(m, "states"));
+    return m;
+}
+
+/* ------------------------------------------------------------------ runs */
+
+/* Tensors of one run: inputs filled from `seed`, outputs zeroed. */
+typedef struct run_io {
+    pdc_tensor *in[2], *out[2];
+} run_io;
+
+static void io_create(pdc_context *c, const pdc_program *p, run_io *io, uint32_t seed)
+{
+    for (size_t k = 0; k < 2; k++) {
+        size_t rank;
+        int64_t dims[PDC_MAX_RANK];
+        ck_assert_ok(c, pdc_program_input_info(p, k, NULL, &rank, dims));
+        ck_assert_ok(c, pdc_tensor_create(c, rank, dims, &io->in[k]));
+        test_fill_random(pdc_tensor_data(io->in[k]), pdc_tensor_size(io->in[k]), seed * 2 + (uint32_t)k);
+        ck_assert_ok(c, pdc_program_output_info(p, k, NULL, &rank, dims));
+        ck_assert_ok(c, pdc_tensor_create(c, rank, dims, &io->out[k]));
+    }
+}
+
+static void io_destroy(run_io *io)
+{
+    for (size_t k = 0; k < 2; k++) pdc_tensor_destroy(io->in[k]), pdc_tensor_destroy(io->out[k]);
+}
+
+static int same_outputs(const run_io *a, const run_io *b)
+{
+    for (size_t k = 0; k < 2; k++)
+        if (pdc_tensor_size(a->out[k]) != pdc_tensor_size(b->out[k]) ||
+            memcmp(pdc_tensor_data(a->out[k]), pdc_tensor_data(b->out[k]), 4 * pdc_tensor_size(a->out[k])))
+            return 0;
+    return 1;
+}
+
+/* Compiles m for target; NULL (and a message on stdout) if this build does not have the target. */
+static pdc_program *compile_or_skip(pdc_context *c, const pdc_model *m, const char *target, const char *test)
+{
+    pdc_program *p = NULL;
+    pdc_status st = pdc_compile(c, m, target, &p);
+    if (st == PDC_ERR_UNKNOWN_TARGET || st == PDC_ERR_UNSUPPORTED || st == PDC_ERR_NO_DEVICE) {
+        printf("threads: %s: target '%s' skipped: %s\n", test, target, pdc_context_last_error(c));
+        return NULL;
+    }
+    ck_assert_msg(st == PDC_OK, "compile for %s: %s: %s", target, pdc_status_string(st), pdc_context_last_error(c));
+    return p;
+}
+
+typedef struct worker {
+    const pdc_program *prog;
+    pthread_barrier_t *start;
+    run_io *io;          /* RUNS entries */
+    size_t n_io;
+    pdc_status status;   /* first failure */
+    char message[256];
+    /* for the error test: a run that must fail, and the text its message must contain */
+    run_io *bad;
+    const char *want_in_message;
+    int message_ok;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    pthread_barrier_wait(w->start);
+    w->status = PDC_OK;
+    w->message_ok = 1;
+    for (size_t r = 0; r < w->n_io; r++) {
+        run_io *io = &w->io[r];
+        pdc_status st = pdc_program_run(w->prog, 2, io->in, 2, io->out);
+        if (st != PDC_OK && w->status == PDC_OK) {
+            w->status = st;
+            snprintf(w->message, sizeof w->message, "%s", pdc_context_last_error(ctx));
+        }
+        if (w->bad) {
+            /* Interleave a failing run: its message, read on this thread, names this thread's shape. */
+            st = pdc_program_run(w->prog, 2, w->bad->in, 2, w->bad->out);
+            if (st != PDC_ERR_SHAPE || !strstr(pdc_context_last_error(ctx), w->want_in_message)) w->message_ok = 0;
+        }
+    }
+    return NULL;
+}
+
+/* Runs every thread's io list at once; returns after all joined. */
+static void run_threads(worker *w, size_t n)
+{
+    pthread_t tid[THREADS];
+    pthread_barrier_t start;
+    ck_assert_int_eq(pthread_barrier_init(&start, NULL, (unsigned)n), 0);
+    for (size_t t = 0; t < n; t++) {
+        w[t].start = &start;
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, worker_main, &w[t]), 0);
+    }
+    for (size_t t = 0; t < n; t++) ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+    pthread_barrier_destroy(&start);
+}
+
+START_TEST(concurrent_runs_match_sequential_runs)
+{
+    pdc_model *m = build_model(ctx);
+    for (size_t ti = 0; ti < N_TARGETS; ti++) {
+        pdc_program *p = compile_or_skip(ctx, m, targets[ti], "concurrent runs");
+        if (!p) continue;
+        /* Sequential reference runs, then the same inputs again, all threads at once. */
+        static run_io seq[THREADS][RUNS], con[THREADS][RUNS];
+        for (size_t t = 0; t < THREADS; t++) {
+            for (size_t r = 0; r < RUNS; r++) {
+                uint32_t seed = (uint32_t)(t * RUNS + r + 1);
+                io_create(ctx, p, &seq[t][r], seed);
+                io_create(ctx, p, &con[t][r], seed);
+                ck_assert_ok(ctx, pdc_program_run(p, 2, seq[t][r].in, 2, seq[t][r].out));
+            }
+        }
+        worker w[THREADS];
+        memset(w, 0, sizeof w);
+        for (size_t t = 0; t < THREADS; t++) w[t].prog = p, w[t].io = con[t], w[t].n_io = RUNS;
+        run_threads(w, THREADS);
+        size_t differ = 0;
+        for (size_t t = 0; t < THREADS; t++) {
+            ck_assert_msg(w[t].status == PDC_OK, "%s: thread %zu: %s: %s", targets[ti], t,
+                          pdc_status_string(w[t].status), w[t].message);
+            for (size_t r = 0; r < RUNS; r++) differ += !same_outputs(&seq[t][r], &con[t][r]);
+        }
+        ck_assert_msg(differ == 0, "%s: %zu of %d concurrent runs differ from the sequential ones", targets[ti], differ,
+                      THREADS * RUNS);
+        /* Different inputs really gave different outputs (the comparison is not vacuous). */
+        ck_assert(!same_outputs(&seq[0][0], &seq[1][0]));
+        printf("threads: %s: %d threads x %d runs, all bit-identical to sequential runs\n", targets[ti], THREADS, RUNS);
+        for (size_t t = 0; t < THREADS; t++)
+            for (size_t r = 0; r < RUNS; r++) io_destroy(&seq[t][r]), io_destroy(&con[t][r]);
+        pdc_program_destroy(p);
+    }
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(errors_are_reported_per_thread)
+{
+    pdc_model *m = build_model(ctx);
+    pdc_program *p = compile_or_skip(ctx, m, "ref", "per-thread errors");
+    ck_assert_ptr_nonnull(p);
+    static run_io good[THREADS][4], bad[THREADS];
+    char want[THREADS][64];
+    worker w[THREADS];
+    memset(w, 0, sizeof w);
+    for (size_t t = 0; t < THREADS; t++) {
+        for (size_t r = 0; r < 4; r++) io_create(ctx, p, &good[t][r], (uint32_t)(100 + t * 4 + r));
+        /* Thread t's bad run: its image input has 32 + t + 1 columns. */
+        const int64_t dims[] = {1, 3, 32, 33 + (int64_t)t}, sdims[] = {6, 1, 4};
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, 4, dims, &bad[t].in[0]));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, 3, sdims, &bad[t].in[1]));
+        bad[t].out[0] = good[t][0].out[0];
+        bad[t].out[1] = good[t][0].out[1];
+        snprintf(want[t], sizeof want[t], "got 1x3x32x%d", 33 + (int)t);
+        w[t] = (worker){.prog = p, .io = good[t], .n_io = 4, .bad = &bad[t], .want_in_message = want[t]};
+    }
+    run_threads(w, THREADS);
+    for (size_t t = 0; t < THREADS; t++) {
+        ck_assert_msg(w[t].status == PDC_OK, "thread %zu: %s", t, w[t].message);
+        ck_assert_msg(w[t].message_ok, "thread %zu did not see its own error message (\"%s\")", t, want[t]);
+        for (size_t r = 0; r < 4; r++) io_destroy(&good[t][r]);
+        pdc_tensor_destroy(bad[t].in[0]);
+        pdc_tensor_destroy(bad[t].in[1]);
+    }
+    pdc_program_destroy(p);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+/* fail_alloc_after counts allocations from all threads: exactly one concurrent run fails. */
+START_TEST(injected_failure_hits_exactly_one_concurrent_run)
+{
+    pdc_model *m = build_model(ctx);
+    pdc_program *p = compile_or_skip(ctx, m, "ref", "injected failure");
+    ck_assert_ptr_nonnull(p);
+    static run_io io[THREADS], want[THREADS];
+    for (size_t t = 0; t < THREADS; t++) {
+        io_create(ctx, p, &io[t], (uint32_t)(200 + t));
+        io_create(ctx, p, &want[t], (uint32_t)(200 + t));
+        ck_assert_ok(ctx, pdc_program_run(p, 2, want[t].in, 2, want[t].out));
+        for (size_t k = 0; k < 2; k++) memset(pdc_tensor_data(io[t].out[k]), 0xab, 4 * pdc_tensor_size(io[t].out[k]));
+    }
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "fail_alloc_after", "7"));
+    worker w[THREADS];
+    memset(w, 0, sizeof w);
+    for (size_t t = 0; t < THREADS; t++) w[t] = (worker){.prog = p, .io = &io[t], .n_io = 1};
+    run_threads(w, THREADS);
+    char left[32];
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "fail_alloc_after", left, sizeof left));
+    ck_assert_str_eq(left, "0");
+    size_t failed = 0;
+    for (size_t t = 0; t < THREADS; t++) {
+        if (w[t].status == PDC_OK) {
+            ck_assert(same_outputs(&io[t], &want[t]));
+            continue;
+        }
+        failed++;
+        ck_assert_int_eq(w[t].status, PDC_ERR_OUT_OF_MEMORY);
+        ck_assert_msg(strstr(w[t].message, "injected failure"), "message: %s", w[t].message);
+        for (size_t k = 0; k < 2; k++) {
+            const uint8_t *b = (const uint8_t *)pdc_tensor_data(io[t].out[k]);
+            for (size_t i = 0; i < 4 * pdc_tensor_size(io[t].out[k]); i++) ck_assert_uint_eq(b[i], 0xab);
+        }
+    }
+    ck_assert_uint_eq(failed, 1);
+    for (size_t t = 0; t < THREADS; t++) io_destroy(&io[t]), io_destroy(&want[t]);
+    pdc_program_destroy(p);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+/* Contexts are independent: each thread builds, compiles and runs in its own context at once. */
+typedef struct ctx_worker {
+    pthread_barrier_t *start;
+    float probs[10];
+    int ok;
+} ctx_worker;
+
+static void *ctx_worker_main(void *arg)
+{
+    ctx_worker *w = arg;
+    pthread_barrier_wait(w->start);
+    pdc_context *c = NULL;
+    pdc_model *m = NULL;
+    pdc_program *p = NULL;
+    char *text = NULL;
+    w->ok = 0;
+    if (pdc_context_create(&c) != PDC_OK) return NULL;
+    /* build, print, parse back, compile: exercises every layer of the library at once */
+    pdc_model *built = build_model(c);
+    if (pdc_model_print(built, 0, &text) == PDC_OK && pdc_model_parse(c, text, strlen(text), &m) == PDC_OK &&
+        pdc_compile(c, m, "ref", &p) == PDC_OK) {
+        run_io io;
+        io_create(c, p, &io, 7);
+        if (pdc_program_run(p, 2, io.in, 2, io.out) == PDC_OK) {
+            memcpy(w->probs, pdc_tensor_data(io.out[0]), sizeof w->probs);
+            w->ok = 1;
+        }
+        io_destroy(&io);
+    }
+    pdc_string_free(text);
+    pdc_program_destroy(p);
+    pdc_model_destroy(m);
+    pdc_model_destroy(built);
+    pdc_context_destroy(c);
+    return NULL;
+}
+
+START_TEST(independent_contexts_in_parallel)
+{
+    ctx_worker w[THREADS];
+    pthread_t tid[THREADS];
+    pthread_barrier_t start;
+    ck_assert_int_eq(pthread_barrier_init(&start, NULL, THREADS), 0);
+    for (size_t t = 0; t < THREADS; t++) {
+        w[t].start = &start;
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, ctx_worker_main, &w[t]), 0);
+    }
+    for (size_t t = 0; t < THREADS; t++) ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+    pthread_barrier_destroy(&start);
+    for (size_t t = 0; t < THREADS; t++) {
+        ck_assert_msg(w[t].ok, "thread %zu failed", t);
+        ck_assert_mem_eq(w[t].probs, w[0].probs, sizeof w[0].probs);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ determinism */
+
+/* Outputs of one run of m on seed's inputs in a fresh context with option threads = `threads`. */
+static void run_fresh(const char *model_text, const void *image, size_t image_size, const char *target,
+                      const char *threads, run_io *keep_out, int *skipped)
+{
+    pdc_context *c;
+    ck_assert_int_eq(pdc_context_create(&c), PDC_OK);
+    ck_assert_ok(c, pdc_context_set_option(c, "threads", threads));
+    pdc_model *m;
+    if (model_text) ck_assert_ok(c, pdc_model_parse(c, model_text, strlen(model_text), &m));
+    else ck_assert_ok(c, pdc_model_load_memory(c, image, image_size, &m));
+    pdc_program *p = compile_or_skip(c, m, target, "determinism");
+    *skipped = p == NULL;
+    if (p) {
+        run_io io;
+        io_create(c, p, &io, 42);
+        ck_assert_ok(c, pdc_program_run(p, 2, io.in, 2, io.out));
+        for (size_t k = 0; k < 2; k++) memcpy(pdc_tensor_data(keep_out->out[k]), pdc_tensor_data(io.out[k]),
+                                              4 * pdc_tensor_size(io.out[k]));
+        io_destroy(&io);
+    }
+    pdc_program_destroy(p);
+    pdc_model_destroy(m);
+    pdc_context_destroy(c);
+}
+
+START_TEST(same_model_and_options_give_identical_bytes)
+{
+    pdc_model *m = build_model(ctx);
+    char *text;
+    ck_assert_ok(ctx, pdc_model_print(m, 0, &text));
+    char path[] = "/tmp/pdc_test_threads_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_ok(ctx, pdc_model_save(m, path));
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static uint8_t image[1 << 20];
+    size_t image_size = fread(image, 1, sizeof image, f);
+    fclose(f);
+    unlink(path);
+
+    pdc_program *p = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
+    run_io want, got;
+    io_create(ctx, p, &want, 1);
+    io_create(ctx, p, &got, 1);
+    static const char *const thread_options[] = {"1", "0", "2", "8"};
+    for (size_t ti = 0; ti < N_TARGETS; ti++) {
+        int first = 1, runs = 0;
+        for (size_t o = 0; o < 4; o++) {
+            for (int from_text = 0; from_text <= 1; from_text++) {
+                for (int rep = 0; rep < 3; rep++) {
+                    int skipped;
+                    run_fresh(from_text ? text : NULL, image, image_size, targets[ti], thread_options[o],
+                              first ? &want : &got, &skipped);
+                    if (skipped) goto next_target;
+                    if (!first)
+                        ck_assert_msg(same_outputs(&want, &got),
+                                      "%s: threads=%s, %s, repetition %d: outputs differ from the first run",
+                                      targets[ti], thread_options[o], from_text ? "text model" : ".pdc model", rep);
+                    first = 0;
+                    runs++;
+                }
+            }
+        }
+        printf("threads: %s: %d runs (threads = 1, 0, 2, 8; .pdc and text; fresh contexts) byte-identical\n",
+               targets[ti], runs);
+    next_target:;
+    }
+    io_destroy(&want);
+    io_destroy(&got);
+    pdc_program_destroy(p);
+    pdc_string_free(text);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+static Suite *threads_suite(void)
+{
+    Suite *s = suite_create("threads");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, concurrent_runs_match_sequential_runs);
+    tcase_add_test(tc, errors_are_reported_per_thread);
+    tcase_add_test(tc, injected_failure_hits_exactly_one_concurrent_run);
+    tcase_add_test(tc, independent_contexts_in_parallel);
+    tcase_add_test(tc, same_model_and_options_give_identical_bytes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return test_run_suite(threads_suite()); }
