@@ -1337,6 +1337,40 @@ START_TEST(memory_limit_is_a_status)
 }
 END_TEST
 
+/* Failure injection (context option fail_alloc_after): the N-th allocation of an import fails, for
+ * every N until the import completes. Each failure must be PDC_ERR_OUT_OF_MEMORY with the injected
+ * message and no model; leaks show under ASan/LSan and valgrind. */
+START_TEST(every_allocation_failure_is_clean)
+{
+    static const char *const names[] = {"softmax_v11", "autopad", "gru", "block_fc"};
+    size_t len;
+    uint8_t *data = read_file(onnx_path(names[_i], ".onnx"), &len);
+    size_t n;
+    for (n = 1;; n++) {
+        char v[32];
+        snprintf(v, sizeof v, "%zu", n);
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "fail_alloc_after", v));
+        pdc_model *m = NULL;
+        pdc_status st = pdc_model_load_onnx_memory(ctx, data, len, &m);
+        ck_assert_ok(ctx, pdc_context_get_option(ctx, "fail_alloc_after", v, sizeof v));
+        int fired = !strcmp(v, "0");
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "fail_alloc_after", "0"));
+        if (!fired) {
+            ck_assert_msg(st == PDC_OK, "%s: no failure injected but %s: %s", names[_i], pdc_status_string(st),
+                          pdc_context_last_error(ctx));
+            pdc_model_destroy(m);
+            break;
+        }
+        ck_assert_msg(st == PDC_ERR_OUT_OF_MEMORY, "%s: allocation %zu failed but the import returned %s: %s",
+                      names[_i], n, pdc_status_string(st), pdc_context_last_error(ctx));
+        ck_assert_error_has(ctx, "injected failure");
+        ck_assert_ptr_null(m);
+    }
+    fprintf(stderr, "onnx oom: %s: %zu injected failures survived\n", names[_i], n - 1);
+    free(data);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ sparsity detectors */
 
 /* A constant tensor over caller data, for the detectors. */
@@ -1508,6 +1542,7 @@ static Suite *onnx_suite(void)
     tcase_add_test(tc, external_data_is_refused);
     tcase_add_test(tc, deep_nesting_is_refused);
     tcase_add_test(tc, memory_limit_is_a_status);
+    tcase_add_loop_test(tc, every_allocation_failure_is_clean, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("sparsity");
