@@ -27,12 +27,17 @@ ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 GEN        := $(BUILD)/gen
 PDC_CFLAGS += -I$(GEN)
 LDLIBS    += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+# The cpu target: LLVM 19's ORC JIT and OpenBLAS. Their headers are seen by backends/ only.
+LLVM_CONFIG ?= llvm-config-19
+JIT_CFLAGS := -isystem $(shell $(LLVM_CONFIG) --includedir 2>/dev/null) $(shell pkg-config --cflags openblas 2>/dev/null)
+LDLIBS    += $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null || echo -lLLVM-19) \
+             $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 ifneq ($(SANITIZE),)
 PDC_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS     += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC   := $(wildcard lib/*.c ir/*.c passes/*.c backends/*.c backends/ref/*.c)
+LIB_SRC   := $(wildcard lib/*.c ir/*.c passes/*.c backends/*.c backends/ref/*.c backends/llvm/*.c backends/cpu/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 TOOL_SRC  := $(wildcard examples/pdc/*.c)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
@@ -68,6 +73,7 @@ help:
 deps:
 	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps
 
+$(BUILD)/obj/backends/llvm/%.o $(BUILD)/obj/backends/cpu/%.o: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@

@@ -25,8 +25,12 @@ typedef struct pdc_backend {
     pdc_status (*run)(const pdc_program *prog, const float *const *inputs, float *const *outputs);
     /* Frees prog->state (may be NULL). */
     void (*destroy)(pdc_program *prog);
+    /* Optional: what runs layer i (never NULL; "" if unknown). NULL: pdc_program_layer_kernel says
+     * "reference interpreter". */
+    const char *(*layer_info)(const pdc_program *prog, size_t i);
 } pdc_backend;
 
 extern const pdc_backend pdc_backend_ref;
+extern const pdc_backend pdc_backend_cpu;
 
 #endif

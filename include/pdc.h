@@ -449,7 +449,14 @@ PDC_API pdc_status pdc_prune_project_unstructured(pdc_context *ctx, float *weigh
 /* ------------------------------------------------------------------ program */
 
 /**
- * Compiles a verified model for a target. Targets: "ref" (the plain-C reference interpreter).
+ * Compiles a verified model for a target. Targets: "ref" (the plain-C reference interpreter) and "cpu"
+ * (kernels JIT-compiled with LLVM for this CPU, AVX-512 or AVX2 as the host has it: pattern-sparse and
+ * dense convolutions, BLAS or block-sparse GEMMs, elementwise ops; layers it has no kernel for run the
+ * reference kernel, see pdc_program_layer_kernel). "cpu" reads the context options "threads" (worker
+ * threads of every run, fixed at compile) and "cache_dir" (compiled kernels are cached there, keyed by
+ * a hash of the layer's specialisation, so compiling the same model again is near-instant). It sets
+ * OpenBLAS to one thread for the process (pdc parallelises around BLAS calls). JIT code is owned by
+ * the context and freed with it.
  * The program is independent of the model afterwards (the model may be destroyed).
  * @retval PDC_OK, PDC_ERR_UNKNOWN_TARGET (message lists known targets), PDC_ERR_UNSUPPORTED (target known
  *         but not available in this build), PDC_ERR_NO_DEVICE, PDC_ERR_SHAPE (unresolved symbolic input),
@@ -478,6 +485,19 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
  */
 PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
                                    size_t n_outputs, pdc_tensor *const *outputs);
+/** Number of layers of the program (those of the model it was compiled from). @retval PDC_OK, PDC_ERR_INVALID_ARG */
+PDC_API pdc_status pdc_program_num_layers(const pdc_program *program, size_t *n_out);
+/**
+ * The kernel the target chose for layer i, and why: e.g. "jit pattern-sparse conv 3x3, 8 patterns, 4.50x
+ * fewer FLOPs, ..., avx512" or "ref fallback: 3-D conv" (the reference kernel runs that layer). On
+ * target "ref" every layer reads "reference interpreter".
+ * @param[out] name_out    the layer's name; borrowed, valid while the program lives; may be NULL
+ * @param[out] kernel_out  the description; borrowed, valid while the program lives; may be NULL
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL program, i out of range)
+ * Thread-safety: any thread (the program is not changed).
+ */
+PDC_API pdc_status pdc_program_layer_kernel(const pdc_program *program, size_t i, const char **name_out,
+                                            const char **kernel_out);
 
 /* ------------------------------------------------------------------ tensor */
 

@@ -236,7 +236,11 @@ PDC_API pdc_status pdc_context_create(pdc_context **ctx_out)
     return PDC_OK;
 }
 
-PDC_API void pdc_context_destroy(pdc_context *ctx) { free(ctx); }
+PDC_API void pdc_context_destroy(pdc_context *ctx)
+{
+    if (ctx && ctx->jit_destroy) ctx->jit_destroy(ctx->jit);
+    free(ctx);
+}
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug"};
 

@@ -9,10 +9,10 @@
 #include "lib/api_internal.h"
 
 /* Built-in backends, in the order `pdc --help` lists them. */
-static const pdc_backend *const backends[] = {&pdc_backend_ref};
+static const pdc_backend *const backends[] = {&pdc_backend_ref, &pdc_backend_cpu};
 
 /* Targets the design names that this build does not provide yet. */
-static const char *const planned_targets[] = {"cpu", "gpu", "nvptx", "aarch64-linux-gnu"};
+static const char *const planned_targets[] = {"gpu", "nvptx", "aarch64-linux-gnu"};
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -126,6 +126,28 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
     PROGRAM_CHECK(program);
     const ir_model *m = program->model;
     return pdc_tensor_info(m, __func__, m->outputs, m->n_outputs, "output", i, name_out, rank_out, dims_out);
+}
+
+PDC_API pdc_status pdc_program_num_layers(const pdc_program *program, size_t *n_out)
+{
+    PROGRAM_CHECK(program);
+    PDC_CHECK_ARG(program->ctx, n_out, "n_out");
+    *n_out = program->model->n_layers;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_program_layer_kernel(const pdc_program *program, size_t i, const char **name_out,
+                                            const char **kernel_out)
+{
+    PROGRAM_CHECK(program);
+    const ir_model *m = program->model;
+    if (i >= m->n_layers)
+        return pdc_error(program->ctx, PDC_ERR_INVALID_ARG, "%s: layer %zu is out of range (the program has %zu)",
+                         __func__, i, m->n_layers);
+    if (name_out) *name_out = m->layers[i].name;
+    if (kernel_out)
+        *kernel_out = program->backend->layer_info ? program->backend->layer_info(program, i) : "reference interpreter";
+    return PDC_OK;
 }
 
 /* The tensor must have exactly the shape of model tensor t. */

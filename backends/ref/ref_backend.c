@@ -212,4 +212,4 @@ static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, f
     return st;
 }
 
-const pdc_backend pdc_backend_ref = {"ref", "plain-C reference interpreter", ref_compile, ref_run, ref_destroy};
+const pdc_backend pdc_backend_ref = {"ref", "plain-C reference interpreter", ref_compile, ref_run, ref_destroy, NULL};

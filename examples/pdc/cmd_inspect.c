@@ -9,22 +9,25 @@
 
 #include "cli.h"
 
-const char cli_inspect_synopsis[] = "pdc inspect MODEL [--shape NAME=DIMS]...";
+const char cli_inspect_synopsis[] = "pdc inspect MODEL [--shape NAME=DIMS]... [--target T]";
 const char cli_inspect_help[] =
-    "usage: pdc inspect MODEL [--shape NAME=DIMS]...\n"
+    "usage: pdc inspect MODEL [--shape NAME=DIMS]... [--target T]\n"
     "\n"
     "Prints the graph inputs and outputs, then one row per layer: index, name, op, shape of its first\n"
     "input and first output, sparsity, weights, kept weights, dense and effective MFLOPs (one run,\n"
     "multiply-add = 2 FLOPs), then the totals, the compression (total / kept weights) and the FLOP\n"
     "reduction (dense / effective FLOPs).\n"
+    "With --target it then compiles the model for target T and lists, per layer, the kernel the\n"
+    "target chose and why (e.g. \"jit pattern-sparse conv 3x3, 8 patterns, ...\" or \"ref fallback: ...\").\n"
     "\n"
     "Options:\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224\n"
     "                     (needed when the model has symbolic dims); may be repeated\n"
+    "  --target T         also compile for target T (ref, cpu) and show each layer's kernel\n"
     "  -h, --help         show this help\n";
 
-enum { OPT_SHAPE = 1 };
-static const cli_opt inspect_opts[] = {{"shape", 0, 1, OPT_SHAPE}, {NULL, 0, 0, 0}};
+enum { OPT_SHAPE = 1, OPT_TARGET };
+static const cli_opt inspect_opts[] = {{"shape", 0, 1, OPT_SHAPE}, {"target", 0, 1, OPT_TARGET}, {NULL, 0, 0, 0}};
 
 enum { COL_IDX, COL_NAME, COL_OP, COL_IN, COL_OUT, COL_SPARSITY, COL_W, COL_KEPT, COL_DFLOP, COL_EFLOP, N_COLS };
 static const char *const col_title[N_COLS] = {"#",      "name",    "op",   "input",        "output",
@@ -198,11 +201,33 @@ static int inspect_model(pdc_context *ctx, const char *path, const pdc_model *mo
     return CLI_EXIT_OK;
 }
 
+/* Compiles the model for target and prints the kernel of every layer. */
+static int print_kernels(pdc_context *ctx, const char *path, const pdc_model *model, const char *target)
+{
+    pdc_program *prog = NULL;
+    pdc_status st = pdc_compile(ctx, model, target, &prog);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, path, "compile");
+    size_t n = 0, width = 4;
+    pdc_program_num_layers(prog, &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = NULL;
+        if (pdc_program_layer_kernel(prog, i, &name, NULL) == PDC_OK && strlen(name) > width) width = strlen(name);
+    }
+    printf("\nkernels (target %s):\n", target);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = "?", *kernel = "?";
+        pdc_program_layer_kernel(prog, i, &name, &kernel);
+        printf("  %3zu  %-*s  %s\n", i, (int)width, name, kernel);
+    }
+    pdc_program_destroy(prog);
+    return CLI_EXIT_OK;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
     cli_parser p;
     cli_parser_init(&p, argc, argv, "inspect", cli_inspect_synopsis, inspect_opts);
-    const char *model_path = NULL;
+    const char *model_path = NULL, *target = NULL;
     cli_shape shapes[16];
     size_t n_shapes = 0;
     char err[512];
@@ -212,6 +237,10 @@ int cmd_inspect(int argc, char **argv)
         int id = cli_next(&p, &v);
         if (id == CLI_ARG_END) break;
         if (id == CLI_ARG_BAD) return CLI_EXIT_USAGE;
+        if (id == OPT_TARGET) {
+            target = v;
+            continue;
+        }
         if (id == CLI_ARG_HELP) {
             fputs(cli_inspect_help, stdout);
             return CLI_EXIT_OK;
@@ -234,6 +263,7 @@ int cmd_inspect(int argc, char **argv)
     pdc_model *model = NULL;
     int rc = cli_load_model(ctx, model_path, shapes, n_shapes, &model);
     if (rc == CLI_EXIT_OK) rc = inspect_model(ctx, model_path, model);
+    if (rc == CLI_EXIT_OK && target) rc = print_kernels(ctx, model_path, model, target);
     pdc_model_destroy(model);
     pdc_context_destroy(ctx);
     return rc;

@@ -1,0 +1,70 @@
+/*
+ * cpu.h - internal to the "cpu" target: how a layer's compiled form looks, and the kernel families
+ * (one file each) that produce it.
+ *
+ * compile() asks the families in turn to plan each layer; the first that accepts it fills a
+ * cpu_layer (JIT'd code, packed weights, a run function and a line for `pdc inspect`). A layer no
+ * family accepts runs the reference kernel, with the reason recorded ("ref fallback: ..."). Every
+ * family is safe to run from many threads at once: after compile nothing it owns is written.
+ */
+#ifndef PDC_BACKENDS_CPU_H
+#define PDC_BACKENDS_CPU_H
+
+#include "backends/backend.h"
+#include "backends/llvm/llvm.h"
+#include "ir/params.h"
+
+/* What a layer's run function gets besides its tensors. */
+typedef struct cpu_exec {
+    int threads;          /* OpenMP threads to use (>= 1) */
+    float *scratch;       /* this run's scratch, cpu_layer.scratch_floats floats, 64-byte aligned */
+} cpu_exec;
+
+typedef struct cpu_layer cpu_layer;
+/* Runs the layer: inputs and outputs through buf[tensor index] as in the reference backend. */
+typedef pdc_status (*cpu_run_fn)(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                                 const cpu_exec *x);
+
+struct cpu_layer {
+    cpu_run_fn run;              /* NULL: the reference kernel runs this layer */
+    void *state;                 /* the family's, freed with free_state */
+    void (*free_state)(void *state);
+    size_t scratch_floats;       /* scratch one run of this layer needs */
+    char info[200];              /* for pdc_program_layer_kernel: kernel chosen and why */
+};
+
+/* Compile-time facts every family may use. */
+typedef struct cpu_compile {
+    pdc_context *ctx;
+    pdc_jit *jit;                /* the context's JIT session */
+    const pdc_llvm_target *target;
+    int threads;
+} cpu_compile;
+
+/*
+ * A family's planner: PDC_OK and L filled (run != NULL) if it takes the layer; PDC_ERR_UNSUPPORTED
+ * with a short reason in why (no message on ctx needed) if it does not; any other status is a real
+ * failure (out of memory, LLVM error) that fails the compile.
+ */
+typedef pdc_status (*cpu_plan_fn)(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L,
+                                  char *why, size_t why_cap);
+
+pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                         size_t why_cap);
+pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                         size_t why_cap);
+pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                            size_t why_cap);
+pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                         size_t why_cap);
+
+/* ------------------------------------------------------------------ shared helpers (cpu_util.c) */
+
+/* Number of threads for `threads` option value v (0 = all cores). */
+int cpu_threads_for(int v);
+/* Applies activation p (relu/clip/... from ir_fused_params) to n floats in place. */
+void cpu_apply_activation(const ir_fused_params *p, float *y, size_t n);
+/* Makes OpenBLAS single-threaded (pdc parallelises around it); once per process. */
+void cpu_blas_single_thread(void);
+
+#endif

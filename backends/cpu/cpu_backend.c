@@ -1,0 +1,203 @@
+/*
+ * cpu_backend.c - the "cpu" target: per layer, a kernel from one of the families (JIT'd pattern-
+ * sparse and dense convolution, BLAS or JIT'd block-sparse GEMM, vectorised elementwise and
+ * pooling loops) or, where none applies, the reference kernel; the reason is kept for inspection.
+ *
+ * Memory: activations live in one arena laid out at compile time (the plan pass's arena_offsets
+ * when the model carries them, else one slot per activation) followed by the largest scratch any
+ * layer needs. A run borrows a cached arena (one slot, taken and returned with atomic exchanges) or
+ * allocates its own, so concurrent runs never share memory and the common single-caller case does
+ * not allocate after the first run.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/ref/ref.h"
+#include "ir/arena.h"
+
+#define CPU_ALIGN_FLOATS 16
+#define CPU_NO_SLOT SIZE_MAX
+
+typedef struct cpu_state {
+    size_t n_layers;
+    cpu_layer *layers;
+    size_t n_tensors;
+    size_t *numel;          /* per tensor */
+    size_t *offset;         /* per tensor: float offset in the arena, CPU_NO_SLOT if not an activation */
+    size_t *input_slot;     /* per tensor: index into model->inputs, CPU_NO_SLOT if none */
+    size_t arena_floats;    /* activations */
+    size_t scratch_floats;  /* largest per-layer scratch */
+    int threads;
+    _Atomic(float *) spare; /* one cached arena+scratch block, NULL when lent out or not yet made */
+} cpu_state;
+
+static const cpu_plan_fn planners[] = {cpu_plan_eltwise};
+#define N_PLANNERS (sizeof planners / sizeof planners[0])
+
+static void cpu_destroy(pdc_program *prog)
+{
+    cpu_state *s = prog->state;
+    if (!s) return;
+    for (size_t i = 0; i < s->n_layers; i++)
+        if (s->layers[i].free_state) s->layers[i].free_state(s->layers[i].state);
+    pdc_free(s->layers);
+    pdc_free(s->numel);
+    pdc_free(s->offset);
+    pdc_free(s->input_slot);
+    pdc_free(atomic_load(&s->spare));
+    pdc_free(s);
+    prog->state = NULL;
+}
+
+/* Activation memory: one slot per activation, or the model's plan. */
+static pdc_status plan_memory(const pdc_program *prog, cpu_state *s)
+{
+    const ir_model *m = prog->model;
+    pdc_context *ctx = prog->ctx;
+    size_t total = 0;
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        const ir_tensor *tt = &m->tensors[t];
+        size_t ne;
+        if (!ir_numel(tt->rank, tt->dims, &ne)) {
+            char shape[128];
+            ir_format_shape(tt->rank, tt->dims, shape, sizeof shape);
+            return pdc_error(ctx, PDC_ERR_SHAPE, "cpu: tensor '%s' has shape %s (symbolic or too large)", tt->name, shape);
+        }
+        s->numel[t] = ne;
+        s->offset[t] = CPU_NO_SLOT;
+        s->input_slot[t] = CPU_NO_SLOT;
+        if (tt->kind == IR_TENSOR_ACT) {
+            size_t padded;
+            if (pdc_add_overflow(ne, CPU_ALIGN_FLOATS - 1, &padded) ||
+                pdc_add_overflow(total, padded / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS, &padded))
+                return pdc_error(ctx, PDC_ERR_OVERFLOW, "cpu: activation memory overflows at tensor '%s'", tt->name);
+            s->offset[t] = total;
+            total = padded;
+        } else if (tt->kind == IR_TENSOR_CONST && !tt->data) {
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "cpu: constant '%s' has no data", tt->name);
+        }
+    }
+    int planned = 0;
+    size_t planned_bytes = 0;
+    pdc_status st = ir_arena_get(m, &planned, s->offset, &planned_bytes, NULL);
+    if (st) return st;
+    if (planned) {
+        for (size_t t = 0; t < m->n_tensors; t++)
+            if (s->offset[t] != CPU_NO_SLOT) s->offset[t] /= sizeof(float);
+        total = (planned_bytes / sizeof(float) + CPU_ALIGN_FLOATS - 1) / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS;
+    }
+    s->arena_floats = total;
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        int t = m->inputs[i];
+        if (t < 0 || (size_t)t >= m->n_tensors)
+            return pdc_error(ctx, PDC_ERR_INTERNAL, "cpu: graph input %zu has bad tensor index %d", i, t);
+        s->input_slot[t] = i;
+    }
+    return PDC_OK;
+}
+
+static pdc_status cpu_compile_prog(pdc_program *prog)
+{
+    const ir_model *m = prog->model;
+    pdc_context *ctx = prog->ctx;
+    prog->state = NULL;
+    cpu_state *s = pdc_calloc(ctx, 1, sizeof *s);
+    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    prog->state = s;
+    size_t nt = m->n_tensors ? m->n_tensors : 1, nl = m->n_layers ? m->n_layers : 1;
+    s->n_tensors = m->n_tensors;
+    s->numel = pdc_calloc(ctx, nt, sizeof *s->numel);
+    s->offset = pdc_calloc(ctx, nt, sizeof *s->offset);
+    s->input_slot = pdc_calloc(ctx, nt, sizeof *s->input_slot);
+    s->layers = pdc_calloc(ctx, nl, sizeof *s->layers);
+    pdc_status st = PDC_OK;
+    if (!s->numel || !s->offset || !s->input_slot || !s->layers) st = PDC_ERR_OUT_OF_MEMORY;
+    if (!st) st = plan_memory(prog, s);
+
+    cpu_compile cc = {ctx, NULL, NULL, cpu_threads_for(ctx->threads)};
+    s->threads = cc.threads;
+    if (!st) st = pdc_jit_get(ctx, &cc.jit);
+    if (!st) cc.target = pdc_jit_target(cc.jit);
+
+    for (size_t li = 0; li < m->n_layers && !st; li++) {
+        const ir_layer *l = &m->layers[li];
+        cpu_layer *L = &s->layers[li];
+        s->n_layers = li + 1;
+        char why[160] = "";
+        pdc_status ps = PDC_ERR_UNSUPPORTED;
+        for (size_t k = 0; k < N_PLANNERS && ps == PDC_ERR_UNSUPPORTED; k++) {
+            char reason[160] = "";
+            ps = planners[k](&cc, m, l, L, reason, sizeof reason);
+            if (ps == PDC_ERR_UNSUPPORTED && reason[0] && !why[0]) snprintf(why, sizeof why, "%s", reason);
+        }
+        if (ps == PDC_ERR_UNSUPPORTED) {
+            memset(L, 0, sizeof *L);
+            snprintf(L->info, sizeof L->info, "ref fallback: %s", why[0] ? why : "no cpu kernel for this op");
+        } else if (ps) {
+            pdc_error_prefix(ctx, "cpu: layer '%s' (%s)", l->name, ir_op_get_info(l->op)->name);
+            st = ps;
+        } else if (L->scratch_floats > s->scratch_floats) {
+            s->scratch_floats = (L->scratch_floats + CPU_ALIGN_FLOATS - 1) / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS;
+        }
+    }
+    if (st) cpu_destroy(prog);
+    return st;
+}
+
+static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, float *const *outputs)
+{
+    const ir_model *m = prog->model;
+    cpu_state *s = prog->state;
+    pdc_context *ctx = prog->ctx;
+    if (!s) return pdc_error(ctx, PDC_ERR_INVALID_STATE, "cpu: program was not compiled");
+
+    size_t total = s->arena_floats + s->scratch_floats;
+    float *arena = atomic_exchange(&s->spare, NULL);
+    if (!arena) arena = pdc_alloc_aligned(ctx, total ? total : 1, sizeof(float));
+    float **buf = arena ? pdc_calloc(ctx, s->n_tensors ? s->n_tensors : 1, sizeof *buf) : NULL;
+    if (!buf) {
+        pdc_free(arena);
+        pdc_error_prefix(ctx, "cpu: activation memory (%zu bytes)", total * sizeof(float));
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    for (size_t t = 0; t < s->n_tensors; t++) {
+        const ir_tensor *tt = &m->tensors[t];
+        if (tt->kind == IR_TENSOR_CONST) buf[t] = tt->data;
+        else if (tt->kind == IR_TENSOR_INPUT && s->input_slot[t] != CPU_NO_SLOT)
+            buf[t] = (float *)(uintptr_t)inputs[s->input_slot[t]]; /* kernels never write inputs */
+        else if (s->offset[t] != CPU_NO_SLOT) buf[t] = arena + s->offset[t];
+        else buf[t] = NULL;
+    }
+    cpu_exec x = {s->threads, arena + s->arena_floats};
+    pdc_status st = PDC_OK;
+    for (size_t li = 0; li < m->n_layers && st == PDC_OK; li++) {
+        const ir_layer *l = &m->layers[li];
+        const cpu_layer *L = &s->layers[li];
+        st = L->run ? L->run(L, m, l, buf, &x) : ref_run_layer(m, l, buf);
+        if (st != PDC_OK) pdc_error_prefix(ctx, "cpu");
+    }
+    for (size_t i = 0; i < m->n_outputs && st == PDC_OK; i++)
+        if (!buf[m->outputs[i]])
+            st = pdc_error(ctx, PDC_ERR_INTERNAL, "cpu: graph output '%s' has no buffer", m->tensors[m->outputs[i]].name);
+    if (st == PDC_OK)
+        for (size_t i = 0; i < m->n_outputs; i++) {
+            int t = m->outputs[i];
+            memmove(outputs[i], buf[t], s->numel[t] * sizeof(float));
+        }
+    pdc_free(buf);
+    float *expected = NULL;
+    if (!atomic_compare_exchange_strong(&s->spare, &expected, arena)) pdc_free(arena);
+    return st;
+}
+
+static const char *cpu_layer_info(const pdc_program *prog, size_t li)
+{
+    const cpu_state *s = prog->state;
+    return s && li < s->n_layers ? s->layers[li].info : "";
+}
+
+const pdc_backend pdc_backend_cpu = {"cpu", "LLVM-JIT pattern-specialised kernels for this CPU (AVX-512/AVX2)",
+                                     cpu_compile_prog, cpu_run, cpu_destroy, cpu_layer_info};

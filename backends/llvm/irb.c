@@ -1,0 +1,135 @@
+/*
+ * irb.c - small helpers over the LLVM C builder for the kernel generators: typed GEPs, vector
+ * loads and broadcasts, masked stores, llvm.fmuladd. Everything uses opaque pointers and the
+ * non-deprecated *2 builder calls.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/llvm/llvm.h"
+
+void pdc_irb_init(pdc_irb *irb, LLVMContextRef c, LLVMModuleRef m, int vec)
+{
+    irb->c = c;
+    irb->m = m;
+    irb->b = LLVMCreateBuilderInContext(c);
+    irb->f32 = LLVMFloatTypeInContext(c);
+    irb->i32 = LLVMInt32TypeInContext(c);
+    irb->i64 = LLVMInt64TypeInContext(c);
+    irb->i1 = LLVMInt1TypeInContext(c);
+    irb->ptr = LLVMPointerTypeInContext(c, 0);
+    irb->vf = LLVMVectorType(irb->f32, (unsigned)vec);
+    irb->vec = vec;
+}
+
+void pdc_irb_dispose(pdc_irb *irb)
+{
+    if (irb->b) LLVMDisposeBuilder(irb->b);
+    irb->b = NULL;
+}
+
+static void add_fn_attr_enum(pdc_irb *irb, LLVMValueRef f, unsigned idx, const char *name)
+{
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(f, idx, LLVMCreateEnumAttribute(irb->c, kind, 0));
+}
+
+LLVMValueRef pdc_irb_function(pdc_irb *irb, const char *prefix, const char *name, unsigned n_params,
+                              LLVMTypeRef *params)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s_%s", prefix, name);
+    LLVMTypeRef ft = LLVMFunctionType(LLVMVoidTypeInContext(irb->c), params, n_params, 0);
+    LLVMValueRef f = LLVMAddFunction(irb->m, full, ft);
+    add_fn_attr_enum(irb, f, LLVMAttributeFunctionIndex, "nounwind");
+    /* Explicit vectors get full-width registers either way; this keeps LLVM's own vectoriser
+     * (scalar loops in epilogues) at the same width. */
+    char width[8];
+    snprintf(width, sizeof width, "%d", irb->vec * 32);
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(irb->c, "prefer-vector-width", 19, width, (unsigned)strlen(width)));
+    for (unsigned i = 0; i < n_params; i++)
+        if (params[i] == irb->ptr) add_fn_attr_enum(irb, f, i + 1, "noalias");
+    return f;
+}
+
+LLVMValueRef pdc_irb_i64(pdc_irb *irb, int64_t v) { return LLVMConstInt(irb->i64, (unsigned long long)v, 1); }
+LLVMValueRef pdc_irb_i32(pdc_irb *irb, int32_t v) { return LLVMConstInt(irb->i32, (unsigned long long)(int64_t)v, 1); }
+LLVMValueRef pdc_irb_f32(pdc_irb *irb, float v) { return LLVMConstReal(irb->f32, (double)v); }
+
+LLVMValueRef pdc_irb_gep(pdc_irb *irb, LLVMTypeRef elem, LLVMValueRef base, LLVMValueRef index)
+{
+    return LLVMBuildInBoundsGEP2(irb->b, elem, base, &index, 1, "");
+}
+
+LLVMValueRef pdc_irb_gepc(pdc_irb *irb, LLVMTypeRef elem, LLVMValueRef base, int64_t index)
+{
+    if (index == 0) return base;
+    return pdc_irb_gep(irb, elem, base, pdc_irb_i64(irb, index));
+}
+
+LLVMValueRef pdc_irb_splat(pdc_irb *irb, LLVMValueRef scalar)
+{
+    LLVMValueRef undef = LLVMGetPoison(irb->vf);
+    LLVMValueRef v = LLVMBuildInsertElement(irb->b, undef, scalar, pdc_irb_i32(irb, 0), "");
+    LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(irb->i32, (unsigned)irb->vec));
+    return LLVMBuildShuffleVector(irb->b, v, undef, zeros, "");
+}
+
+LLVMValueRef pdc_irb_load_splat(pdc_irb *irb, LLVMValueRef p)
+{
+    LLVMValueRef s = LLVMBuildLoad2(irb->b, irb->f32, p, "");
+    LLVMSetAlignment(s, 4);
+    return pdc_irb_splat(irb, s);
+}
+
+LLVMValueRef pdc_irb_load_vec(pdc_irb *irb, LLVMValueRef p)
+{
+    LLVMValueRef v = LLVMBuildLoad2(irb->b, irb->vf, p, "");
+    LLVMSetAlignment(v, 4);
+    return v;
+}
+
+LLVMValueRef pdc_irb_load_i32_as_i64(pdc_irb *irb, LLVMValueRef p)
+{
+    LLVMValueRef v = LLVMBuildLoad2(irb->b, irb->i32, p, "");
+    LLVMSetAlignment(v, 4);
+    return LLVMBuildSExt(irb->b, v, irb->i64, "");
+}
+
+LLVMValueRef pdc_irb_load_i64(pdc_irb *irb, LLVMValueRef p)
+{
+    LLVMValueRef v = LLVMBuildLoad2(irb->b, irb->i64, p, "");
+    LLVMSetAlignment(v, 8);
+    return v;
+}
+
+void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid)
+{
+    if (n_valid >= irb->vec) {
+        LLVMValueRef s = LLVMBuildStore(irb->b, v, p);
+        LLVMSetAlignment(s, 4);
+        return;
+    }
+    /* llvm.masked.store.v<N>f32.p0(value, ptr, i32 align, <N x i1> mask) */
+    LLVMTypeRef vm = LLVMVectorType(irb->i1, (unsigned)irb->vec);
+    LLVMTypeRef over[2] = {irb->vf, irb->ptr};
+    unsigned id = LLVMLookupIntrinsicID("llvm.masked.store", 17);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < irb->vec; i++) lanes[i] = LLVMConstInt(irb->i1, i < n_valid, 0);
+    LLVMValueRef args[4] = {v, p, pdc_irb_i32(irb, 4), LLVMConstVector(lanes, (unsigned)irb->vec)};
+    (void)vm;
+    LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+}
+
+LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    unsigned id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, &t, 1);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, &t, 1);
+    LLVMValueRef args[3] = {a, b, c};
+    return LLVMBuildCall2(irb->b, fty, fn, args, 3, "");
+}
