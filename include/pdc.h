@@ -57,7 +57,8 @@ typedef enum pdc_status {
     PDC_ERR_INVALID_STATE = 11,  /**< call made out of order */
     PDC_ERR_OVERFLOW = 12,       /**< sizes or counts overflow */
     PDC_ERR_NOT_FOUND = 13,      /**< no tensor/layer/input of that name */
-    PDC_ERR_INTERNAL = 14        /**< a bug in pdc: please report it */
+    PDC_ERR_INTERNAL = 14,       /**< a bug in pdc: please report it */
+    PDC_ERR_NUMERIC = 15         /**< a NaN or infinity appeared (e.g. a training loss; message names the step) */
 } pdc_status;
 
 typedef struct pdc_context pdc_context;
@@ -514,6 +515,239 @@ PDC_API float *pdc_tensor_data(pdc_tensor *tensor);
 PDC_API pdc_status pdc_tensor_shape(const pdc_tensor *tensor, size_t *rank_out, int64_t *dims_out);
 /** Number of elements (0 for NULL). */
 PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
+
+/* ------------------------------------------------------------------ training */
+
+/**
+ * A trainer: trains the constants (weights) of a model from batches of samples, in a loop the host
+ * program drives - including pruning-retraining (pdc_trainer_prune), ADMM (pdc_trainer_admm_*) and
+ * crash-safe checkpoints (pdc_trainer_save / _load). README "Training" has a walk-through.
+ *
+ * The model has one graph input [N, ...] (the batch dim N is set by the trainer) and the loss reads
+ * graph output 0: cross-entropy over its dim 1 (shape [N, classes]; a final softmax layer is folded into
+ * the loss, so the loss is taken on its input, the logits), or mean squared error against targets of the
+ * output's shape. Every constant read by a layer is trained (weights, biases, batchnorm scale and bias)
+ * except batchnorm mean and var, which hold running statistics updated in training mode (batch statistics
+ * are used while training, the running ones by pdc_trainer_evaluate and compiled programs). Ops with a
+ * backward pass: conv (1-D and 2-D; strides, pads, dilations, groups), fc, gemm, matmul, batchnorm, relu,
+ * clip, leaky_relu, sigmoid, tanh, hardswish, hardsigmoid, add, sub, mul, div, concat, maxpool, avgpool,
+ * global_avgpool, flatten, reshape, transpose, softmax, and the fused activations of conv/fc/gemm.
+ * Not yet: lstm, gru and 3-D conv/pooling (pdc_trainer_create answers PDC_ERR_UNSUPPORTED naming the layer).
+ *
+ * Pruned weights (a constant with a sparsity description, from pdc_model_set_sparsity_* or a pruning pass)
+ * stay exactly zero, and so does their optimizer state, after every step; layers whose weights are sparse
+ * enough use sparse kernels that compute gradients only for kept weights (option "sparse").
+ *
+ * Results depend only on the model, the options (seed included) and the batches: the same calls give
+ * bit-identical weights, whatever the number of threads.
+ */
+typedef struct pdc_trainer pdc_trainer;
+
+/**
+ * Creates a trainer for a copy of model (the model itself is not changed or kept; read the trained model
+ * with pdc_trainer_export). The weights start as the model's; pdc_trainer_init_weights draws new ones.
+ * @param[in] ctx    must outlive the trainer
+ * @param[in] model  verified here; not kept
+ * @param[out] trainer_out  the new trainer
+ * @retval PDC_OK
+ * @retval PDC_ERR_INVALID_ARG  NULL argument; the model has no input, more than one input, or no output
+ * @retval PDC_ERR_UNSUPPORTED  a layer whose op has no backward pass (the message names the layer and op)
+ * @retval PDC_ERR_INVALID_MODEL, PDC_ERR_SHAPE  the model does not verify, or not with the default batch of 32
+ * @retval PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: as any call on ctx. A trainer is used by one thread at a time (it uses its own worker
+ * threads inside calls, option "threads").
+ */
+PDC_API pdc_status pdc_trainer_create(pdc_context *ctx, const pdc_model *model, pdc_trainer **trainer_out);
+/** Destroys a trainer. NULL is a no-op. Thread-safety: not while another call uses the trainer. */
+PDC_API void pdc_trainer_destroy(pdc_trainer *trainer);
+
+/**
+ * Sets a training option by name (values are text, as pdc_context_set_option):
+ *  - "loss"            "cross_entropy" (default) or "mse"
+ *  - "optimizer"       "adam" (default), "adamw" (decoupled weight decay) or "sgd"
+ *  - "lr"              learning rate > 0 (default 0.001)
+ *  - "momentum"        sgd momentum in [0, 1) (default 0); "nesterov" 0 or 1 (default 0)
+ *  - "weight_decay"    >= 0 (default 0): L2 term added to the gradient (sgd, adam), decoupled (adamw)
+ *  - "beta1", "beta2"  Adam's moment decays in [0, 1) (defaults 0.9, 0.999); "eps" > 0 (default 1e-8)
+ *  - "lr_schedule"     "constant" (default); "step": lr x lr_gamma^floor(step / lr_step); "cosine": from lr
+ *                      down to lr_min over lr_total_steps steps, then lr_min
+ *  - "lr_step" (integer >= 1, default 1000), "lr_gamma" (in (0, 1], default 0.1), "lr_total_steps"
+ *                      (integer >= 1, default 10000), "lr_min" (>= 0, default 0)
+ *  - "batch"           largest batch pdc_trainer_step accepts and the chunk size of pdc_trainer_evaluate,
+ *                      1..65536 (default 32)
+ *  - "seed"            64-bit unsigned integer seeding the trainer's random numbers (pdc_trainer_init_weights,
+ *                      pdc_trainer_shuffle); setting it re-seeds (default 0)
+ *  - "bn_momentum"     running-statistics update of batchnorm in [0, 1] (default 0.1, as PyTorch)
+ *  - "threads"         worker threads, 0..4096 (0 = the context's "threads" option; default 0)
+ *  - "kernels"         "native" (default): the trainer's own forward kernels; "ref": the forward pass of every
+ *                      layer runs the reference backend's kernel (batchnorm in training mode excepted: it needs
+ *                      batch statistics); the backward pass is the same
+ *  - "sparse"          "auto" (default): weights of conv/fc layers whose kept share is at most sparse_threshold
+ *                      use the sparse kernels; "on": every pruned weight does; "off": none (dense kernels, the
+ *                      pruned weights still kept at zero)
+ *  - "sparse_threshold"  in [0, 1] (default 0.6)
+ * "loss" and "optimizer" cannot change after the first step (PDC_ERR_INVALID_STATE). Read-only values for
+ * pdc_trainer_get_option: "step" (steps taken), "current_lr" (the rate of the next step), "isa" (the
+ * kernels' instruction set).
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name, bad value or read-only name: the message says
+ *         which and what is accepted; nothing changed), PDC_ERR_INVALID_STATE
+ * Thread-safety: one thread at a time per trainer.
+ */
+PDC_API pdc_status pdc_trainer_set_option(pdc_trainer *trainer, const char *name, const char *value);
+/**
+ * Reads an option (or a read-only value, see pdc_trainer_set_option) as text into buf, NUL-terminated.
+ * Numbers are written so that setting them back gives the same value.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name, or cap too small: nothing written)
+ */
+PDC_API pdc_status pdc_trainer_get_option(const pdc_trainer *trainer, const char *name, char *buf, size_t cap);
+
+/**
+ * Draws new weights from the trainer's random numbers, as PyTorch initialises its layers: conv, fc and
+ * gemm weights and biases uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)) (fan_in = inputs per output:
+ * C/group x kernel size, or K), batchnorm scale 1, bias 0, mean 0, var 1. Pruned weights stay zero.
+ * Other constants are left as they are. The optimizer state is reset to zero.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL)
+ */
+PDC_API pdc_status pdc_trainer_init_weights(pdc_trainer *trainer);
+/**
+ * A random permutation of 0..n-1 from the trainer's random numbers (Fisher-Yates), for shuffling the
+ * samples of an epoch. The random state is saved in checkpoints, so a resumed run shuffles the same way.
+ * @param[out] perm_out  n entries
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL perm_out with n > 0)
+ */
+PDC_API pdc_status pdc_trainer_shuffle(pdc_trainer *trainer, size_t n, size_t *perm_out);
+
+/**
+ * One training step: forward pass on the batch, loss, backward pass, one optimizer update of every
+ * trained weight (and the ADMM proximal term while ADMM is on).
+ * @param[in] inputs  [N, d1, ...]: N samples (1 <= N <= option "batch") of the model input's shape after
+ *                    its batch dim; not kept
+ * @param[in] labels  cross-entropy: [N], class indices stored as floats (exact integers in 0..classes-1);
+ *                    mse: the output's shape with batch N. Not kept
+ * @param[out] loss_out  mean loss over the batch, before the update (may be NULL)
+ * @retval PDC_OK
+ * @retval PDC_ERR_INVALID_ARG  NULL trainer/inputs/labels; a label that is not an integer class index in range
+ *         (the message names the sample, the value and the range)
+ * @retval PDC_ERR_SHAPE  inputs or labels of the wrong shape, or N above the batch option (message: expected and got)
+ * @retval PDC_ERR_NUMERIC  the loss or a gradient is NaN or infinite (the message names the step, and the weight
+ *         for a gradient); the weights, optimizer state and step count are unchanged
+ * @retval PDC_ERR_OUT_OF_MEMORY
+ * On failure nothing changes (batchnorm running statistics included).
+ * Thread-safety: one thread at a time per trainer.
+ */
+PDC_API pdc_status pdc_trainer_step(pdc_trainer *trainer, const pdc_tensor *inputs, const pdc_tensor *labels,
+                                    float *loss_out);
+/**
+ * Loss and accuracy over a dataset of any size, in chunks of the batch option, in inference mode
+ * (batchnorm uses running statistics; nothing is updated). Accuracy: the share of samples whose
+ * highest output is the label (cross-entropy) or is where the target is highest (mse with more than one
+ * output per sample; NaN otherwise).
+ * @param[in] inputs, labels  as for pdc_trainer_step, with any N >= 1
+ * @param[out] loss_out, accuracy_out  either may be NULL
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_SHAPE (as pdc_trainer_step), PDC_ERR_OUT_OF_MEMORY.
+ *         Non-finite losses are returned as they are (no error).
+ * Thread-safety: one thread at a time per trainer.
+ */
+PDC_API pdc_status pdc_trainer_evaluate(pdc_trainer *trainer, const pdc_tensor *inputs, const pdc_tensor *labels,
+                                        float *loss_out, float *accuracy_out);
+
+/** Number of constants the trainer holds (trained weights and batchnorm statistics). */
+PDC_API pdc_status pdc_trainer_num_weights(const pdc_trainer *trainer, size_t *n_out);
+/**
+ * Describes constant i (model order): name (borrowed, valid until the trainer's next pdc_trainer_prune,
+ * pdc_trainer_load or destroy), shape (dims_out has room for PDC_MAX_RANK), elements kept by its sparsity
+ * (all when dense) and whether gradients train it (0 for batchnorm statistics). Any out may be NULL.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL trainer), PDC_ERR_NOT_FOUND (i too large)
+ */
+PDC_API pdc_status pdc_trainer_weight_info(const pdc_trainer *trainer, size_t i, const char **name_out,
+                                           size_t *rank_out, int64_t *dims_out, size_t *kept_out,
+                                           int *trainable_out);
+/**
+ * Copies the current values of a constant into data. name is a constant tensor's name, or a layer's name
+ * for that layer's weight (its second input: conv, fc, gemm).
+ * @param[out] data  n floats; n must be the constant's element count
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, or n wrong: the message gives the count), PDC_ERR_NOT_FOUND
+ */
+PDC_API pdc_status pdc_trainer_get_weights(const pdc_trainer *trainer, const char *name, float *data, size_t n);
+/**
+ * Replaces the values of a constant (named as for pdc_trainer_get_weights). The optimizer state is kept.
+ * A pruned weight must get 0 wherever its sparsity removes it.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, n wrong, NaN/Inf, or nonzero at a pruned position: the message
+ *         gives the index; nothing changed), PDC_ERR_NOT_FOUND
+ */
+PDC_API pdc_status pdc_trainer_set_weights(pdc_trainer *trainer, const char *name, const float *data, size_t n);
+
+/**
+ * Prunes the trained weights with pruning passes and switches to masked retraining: runs the pipeline
+ * (pruning passes only: prune-pattern, prune-connectivity, prune-block, prune-unstructured; options as
+ * pdc_model_transform) on the trainer's model, so the weights are projected exactly as the passes project
+ * them; from then on the pruned weights and their optimizer state stay exactly zero. Weights pruned before
+ * stay pruned. The step count, options and the optimizer state of kept weights are unchanged.
+ * @param[in] options  may be NULL; not kept
+ * @retval PDC_OK
+ * @retval PDC_ERR_INVALID_ARG  NULL, or a pass that is not a pruning pass; and every error of
+ *         pdc_model_transform. On failure nothing changes.
+ * @retval PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: one thread at a time per trainer.
+ */
+PDC_API pdc_status pdc_trainer_prune(pdc_trainer *trainer, const char *pipeline, const pdc_attrs *options);
+
+/**
+ * Starts ADMM pruning (Zhang et al. 2018) towards the sparsity the pruning pipeline gives (arguments as
+ * pdc_trainer_prune). For every weight the pipeline prunes, Z = projection of W and U = 0; from now on every
+ * pdc_trainer_step adds the gradient of the proximal term rho/2 ||W - Z + U||^2 (the W-step).
+ * Call pdc_trainer_admm_update on your schedule (e.g. once per epoch) and pdc_trainer_admm_end at the end.
+ * The projection is the pruning passes' own (the pipeline runs on a copy of the model holding W + U).
+ * @param[in] rho  > 0
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (as pdc_trainer_prune; rho <= 0 or not finite), PDC_ERR_INVALID_STATE
+ *         (ADMM already on), PDC_ERR_OUT_OF_MEMORY. On failure nothing changes.
+ * Thread-safety: one thread at a time per trainer.
+ */
+PDC_API pdc_status pdc_trainer_admm_begin(pdc_trainer *trainer, const char *pipeline, const pdc_attrs *options,
+                                          float rho);
+/**
+ * The ADMM Z- and U-steps: Z = projection of (W + U), then U = U + W - Z.
+ * @param[out] residual_out  the primal residual ||W - Z|| / max(||W||, 1e-12) over all ADMM weights (may be NULL)
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL trainer), PDC_ERR_INVALID_STATE (ADMM not on), PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_trainer_admm_update(pdc_trainer *trainer, double *residual_out);
+/**
+ * Ends ADMM: hard-prunes W with the ADMM pipeline (as pdc_trainer_prune) and switches to masked retraining.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_INVALID_STATE (ADMM not on), PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_trainer_admm_end(pdc_trainer *trainer);
+
+/**
+ * Saves a checkpoint: weights, sparsity descriptions (masks), optimizer state, step count, options
+ * (learning rate and schedule included), random state and ADMM state, in a versioned, CRC-32 checksummed
+ * file (README "Checkpoint format"). The file is written to a temporary name, fsync'd and renamed over path,
+ * so a crash or kill at any moment leaves either the previous file or the new one, never a mix.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_IO (the message names the path and the reason; an
+ *         existing file at path is untouched), PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: one thread at a time per trainer.
+ */
+PDC_API pdc_status pdc_trainer_save(const pdc_trainer *trainer, const char *path);
+/**
+ * Restores a checkpoint saved from a trainer of the same model (same layers, and constants of the same
+ * names and shapes): afterwards training continues exactly as the saved trainer would have (N steps, save,
+ * load, N steps gives the same bits as 2N steps). Options are restored from the file.
+ * @retval PDC_OK
+ * @retval PDC_ERR_IO        cannot read path
+ * @retval PDC_ERR_CORRUPT   not a checkpoint, newer version, truncated or checksum mismatch (the message says
+ *                           which, with the offset)
+ * @retval PDC_ERR_INVALID_ARG  NULL; a checkpoint of another model (the message names the first difference)
+ * @retval PDC_ERR_OUT_OF_MEMORY
+ * On failure the trainer is unchanged.
+ * Thread-safety: one thread at a time per trainer.
+ */
+PDC_API pdc_status pdc_trainer_load(pdc_trainer *trainer, const char *path);
+/**
+ * A new model with the trained weights and their sparsity descriptions, shaped as the model the trainer
+ * was created from: compile it with pdc_compile, save it with pdc_model_save. Destroy it with
+ * pdc_model_destroy; it is independent of the trainer.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_trainer_export(const pdc_trainer *trainer, pdc_model **model_out);
 
 #ifdef __cplusplus
 }

@@ -208,6 +208,7 @@ PDC_API const char *pdc_status_string(pdc_status status)
     case PDC_ERR_OVERFLOW: return "PDC_ERR_OVERFLOW";
     case PDC_ERR_NOT_FOUND: return "PDC_ERR_NOT_FOUND";
     case PDC_ERR_INTERNAL: return "PDC_ERR_INTERNAL";
+    case PDC_ERR_NUMERIC: return "PDC_ERR_NUMERIC";
     }
     return "unknown status";
 }
