@@ -303,6 +303,220 @@ START_TEST(same_input_twice)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------ convolution */
+
+typedef enum { SP_DENSE, SP_PATTERN, SP_BLOCK, SP_UNSTRUCTURED } sp_kind;
+static const char *const sp_names[] = {"dense", "pattern", "block", "unstructured"};
+
+/* A random conv layer "y" = conv(x, w[, b]) with fused activation / out_perm / sparsity as drawn;
+ * describes it in desc. nsp: 1 or 2 spatial dims. */
+static void random_conv(int nsp, sp_kind sp, char *desc, size_t cap)
+{
+    int64_t n = rnd_in(1, 2), g = rnd() % 4 == 0 ? rnd_in(2, 3) : 1;
+    int64_t cg = rnd_in(1, 7), og = rnd_in(1, 13);
+    if (rnd() % 6 == 0) cg = 1, og = 1, g = rnd_in(2, 9); /* depthwise */
+    int64_t c = cg * g, o = og * g;
+    int64_t k[2], st[2], dl[2], pb[2], pe[2], in[2];
+    for (int d = 0; d < 2; d++) {
+        k[d] = rnd_in(1, 5);
+        st[d] = rnd() % 3 == 0 ? rnd_in(2, 3) : 1;
+        dl[d] = rnd() % 4 == 0 ? 2 : 1;
+        pb[d] = rnd_in(0, 2);
+        pe[d] = rnd_in(0, 2);
+        int64_t span = dl[d] * (k[d] - 1) + 1;
+        in[d] = rnd_in(span > pb[d] + pe[d] ? span - pb[d] - pe[d] : 1, 23);
+    }
+    if (nsp == 1) k[0] = 1, st[0] = 1, dl[0] = 1, pb[0] = pe[0] = 0, in[0] = 1;
+    if (nsp == 1 && sp == SP_PATTERN) sp = SP_DENSE; /* pattern sparsity is for 2-D convs */
+    int has_bias = rnd() % 3 != 0;
+    static const char *const acts[] = {NULL, "relu", "clip", "leaky_relu", "sigmoid", "hardswish"};
+    const char *act = acts[rnd() % 6];
+    int perm = g == 1 && rnd() % 3 == 0;
+
+    if (nsp == 2) input("x", DIMS(n, c, in[0], in[1]));
+    else input("x", DIMS(n, c, in[1]));
+    int64_t wd[4] = {o, cg, k[0], k[1]};
+    size_t wn = (size_t)(o * cg * k[0] * k[1]), taps = (size_t)(k[0] * k[1]);
+    float *w = malloc(wn * sizeof *w);
+    test_fill_random(w, wn, rnd());
+    /* sparsity: zero what is pruned, then describe it */
+    uint64_t pats[6];
+    int32_t *kp = malloc((size_t)(o * cg) * sizeof *kp);
+    uint8_t *mask = malloc(wn);
+    size_t n_pat = (size_t)rnd_in(1, 6), nb = 0;
+    int64_t bh = rnd_in(1, 4), bw = rnd_in(1, 4);
+    if (sp == SP_PATTERN) {
+        for (size_t p = 0; p < n_pat; p++) {
+            pats[p] = (uint64_t)rnd() | (uint64_t)rnd() << 32;
+            pats[p] &= taps == 64 ? ~0ull : (1ull << taps) - 1;
+            if (!pats[p]) pats[p] = 1;
+        }
+        for (int64_t q = 0; q < o * cg; q++) {
+            kp[q] = rnd() % 3 == 0 ? -1 : (int32_t)(rnd() % n_pat);
+            for (size_t b = 0; b < taps; b++)
+                if (kp[q] < 0 || !(pats[kp[q]] >> b & 1)) w[(size_t)q * taps + b] = 0.0f;
+        }
+    } else if (sp == SP_BLOCK) {
+        /* the matrix view: [O, C/g*kh*kw] for 2-D weights, [O*C/g, kw] for 1-D ones */
+        int64_t rows = nsp == 2 ? o : o * cg, cols = nsp == 2 ? cg * k[0] * k[1] : k[1];
+        int64_t nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw;
+        nb = (size_t)(nbr * nbc);
+        for (size_t b = 0; b < nb; b++) mask[b] = rnd() % 2;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t q = 0; q < cols; q++)
+                if (!mask[(r / bh) * nbc + q / bw]) w[r * cols + q] = 0.0f;
+    } else if (sp == SP_UNSTRUCTURED) {
+        for (size_t i = 0; i < wn; i++) {
+            mask[i] = rnd() % 3 != 0;
+            if (!mask[i]) w[i] = 0.0f;
+        }
+    }
+    if (nsp == 2) ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, wd, w));
+    else ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 3, (const int64_t[]){o, cg, k[1]}, w));
+    if (sp == SP_PATTERN)
+        ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", k[0], k[1], n_pat, pats, (size_t)(o * cg), kp));
+    else if (sp == SP_BLOCK) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, "w", bh, bw, nb, mask));
+    else if (sp == SP_UNSTRUCTURED) ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
+    free(w);
+    free(kp);
+    free(mask);
+    if (has_bias) constant_rand("b", DIMS(o), 0.5f, rnd());
+
+    pdc_attrs *a = attrs();
+    int nd = nsp == 2 ? 2 : 1, d0 = 2 - nd;
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", (size_t)nd, st + d0));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", (size_t)nd, dl + d0));
+    int64_t pads[4] = {pb[d0], nd == 2 ? pb[1] : pe[1], pe[0], pe[1]};
+    if (nd == 1) pads[0] = pb[1], pads[1] = pe[1];
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", (size_t)(2 * nd), pads));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", g));
+    if (act) {
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", act));
+        if (!strcmp(act, "clip")) {
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
+        }
+        if (!strcmp(act, "leaky_relu")) ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.2f));
+    }
+    if (perm) {
+        int64_t *pv = malloc((size_t)o * sizeof *pv);
+        for (int64_t i = 0; i < o; i++) pv[i] = i;
+        for (int64_t i = o - 1; i > 0; i--) {
+            int64_t j = (int64_t)(rnd() % (uint32_t)(i + 1)), tmp = pv[i];
+            pv[i] = pv[j];
+            pv[j] = tmp;
+        }
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)o, pv));
+        free(pv);
+    }
+    if (has_bias) layer("conv", a, "y", NAMES("x", "w", "b"));
+    else layer("conv", a, "y", NAMES("x", "w"));
+    output("y");
+    snprintf(desc, cap,
+             "conv%dd n%lld c%lld o%lld g%lld in %lldx%lld k %lldx%lld s %lldx%lld d %lldx%lld pads %lld,%lld,%lld,%lld "
+             "%s%s act %s%s",
+             nsp, (long long)n, (long long)c, (long long)o, (long long)g, (long long)in[0], (long long)in[1],
+             (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], (long long)dl[0], (long long)dl[1],
+             (long long)pb[0], (long long)pb[1], (long long)pe[0], (long long)pe[1], sp_names[sp],
+             has_bias ? " bias" : "", act ? act : "none", perm ? " out_perm" : "");
+}
+
+START_TEST(conv_random_matches_ref)
+{
+    /* _i: sparsity kind; 2-D and 1-D convs of random shape */
+    sp_kind sp = (sp_kind)_i;
+    rng = 1000u + (uint32_t)_i * 7919u;
+    for (int c = 0; c < sweep(30); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "conv", &mdl));
+        char desc[512];
+        random_conv(c % 5 == 4 ? 1 : 2, sp, desc, sizeof desc);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)c);
+        ck_assert_kernel(p, "y", "jit ");
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(conv_vgg_like_pattern_layer)
+{
+    /* 8 four-entry patterns with the centre, 50% connectivity: the layer shape the benchmarks time,
+     * small enough for a unit test; channel counts that are not multiples of 16 */
+    static const uint64_t pats[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
+    int64_t c = 21, o = 38, h = 19, w = 23;
+    input("x", DIMS(1, c, h, w));
+    size_t wn = (size_t)(o * c * 9);
+    float *wv = malloc(wn * sizeof *wv);
+    int32_t *kp = malloc((size_t)(o * c) * sizeof *kp);
+    test_fill_random(wv, wn, 99);
+    for (int64_t q = 0; q < o * c; q++) {
+        kp[q] = q % 2 ? -1 : (int32_t)(rnd() % 8);
+        for (int b = 0; b < 9; b++)
+            if (kp[q] < 0 || !(pats[kp[q]] >> b & 1)) wv[q * 9 + b] = 0.0f;
+    }
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, (const int64_t[]){o, c, 3, 3}, wv));
+    ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", 3, 3, 8, pats, (size_t)(o * c), kp));
+    free(wv);
+    free(kp);
+    constant_rand("b", DIMS(o), 0.1f, 5);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+    layer("conv", a, "y", NAMES("x", "w", "b"));
+    output("y");
+    pdc_program *p = check_matches_ref("pattern 3x3 21->38 @19x23", 11);
+    ck_assert_kernel(p, "y", "jit pattern-sparse conv 3x3, 8 patterns, 50% kernels kept, 4.50x fewer FLOPs");
+    ck_assert_kernel(p, "y", expected_isa());
+    pdc_program_destroy(p);
+}
+END_TEST
+
+START_TEST(demo_model_matches_ref)
+{
+    /* the model examples/make_demo_model.c builds: dense conv, pattern conv, block-sparse fc, softmax */
+    pdc_model_destroy(mdl);
+    mdl = NULL;
+    const char *path = getenv("PDC_DEMO_MODEL");
+    if (!path) {
+        /* build the same structure here (weights random) when the demo file is not given */
+        ck_assert_ok(ctx, pdc_model_create(ctx, "demo", &mdl));
+        input("image", DIMS(1, 1, 8, 8));
+        constant_rand("w1", DIMS(16, 1, 3, 3), 1.0f, 1);
+        constant_rand("b1", DIMS(16), 0.05f, 2);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+        layer("conv", a, "c1", NAMES("image", "w1", "b1"));
+        layer("relu", NULL, "r1", NAMES("c1"));
+        static const uint64_t pats[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
+        float w2[32 * 16 * 9];
+        int32_t kp[32 * 16];
+        test_fill_random(w2, 32 * 16 * 9, 3);
+        for (int q = 0; q < 32 * 16; q++) {
+            kp[q] = (q * 7) % 3 == 0 ? -1 : q % 8;
+            for (int b = 0; b < 9; b++)
+                if (kp[q] < 0 || !(pats[kp[q]] >> b & 1)) w2[q * 9 + b] = 0.0f;
+        }
+        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w2", 4, (const int64_t[]){32, 16, 3, 3}, w2));
+        ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w2", 3, 3, 8, pats, 32 * 16, kp));
+        constant_rand("b2", DIMS(32), 0.05f, 4);
+        a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+        layer("conv", a, "c2", NAMES("r1", "w2", "b2"));
+        layer("relu", NULL, "r2", NAMES("c2"));
+        layer("flatten", NULL, "f", NAMES("r2"));
+        constant_rand("w3", DIMS(10, 2048), 0.05f, 5);
+        constant_rand("b3", DIMS(10), 0.05f, 6);
+        layer("fc", NULL, "logits", NAMES("f", "w3", "b3"));
+        layer("softmax", NULL, "probs", NAMES("logits"));
+        output("probs");
+    } else {
+        ck_assert_ok(ctx, pdc_model_load(ctx, path, &mdl));
+    }
+    pdc_program_destroy(check_matches_ref("demo model", 21));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ API, fallbacks, ISA */
 
 START_TEST(layer_kernel_api)
@@ -407,6 +621,14 @@ static Suite *cpu_suite(void)
     tcase_add_test(tc, binary_broadcast_matches_ref);
     tcase_add_test(tc, constant_operand);
     tcase_add_test(tc, same_input_twice);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("conv");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, conv_random_matches_ref, SP_DENSE, SP_UNSTRUCTURED + 1);
+    tcase_add_test(tc, conv_vgg_like_pattern_layer);
+    tcase_add_test(tc, demo_model_matches_ref);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");

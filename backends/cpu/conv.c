@@ -1,0 +1,621 @@
+/*
+ * conv.c - JIT'd direct convolution, specialised on the layer's sparsity patterns.
+ *
+ * A pattern-pruned conv is  out[o] = sum over kept (c, tap) of w[o,c,tap] * shift_tap(in[c]).
+ * Per layer and per pattern, the generator emits code whose tap offsets are constants:
+ *
+ *  - Input packing (each run): every input channel is copied into zero-padded planes with a row
+ *    stride Wq that is a multiple of the vector width; a column stride sx > 1 is split into sx phase
+ *    planes, so every tap becomes (phase, constant row offset, constant column offset) and output
+ *    pixels along a row are contiguous vectors whatever the stride or dilation.
+ *  - Register tile: TY output rows x TX vectors of one output channel stay in registers (up to 28
+ *    of AVX-512's 32 registers). For each kept kernel, the pattern's code loads each input row
+ *    vector once and uses it for every tap of the same column that falls in the tile (rows q =
+ *    i*sy + ky*dy coincide for different (i, ky)): load-redundancy elimination, 1.2-2.3 FMAs per
+ *    loaded vector for 4-tap patterns, more for dense windows. Weights are broadcast once per
+ *    kernel and reused across the whole tile.
+ *  - Filter-kernel reorder: filters run in order of decreasing kernel count (balanced chunks,
+ *    similar loop trip counts back to back); within a filter its kernels are grouped by pattern, so
+ *    each pattern's loop runs its kernels together; weights are packed in exactly that order, so
+ *    the weight stream is sequential. out_perm and our own order are both undone on the store.
+ *  - Epilogue: bias (the accumulators start at it), relu/clip/leaky_relu inline, masked stores for
+ *    the last partial vector of a row. Other fused activations run right after, in C.
+ *
+ * Dense convolutions use the same code with one pattern covering the whole window; unstructured
+ * or block sparsity on a conv becomes per-kernel masks (distinct masks are the patterns; more than
+ * CONV_MAX_PATTERNS distinct masks run as dense with the zeros). Work is split into (tile, filter
+ * chunk) items of fixed size, so every output element is computed by one call in one fixed order:
+ * results do not depend on the thread count.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+
+#define CONV_MAX_PATTERNS 32
+#define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
+#define CONV_FILTER_CHUNK 16      /* filters per work item */
+#define CONV_MAX_VARIANTS 4
+
+/* Geometry of a 2-D view of the conv (1-D convs have H = kh = 1). */
+typedef struct conv_geom {
+    int64_t n, c, h, w, o, group, cg;
+    int64_t kh, kw, sy, sx, dy, dx, pt, pl;
+    int64_t oh, ow;
+    /* packing */
+    int64_t nph, hq, wq, ps;     /* phases (= sx), rows and row stride of a phase plane, channel stride */
+    /* tiling */
+    int64_t nvx, tx, ty, ntx, nty;
+} conv_geom;
+
+/* Everything the generated code depends on (hashed: zero it before filling). */
+typedef struct conv_key {
+    char tag[8];                 /* "conv3" */
+    int32_t vec, n_vregs;
+    int32_t n_pat;
+    int32_t kh, kw, sy, sx, dy, dx;
+    int32_t act;                 /* IR_ACT_RELU / CLIP / LEAKY_RELU inline; others 0 (done in C) */
+    float act_min, act_max, act_alpha;
+    int64_t hq, wq, ps, ow, ohw;
+    int32_t n_var;
+    int32_t var_ty[CONV_MAX_VARIANTS], var_tx[CONV_MAX_VARIANTS], var_last[CONV_MAX_VARIANTS]; /* last: lanes of the final vector */
+    uint64_t pat[CONV_MAX_PATTERNS];
+} conv_key;
+
+typedef void (*conv_tile_fn)(const float *xt, const int64_t *meta, const int32_t *cidx, const float *wpk,
+                             const float *bias, const int64_t *ochan, float *yt, int64_t k0, int64_t k1);
+
+typedef struct conv_state {
+    conv_geom g;
+    conv_key key;
+    conv_tile_fn fn[CONV_MAX_VARIANTS];
+    int64_t *meta;               /* per executed filter: 2*n_pat+1 entries (list starts..end, weight starts) */
+    int32_t *cidx;               /* input channel of every kept kernel, in execution order */
+    float *wpk;                  /* kept weights in execution order */
+    float *bias;                 /* per executed filter */
+    int64_t *ochan;              /* per executed filter: output channel */
+    int var_of[2][2];            /* [last row tile][last column tile] -> variant */
+    ir_fused_params post;        /* activation applied in C after the kernel (act not inlined) */
+    int64_t kept_kernels;
+} conv_state;
+
+static void conv_free(void *p)
+{
+    conv_state *s = p;
+    if (!s) return;
+    pdc_free(s->meta);
+    pdc_free(s->cidx);
+    pdc_free(s->wpk);
+    pdc_free(s->bias);
+    pdc_free(s->ochan);
+    pdc_free(s);
+}
+
+static int popcount64(uint64_t v) { return __builtin_popcountll(v); }
+
+/* ------------------------------------------------------------------ code generation */
+
+typedef struct conv_gen {
+    pdc_irb irb;
+    const conv_key *k;
+    LLVMValueRef fn;
+    LLVMValueRef acc[32];        /* allocas, [i * tx + j] */
+} conv_gen;
+
+static LLVMValueRef acc_load(conv_gen *G, int idx) { return LLVMBuildLoad2(G->irb.b, G->irb.vf, G->acc[idx], ""); }
+static void acc_store(conv_gen *G, int idx, LLVMValueRef v) { LLVMBuildStore(G->irb.b, v, G->acc[idx]); }
+
+/* The body of one kernel of pattern `mask`: x points at the kernel's input channel (tile origin),
+ * w at its weights (popcount(mask) floats, in tap order). */
+static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMValueRef x, LLVMValueRef w)
+{
+    const conv_key *k = G->k;
+    pdc_irb *irb = &G->irb;
+    LLVMValueRef wv[CONV_MAX_TAPS];
+    int t = 0;
+    for (int b = 0; b < k->kh * k->kw; b++)
+        if (mask >> b & 1) wv[b] = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, t++));
+    LLVMValueRef cur[32];
+    for (int a = 0; a < ty * tx; a++) cur[a] = acc_load(G, a);
+    for (int kx = 0; kx < k->kw; kx++) {
+        int has = 0, max_ky = -1;
+        for (int ky = 0; ky < k->kh; ky++)
+            if (mask >> (ky * k->kw + kx) & 1) {
+                has = 1;
+                max_ky = ky;
+            }
+        if (!has) continue;
+        int64_t phase = (int64_t)kx * k->dx % k->sx, cx = (int64_t)kx * k->dx / k->sx;
+        int64_t qmax = (int64_t)(ty - 1) * k->sy + (int64_t)max_ky * k->dy;
+        /* every input row q the tile needs for this column, in order; each loaded once */
+        for (int64_t q = 0; q <= qmax; q++) {
+            int used = 0;
+            for (int ky = 0; ky < k->kh && !used; ky++) {
+                if (!(mask >> (ky * k->kw + kx) & 1)) continue;
+                int64_t r = q - (int64_t)ky * k->dy;
+                if (r >= 0 && r % k->sy == 0 && r / k->sy < ty) used = 1;
+            }
+            if (!used) continue;
+            for (int j = 0; j < tx; j++) {
+                int64_t off = phase * k->hq * k->wq + q * k->wq + cx + (int64_t)j * k->vec;
+                LLVMValueRef v = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
+                for (int ky = 0; ky < k->kh; ky++) {
+                    if (!(mask >> (ky * k->kw + kx) & 1)) continue;
+                    int64_t r = q - (int64_t)ky * k->dy;
+                    if (r < 0 || r % k->sy || r / k->sy >= ty) continue;
+                    int a = (int)(r / k->sy) * tx + j;
+                    cur[a] = pdc_irb_fma(irb, wv[ky * k->kw + kx], v, cur[a]);
+                }
+            }
+        }
+    }
+    for (int a = 0; a < ty * tx; a++) acc_store(G, a, cur[a]);
+}
+
+/* Inline activation of the epilogue. */
+static LLVMValueRef emit_act(conv_gen *G, LLVMValueRef v)
+{
+    pdc_irb *irb = &G->irb;
+    LLVMBuilderRef B = irb->b;
+    LLVMValueRef zero = LLVMConstNull(irb->vf);
+    switch ((ir_act_kind)G->k->act) {
+    case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, zero, ""), v, zero, "");
+    case IR_ACT_CLIP: {
+        LLVMValueRef lo = pdc_irb_splat(irb, pdc_irb_f32(irb, G->k->act_min));
+        LLVMValueRef hi = pdc_irb_splat(irb, pdc_irb_f32(irb, G->k->act_max));
+        v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v, lo, ""), lo, v, "");
+        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, hi, ""), hi, v, "");
+    }
+    case IR_ACT_LEAKY_RELU: {
+        LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, G->k->act_alpha));
+        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, LLVMBuildFMul(B, al, v, ""), "");
+    }
+    default: return v;
+    }
+}
+
+/* One tile function: loops over filters k0..k1, each over its patterns' kernel lists. */
+static void emit_variant(conv_gen *G, const char *prefix, int var)
+{
+    const conv_key *k = G->k;
+    pdc_irb *irb = &G->irb;
+    LLVMBuilderRef B = irb->b;
+    int ty = k->var_ty[var], tx = k->var_tx[var], last = k->var_last[var];
+    char name[32];
+    snprintf(name, sizeof name, "tile%d", var);
+    LLVMTypeRef params[9] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
+    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 9, params);
+    G->fn = fn;
+    LLVMValueRef xt = LLVMGetParam(fn, 0), meta = LLVMGetParam(fn, 1), cidx = LLVMGetParam(fn, 2),
+                 wpk = LLVMGetParam(fn, 3), bias = LLVMGetParam(fn, 4), ochan = LLVMGetParam(fn, 5),
+                 yt = LLVMGetParam(fn, 6), k0 = LLVMGetParam(fn, 7), k1 = LLVMGetParam(fn, 8);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(irb->c, fn, "entry");
+    LLVMPositionBuilderAtEnd(B, entry);
+    for (int a = 0; a < ty * tx; a++) G->acc[a] = LLVMBuildAlloca(B, irb->vf, "acc");
+    LLVMValueRef kv = LLVMBuildAlloca(B, irb->i64, "k");
+    LLVMValueRef iv = LLVMBuildAlloca(B, irb->i64, "i");
+    LLVMValueRef wpv = LLVMBuildAlloca(B, irb->ptr, "wp");
+    LLVMBuildStore(B, k0, kv);
+    LLVMBasicBlockRef fhead = LLVMAppendBasicBlockInContext(irb->c, fn, "filter");
+    LLVMBasicBlockRef fbody = LLVMAppendBasicBlockInContext(irb->c, fn, "filter_body");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(irb->c, fn, "done");
+    LLVMBuildBr(B, fhead);
+    LLVMPositionBuilderAtEnd(B, fhead);
+    LLVMValueRef kk = LLVMBuildLoad2(B, irb->i64, kv, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, kk, k1, ""), fbody, done);
+
+    LLVMPositionBuilderAtEnd(B, fbody);
+    LLVMValueRef b0 = pdc_irb_load_splat(irb, pdc_irb_gep(irb, irb->f32, bias, kk));
+    for (int a = 0; a < ty * tx; a++) acc_store(G, a, b0);
+    LLVMValueRef mrow = pdc_irb_gep(irb, irb->i64, meta, LLVMBuildMul(B, kk, pdc_irb_i64(irb, 2 * k->n_pat + 1), ""));
+    for (int p = 0; p < k->n_pat; p++) {
+        uint64_t mask = k->pat[p];
+        int nt = popcount64(mask);
+        LLVMValueRef lo = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mrow, p));
+        LLVMValueRef hi = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mrow, p + 1));
+        LLVMValueRef wst = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mrow, k->n_pat + 1 + p));
+        LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(irb->c, fn, "kernels");
+        LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(irb->c, fn, "next_pattern");
+        LLVMBuildStore(B, lo, iv);
+        LLVMBuildStore(B, pdc_irb_gep(irb, irb->f32, wpk, wst), wpv);
+        LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, lo, hi, ""), loop, after);
+        LLVMPositionBuilderAtEnd(B, loop);
+        LLVMValueRef i = LLVMBuildLoad2(B, irb->i64, iv, "");
+        LLVMValueRef wp = LLVMBuildLoad2(B, irb->ptr, wpv, "");
+        LLVMValueRef c = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, cidx, i));
+        LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->ps), ""));
+        emit_pattern_body(G, mask, ty, tx, x, wp);
+        LLVMValueRef i1 = LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "");
+        LLVMBuildStore(B, i1, iv);
+        LLVMBuildStore(B, pdc_irb_gepc(irb, irb->f32, wp, nt), wpv);
+        LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i1, hi, ""), loop, after);
+        LLVMPositionBuilderAtEnd(B, after);
+    }
+    /* epilogue: activation and stores to output channel ochan[k] */
+    LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, kk));
+    LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), ""));
+    for (int i = 0; i < ty; i++)
+        for (int j = 0; j < tx; j++) {
+            LLVMValueRef v = emit_act(G, acc_load(G, i * tx + j));
+            LLVMValueRef dst = pdc_irb_gepc(irb, irb->f32, yk, (int64_t)i * k->ow + (int64_t)j * k->vec);
+            pdc_irb_store_vec(irb, v, dst, j == tx - 1 ? last : k->vec);
+        }
+    LLVMBuildStore(B, LLVMBuildAdd(B, kk, pdc_irb_i64(irb, 1), ""), kv);
+    LLVMBuildBr(B, fhead);
+    LLVMPositionBuilderAtEnd(B, done);
+    LLVMBuildRetVoid(B);
+}
+
+static pdc_status conv_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
+                            LLVMModuleRef m, const char *prefix)
+{
+    (void)ctx;
+    conv_gen G;
+    memset(&G, 0, sizeof G);
+    G.k = arg;
+    pdc_irb_init(&G.irb, c, m, t->vec);
+    for (int v = 0; v < G.k->n_var; v++) emit_variant(&G, prefix, v);
+    pdc_irb_dispose(&G.irb);
+    return PDC_OK;
+}
+
+/* ------------------------------------------------------------------ planning */
+
+/* Reads conv attributes into a 2-D geometry; PDC_ERR_UNSUPPORTED with a reason for what we do not JIT. */
+static pdc_status conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g, char *why, size_t why_cap)
+{
+    ir_window_params p;
+    pdc_status st = ir_window_params_get(m, l, &p);
+    if (st) return st;
+    if (p.nsp > 2) {
+        snprintf(why, why_cap, "%d-D conv", p.nsp);
+        return PDC_ERR_UNSUPPORTED;
+    }
+    memset(g, 0, sizeof *g);
+    g->n = p.n;
+    g->c = p.c;
+    g->o = p.o;
+    g->group = p.group;
+    g->cg = p.c / p.group;
+    int d = p.nsp == 2 ? 1 : 0; /* index of the width dim in p.* */
+    g->h = p.nsp == 2 ? p.in[0] : 1;
+    g->w = p.in[d];
+    g->kh = p.nsp == 2 ? p.k[0] : 1;
+    g->kw = p.k[d];
+    g->sy = p.nsp == 2 ? p.stride[0] : 1;
+    g->sx = p.stride[d];
+    g->dy = p.nsp == 2 ? p.dil[0] : 1;
+    g->dx = p.dil[d];
+    g->pt = p.nsp == 2 ? p.pad_begin[0] : 0;
+    g->pl = p.pad_begin[d];
+    g->oh = p.nsp == 2 ? p.out[0] : 1;
+    g->ow = p.out[d];
+    if (g->kh * g->kw > CONV_MAX_TAPS) {
+        snprintf(why, why_cap, "kernel window %" PRId64 "x%" PRId64 " has more than %d taps", g->kh, g->kw, CONV_MAX_TAPS);
+        return PDC_ERR_UNSUPPORTED;
+    }
+    if (g->sx > 8 || g->sy > 64 || g->dx > 64 || g->dy > 64 || g->ow > (1 << 20) || g->oh > (1 << 20)) {
+        snprintf(why, why_cap, "stride/dilation/size outside the JIT's range");
+        return PDC_ERR_UNSUPPORTED;
+    }
+    return PDC_OK;
+}
+
+/* Tile and packing geometry for vector width vec and an accumulator budget. */
+static void conv_tiling(conv_geom *g, int vec, int budget)
+{
+    g->nvx = (g->ow + vec - 1) / vec;
+    int64_t ntx = (g->nvx + 6) / 7; /* at most 7 vectors across */
+    g->tx = (g->nvx + ntx - 1) / ntx;
+    if (g->tx > budget) g->tx = budget;
+    g->ntx = (g->nvx + g->tx - 1) / g->tx;
+    int64_t ty = budget / g->tx;
+    if (ty < 1) ty = 1;
+    if (ty > g->oh) ty = g->oh;
+    int64_t nty = (g->oh + ty - 1) / ty;
+    g->ty = (g->oh + nty - 1) / nty; /* balanced row tiles */
+    g->nty = (g->oh + g->ty - 1) / g->ty;
+    g->nph = g->sx;
+    int64_t max_cx = (g->kw - 1) * g->dx / g->sx;
+    g->wq = (g->nvx * vec + max_cx + 15) / 16 * 16;
+    g->hq = (g->oh - 1) * g->sy + (g->kh - 1) * g->dy + 1;
+    g->ps = (g->nph * g->hq * g->wq + 15) / 16 * 16;
+}
+
+static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                           const cpu_exec *x);
+
+/* Execution order of filters: most kernels first (ties: lower stored index first). */
+typedef struct filt_rank {
+    int64_t count, index;
+} filt_rank;
+static int cmp_filt(const void *a, const void *b)
+{
+    const filt_rank *x = a, *y = b;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                         size_t why_cap)
+{
+    if (l->op != IR_OP_CONV) return PDC_ERR_UNSUPPORTED;
+    pdc_context *ctx = cc->ctx;
+    if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0) return PDC_ERR_UNSUPPORTED;
+    const ir_tensor *wt = &m->tensors[l->inputs[1]];
+    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    if (wt->kind != IR_TENSOR_CONST || (bt && bt->kind != IR_TENSOR_CONST)) {
+        snprintf(why, why_cap, "conv weights or bias are not constants");
+        return PDC_ERR_UNSUPPORTED;
+    }
+    conv_geom g;
+    pdc_status st = conv_geometry(m, l, &g, why, why_cap);
+    if (st) return st;
+    ir_fused_params fp;
+    if ((st = ir_fused_params_get(m, l, &fp))) return st;
+
+    const pdc_llvm_target *t = cc->target;
+    int budget = t->n_vregs >= 32 ? 28 : 12;
+    conv_tiling(&g, t->vec, budget);
+
+    /* per-kernel masks */
+    const int64_t taps = g.kh * g.kw, n_kern = g.o * g.cg;
+    uint64_t full = taps == 64 ? ~0ull : ((1ull << taps) - 1);
+    uint64_t *kmask = pdc_alloc(ctx, (size_t)n_kern * sizeof *kmask);
+    uint64_t *pats = pdc_alloc(ctx, (size_t)(n_kern + 1) * sizeof *pats);
+    conv_state *s = pdc_calloc(ctx, 1, sizeof *s);
+    filt_rank *order = pdc_alloc(ctx, (size_t)g.o * sizeof *order);
+    if (!kmask || !pats || !s || !order) {
+        st = PDC_ERR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    s->g = g;
+    int dense = wt->sparsity.kind == IR_SPARSITY_NONE;
+    for (int64_t kidx = 0; kidx < n_kern; kidx++) {
+        uint64_t mk = 0;
+        if (dense) mk = full;
+        else if (wt->sparsity.kind == IR_SPARSITY_PATTERN) {
+            int32_t pid = wt->sparsity.kernel_pattern[kidx];
+            mk = pid < 0 ? 0 : wt->sparsity.patterns[pid] & full;
+        } else {
+            for (int64_t b = 0; b < taps; b++)
+                if (ir_sparsity_keeps(wt, (size_t)(kidx * taps + b))) mk |= 1ull << b;
+        }
+        kmask[kidx] = mk;
+    }
+    /* distinct non-empty masks = patterns, sorted so equal sets give equal keys */
+    size_t n_pat = 0;
+    for (int64_t kidx = 0; kidx < n_kern; kidx++)
+        if (kmask[kidx]) pats[n_pat++] = kmask[kidx];
+    qsort(pats, n_pat, sizeof *pats, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < n_pat; i++)
+        if (!u || pats[u - 1] != pats[i]) pats[u++] = pats[i];
+    n_pat = u;
+    int as_dense = 0;
+    if (n_pat > CONV_MAX_PATTERNS) {
+        /* too many distinct masks to specialise: run every non-empty kernel over the full window */
+        as_dense = 1;
+        for (int64_t kidx = 0; kidx < n_kern; kidx++)
+            if (kmask[kidx]) kmask[kidx] = full;
+        pats[0] = full;
+        n_pat = 1;
+    }
+    if (n_pat == 0) { /* everything pruned: bias only */
+        pats[0] = full;
+        n_pat = 1;
+    }
+
+    conv_key *k = &s->key;
+    memset(k, 0, sizeof *k);
+    memcpy(k->tag, "conv3", 6);
+    k->vec = t->vec;
+    k->n_vregs = t->n_vregs;
+    k->n_pat = (int32_t)n_pat;
+    for (size_t p = 0; p < n_pat; p++) k->pat[p] = pats[p];
+    k->kh = (int32_t)g.kh;
+    k->kw = (int32_t)g.kw;
+    k->sy = (int32_t)g.sy;
+    k->sx = (int32_t)g.sx;
+    k->dy = (int32_t)g.dy;
+    k->dx = (int32_t)g.dx;
+    k->hq = g.hq;
+    k->wq = g.wq;
+    k->ps = g.ps;
+    k->ow = g.ow;
+    k->ohw = g.oh * g.ow;
+    s->post = fp;
+    if (fp.act == IR_ACT_RELU || fp.act == IR_ACT_CLIP || fp.act == IR_ACT_LEAKY_RELU) {
+        k->act = (int32_t)fp.act;
+        k->act_min = fp.act == IR_ACT_CLIP ? fp.act_min : 0.0f;
+        k->act_max = fp.act == IR_ACT_CLIP ? fp.act_max : 0.0f;
+        k->act_alpha = fp.act == IR_ACT_LEAKY_RELU ? fp.act_alpha : 0.0f;
+        s->post.act = IR_ACT_NONE;
+    }
+    /* variants: [last row tile?][last column tile?], only those that occur, equal ones shared */
+    int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.oh - (g.nty - 1) * g.ty;
+    int last_lanes = (int)(g.ow - (g.nvx - 1) * t->vec);
+    int nv = 0;
+    for (int r = 0; r < 2; r++)
+        for (int cx = 0; cx < 2; cx++) {
+            s->var_of[r][cx] = -1;
+            if ((!r && g.nty == 1) || (!cx && g.ntx == 1)) continue; /* never happens */
+            int vty = (int)(r ? tyt : g.ty), vtx = (int)(cx ? txt : g.tx), lst = cx ? last_lanes : t->vec;
+            int q = 0;
+            while (q < nv && !(k->var_ty[q] == vty && k->var_tx[q] == vtx && k->var_last[q] == lst)) q++;
+            if (q == nv) {
+                k->var_ty[nv] = vty;
+                k->var_tx[nv] = vtx;
+                k->var_last[nv] = lst;
+                nv++;
+            }
+            s->var_of[r][cx] = q;
+        }
+    k->n_var = nv;
+
+    /* filter order, kernel lists, packed weights */
+    int64_t kept = 0;
+    for (int64_t o = 0; o < g.o; o++) {
+        int64_t cnt = 0;
+        for (int64_t c = 0; c < g.cg; c++) cnt += kmask[o * g.cg + c] != 0;
+        order[o].count = cnt;
+        order[o].index = o;
+        kept += cnt;
+    }
+    qsort(order, (size_t)g.o, sizeof *order, cmp_filt);
+    s->kept_kernels = kept;
+    size_t n_w = 0;
+    for (int64_t kidx = 0; kidx < n_kern; kidx++) n_w += (size_t)popcount64(kmask[kidx]);
+    s->meta = pdc_alloc(ctx, (size_t)g.o * (2 * n_pat + 1) * sizeof *s->meta);
+    s->cidx = pdc_alloc(ctx, (size_t)(kept + 1) * sizeof *s->cidx);
+    s->wpk = pdc_alloc(ctx, (n_w + 1) * sizeof *s->wpk);
+    s->bias = pdc_alloc(ctx, (size_t)g.o * sizeof *s->bias);
+    s->ochan = pdc_alloc(ctx, (size_t)g.o * sizeof *s->ochan);
+    if (!s->meta || !s->cidx || !s->wpk || !s->bias || !s->ochan) {
+        st = PDC_ERR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    int64_t ci = 0, wi = 0;
+    for (int64_t e = 0; e < g.o; e++) {
+        int64_t o = order[e].index, gidx = o / (g.o / g.group);
+        int64_t *mr = s->meta + e * (int64_t)(2 * n_pat + 1);
+        s->bias[e] = bt ? bt->data[o] : 0.0f;
+        s->ochan[e] = fp.out_perm ? fp.out_perm[o] : o;
+        for (size_t p = 0; p < n_pat; p++) {
+            mr[p] = ci;
+            mr[n_pat + 1 + p] = wi;
+            for (int64_t c = 0; c < g.cg; c++) {
+                uint64_t mk = kmask[o * g.cg + c];
+                if (mk != pats[p]) continue;
+                s->cidx[ci++] = (int32_t)(gidx * g.cg + c);
+                const float *src = wt->data + (o * g.cg + c) * taps;
+                for (int64_t b = 0; b < taps; b++)
+                    if (mk >> b & 1) s->wpk[wi++] = src[b];
+            }
+        }
+        mr[n_pat] = ci;
+    }
+
+    static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
+    pdc_kernel_desc d = {k, sizeof *k, conv_emit, k, (size_t)nv, syms};
+    void *addrs[CONV_MAX_VARIANTS] = {0};
+    if ((st = pdc_jit_kernel(cc->jit, ctx, &d, addrs, NULL))) goto fail;
+    for (int v = 0; v < nv; v++) s->fn[v] = (conv_tile_fn)addrs[v];
+
+    L->run = conv_run;
+    L->state = s;
+    L->free_state = conv_free;
+    L->scratch_floats = (size_t)(g.c * g.ps);
+    double dense_taps = (double)(g.o * g.cg * taps), kept_taps = (double)n_w;
+    if (as_dense || (n_pat == 1 && pats[0] == full && kept == g.o * g.cg))
+        snprintf(L->info, sizeof L->info,
+                 "jit %sdirect conv %" PRId64 "x%" PRId64 "%s, tile %" PRId64 "x%" PRId64 "x%d, %s",
+                 as_dense ? "dense (sparsity too irregular to specialise) " : "dense ", g.kh, g.kw,
+                 g.group > 1 ? (g.cg == 1 ? " depthwise" : " grouped") : "", g.ty, g.tx, t->vec, pdc_isa_name(t->isa));
+    else
+        snprintf(L->info, sizeof L->info,
+                 "jit pattern-sparse conv %" PRId64 "x%" PRId64 "%s, %zu pattern%s, %.0f%% kernels kept, %.2fx fewer "
+                 "FLOPs, tile %" PRId64 "x%" PRId64 "x%d, %s",
+                 g.kh, g.kw, g.group > 1 ? " grouped" : "", n_pat, n_pat == 1 ? "" : "s",
+                 100.0 * (double)kept / (double)(g.o * g.cg), kept_taps > 0 ? dense_taps / kept_taps : 0.0, g.ty,
+                 g.tx, t->vec, pdc_isa_name(t->isa));
+    pdc_free(kmask);
+    pdc_free(pats);
+    pdc_free(order);
+    return PDC_OK;
+fail:
+    pdc_free(kmask);
+    pdc_free(pats);
+    pdc_free(order);
+    conv_free(s);
+    return st;
+}
+
+/* ------------------------------------------------------------------ running */
+
+/* Zero-padded, phase-split copy of one image's channels [c0, c1). */
+static void conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1)
+{
+    for (int64_t c = c0; c < c1; c++) {
+        const float *xc = x + c * g->h * g->w;
+        float *pc = xp + c * g->ps;
+        for (int64_t ph = 0; ph < g->nph; ph++) {
+            for (int64_t r = 0; r < g->hq; r++) {
+                float *dst = pc + (ph * g->hq + r) * g->wq;
+                int64_t iy = r - g->pt;
+                if (iy < 0 || iy >= g->h) {
+                    memset(dst, 0, (size_t)g->wq * sizeof *dst);
+                    continue;
+                }
+                const float *src = xc + iy * g->w;
+                if (g->sx == 1) {
+                    /* dst[j] = src[j - pl] */
+                    int64_t j0 = g->pl < g->wq ? g->pl : g->wq;          /* first column with data */
+                    int64_t j1 = g->pl + g->w < g->wq ? g->pl + g->w : g->wq;
+                    if (j0 > 0) memset(dst, 0, (size_t)j0 * sizeof *dst);
+                    if (j1 > j0) memcpy(dst + j0, src + (j0 - g->pl), (size_t)(j1 - j0) * sizeof *dst);
+                    if (j1 < g->wq) memset(dst + (j1 > j0 ? j1 : j0), 0, (size_t)(g->wq - (j1 > j0 ? j1 : j0)) * sizeof *dst);
+                } else {
+                    for (int64_t j = 0; j < g->wq; j++) {
+                        int64_t ix = g->sx * j + ph - g->pl;
+                        dst[j] = ix >= 0 && ix < g->w ? src[ix] : 0.0f;
+                    }
+                }
+            }
+        }
+        /* the channel's tail padding (ps rounds up) is never read but keep it defined */
+        int64_t used = g->nph * g->hq * g->wq;
+        if (g->ps > used) memset(pc + used, 0, (size_t)(g->ps - used) * sizeof *pc);
+    }
+}
+
+static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                           const cpu_exec *x)
+{
+    (void)m;
+    const conv_state *s = L->state;
+    const conv_geom *g = &s->g;
+    const conv_key *k = &s->key;
+    const float *in = buf[l->inputs[0]];
+    float *out = buf[l->outputs[0]];
+    float *xp = x->scratch;
+    const int64_t nchunk = (g->o + CONV_FILTER_CHUNK - 1) / CONV_FILTER_CHUNK;
+    const int64_t items = g->nty * g->ntx * nchunk;
+    int nt = x->threads;
+    for (int64_t n = 0; n < g->n; n++) {
+        const float *xn = in + n * g->c * g->h * g->w;
+        float *yn = out + n * g->o * g->oh * g->ow;
+        int64_t cstep = (g->c + nt * 4 - 1) / (nt * 4);
+        if (cstep < 1) cstep = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+#pragma omp for schedule(static)
+            for (int64_t c0 = 0; c0 < g->c; c0 += cstep) conv_pack(g, xn, xp, c0, c0 + cstep < g->c ? c0 + cstep : g->c);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t it = 0; it < items; it++) {
+                int64_t tile = it / nchunk, ch = it % nchunk;
+                int64_t tyi = tile / g->ntx, txi = tile % g->ntx;
+                int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
+                int64_t y0 = tyi * g->ty, x0 = txi * g->tx * k->vec;
+                const float *xt = xp + y0 * g->sy * g->wq + x0;
+                float *yt = yn + y0 * g->ow + x0;
+                int64_t k0 = ch * CONV_FILTER_CHUNK, k1 = k0 + CONV_FILTER_CHUNK < g->o ? k0 + CONV_FILTER_CHUNK : g->o;
+                s->fn[v](xt, s->meta, s->cidx, s->wpk, s->bias, s->ochan, yt, k0, k1);
+            }
+        }
+    }
+    if (s->post.act != IR_ACT_NONE) {
+        size_t total = (size_t)(g->n * g->o * g->oh * g->ow);
+        cpu_apply_activation(&s->post, out, total);
+    }
+    return PDC_OK;
+}
