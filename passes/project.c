@@ -129,6 +129,26 @@ static double kept_norm2(const float *k, unsigned win, uint64_t mask)
     return isnan(s) ? INFINITY : s;
 }
 
+pdc_status project_pattern_check(const pdc_context *ctx, const char *who, int64_t kh, int64_t kw, size_t n_patterns,
+                                 size_t pattern_size)
+{
+    if (kh % 2 == 0 || kw % 2 == 0)
+        return PROJ_ERR(ctx, who, PDC_ERR_INVALID_ARG,
+                        "the %" PRId64 "x%" PRId64 " window has no centre (patterns need odd kh and kw)", kh, kw);
+    unsigned win = (unsigned)(kh * kw); /* callers checked kh * kw <= 64 */
+    if (pattern_size < 1 || pattern_size > win)
+        return PROJ_ERR(ctx, who, PDC_ERR_INVALID_ARG, "pattern size %zu is outside 1..%u (the %" PRId64 "x%" PRId64
+                        " window)", pattern_size, win, kh, kw);
+    uint64_t possible = project_binomial(win - 1, (unsigned)pattern_size - 1);
+    if (n_patterns < 1) return PROJ_ERR(ctx, who, PDC_ERR_INVALID_ARG, "%s", "the number of patterns must be at least 1");
+    if ((uint64_t)n_patterns > possible)
+        return PROJ_ERR(ctx, who, PDC_ERR_INVALID_ARG,
+                        "%zu patterns requested, but only %" PRIu64 " patterns of %zu entries contain the centre of a %"
+                        PRId64 "x%" PRId64 " window (C(%u,%zu))",
+                        n_patterns, possible, pattern_size, kh, kw, win - 1, pattern_size - 1);
+    return PDC_OK;
+}
+
 pdc_status project_pattern(const pdc_context *ctx, const char *who, float *w, int64_t o, int64_t c, int64_t kh,
                            int64_t kw, size_t n_patterns, size_t pattern_size, uint32_t flags, uint64_t *patterns,
                            int32_t *kernel_pattern)
@@ -160,18 +180,7 @@ pdc_status project_pattern(const pdc_context *ctx, const char *who, float *w, in
                                 "pattern %zu (0x%" PRIx64 ") is empty or outside the %" PRId64 "x%" PRId64 " window", i,
                                 patterns[i], kh, kw);
     } else {
-        if (kh % 2 == 0 || kw % 2 == 0)
-            return PROJ_ERR(ctx, who, PDC_ERR_INVALID_ARG,
-                            "the %" PRId64 "x%" PRId64 " window has no centre (patterns need odd kh and kw)", kh, kw);
-        if (pattern_size < 1 || pattern_size > win)
-            return PROJ_ERR(ctx, who, PDC_ERR_INVALID_ARG, "pattern size %zu is outside 1..%u (the %" PRId64 "x%" PRId64
-                            " window)", pattern_size, win, kh, kw);
-        uint64_t possible = project_binomial(win - 1, (unsigned)pattern_size - 1);
-        if ((uint64_t)n_patterns > possible)
-            return PROJ_ERR(ctx, who, PDC_ERR_INVALID_ARG,
-                            "%zu patterns requested, but only %" PRIu64 " patterns of %zu entries contain the centre of a %"
-                            PRId64 "x%" PRId64 " window (C(%u,%zu))",
-                            n_patterns, possible, pattern_size, kh, kw, win - 1, pattern_size - 1);
+        if ((st = project_pattern_check(ctx, who, kh, kw, n_patterns, pattern_size))) return st;
         /* natural patterns of the live kernels, counted */
         uint64_t *nat = pdc_alloc(ctx, (kernels ? kernels : 1) * sizeof *nat);
         mask_count *mc = pdc_alloc(ctx, (kernels ? kernels : 1) * sizeof *mc);

@@ -17,6 +17,10 @@ pdc_status project_block(const pdc_context *ctx, const char *who, float *a, int6
                          int64_t bw, double rate, uint8_t *keep);
 pdc_status project_unstructured(const pdc_context *ctx, const char *who, float *w, size_t n, double rate,
                                 uint8_t *keep);
+/* The checks project_pattern makes when it chooses a set (odd window, pattern size in 1..kh*kw, at
+ * most C(kh*kw-1, n-1) patterns), for callers that allocate n_patterns entries first. kh*kw <= 64. */
+pdc_status project_pattern_check(const pdc_context *ctx, const char *who, int64_t kh, int64_t kw, size_t n_patterns,
+                                 size_t pattern_size);
 /* C(n, k), saturating at UINT64_MAX. */
 uint64_t project_binomial(unsigned n, unsigned k);
 

@@ -27,6 +27,9 @@ pdc_status pass_prune_pattern(ir_model *m, const pass_options *opt)
         done[t] = 1;
         ir_tensor *w = &m->tensors[t];
         size_t kernels = (size_t)(w->dims[0] * w->dims[1]);
+        char who[300];
+        snprintf(who, sizeof who, "layer '%.256s'", l->name);
+        if ((st = project_pattern_check(m->ctx, who, w->dims[2], w->dims[3], opt->patterns, opt->pattern_size))) break;
         uint64_t *patterns = pdc_calloc(m->ctx, opt->patterns, sizeof *patterns);
         int32_t *kp = pdc_calloc(m->ctx, kernels, sizeof *kp);
         if (!patterns || !kp) st = PDC_ERR_OUT_OF_MEMORY;
@@ -35,8 +38,6 @@ pdc_status pass_prune_pattern(ir_model *m, const pass_options *opt)
             memcpy(kp, w->sparsity.kernel_pattern, kernels * sizeof *kp);
             flags |= PDC_PROJECT_KEEP_PRUNED;
         }
-        char who[300];
-        snprintf(who, sizeof who, "layer '%.256s'", l->name);
         if (!st)
             st = project_pattern(m->ctx, who, w->data, w->dims[0], w->dims[1], w->dims[2], w->dims[3], opt->patterns,
                                  opt->pattern_size, flags, patterns, kp);

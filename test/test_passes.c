@@ -1256,6 +1256,9 @@ START_TEST(bad_input_has_status_and_message)
     expect_transform_error(m, "prune-pattern", opt_i("patterns", 57), PDC_ERR_INVALID_ARG,
                            "layer 'a': 57 patterns requested, but only 56 patterns of 4 entries contain the centre "
                            "of a 3x3 window (C(8,3))");
+    /* refused before anything is allocated for them */
+    expect_transform_error(m, "prune-pattern", opt_i("patterns", 2000000000), PDC_ERR_INVALID_ARG,
+                           "2000000000 patterns requested, but only 56");
     pdc_attrs *o = opt_i("pattern_size", 1);
     ck_assert_ok(ctx, pdc_attrs_set_int(o, "patterns", 2));
     expect_transform_error(m, "prune-pattern", o, PDC_ERR_INVALID_ARG, "2 patterns requested, but only 1 patterns");
