@@ -313,11 +313,12 @@ pdc_status onnx_fold_slice(onnx_importer *imp, onnx_node *n)
         if (s > 0) {
             b = b < 0 ? 0 : b > d ? d : b;
             e = e < 0 ? 0 : e > d ? d : e;
-            cnt = e > b ? (e - b + s - 1) / s : 0;
+            cnt = e > b ? (e - b - 1) / s + 1 : 0; /* no overflow for any step */
         } else {
-            b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
+            int64_t ms = s == INT64_MIN ? INT64_MAX : -s;
+            b = b < 0 ? 0 : b > d - 1 ? d - 1 : b; /* ONNX: starts in [0, d-1], ends in [-1, d-1] */
             e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-            cnt = b > e ? (b - e + (-s) - 1) / (-s) : 0;
+            cnt = b > e ? (b - e - 1) / ms + 1 : 0;
         }
         first[ax] = b;
         step[ax] = s;

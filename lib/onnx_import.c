@@ -76,8 +76,10 @@ char *onnx_unique_name(const onnx_importer *imp, const char *base, int layer)
     for (unsigned k = 0;; k++) {
         if (k == 0) snprintf(buf, sizeof buf, "%s", base);
         else snprintf(buf, sizeof buf, "%.4000s_%u", base, k);
-        int taken = layer ? ir_model_find_layer(imp->m, buf) >= 0 : ir_model_find_tensor(imp->m, buf) >= 0;
-        if (!taken && !onnx_value_find(imp, buf)) return pdc_strdup(imp->ctx, buf);
+        /* layers and tensors are separate name spaces: a layer may share its output's name */
+        int taken = layer ? ir_model_find_layer(imp->m, buf) >= 0
+                          : ir_model_find_tensor(imp->m, buf) >= 0 || onnx_value_find(imp, buf);
+        if (!taken) return pdc_strdup(imp->ctx, buf);
     }
 }
 

@@ -208,6 +208,9 @@ static pdc_status auto_pads(onnx_importer *imp, const onnx_node *n, const char *
         }
     }
     for (int i = 0; i < nsp; i++) {
+        if (k[i] < 1 || k[i] > IR_DIM_MAX)
+            return onnx_node_error(imp, n, PDC_ERR_INVALID_MODEL, "kernel dim %d is %" PRId64, i, k[i]);
+        /* every term below 2^62: dims, strides, dilations and kernels are at most 2^31 - 1 */
         int64_t in = xd[2 + i], out = (in + s[i] - 1) / s[i];
         int64_t total = (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in;
         if (total < 0) total = 0;

@@ -699,6 +699,24 @@ START_TEST(folded_slice_range_cast_equal_where)
     mp_output(mp, "y2");
     pdc_model *m = load_run_expect(mp, F(1, 1, 1, 1, 1, 1, 2, 5), 8, F(2, 3, 4, 11, 6, 7, 2, 15), 8);
     pdc_model_destroy(m);
+
+    /* negative steps on W = [0 1 2 3 4 5]: W[-1 :: -2] up to before the start (ends = INT64_MIN) is
+     * [5 3 1]; a start far below the range clamps to 0 for a negative step: W[-100 : -200 : -1] = [0] */
+    static const int64_t starts[2] = {-1, -100}, ends[2] = {INT64_MIN, -200}, steps[2] = {-2, -1};
+    static const float want_rev[2][3] = {{6, 4, 2}, {1, 0, 0}};
+    for (int k = 0; k < 2; k++) {
+        mp = mp_new(13);
+        mp_input(mp, "x", DIMS(k ? 1 : 3));
+        mp_init(mp, t_float("W", DIMS(6), F(0, 1, 2, 3, 4, 5), 0));
+        mp_init(mp, t_int64("st", DIMS(1), &starts[k]));
+        mp_init(mp, t_int64("en", DIMS(1), &ends[k]));
+        mp_init(mp, t_int64("sp", DIMS(1), &steps[k]));
+        mp_node(mp, "Slice", "slice_rev", "W,st,en,,sp", "s");
+        mp_node(mp, "Add", "add", "x,s", "y");
+        mp_output(mp, "y");
+        m = load_run_expect(mp, F(1, 1, 1), k ? 1 : 3, want_rev[k], k ? 1 : 3);
+        pdc_model_destroy(m);
+    }
 }
 END_TEST
 
@@ -786,6 +804,18 @@ START_TEST(runtime_shape_ops_and_aliases)
     mp_node(mp, "Identity", NULL, "x", "x_out");
     m = load_run_expect(mp, F(-1, 2), 2, F(0, 2, -1, 2), 4);
     ck_assert_str_eq(layer_op(m, "Relu_0"), "relu"); /* op_type + "_" + node index */
+    pdc_model_destroy(m);
+
+    /* a node named like its output (common outside PyTorch) keeps its name: separate name spaces;
+     * two nodes with one name are told apart */
+    mp = mp_new(13);
+    mp_input(mp, "x", DIMS(2));
+    mp_node(mp, "Relu", "act", "x", "act");
+    mp_node(mp, "Sigmoid", "act", "act", "y");
+    mp_output(mp, "y");
+    m = load_run_expect(mp, F(0, -1), 2, F(0.5f, 0.5f), 2);
+    ck_assert_str_eq(layer_op(m, "act"), "relu");
+    ck_assert_str_eq(layer_op(m, "act_1"), "sigmoid");
     pdc_model_destroy(m);
 }
 END_TEST
