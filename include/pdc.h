@@ -283,7 +283,8 @@ typedef enum pdc_layer_field {
 /** Number of layers. */
 PDC_API pdc_status pdc_model_num_layers(const pdc_model *model, size_t *n_out);
 /** A statistic of layer i. FLOP statistics need concrete shapes: PDC_ERR_SHAPE while a symbolic
- * input the layer depends on is unresolved (weight counts are always available). */
+ * input the layer depends on is unresolved (weight counts are always available); PDC_ERR_OVERFLOW
+ * when the count does not fit in an int64 (huge shapes). */
 PDC_API pdc_status pdc_model_layer_stat(const pdc_model *model, size_t i, pdc_layer_stat stat, int64_t *value_out);
 /** A text field of layer i. Borrowed: valid until the next pdc_model_layer_string call on this model
  * (copy it to keep it), or until the model changes or is destroyed. */

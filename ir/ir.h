@@ -203,6 +203,7 @@ pdc_status ir_verify(const ir_model *m);
 /* ---- statistics (ir/stats.c) */
 typedef struct ir_layer_stats {
     int64_t weights, kept_weights, dense_flops, effective_flops, bytes;
+    int overflow; /* a FLOP count exceeded int64: dense/effective_flops are INT64_MAX, not the count */
 } ir_layer_stats;
 void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st);
 /* "dense", "pattern 3x3 (8 patterns, 50% kernels kept)", ... into buf. */

@@ -16,8 +16,26 @@ static const ir_tensor *in_t(const ir_model *m, const ir_layer *l, size_t i)
 
 static int64_t numel(const ir_tensor *t) { return t ? (int64_t)ir_tensor_numel(t) : 0; }
 
+/* Saturating arithmetic: FLOP counts of valid but huge models (each dim up to 2^31 - 1) exceed
+ * int64. Such a result is INT64_MAX and sets *overflow, instead of signed overflow (undefined). */
+static int64_t mul_sat(int64_t a, int64_t b, int *overflow)
+{
+    int64_t r;
+    if (!__builtin_mul_overflow(a, b, &r)) return r;
+    *overflow = 1;
+    return INT64_MAX;
+}
+
+static int64_t add_sat(int64_t a, int64_t b, int *overflow)
+{
+    int64_t r;
+    if (!__builtin_add_overflow(a, b, &r)) return r;
+    *overflow = 1;
+    return INT64_MAX;
+}
+
 /* How many times each element of the layer's weight input is used in one run; 0 if not weighted. */
-static int64_t weight_reuse(const ir_model *m, const ir_layer *l)
+static int64_t weight_reuse(const ir_model *m, const ir_layer *l, int *overflow)
 {
     const ir_tensor *a = in_t(m, l, 0);
     switch (l->op) {
@@ -25,7 +43,7 @@ static int64_t weight_reuse(const ir_model *m, const ir_layer *l)
         ir_window_params p;
         if (ir_window_params_get(m, l, &p)) return 0;
         int64_t r = p.n;
-        for (int i = 0; i < p.nsp; i++) r *= p.out[i];
+        for (int i = 0; i < p.nsp; i++) r = mul_sat(r, p.out[i], overflow);
         return r;
     }
     case IR_OP_FC:
@@ -37,10 +55,10 @@ static int64_t weight_reuse(const ir_model *m, const ir_layer *l)
         /* y [.., M, N] = a [.., M, K] b [.., K, N]: each element of b is used numel(y) * K / numel(b) times */
         const ir_tensor *b = in_t(m, l, 1);
         int64_t nb = numel(b);
-        return nb ? numel(&m->tensors[l->outputs[0]]) * b->dims[b->rank - 2] / nb : 0;
+        return nb ? mul_sat(numel(&m->tensors[l->outputs[0]]), b->dims[b->rank - 2], overflow) / nb : 0;
     }
     case IR_OP_LSTM:
-    case IR_OP_GRU: return a->dims[0] * a->dims[1];
+    case IR_OP_GRU: return mul_sat(a->dims[0], a->dims[1], overflow);
     default: return 0;
     }
 }
@@ -53,7 +71,8 @@ void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st)
     int known = y->rank >= 0; /* FLOPs need shapes, unknown until symbolic inputs are fixed */
     int weighted = l->op == IR_OP_CONV || l->op == IR_OP_FC || l->op == IR_OP_GEMM || l->op == IR_OP_MATMUL ||
                    l->op == IR_OP_LSTM || l->op == IR_OP_GRU;
-    int64_t reuse = weighted && known ? weight_reuse(m, l) : 0;
+    int *ovf = &st->overflow;
+    int64_t reuse = weighted && known ? weight_reuse(m, l, ovf) : 0;
     for (size_t i = 0; i < l->n_inputs; i++) {
         const ir_tensor *t = in_t(m, l, i);
         if (!t || t->kind != IR_TENSOR_CONST) continue;
@@ -63,8 +82,8 @@ void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st)
         /* Matrix operands of weighted ops (not biases or initial states) carry the FLOPs. */
         int is_matrix = weighted && (i == 1 || ((l->op == IR_OP_LSTM || l->op == IR_OP_GRU) && i == 2));
         if (is_matrix) {
-            st->dense_flops += 2 * reuse * n;
-            st->effective_flops += 2 * reuse * kept;
+            st->dense_flops = add_sat(st->dense_flops, mul_sat(mul_sat(reuse, 2, ovf), n, ovf), ovf);
+            st->effective_flops = add_sat(st->effective_flops, mul_sat(mul_sat(reuse, 2, ovf), kept, ovf), ovf);
         }
     }
     st->bytes = st->kept_weights * (int64_t)sizeof(float);
@@ -72,9 +91,9 @@ void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st)
     if (l->op == IR_OP_MATMUL && in_t(m, l, 1)->kind != IR_TENSOR_CONST) {
         /* activation x activation: 2*M*N*K per output batch element */
         const ir_tensor *a = in_t(m, l, 0);
-        int64_t f = 2 * numel(y) * a->dims[a->rank - 1];
-        st->dense_flops += f;
-        st->effective_flops += f;
+        int64_t f = mul_sat(mul_sat(numel(y), 2, ovf), a->dims[a->rank - 1], ovf);
+        st->dense_flops = add_sat(st->dense_flops, f, ovf);
+        st->effective_flops = add_sat(st->effective_flops, f, ovf);
     }
     if (!weighted) {
         /* Elementwise-like ops: one op per output element (pools: one per window element). */
@@ -82,15 +101,15 @@ void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st)
         if (l->op == IR_OP_MAXPOOL || l->op == IR_OP_AVGPOOL) {
             ir_window_params p;
             if (!ir_window_params_get(m, l, &p))
-                for (int i = 0; i < p.nsp; i++) f *= p.k[i];
+                for (int i = 0; i < p.nsp; i++) f = mul_sat(f, p.k[i], ovf);
         } else if (l->op == IR_OP_GLOBAL_AVGPOOL) {
             f = numel(in_t(m, l, 0));
         } else if (l->op == IR_OP_FLATTEN || l->op == IR_OP_RESHAPE || l->op == IR_OP_TRANSPOSE ||
                    l->op == IR_OP_CONCAT) {
             f = 0;
         }
-        st->dense_flops += f;
-        st->effective_flops += f;
+        st->dense_flops = add_sat(st->dense_flops, f, ovf);
+        st->effective_flops = add_sat(st->effective_flops, f, ovf);
     }
 }
 

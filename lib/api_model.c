@@ -282,6 +282,9 @@ PDC_API pdc_status pdc_model_layer_stat(const pdc_model *model, size_t i, pdc_la
         return pdc_error(model->ctx, PDC_ERR_SHAPE,
                          "layer '%s': FLOPs are unknown until symbolic input shapes are fixed (pdc_model_set_input_shape)",
                          model->layers[i].name);
+    if ((stat == PDC_STAT_DENSE_FLOPS || stat == PDC_STAT_EFFECTIVE_FLOPS) && s.overflow)
+        return pdc_error(model->ctx, PDC_ERR_OVERFLOW, "layer '%s': its FLOP count does not fit in 64 bits",
+                         model->layers[i].name);
     switch (stat) {
     case PDC_STAT_WEIGHTS: *value_out = s.weights; return PDC_OK;
     case PDC_STAT_KEPT_WEIGHTS: *value_out = s.kept_weights; return PDC_OK;

@@ -5,9 +5,9 @@
  * every layer), symbolic inputs fixed to 2, pdc_compile for "ref", and pdc_program_run.
  *
  * Properties, beyond fuzz.h's: inspection calls succeed (FLOP statistics may answer
- * PDC_ERR_SHAPE while shapes are symbolic); a failed run leaves the output tensors untouched;
- * two runs on the same inputs give bit-identical outputs; a run with a wrongly shaped input
- * fails with PDC_ERR_SHAPE. Models whose estimated work exceeds RUN_MAX_WORK are compiled but not
+ * PDC_ERR_SHAPE while shapes are symbolic, PDC_ERR_OVERFLOW beyond int64); a failed run leaves
+ * the output tensors untouched; two runs on the same inputs give bit-identical outputs; a run
+ * with a wrongly shaped input fails with PDC_ERR_SHAPE. Models whose estimated work exceeds RUN_MAX_WORK are compiled but not
  * run, so that every input takes milliseconds.
  */
 #include <math.h>
@@ -26,7 +26,8 @@ static void inspect(pdc_context *ctx, const pdc_model *m, double *work)
             int64_t v = -1;
             pdc_status st = pdc_model_layer_stat(m, i, (pdc_layer_stat)s, &v);
             int flops = s == PDC_STAT_DENSE_FLOPS || s == PDC_STAT_EFFECTIVE_FLOPS;
-            fuzz_check(st == PDC_OK || (flops && st == PDC_ERR_SHAPE), "layer_stat(%zu, %d): %s: %s", i, s,
+            fuzz_check(st == PDC_OK || (flops && (st == PDC_ERR_SHAPE || st == PDC_ERR_OVERFLOW)),
+                       "layer_stat(%zu, %d): %s: %s", i, s,
                        pdc_status_string(st), pdc_context_last_error(ctx));
             fuzz_check(st != PDC_OK || v >= 0, "layer_stat(%zu, %d) = %lld", i, s, (long long)v);
             if (st == PDC_OK && s == PDC_STAT_DENSE_FLOPS) *work += (double)v;
