@@ -111,6 +111,11 @@ void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st)
         st->dense_flops = add_sat(st->dense_flops, f, ovf);
         st->effective_flops = add_sat(st->effective_flops, f, ovf);
     }
+    if (ir_attrs_find(&l->attrs, "activation")) {
+        /* a fused activation (canonicalize) costs what its own layer did: one op per output element */
+        st->dense_flops = add_sat(st->dense_flops, numel(y), ovf);
+        st->effective_flops = add_sat(st->effective_flops, numel(y), ovf);
+    }
 }
 
 static void describe(const ir_tensor *t, char *buf, size_t cap)

@@ -748,6 +748,27 @@ START_TEST(canonicalize_keeps_outputs)
     for (size_t t = 0; t < m->n_tensors; t++)
         if (m->tensors[t].kind == IR_TENSOR_CONST) ck_assert_uint_ge(pass_tensor_uses(m, (int)t), 1);
     ck_assert_ok(ctx, pdc_model_verify(m));
+    /* folding never adds work: fused activations are counted as their layers were (one op per
+     * element), batchnorm and the bias add are gone */
+    int64_t before_flops = 0, after_flops = 0, v;
+    for (size_t i = 0; i < before->n_layers; i++) {
+        ck_assert_ok(ctx, pdc_model_layer_stat(before, i, PDC_STAT_DENSE_FLOPS, &v));
+        before_flops += v;
+    }
+    for (size_t i = 0; i < m->n_layers; i++) {
+        ck_assert_ok(ctx, pdc_model_layer_stat(m, i, PDC_STAT_DENSE_FLOPS, &v));
+        after_flops += v;
+    }
+    ck_assert_int_lt(after_flops, before_flops);
+    int64_t relu_flops;
+    ck_assert_ok(ctx, pdc_model_layer_stat(before, (size_t)ir_model_find_layer(before, "relu1"), PDC_STAT_DENSE_FLOPS,
+                                           &relu_flops));
+    int64_t conv_before, conv_after;
+    ck_assert_ok(ctx, pdc_model_layer_stat(before, (size_t)ir_model_find_layer(before, "conv1"), PDC_STAT_DENSE_FLOPS,
+                                           &conv_before));
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, (size_t)ir_model_find_layer(m, "conv1"), PDC_STAT_DENSE_FLOPS,
+                                           &conv_after));
+    ck_assert_int_eq(conv_after, conv_before + relu_flops);
     /* idempotent */
     pdc_model *again = clone(m);
     ck_assert_ok(ctx, transform(again, "canonicalize", NULL));
