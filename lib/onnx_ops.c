@@ -551,10 +551,11 @@ static pdc_status emit_softmax(onnx_importer *imp, onnx_node *n)
     if (st) return st;
     const ir_tensor *x = &imp->m->tensors[in];
     int rank = x->rank;
-    int last = imp->opset >= 13 || (rank > 0 && (axis == rank - 1 || axis == -1));
-    if (imp->opset < 13 && rank < 0)
-        return onnx_node_error(imp, n, PDC_ERR_SHAPE, "Softmax before opset 13 needs the input's rank, which depends "
-                               "on a symbolic input dim");
+    int last = imp->opset >= 13 || axis == -1 || (rank > 0 && axis == rank - 1);
+    if (!last && rank < 0)
+        return onnx_node_error(imp, n, PDC_ERR_SHAPE, "Softmax before opset 13 on axis %" PRId64 " needs the input's "
+                               "rank, which depends on a symbolic input dim; give the input shapes before import "
+                               "(context option \"onnx_input_shapes\", or --shape for pdc)", axis);
     if (last) {
         st = set_int(imp, &a, "axis", imp->opset >= 13 ? axis : -1);
         if (!st) st = emit1(imp, n, IR_OP_SOFTMAX, 1, &in, &a);
