@@ -517,6 +517,192 @@ START_TEST(demo_model_matches_ref)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------ fc, gemm, matmul */
+
+START_TEST(fc_random_matches_ref)
+{
+    /* _i: 0 dense, 1 block-sparse, 2 unstructured */
+    rng = 77u + (uint32_t)_i;
+    for (int c = 0; c < sweep(16); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "fc", &mdl));
+        int64_t n = rnd_in(1, 3), k = rnd_in(1, 300), o = rnd_in(1, 70), bh = rnd_in(1, 4), bw = rnd_in(1, 8);
+        int has_bias = rnd() % 2;
+        input("x", DIMS(n, k));
+        size_t wn = (size_t)(o * k);
+        float *w = malloc(wn * sizeof *w);
+        test_fill_random(w, wn, rnd());
+        if (_i == 1) {
+            int64_t nbr = (o + bh - 1) / bh, nbc = (k + bw - 1) / bw;
+            uint8_t *mask = malloc((size_t)(nbr * nbc));
+            for (int64_t b = 0; b < nbr * nbc; b++) mask[b] = rnd() % 10 < 3;
+            for (int64_t r = 0; r < o; r++)
+                for (int64_t q = 0; q < k; q++)
+                    if (!mask[(r / bh) * nbc + q / bw]) w[r * k + q] = 0.0f;
+            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
+            ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, "w", bh, bw, (size_t)(nbr * nbc), mask));
+            free(mask);
+        } else if (_i == 2) {
+            uint8_t *mask = malloc(wn);
+            for (size_t q = 0; q < wn; q++) {
+                mask[q] = rnd() % 10 < 2;
+                if (!mask[q]) w[q] = 0.0f;
+            }
+            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
+            ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
+            free(mask);
+        } else {
+            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
+        }
+        free(w);
+        pdc_attrs *a = attrs();
+        if (rnd() % 2) ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", rnd() % 2 ? "relu" : "tanh"));
+        if (has_bias) {
+            constant_rand("b", DIMS(o), 0.5f, rnd());
+            layer("fc", a, "y", NAMES("x", "w", "b"));
+        } else {
+            layer("fc", a, "y", NAMES("x", "w"));
+        }
+        output("y");
+        char what[128];
+        snprintf(what, sizeof what, "fc n%lld k%lld o%lld %s %lldx%lld", (long long)n, (long long)k, (long long)o,
+                 _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        ck_assert_kernel(p, "y", _i == 0 ? "blas" : "jit block-sparse fc");
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(gemm_random_matches_ref)
+{
+    rng = 4242u;
+    for (int c = 0; c < sweep(16); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "gemm", &mdl));
+        int64_t mm = rnd_in(1, 40), kk = rnd_in(1, 90), nn = rnd_in(1, 50);
+        int ta = rnd() % 2, tb = rnd() % 2, cform = (int)(rnd() % 5);
+        if (ta) input("a", DIMS(kk, mm));
+        else input("a", DIMS(mm, kk));
+        if (tb) constant_rand("b", DIMS(nn, kk), 1.0f, rnd());
+        else input("b", DIMS(kk, nn));
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "transA", ta));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "transB", tb));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.75f));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", -1.5f));
+        /* C: absent, scalar, [N], [M,1], [M,N] */
+        if (cform == 1) constant_rand("c", DIMS(1), 1.0f, 3);
+        else if (cform == 2) constant_rand("c", DIMS(nn), 1.0f, 3);
+        else if (cform == 3) input("c", DIMS(mm, 1));
+        else if (cform == 4) input("c", DIMS(mm, nn));
+        if (cform) layer("gemm", a, "y", NAMES("a", "b", "c"));
+        else layer("gemm", a, "y", NAMES("a", "b"));
+        output("y");
+        char what[96];
+        snprintf(what, sizeof what, "gemm %lldx%lldx%lld ta%d tb%d c%d", (long long)mm, (long long)kk, (long long)nn, ta,
+                 tb, cform);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        ck_assert_kernel(p, "y", "blas sgemm");
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(matmul_broadcast_matches_ref)
+{
+    input("a", DIMS(2, 1, 5, 7));
+    input("b", DIMS(3, 7, 4));
+    layer("matmul", NULL, "y", NAMES("a", "b"));
+    output("y");
+    pdc_program *p = check_matches_ref("matmul [2,1,5,7] x [3,7,4]", 8);
+    ck_assert_kernel(p, "y", "blas sgemm");
+    pdc_program_destroy(p);
+}
+END_TEST
+
+/* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs. */
+static void check_thread_invariance(const char *what)
+{
+    float *res[2] = {NULL, NULL};
+    size_t n0 = 0;
+    for (int t = 0; t < 2; t++) {
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", t ? "2" : "1"));
+        pdc_program *p = NULL;
+        ck_assert_ok(ctx, pdc_compile(ctx, mdl, "cpu", &p));
+        size_t no, *sz;
+        float **r = run_prog(p, 5, &no, &sz);
+        res[t] = r[0];
+        n0 = sz[0];
+        for (size_t i = 1; i < no; i++) free(r[i]);
+        free(r);
+        free(sz);
+        pdc_program_destroy(p);
+    }
+    ck_assert_msg(memcmp(res[0], res[1], n0 * sizeof(float)) == 0, "%s: threads 1 and 2 differ", what);
+    free(res[0]);
+    free(res[1]);
+}
+
+START_TEST(results_do_not_depend_on_threads)
+{
+    input("x", DIMS(1, 24, 30, 30));
+    constant_rand("w", DIMS(40, 24, 3, 3), 0.3f, 1);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+    layer("conv", a, "c", NAMES("x", "w"));
+    constant_rand("w1", DIMS(32, 40, 1, 1), 0.3f, 2);
+    layer("conv", NULL, "c1", NAMES("c", "w1"));
+    layer("flatten", NULL, "f", NAMES("c1"));
+    constant_rand("w2", DIMS(300, 28800), 0.01f, 3);
+    layer("fc", NULL, "y", NAMES("f", "w2"));
+    output("y");
+    check_thread_invariance("conv, 1x1 conv, fc");
+}
+END_TEST
+
+
+/* ------------------------------------------------------------------ pooling */
+
+START_TEST(pool_random_matches_ref)
+{
+    rng = 555u;
+    for (int c = 0; c < sweep(24); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "pool", &mdl));
+        int64_t k[2] = {rnd_in(1, 4), rnd_in(1, 4)}, st[2] = {rnd_in(1, 3), rnd_in(1, 3)}, dl[2], pads[4], in[2];
+        for (int d = 0; d < 2; d++) {
+            dl[d] = rnd() % 4 == 0 ? 2 : 1;
+            pads[d] = rnd_in(0, k[d] - 1 < 2 ? k[d] - 1 : 2);
+            pads[d + 2] = rnd_in(0, k[d] - 1 < 2 ? k[d] - 1 : 2);
+            in[d] = rnd_in(dl[d] * (k[d] - 1) + 1, 20);
+        }
+        input("x", DIMS(rnd_in(1, 2), rnd_in(1, 5), in[0], in[1]));
+        int is_max = rnd() % 2;
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 2, k));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, st));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", 2, dl));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, pads));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "ceil_mode", rnd() % 2));
+        if (!is_max) ck_assert_ok(ctx, pdc_attrs_set_int(a, "count_include_pad", rnd() % 2));
+        layer(is_max ? "maxpool" : "avgpool", a, "y", NAMES("x"));
+        layer("global_avgpool", NULL, "g", NAMES("y"));
+        output("y");
+        output("g");
+        char what[128];
+        snprintf(what, sizeof what, "%s k%lldx%lld s%lldx%lld d%lldx%lld in %lldx%lld", is_max ? "maxpool" : "avgpool",
+                 (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], (long long)dl[0],
+                 (long long)dl[1], (long long)in[0], (long long)in[1]);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        ck_assert_kernel(p, "y", "pool");
+        ck_assert_kernel(p, "g", "global average pool");
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ API, fallbacks, ISA */
 
 START_TEST(layer_kernel_api)
@@ -629,6 +815,21 @@ static Suite *cpu_suite(void)
     tcase_add_loop_test(tc, conv_random_matches_ref, SP_DENSE, SP_UNSTRUCTURED + 1);
     tcase_add_test(tc, conv_vgg_like_pattern_layer);
     tcase_add_test(tc, demo_model_matches_ref);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("gemm");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, fc_random_matches_ref, 0, 3);
+    tcase_add_test(tc, gemm_random_matches_ref);
+    tcase_add_test(tc, matmul_broadcast_matches_ref);
+    tcase_add_test(tc, results_do_not_depend_on_threads);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, pool_random_matches_ref);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");

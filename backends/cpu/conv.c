@@ -54,7 +54,7 @@ typedef struct conv_geom {
 
 /* Everything the generated code depends on (hashed: zero it before filling). */
 typedef struct conv_key {
-    char tag[8];                 /* "conv3" */
+    char tag[8];                 /* "convN": bump N when the generated code changes */
     int32_t vec, n_vregs;
     int32_t n_pat;
     int32_t kh, kw, sy, sx, dy, dx;
@@ -115,10 +115,12 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
 {
     const conv_key *k = G->k;
     pdc_irb *irb = &G->irb;
+    /* weight index of every tap (taps in mask order); a column's weights are broadcast just before
+     * the column is processed, so only that column's weights compete with the tile for registers */
+    int widx[CONV_MAX_TAPS];
     LLVMValueRef wv[CONV_MAX_TAPS];
     int t = 0;
-    for (int b = 0; b < k->kh * k->kw; b++)
-        if (mask >> b & 1) wv[b] = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, t++));
+    for (int b = 0; b < k->kh * k->kw; b++) widx[b] = mask >> b & 1 ? t++ : -1;
     LLVMValueRef cur[32];
     for (int a = 0; a < ty * tx; a++) cur[a] = acc_load(G, a);
     for (int kx = 0; kx < k->kw; kx++) {
@@ -129,6 +131,10 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
                 max_ky = ky;
             }
         if (!has) continue;
+        for (int ky = 0; ky < k->kh; ky++) {
+            int b = ky * k->kw + kx;
+            if (widx[b] >= 0) wv[b] = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, widx[b]));
+        }
         int64_t phase = (int64_t)kx * k->dx % k->sx, cx = (int64_t)kx * k->dx / k->sx;
         int64_t qmax = (int64_t)(ty - 1) * k->sy + (int64_t)max_ky * k->dy;
         /* every input row q the tile needs for this column, in order; each loaded once */
@@ -364,8 +370,6 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     if ((st = ir_fused_params_get(m, l, &fp))) return st;
 
     const pdc_llvm_target *t = cc->target;
-    int budget = t->n_vregs >= 32 ? 28 : 12;
-    conv_tiling(&g, t->vec, budget);
 
     /* per-kernel masks */
     const int64_t taps = g.kh * g.kw, n_kern = g.o * g.cg;
@@ -415,9 +419,22 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         n_pat = 1;
     }
 
+    /* Accumulators: all but the registers a column's weights and a loaded input vector need (28 of
+     * AVX-512's 32 when no pattern has more than two taps in a column, else 24: more spills). */
+    int col_taps = 0;
+    for (size_t p = 0; p < n_pat; p++)
+        for (int64_t kx = 0; kx < g.kw; kx++) {
+            int n = 0;
+            for (int64_t ky = 0; ky < g.kh; ky++) n += (int)(pats[p] >> (ky * g.kw + kx) & 1);
+            if (n > col_taps) col_taps = n;
+        }
+    int budget = t->n_vregs >= 32 ? (col_taps <= 2 ? 28 : 20) : (col_taps <= 2 ? 12 : 10);
+    conv_tiling(&g, t->vec, budget);
+    s->g = g;
+
     conv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv3", 6);
+    memcpy(k->tag, "conv4", 6);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;

@@ -7,6 +7,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
@@ -204,11 +205,26 @@ static pdc_status build_object(pdc_jit *jit, const pdc_context *ctx, const pdc_k
         st = pdc_error(ctx, PDC_ERR_INTERNAL, "generated IR for %s does not verify: %.400s", prefix, msg ? msg : "");
     }
     LLVMDisposeMessage(msg);
+    const char *dump = getenv("PDC_JIT_DUMP"); /* debugging: a directory to write IR and objects into */
+    char dpath[PDC_PATH_MAX];
+    if (!st && dump && *dump && snprintf(dpath, sizeof dpath, "%s/%s.ll", dump, prefix) < (int)sizeof dpath) {
+        char *err = NULL;
+        if (LLVMPrintModuleToFile(m, dpath, &err)) pdc_log(ctx, PDC_LOG_WARN, "PDC_JIT_DUMP: %s", err ? err : dpath);
+        LLVMDisposeMessage(err);
+    }
     if (!st) {
         LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
         LLVMErrorRef err = LLVMRunPasses(m, PDC_JIT_PIPELINE, jit->tm, opts);
         LLVMDisposePassBuilderOptions(opts);
         if (err) st = llvm_error(ctx, err, "running passes");
+    }
+    if (!st && dump && *dump && snprintf(dpath, sizeof dpath, "%s/%s.s", dump, prefix) < (int)sizeof dpath) {
+        LLVMModuleRef mc = LLVMCloneModule(m); /* codegen changes the module it is given */
+        char *err = NULL;
+        if (LLVMTargetMachineEmitToFile(jit->tm, mc, dpath, LLVMAssemblyFile, &err))
+            pdc_log(ctx, PDC_LOG_WARN, "PDC_JIT_DUMP: %s", err ? err : dpath);
+        LLVMDisposeMessage(err);
+        LLVMDisposeModule(mc);
     }
     if (!st) {
         msg = NULL;

@@ -1,0 +1,458 @@
+/*
+ * gemm.c - fc, gemm and matmul: dense through OpenBLAS (single-threaded BLAS calls on blocks that
+ * pdc spreads over its threads), and a JIT'd block-sparse fc for block- or unstructured-pruned
+ * weights.
+ *
+ * Block-sparse fc, y[n, o] = sum over kept blocks of w[o, k] x[n, k] + b[o]: the weight matrix is
+ * kept as a list of blocks per block-row (column offsets, weights packed block after block in
+ * execution order). The generated code is specialised on the block shape bh x bw: for every
+ * block-row it keeps bh accumulators of bw lanes, loads each block's slice of x once and uses it
+ * for all bh rows, and reduces the lanes at the end of the row. Unstructured sparsity is the
+ * bh = bw = 1 case. A block-row's whole list runs in one loop, so there is one data-dependent loop
+ * exit per bh outputs.
+ *
+ * Determinism: BLAS blocks split the output only, never the K reduction, so every output element
+ * is computed by the same sequence of operations whatever the thread count.
+ */
+#include <cblas.h>
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+
+#define SPFC_MAX_BH 16
+#define SPFC_MAX_BW 64
+#define SPFC_DENSITY_MAX 0.5  /* kept fraction above which dense BLAS is faster */
+
+/* ------------------------------------------------------------------ dense: fc and gemm */
+
+typedef struct gemm_state {
+    ir_gemm_params p;
+    int op;                  /* IR_OP_FC, IR_OP_GEMM, IR_OP_MATMUL */
+    int64_t cm, cn;          /* gemm: dims of C as broadcast to [M, N] (1 = broadcast) */
+    ir_fused_params act;
+    /* matmul batches: per batch the offsets into a and b */
+    int64_t batches, *offs;
+} gemm_state;
+
+static void gemm_free(void *p)
+{
+    gemm_state *s = p;
+    if (!s) return;
+    pdc_free(s->offs);
+    pdc_free(s);
+}
+
+/* y[M,N] = alpha A' B' (+ beta C) over rows [i0, i1) or columns [j0, j1) - whichever the plan
+ * split - with one BLAS thread. */
+static void gemm_block(const gemm_state *s, const float *a, const float *b, float *y, int64_t i0, int64_t i1,
+                       int64_t j0, int64_t j1)
+{
+    const ir_gemm_params *p = &s->p;
+    int64_t mm = i1 - i0, nn = j1 - j0;
+    if (mm <= 0 || nn <= 0) return;
+    const float *ab = p->trans_a ? a + i0 : a + i0 * p->k;
+    const float *bb = p->trans_b ? b + j0 * p->k : b + j0;
+    float *yb = y + i0 * p->n + j0;
+    int lda = (int)(p->trans_a ? p->m : p->k), ldb = (int)(p->trans_b ? p->k : p->n);
+    if (mm == 1 && !p->trans_a) {
+        /* one row: y = alpha * op(B)^T a + beta y */
+        cblas_sgemv(CblasRowMajor, p->trans_b ? CblasNoTrans : CblasTrans, (int)(p->trans_b ? nn : p->k),
+                    (int)(p->trans_b ? p->k : nn), p->alpha, bb, ldb, ab, 1, 1.0f, yb, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, p->trans_a ? CblasTrans : CblasNoTrans, p->trans_b ? CblasTrans : CblasNoTrans, (int)mm,
+                (int)nn, (int)p->k, p->alpha, ab, lda, bb, ldb, 1.0f, yb, (int)p->n);
+}
+
+/* One GEMM y = alpha A' B' + (y's initial contents), split over threads along the larger free dim. */
+static void gemm_parallel(const gemm_state *s, const float *a, const float *b, float *y, int nt)
+{
+    const ir_gemm_params *p = &s->p;
+    int64_t work = p->m * p->n * p->k;
+    if (work < 262144) nt = 1;
+    /* Split the dim whose chunks re-pack the smaller operand (row chunks each pack all of B,
+     * column chunks all of A), unless that dim is too short to give every thread a chunk. */
+    int by_rows = p->m * p->k > p->k * p->n;
+    if (by_rows && p->m < 128) by_rows = 0;
+    else if (!by_rows && p->n < 128 && p->m >= 128) by_rows = 1;
+    /* Chunks depend on the problem only, never on nt: BLAS kernels round edge rows differently
+     * from interior ones, so the same chunks are what keeps results independent of threads. */
+    int64_t len = by_rows ? p->m : p->n;
+    int64_t chunk = (len / 16 + 15) / 16 * 16;
+    if (chunk < 64) chunk = 64;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int64_t c0 = 0; c0 < len; c0 += chunk) {
+        int64_t c1 = c0 + chunk < len ? c0 + chunk : len;
+        if (by_rows) gemm_block(s, a, b, y, c0, c1, 0, p->n);
+        else gemm_block(s, a, b, y, 0, p->m, c0, c1);
+    }
+}
+
+static pdc_status gemm_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                           const cpu_exec *x)
+{
+    (void)m;
+    const gemm_state *s = L->state;
+    const ir_gemm_params *p = &s->p;
+    const float *a = buf[l->inputs[0]], *b = buf[l->inputs[1]];
+    const float *c = l->n_inputs > 2 && l->inputs[2] >= 0 ? buf[l->inputs[2]] : NULL;
+    float *y = buf[l->outputs[0]];
+    if (s->op == IR_OP_MATMUL) {
+        for (int64_t bi = 0; bi < s->batches; bi++) {
+            float *yb = y + bi * p->m * p->n;
+            memset(yb, 0, (size_t)(p->m * p->n) * sizeof *yb);
+            gemm_parallel(s, a + s->offs[2 * bi], b + s->offs[2 * bi + 1], yb, x->threads);
+        }
+        return PDC_OK;
+    }
+    /* initial y: beta * C broadcast (gemm), the bias (fc), or zero */
+    for (int64_t i = 0; i < p->m; i++) {
+        float *yr = y + i * p->n;
+        if (!c) memset(yr, 0, (size_t)p->n * sizeof *yr);
+        else if (s->op == IR_OP_FC)
+            memcpy(yr, c, (size_t)p->n * sizeof *yr);
+        else
+            for (int64_t j = 0; j < p->n; j++) yr[j] = p->beta * c[(s->cm == 1 ? 0 : i) * s->cn + (s->cn == 1 ? 0 : j)];
+    }
+    gemm_parallel(s, a, b, y, x->threads);
+    cpu_apply_activation(&s->act, y, (size_t)(p->m * p->n));
+    return PDC_OK;
+}
+
+/* matmul's batch offsets, broadcasting as numpy (and the reference kernel) do. */
+static pdc_status matmul_plan(const cpu_compile *cc, const ir_model *m, const ir_layer *l, gemm_state *s)
+{
+    const ir_tensor *ta = &m->tensors[l->inputs[0]], *tb = &m->tensors[l->inputs[1]], *ty = &m->tensors[l->outputs[0]];
+    if (ta->rank < 2 || tb->rank < 2 || ty->rank < 2) return PDC_ERR_UNSUPPORTED;
+    ir_gemm_params *p = &s->p;
+    p->m = ta->dims[ta->rank - 2];
+    p->k = ta->dims[ta->rank - 1];
+    p->n = tb->dims[tb->rank - 1];
+    p->alpha = 1.0f;
+    p->beta = 0.0f;
+    int nb = ty->rank - 2;
+    if (ta->rank - 2 > nb || tb->rank - 2 > nb) return PDC_ERR_UNSUPPORTED;
+    int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        const ir_tensor *t = pass ? tb : ta;
+        int64_t *st = pass ? sb : sa, stride = pass ? p->k * p->n : p->m * p->k;
+        int tr = t->rank - 2;
+        for (int i = nb - 1; i >= 0; i--) {
+            int ti = i - (nb - tr);
+            if (ti < 0) {
+                st[i] = 0;
+                continue;
+            }
+            st[i] = (t->dims[ti] == 1 && ty->dims[i] != 1) ? 0 : stride;
+            stride *= t->dims[ti];
+        }
+    }
+    s->batches = 1;
+    for (int i = 0; i < nb; i++) s->batches *= ty->dims[i];
+    s->offs = pdc_calloc(cc->ctx, (size_t)(2 * s->batches), sizeof *s->offs);
+    if (!s->offs) return PDC_ERR_OUT_OF_MEMORY;
+    int64_t oa = 0, ob = 0;
+    for (int64_t bi = 0; bi < s->batches; bi++) {
+        s->offs[2 * bi] = oa;
+        s->offs[2 * bi + 1] = ob;
+        for (int d = nb - 1; d >= 0; d--) {
+            idx[d]++;
+            oa += sa[d];
+            ob += sb[d];
+            if (idx[d] < ty->dims[d]) break;
+            oa -= sa[d] * idx[d];
+            ob -= sb[d] * idx[d];
+            idx[d] = 0;
+        }
+    }
+    return PDC_OK;
+}
+
+/* ------------------------------------------------------------------ block-sparse fc (JIT) */
+
+typedef struct spfc_key {
+    char tag[8];            /* "spfcN": bump N when the generated code changes */
+    int32_t vec, bh, bw;
+} spfc_key;
+
+/* void run(const float *x, const int64_t *rowptr, const int32_t *col, const float *wpk, const float *bias,
+ *          float *y, int64_t r0, int64_t r1, int64_t o): block-rows [r0, r1) of one sample. */
+typedef void (*spfc_fn)(const float *x, const int64_t *rowptr, const int32_t *col, const float *wpk,
+                        const float *bias, float *y, int64_t r0, int64_t r1, int64_t o);
+
+typedef struct spfc_state {
+    spfc_fn fn;
+    int64_t n, k, o, bh, bw, nbr;
+    int64_t *rowptr;        /* per block-row: first block, nbr + 1 entries */
+    int32_t *col;           /* per block: first column */
+    float *wpk;             /* per block: bh x bw weights, row-major; edge blocks zero-padded */
+    float *bias;            /* o entries (zeros if none) */
+    int small;              /* too little work to split over threads */
+    ir_fused_params act;
+} spfc_state;
+
+static void spfc_free(void *p)
+{
+    spfc_state *s = p;
+    if (!s) return;
+    pdc_free(s->rowptr);
+    pdc_free(s->col);
+    pdc_free(s->wpk);
+    pdc_free(s->bias);
+    pdc_free(s);
+}
+
+static pdc_status spfc_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
+                            LLVMModuleRef m, const char *prefix)
+{
+    (void)ctx;
+    const spfc_key *k = arg;
+    pdc_irb irb;
+    pdc_irb_init(&irb, c, m, t->vec);
+    LLVMBuilderRef B = irb.b;
+    LLVMTypeRef vt = k->bw == 1 ? irb.f32 : LLVMVectorType(irb.f32, (unsigned)k->bw);
+    LLVMTypeRef params[9] = {irb.ptr, irb.ptr, irb.ptr, irb.ptr, irb.ptr, irb.ptr, irb.i64, irb.i64, irb.i64};
+    LLVMValueRef fn = pdc_irb_function(&irb, prefix, "run", 9, params);
+    LLVMValueRef x = LLVMGetParam(fn, 0), rowptr = LLVMGetParam(fn, 1), col = LLVMGetParam(fn, 2),
+                 wpk = LLVMGetParam(fn, 3), bias = LLVMGetParam(fn, 4), y = LLVMGetParam(fn, 5),
+                 r0 = LLVMGetParam(fn, 6), r1 = LLVMGetParam(fn, 7), o = LLVMGetParam(fn, 8);
+    LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(c, fn, "entry"));
+    LLVMValueRef acc[SPFC_MAX_BH];
+    for (int r = 0; r < k->bh; r++) acc[r] = LLVMBuildAlloca(B, vt, "acc");
+    LLVMValueRef rv = LLVMBuildAlloca(B, irb.i64, "r"), iv = LLVMBuildAlloca(B, irb.i64, "i");
+    LLVMBuildStore(B, r0, rv);
+    LLVMBasicBlockRef rhead = LLVMAppendBasicBlockInContext(c, fn, "row"), rbody = LLVMAppendBasicBlockInContext(c, fn, "row_body"),
+                      bloop = LLVMAppendBasicBlockInContext(c, fn, "blocks"), rend = LLVMAppendBasicBlockInContext(c, fn, "row_end"),
+                      done = LLVMAppendBasicBlockInContext(c, fn, "done");
+    LLVMBuildBr(B, rhead);
+    LLVMPositionBuilderAtEnd(B, rhead);
+    LLVMValueRef r = LLVMBuildLoad2(B, irb.i64, rv, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, r, r1, ""), rbody, done);
+    LLVMPositionBuilderAtEnd(B, rbody);
+    for (int q = 0; q < k->bh; q++) LLVMBuildStore(B, LLVMConstNull(vt), acc[q]);
+    LLVMValueRef lo = pdc_irb_load_i64(&irb, pdc_irb_gep(&irb, irb.i64, rowptr, r));
+    LLVMValueRef hi = pdc_irb_load_i64(&irb, pdc_irb_gep(&irb, irb.i64, rowptr, LLVMBuildAdd(B, r, pdc_irb_i64(&irb, 1), "")));
+    LLVMBuildStore(B, lo, iv);
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, lo, hi, ""), bloop, rend);
+    /* one block: x slice loaded once, bh rows of weights */
+    LLVMPositionBuilderAtEnd(B, bloop);
+    LLVMValueRef i = LLVMBuildLoad2(B, irb.i64, iv, "");
+    LLVMValueRef cc0 = pdc_irb_load_i32_as_i64(&irb, pdc_irb_gep(&irb, irb.i32, col, i));
+    LLVMValueRef xs = LLVMBuildLoad2(B, vt, pdc_irb_gep(&irb, irb.f32, x, cc0), "");
+    LLVMSetAlignment(xs, 4);
+    LLVMValueRef wb = pdc_irb_gep(&irb, irb.f32, wpk, LLVMBuildMul(B, i, pdc_irb_i64(&irb, (int64_t)k->bh * k->bw), ""));
+    for (int q = 0; q < k->bh; q++) {
+        LLVMValueRef wv = LLVMBuildLoad2(B, vt, pdc_irb_gepc(&irb, irb.f32, wb, (int64_t)q * k->bw), "");
+        LLVMSetAlignment(wv, 4);
+        LLVMValueRef a = LLVMBuildLoad2(B, vt, acc[q], "");
+        LLVMBuildStore(B, pdc_irb_fma(&irb, wv, xs, a), acc[q]);
+    }
+    LLVMValueRef i1 = LLVMBuildAdd(B, i, pdc_irb_i64(&irb, 1), "");
+    LLVMBuildStore(B, i1, iv);
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i1, hi, ""), bloop, rend);
+    /* row end: lanes summed, bias added, stored for rows < o */
+    LLVMPositionBuilderAtEnd(B, rend);
+    LLVMValueRef obase = LLVMBuildMul(B, r, pdc_irb_i64(&irb, k->bh), "");
+    for (int q = 0; q < k->bh; q++) {
+        LLVMValueRef a = LLVMBuildLoad2(B, vt, acc[q], "");
+        LLVMValueRef sum = a;
+        if (k->bw > 1) {
+            sum = LLVMBuildExtractElement(B, a, pdc_irb_i32(&irb, 0), "");
+            for (int j = 1; j < k->bw; j++) sum = LLVMBuildFAdd(B, sum, LLVMBuildExtractElement(B, a, pdc_irb_i32(&irb, j), ""), "");
+        }
+        LLVMValueRef oi = LLVMBuildAdd(B, obase, pdc_irb_i64(&irb, q), "");
+        LLVMBasicBlockRef st = LLVMAppendBasicBlockInContext(c, fn, "store"), nx = LLVMAppendBasicBlockInContext(c, fn, "next");
+        LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, oi, o, ""), st, nx);
+        LLVMPositionBuilderAtEnd(B, st);
+        LLVMValueRef bv = LLVMBuildLoad2(B, irb.f32, pdc_irb_gep(&irb, irb.f32, bias, oi), "");
+        LLVMBuildStore(B, LLVMBuildFAdd(B, sum, bv, ""), pdc_irb_gep(&irb, irb.f32, y, oi));
+        LLVMBuildBr(B, nx);
+        LLVMPositionBuilderAtEnd(B, nx);
+    }
+    LLVMBuildStore(B, LLVMBuildAdd(B, r, pdc_irb_i64(&irb, 1), ""), rv);
+    LLVMBuildBr(B, rhead);
+    LLVMPositionBuilderAtEnd(B, done);
+    LLVMBuildRetVoid(B);
+    pdc_irb_dispose(&irb);
+    return PDC_OK;
+}
+
+static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                           const cpu_exec *x)
+{
+    (void)m;
+    const spfc_state *s = L->state;
+    const float *in = buf[l->inputs[0]];
+    float *y = buf[l->outputs[0]];
+    /* x is read bw floats past the last column of an edge block: use a padded copy then */
+    const float *xs = in;
+    int64_t kp = s->k;
+    if (s->k % s->bw) {
+        kp = (s->k + s->bw - 1) / s->bw * s->bw;
+        float *pad = x->scratch;
+        for (int64_t n = 0; n < s->n; n++) {
+            memcpy(pad + n * kp, in + n * s->k, (size_t)s->k * sizeof *pad);
+            memset(pad + n * kp + s->k, 0, (size_t)(kp - s->k) * sizeof *pad);
+        }
+        xs = pad;
+    }
+    int nt = s->small ? 1 : x->threads;
+    int64_t chunk = 64; /* block-rows per work item: fixed, independent of the thread count */
+    for (int64_t n = 0; n < s->n; n++) {
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+        for (int64_t r0 = 0; r0 < s->nbr; r0 += chunk)
+            s->fn(xs + n * kp, s->rowptr, s->col, s->wpk, s->bias, y + n * s->o, r0,
+                  r0 + chunk < s->nbr ? r0 + chunk : s->nbr, s->o);
+    }
+    cpu_apply_activation(&s->act, y, (size_t)(s->n * s->o));
+    return PDC_OK;
+}
+
+/* Plans a block-sparse fc if w's sparsity makes it worth it; PDC_ERR_UNSUPPORTED (no message) if not. */
+static pdc_status spfc_plan(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const ir_gemm_params *p,
+                            const ir_fused_params *fp, cpu_layer *L)
+{
+    const ir_tensor *wt = &m->tensors[l->inputs[1]];
+    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    const ir_sparsity *sp = &wt->sparsity;
+    if (wt->kind != IR_TENSOR_CONST || (bt && bt->kind != IR_TENSOR_CONST) || wt->rank != 2) return PDC_ERR_UNSUPPORTED;
+    int64_t bh, bw;
+    if (sp->kind == IR_SPARSITY_BLOCK) bh = sp->bh, bw = sp->bw;
+    else if (sp->kind == IR_SPARSITY_UNSTRUCTURED) bh = bw = 1;
+    else return PDC_ERR_UNSUPPORTED;
+    size_t total = ir_tensor_numel(wt), kept = ir_sparsity_kept(wt);
+    if (bh > SPFC_MAX_BH || bw > SPFC_MAX_BW || total == 0 || (double)kept > SPFC_DENSITY_MAX * (double)total)
+        return PDC_ERR_UNSUPPORTED;
+    const int64_t o = p->n, k = p->k;
+    const int64_t nbr = (o + bh - 1) / bh, nbc = (k + bw - 1) / bw;
+    pdc_context *ctx = cc->ctx;
+    spfc_state *s = pdc_calloc(ctx, 1, sizeof *s);
+    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    s->n = p->m;
+    s->k = k;
+    s->o = o;
+    s->bh = bh;
+    s->bw = bw;
+    s->nbr = nbr;
+    s->act = *fp;
+    s->rowptr = pdc_calloc(ctx, (size_t)nbr + 1, sizeof *s->rowptr);
+    s->bias = pdc_calloc(ctx, (size_t)(nbr * bh), sizeof *s->bias);
+    pdc_status st = s->rowptr && s->bias ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
+    /* count kept blocks (a block is kept if any of its elements is) */
+    size_t nblk = 0;
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        if (pass == 1) {
+            s->col = pdc_alloc(ctx, (nblk + 1) * sizeof *s->col);
+            s->wpk = pdc_calloc(ctx, (nblk + 1) * (size_t)(bh * bw), sizeof *s->wpk);
+            if (!s->col || !s->wpk) {
+                st = PDC_ERR_OUT_OF_MEMORY;
+                break;
+            }
+        }
+        size_t bi = 0;
+        for (int64_t br = 0; br < nbr; br++) {
+            if (pass == 1) s->rowptr[br] = (int64_t)bi;
+            for (int64_t bc = 0; bc < nbc; bc++) {
+                int keep = 0;
+                if (sp->kind == IR_SPARSITY_BLOCK) keep = sp->block_mask[br * nbc + bc] != 0;
+                else keep = sp->mask[br * k + bc] != 0;
+                if (!keep) continue;
+                if (pass == 1) {
+                    s->col[bi] = (int32_t)(bc * bw);
+                    float *dst = s->wpk + bi * (size_t)(bh * bw);
+                    for (int64_t r = 0; r < bh && br * bh + r < o; r++)
+                        for (int64_t c = 0; c < bw && bc * bw + c < k; c++)
+                            dst[r * bw + c] = wt->data[(br * bh + r) * k + bc * bw + c];
+                }
+                bi++;
+            }
+        }
+        if (pass == 1) s->rowptr[nbr] = (int64_t)bi;
+        nblk = bi;
+    }
+    if (!st && bt) memcpy(s->bias, bt->data, (size_t)o * sizeof *s->bias);
+    s->small = nblk * (size_t)(bh * bw) * (size_t)s->n < 65536;
+    spfc_key key;
+    memset(&key, 0, sizeof key);
+    memcpy(key.tag, "spfc1", 6);
+    key.vec = cc->target->vec;
+    key.bh = (int32_t)bh;
+    key.bw = (int32_t)bw;
+    static const char *const syms[] = {"run"};
+    pdc_kernel_desc d = {&key, sizeof key, spfc_emit, &key, 1, syms};
+    void *addr = NULL;
+    if (!st) st = pdc_jit_kernel(cc->jit, ctx, &d, &addr, NULL);
+    if (st) {
+        spfc_free(s);
+        return st;
+    }
+    s->fn = (spfc_fn)addr;
+    L->run = spfc_run;
+    L->state = s;
+    L->free_state = spfc_free;
+    L->scratch_floats = k % bw ? (size_t)(s->n * ((k + bw - 1) / bw * bw)) : 0;
+    snprintf(L->info, sizeof L->info, "jit block-sparse fc, %s %" PRId64 "x%" PRId64 ", %.0f%% kept (%.2fx fewer FLOPs), %s",
+             sp->kind == IR_SPARSITY_BLOCK ? "blocks" : "unstructured as blocks", bh, bw,
+             100.0 * (double)kept / (double)total, kept ? (double)total / (double)kept : 0.0,
+             pdc_isa_name(cc->target->isa));
+    return PDC_OK;
+}
+
+pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                         size_t why_cap)
+{
+    if (l->op != IR_OP_FC && l->op != IR_OP_GEMM && l->op != IR_OP_MATMUL) return PDC_ERR_UNSUPPORTED;
+    if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0) return PDC_ERR_UNSUPPORTED;
+    ir_fused_params fp;
+    pdc_status st = ir_fused_params_get(m, l, &fp);
+    if (st) return st;
+    gemm_state *s = pdc_calloc(cc->ctx, 1, sizeof *s);
+    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    s->op = (int)l->op;
+    s->act = fp;
+    s->cm = s->cn = 1;
+    if (l->op == IR_OP_MATMUL) {
+        st = matmul_plan(cc, m, l, s);
+    } else {
+        st = ir_gemm_params_get(m, l, &s->p);
+        if (!st && l->op == IR_OP_FC) {
+            pdc_status sst = spfc_plan(cc, m, l, &s->p, &fp, L);
+            if (sst != PDC_ERR_UNSUPPORTED) {
+                gemm_free(s);
+                return sst;
+            }
+        }
+        if (!st && l->op == IR_OP_GEMM && l->n_inputs > 2 && l->inputs[2] >= 0) {
+            const ir_tensor *ct = &m->tensors[l->inputs[2]];
+            if (ct->rank > 2) {
+                snprintf(why, why_cap, "gemm bias of rank %d", ct->rank);
+                st = PDC_ERR_UNSUPPORTED;
+            } else {
+                if (ct->rank >= 1) s->cn = ct->dims[ct->rank - 1];
+                if (ct->rank == 2) s->cm = ct->dims[0];
+            }
+        }
+    }
+    if (!st && (s->p.m > INT32_MAX || s->p.n > INT32_MAX || s->p.k > INT32_MAX)) {
+        snprintf(why, why_cap, "dims beyond BLAS's int range");
+        st = PDC_ERR_UNSUPPORTED;
+    }
+    if (st) {
+        gemm_free(s);
+        return st;
+    }
+    cpu_blas_single_thread();
+    L->run = gemm_run;
+    L->state = s;
+    L->free_state = gemm_free;
+    snprintf(L->info, sizeof L->info, "blas sgemm%s %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s",
+             s->p.m == 1 ? "/sgemv" : "", s->p.m, s->p.n, s->p.k,
+             l->op == IR_OP_MATMUL && s->batches > 1 ? ", batched" : "",
+             l->op == IR_OP_FC && m->tensors[l->inputs[1]].sparsity.kind != IR_SPARSITY_NONE
+                 ? " (weights too dense or not blocked for the sparse kernel)" : "");
+    return PDC_OK;
+}

@@ -1,0 +1,165 @@
+/*
+ * pool.c - 2-D max/average pooling and global average pooling for the cpu target: the reference
+ * arithmetic, split so that the interior (every tap of the window inside the input: no bounds
+ * checks, no divisor lookups) runs straight-line and the border keeps the reference's per-tap
+ * checks; planes are spread over threads. Results equal the reference kernel's exactly for max
+ * (same comparisons in the same order) and to rounding for averages (float sums per window).
+ */
+#include <float.h>
+#include <inttypes.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+
+typedef struct pool_state {
+    ir_window_params p;
+    int is_max, global;
+    int64_t planes, sp;      /* global: planes and plane size */
+    /* interior output range: every tap valid */
+    int64_t r0, r1, c0, c1;
+} pool_state;
+
+static void pool_free(void *p) { pdc_free(p); }
+
+/* The reference computation of one output (checks every tap). */
+static float pool_one(const pool_state *s, const float *xp, int64_t r, int64_t c)
+{
+    const ir_window_params *p = &s->p;
+    double sum = 0.0;
+    float mx = -FLT_MAX;
+    int64_t valid = 0, padded = 0;
+    for (int64_t kr = 0; kr < p->k[0]; kr++) {
+        int64_t ir = r * p->stride[0] - p->pad_begin[0] + kr * p->dil[0];
+        if (ir >= p->in[0] + p->pad_end[0]) continue;
+        int vr = ir >= 0 && ir < p->in[0];
+        for (int64_t kc = 0; kc < p->k[1]; kc++) {
+            int64_t ic = c * p->stride[1] - p->pad_begin[1] + kc * p->dil[1];
+            if (ic >= p->in[1] + p->pad_end[1]) continue;
+            padded++;
+            if (!vr || ic < 0 || ic >= p->in[1]) continue;
+            float v = xp[ir * p->in[1] + ic];
+            valid++;
+            sum += (double)v;
+            if (v > mx || valid == 1) mx = v;
+        }
+    }
+    if (valid == 0) return 0.0f;
+    if (s->is_max) return mx;
+    return (float)(sum / (double)(p->count_include_pad ? padded : valid));
+}
+
+static void pool_plane(const pool_state *s, const float *xp, float *yp)
+{
+    const ir_window_params *p = &s->p;
+    const int64_t oh = p->out[0], ow = p->out[1], iw = p->in[1];
+    const int64_t kh = p->k[0], kw = p->k[1], sy = p->stride[0], sx = p->stride[1], dy = p->dil[0], dx = p->dil[1];
+    const float inv = 1.0f / (float)(kh * kw); /* interior: every tap valid and in the padded extent */
+    for (int64_t r = 0; r < oh; r++) {
+        float *yr = yp + r * ow;
+        int interior_row = r >= s->r0 && r < s->r1;
+        for (int64_t c = 0; c < ow; c++) {
+            if (!interior_row || c < s->c0 || c >= s->c1) {
+                yr[c] = pool_one(s, xp, r, c);
+                continue;
+            }
+            const float *base = xp + (r * sy - p->pad_begin[0]) * iw + (c * sx - p->pad_begin[1]);
+            if (s->is_max) {
+                float mx = base[0];
+                for (int64_t kr = 0; kr < kh; kr++)
+                    for (int64_t kc = 0; kc < kw; kc++) {
+                        float v = base[kr * dy * iw + kc * dx];
+                        if (v > mx) mx = v;
+                    }
+                yr[c] = mx;
+            } else {
+                float sum = 0.0f;
+                for (int64_t kr = 0; kr < kh; kr++)
+                    for (int64_t kc = 0; kc < kw; kc++) sum += base[kr * dy * iw + kc * dx];
+                yr[c] = sum * inv;
+            }
+        }
+    }
+}
+
+static pdc_status pool_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                           const cpu_exec *x)
+{
+    (void)m;
+    const pool_state *s = L->state;
+    const float *in = buf[l->inputs[0]];
+    float *out = buf[l->outputs[0]];
+    if (s->global) {
+        int nt = s->planes * s->sp >= 65536 ? x->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+        for (int64_t q = 0; q < s->planes; q++) {
+            const float *xp = in + q * s->sp;
+            double sum = 0.0;
+            for (int64_t i = 0; i < s->sp; i++) sum += (double)xp[i];
+            out[q] = (float)(sum / (double)s->sp);
+        }
+        return PDC_OK;
+    }
+    const ir_window_params *p = &s->p;
+    int64_t isp = p->in[0] * p->in[1], osp = p->out[0] * p->out[1];
+    int nt = s->planes * osp >= 16384 ? x->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t q = 0; q < s->planes; q++) pool_plane(s, in + q * isp, out + q * osp);
+    return PDC_OK;
+}
+
+/* Output range [lo, hi) along one dim where every tap is inside the input. */
+static void interior(int64_t out, int64_t in, int64_t k, int64_t st, int64_t pb, int64_t dl, int64_t *lo, int64_t *hi)
+{
+    *lo = (pb + st - 1) / st;                       /* first r with r*st - pb >= 0 */
+    int64_t last = in - 1 - (k - 1) * dl + pb;      /* r*st <= last */
+    *hi = last < 0 ? 0 : last / st + 1;
+    if (*hi > out) *hi = out;
+    if (*lo > *hi) *lo = *hi;
+}
+
+pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                         size_t why_cap)
+{
+    if (l->op != IR_OP_MAXPOOL && l->op != IR_OP_AVGPOOL && l->op != IR_OP_GLOBAL_AVGPOOL) return PDC_ERR_UNSUPPORTED;
+    if (l->inputs[0] < 0 || l->outputs[0] < 0) return PDC_ERR_UNSUPPORTED;
+    pool_state *s = pdc_calloc(cc->ctx, 1, sizeof *s);
+    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    if (l->op == IR_OP_GLOBAL_AVGPOOL) {
+        const ir_tensor *t = &m->tensors[l->inputs[0]];
+        if (t->rank < 2) {
+            pool_free(s);
+            return PDC_ERR_UNSUPPORTED;
+        }
+        s->global = 1;
+        s->planes = t->dims[0] * t->dims[1];
+        s->sp = 1;
+        for (int i = 2; i < t->rank; i++) s->sp *= t->dims[i];
+        snprintf(L->info, sizeof L->info, "global average pool, %" PRId64 " planes of %" PRId64, s->planes, s->sp);
+    } else {
+        pdc_status st = ir_window_params_get(m, l, &s->p);
+        if (st) {
+            pool_free(s);
+            return st;
+        }
+        if (s->p.nsp != 2) {
+            snprintf(why, why_cap, "%d-D pooling", s->p.nsp);
+            pool_free(s);
+            return PDC_ERR_UNSUPPORTED;
+        }
+        s->is_max = l->op == IR_OP_MAXPOOL;
+        s->planes = s->p.n * s->p.c;
+        const ir_window_params *p = &s->p;
+        interior(p->out[0], p->in[0], p->k[0], p->stride[0], p->pad_begin[0], p->dil[0], &s->r0, &s->r1);
+        interior(p->out[1], p->in[1], p->k[1], p->stride[1], p->pad_begin[1], p->dil[1], &s->c0, &s->c1);
+        snprintf(L->info, sizeof L->info, "%s pool %" PRId64 "x%" PRId64 " stride %" PRId64 ", interior %" PRId64
+                 "x%" PRId64 " of %" PRId64 "x%" PRId64 " without border checks",
+                 s->is_max ? "max" : "average", p->k[0], p->k[1], p->stride[1], s->r1 - s->r0, s->c1 - s->c0,
+                 p->out[0], p->out[1]);
+    }
+    L->run = pool_run;
+    L->state = s;
+    L->free_state = pool_free;
+    return PDC_OK;
+}
