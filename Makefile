@@ -51,6 +51,8 @@ SHLIB     := $(BUILD)/$(SONAME)
 STLIB     := $(BUILD)/libpdc.a
 TOOL      := $(BUILD)/pdc
 DEMO_GEN  := $(BUILD)/make_demo_model
+TRAIN_DEMO := $(BUILD)/train_digits
+TRAIN_BENCH := $(BUILD)/train_bench
 
 .PHONY: all deps test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
 .PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions test-tsan
@@ -66,14 +68,15 @@ help:
 	@echo "make test-tsan  the concurrency suite under ThreadSanitizer (in build-tsan/)"
 	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
 	@echo "make test-fuzz-regressions   replay every fuzz corpus and regression input (part of make test)"
-	@echo "make demo       build the bundled demo model, inspect it and run it"
+	@echo "make demo       train, prune and retrain the digits CNN (examples/train_digits.c), then inspect, run, convert it"
+	@echo "make bench-train   training step time: pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
 	@echo "make deps       install missing Debian packages (apt-get)"
 
 deps:
 	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps
 
-$(BUILD)/obj/backends/llvm/%.o $(BUILD)/obj/backends/cpu/%.o: PDC_CFLAGS += $(JIT_CFLAGS)
+$(BUILD)/obj/backends/llvm/%.o $(BUILD)/obj/backends/cpu/%.o $(BUILD)/test/test_cpu: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
@@ -101,6 +104,12 @@ $(STLIB): $(LIB_OBJ)
 # The tool uses only the public header and the shared library.
 $(TOOL): $(TOOL_OBJ) $(SHLIB)
 	$(CC) -o $@ $(TOOL_OBJ) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
+# The training example and benchmark use only the public header and the shared library.
+$(TRAIN_DEMO): $(BUILD)/obj/examples/train_digits.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(TRAIN_BENCH): $(BUILD)/obj/test/bench/train_bench.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 $(DEMO_GEN): $(BUILD)/obj/examples/make_demo_model.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
@@ -210,8 +219,12 @@ test-tsan:
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZE=thread PDC_SKIP_DEPS=1 build-tsan/test/test_threads
 	@CK_FORK=no TSAN_OPTIONS="halt_on_error=1 exitcode=66" PDC_TEST_DATA=test/data build-tsan/test/test_threads
 
-demo: all $(DEMO_GEN)
+demo: all $(TRAIN_DEMO)
 	@sh examples/demo.sh $(BUILD)
+
+.PHONY: bench-train
+bench-train: all $(TRAIN_BENCH)
+	@/usr/bin/python3 test/bench/train_torch.py --pdc $(TRAIN_BENCH)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

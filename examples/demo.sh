@@ -1,7 +1,8 @@
 #!/bin/sh
-# demo.sh BUILD - pdc's demo, run by `make demo`: builds the pruned digits CNN with the builder API,
-# inspects it, runs it on a test digit with the reference target and converts it to IR text.
-# BUILD is the build folder holding pdc and make_demo_model (default: build).
+# demo.sh BUILD - pdc's demo, run by `make demo`: trains the digits CNN from a C host program, prunes it
+# (pattern + connectivity on the convs, 1x4 blocks on the fc) and retrains it (examples/train_digits.c),
+# then inspects the trained, pruned model, runs it on a test digit with the reference target and
+# converts it to IR text. BUILD is the build folder holding pdc and train_digits (default: build).
 set -e
 
 BUILD=${1:-build}
@@ -9,7 +10,7 @@ PDC="$BUILD/pdc"
 OUT="$BUILD/demo"
 DATA=test/data/digits.bin
 
-for f in "$PDC" "$BUILD/make_demo_model" "$DATA"; do
+for f in "$PDC" "$BUILD/train_digits" "$DATA"; do
     if [ ! -e "$f" ]; then
         echo "demo.sh: $f is missing (run 'make demo' from the repository root)" >&2
         exit 1
@@ -21,8 +22,9 @@ heading() {
     printf '\n==== %s\n' "$*"
 }
 
-heading "1. Build the demo model with the C builder API ($BUILD/make_demo_model)"
-"$BUILD/make_demo_model" "$OUT/digits.pdc" "$DATA" "$OUT/digit0.bin"
+heading "1. Train, prune and retrain the digits CNN from C ($BUILD/train_digits, examples/train_digits.c)"
+echo "\$ $BUILD/train_digits --data $DATA --out $OUT"
+"$BUILD/train_digits" --data "$DATA" --out "$OUT"
 
 heading "2. Inspect it: shapes, sparsity, weights, FLOPs (pdc inspect)"
 echo "\$ $PDC inspect $OUT/digits.pdc"
@@ -32,7 +34,7 @@ heading "3. Run it on the test digit with the reference target (pdc run)"
 echo "\$ $PDC run $OUT/digits.pdc --target ref --input $OUT/digit0.bin --output $OUT/probs.bin --print"
 "$PDC" run "$OUT/digits.pdc" --target ref --input "$OUT/digit0.bin" --output "$OUT/probs.bin" --print
 echo "(wrote $OUT/probs.bin, $(wc -c < "$OUT/probs.bin") bytes: 10 class probabilities as float32;"
-echo " the weights are random until the training example exists, so the prediction means nothing yet)"
+echo " the trained, pruned model of step 1 - digits-dense.pdc is its dense predecessor)"
 
 heading "4. Convert it to the IR text form (pdc convert)"
 echo "\$ $PDC convert $OUT/digits.pdc -o $OUT/digits.pdcir"

@@ -580,9 +580,12 @@ PDC_API void pdc_trainer_destroy(pdc_trainer *trainer);
  *                      pdc_trainer_shuffle); setting it re-seeds (default 0)
  *  - "bn_momentum"     running-statistics update of batchnorm in [0, 1] (default 0.1, as PyTorch)
  *  - "threads"         worker threads, 0..4096 (0 = the context's "threads" option; default 0)
- *  - "kernels"         "native" (default): the trainer's own forward kernels; "ref": the forward pass of every
- *                      layer runs the reference backend's kernel (batchnorm in training mode excepted: it needs
- *                      batch statistics); the backward pass is the same
+ *  - "kernels"         forward kernels. "native" (default): the trainer's own for conv and fc, the reference
+ *                      backend's for the other ops; "ref": the reference backend's for every layer (batchnorm in
+ *                      training mode excepted: it needs batch statistics); "cpu": as native, but activations and
+ *                      add/sub/mul/div run the cpu target's JIT-compiled kernels (bit-identical to the reference
+ *                      ones; the cpu target's conv kernels pack the weights when compiled, so conv and fc keep
+ *                      the trainer's). The backward pass is the same for all
  *  - "sparse"          "auto" (default): weights of conv/fc layers whose kept share is at most sparse_threshold
  *                      use the sparse kernels; "on": every pruned weight does; "off": none (dense kernels, the
  *                      pruned weights still kept at zero)

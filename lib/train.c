@@ -28,7 +28,7 @@ typedef struct opt_def {
 static const char *const loss_names[] = {"cross_entropy", "mse", NULL};
 static const char *const optimizer_names[] = {"sgd", "adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
-static const char *const kernels_names[] = {"native", "ref", NULL};
+static const char *const kernels_names[] = {"native", "ref", "cpu", NULL};
 static const char *const sparse_names[] = {"auto", "on", "off", NULL};
 
 #define OFF(f) offsetof(tr_options, f)

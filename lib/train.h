@@ -24,7 +24,7 @@
 enum { TR_LOSS_CROSS_ENTROPY = 0, TR_LOSS_MSE = 1 };
 enum { TR_OPT_SGD = 0, TR_OPT_ADAM = 1, TR_OPT_ADAMW = 2 };
 enum { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP = 1, TR_SCHED_COSINE = 2 };
-enum { TR_KERNELS_NATIVE = 0, TR_KERNELS_REF = 1 };
+enum { TR_KERNELS_NATIVE = 0, TR_KERNELS_REF = 1, TR_KERNELS_CPU = 2 };
 enum { TR_SPARSE_AUTO = 0, TR_SPARSE_ON = 1, TR_SPARSE_OFF = 2 };
 
 /* Trainer options (pdc_trainer_set_option documents names, ranges and defaults). */
@@ -109,6 +109,7 @@ typedef struct tr_net {
     const tk_isa *isa;
     int threads;          /* resolved, >= 1 */
     int input_grad;       /* tests: keep a gradient for the data input too */
+    void *cpu;            /* option kernels=cpu: the cpu backend's planned kernels (train_cpu.h) */
 } tr_net;
 
 /* Builds a net over model (taken over: owned by the net on success and on failure) for the options.

@@ -9,6 +9,7 @@
 
 #include "lib/api_internal.h"
 #include "lib/train.h"
+#include "lib/train_cpu.h"
 
 void tr_csr_free(tr_csr *c)
 {
@@ -33,6 +34,7 @@ static void param_free(tr_param *p)
 void tr_net_destroy(tr_net *net)
 {
     if (!net) return;
+    tr_cpu_free(net);
     for (size_t i = 0; i < net->n_params; i++) param_free(&net->params[i]);
     pdc_free(net->params);
     if (net->layers && net->model) {
@@ -443,6 +445,10 @@ int tr_net_loss_tensor(const tr_net *net, const tr_options *opt)
 pdc_status tr_net_forward(tr_net *net, const float *x, const tr_options *opt, int training)
 {
     net->val[net->input] = (float *)(uintptr_t)x; /* never written */
+    if (opt->kernels == TR_KERNELS_CPU) {
+        pdc_status st = tr_cpu_prepare(net);
+        if (st) return st;
+    }
     for (size_t li = 0; li < net->exec->n_layers; li++) {
         if (tr_net_skips(net, opt, li)) continue;
         net->layers[li].col_valid = 0;

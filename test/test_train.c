@@ -583,6 +583,42 @@ START_TEST(reference_forward_kernels_train_the_same)
 }
 END_TEST
 
+/* The cpu target's elementwise kernels (option kernels=cpu) compute what the reference kernels compute, bit for
+ * bit: training gives the same weights as kernels=native. */
+START_TEST(cpu_backend_forward_kernels_train_the_same)
+{
+    static const char *const net =
+        HDR "input x : f32[1,2,4,4]\nconst c1w : f32[8,2,3,3] = dense<elided>\nconst c1b : f32[8] = dense<elided>\n"
+        "const k : f32[8,1,1] = dense<elided>\nconst fw : f32[4,128] = dense<elided>\nconst fb : f32[4] = dense<elided>\n"
+        "layer conv1 = conv(x, c1w, c1b) -> (a) {pads=[1,1,1,1]}\nlayer r1 = relu(a) -> (b)\n"
+        "layer m = mul(b, k) -> (c)\nlayer s = add(c, a) -> (d)\nlayer lr = leaky_relu(d) -> (e) {alpha=0.1}\n"
+        "layer cl = clip(e) -> (f) {min=-1.0, max=2.0}\nlayer flat = flatten(f) -> (g)\n"
+        "layer fc = fc(g, fw, fb) -> (z)\nlayer sm = softmax(z) -> (y)\noutput y\n";
+    toy d = make_toy(24, 14);
+    pdc_trainer *t[2];
+    float loss[2];
+    size_t n[2];
+    float *w[2];
+    for (int i = 0; i < 2; i++) {
+        pdc_model *m = parse(net);
+        fill_constants(m, 5, 0.3f);
+        ck_assert_ok(ctx, pdc_trainer_create(ctx, m, &t[i]));
+        pdc_model_destroy(m);
+        ck_assert_ok(ctx, pdc_trainer_set_option(t[i], "batch", "8"));
+        ck_assert_ok(ctx, pdc_trainer_set_option(t[i], "kernels", i ? "cpu" : "native"));
+        train_toy(t[i], &d, 2, &loss[i]);
+        w[i] = all_weights(t[i], &n[i]);
+    }
+    ck_assert_msg(n[0] == n[1] && memcmp(w[0], w[1], n[0] * sizeof *w[0]) == 0 && loss[0] == loss[1],
+                  "kernels=cpu and kernels=native differ (loss %.9g vs %.9g)", (double)loss[0], (double)loss[1]);
+    for (int i = 0; i < 2; i++) {
+        free(w[i]);
+        pdc_trainer_destroy(t[i]);
+    }
+    free_toy(&d);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ pruning in the loop */
 
 static void assert_pruned_zero(const pdc_trainer *t)
@@ -1290,6 +1326,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, lr_schedules_and_options);
     tcase_add_test(tc, deterministic_for_any_number_of_threads);
     tcase_add_test(tc, reference_forward_kernels_train_the_same);
+    tcase_add_test(tc, cpu_backend_forward_kernels_train_the_same);
     tcase_add_test(tc, masked_retraining_keeps_pruned_weights_and_state_zero);
     tcase_add_test(tc, sparse_and_dense_kernels_train_the_same);
     tcase_add_test(tc, admm_z_step_is_the_pass_projection);

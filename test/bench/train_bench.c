@@ -1,0 +1,159 @@
+/*
+ * train_bench.c - training step time of the digits CNN (examples/train_digits.c's net: conv3x3 1->16,
+ * relu, conv3x3 16->32, relu, flatten, fc 2048->10, softmax cross-entropy; Adam, batch 32), with pdc's
+ * public API only. Run by test/bench/train_torch.py (`make bench-train`), which times PyTorch on the
+ * same net and batch and prints both.
+ *
+ * Configurations: dense; pruned as in the demo (8 patterns of 4 + 50% connectivity on both convs, 80%
+ * of the fc's 1x4 blocks) trained with the sparse kernels ("sparse=on") and, for the gain, the same
+ * pruned net on the dense kernels ("sparse=off": every product dense, pruned weights kept at zero).
+ *
+ * usage: train_bench [--threads LIST] [--steps N] [--repeats R]     (LIST e.g. "1,2"; defaults 1,2 / 200 / 5)
+ * Output, one line per configuration and thread count:
+ *   pdc config=NAME threads=T batch=32 step_ms_min=X step_ms_median=Y isa=Z
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pdc.h"
+
+static pdc_context *ctx;
+
+static void die(pdc_status st, const char *what)
+{
+    fprintf(stderr, "train_bench: %s: %s (%s)\n", what, pdc_context_last_error(ctx), pdc_status_string(st));
+    exit(1);
+}
+
+#define TRY(call, what)                                                                                          \
+    do {                                                                                                         \
+        pdc_status st_ = (call);                                                                                 \
+        if (st_) die(st_, what);                                                                                 \
+    } while (0)
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static pdc_model *build(void)
+{
+    static float zeros[10 * 2048];
+    static const int64_t image[4] = {1, 1, 8, 8}, c1w[4] = {16, 1, 3, 3}, c1b[1] = {16}, c2w[4] = {32, 16, 3, 3},
+                         c2b[1] = {32}, fw[2] = {10, 2048}, fb[1] = {10}, pads[4] = {1, 1, 1, 1};
+    pdc_model *m;
+    pdc_attrs *a;
+    TRY(pdc_model_create(ctx, "digits_cnn", &m), "model");
+    TRY(pdc_model_add_input(m, "image", 4, image), "input");
+    TRY(pdc_model_add_constant(m, "conv1.w", 4, c1w, zeros), "const");
+    TRY(pdc_model_add_constant(m, "conv1.b", 1, c1b, zeros), "const");
+    TRY(pdc_model_add_constant(m, "conv2.w", 4, c2w, zeros), "const");
+    TRY(pdc_model_add_constant(m, "conv2.b", 1, c2b, zeros), "const");
+    TRY(pdc_model_add_constant(m, "fc.w", 2, fw, zeros), "const");
+    TRY(pdc_model_add_constant(m, "fc.b", 1, fb, zeros), "const");
+    TRY(pdc_attrs_create(ctx, &a), "attrs");
+    TRY(pdc_attrs_set_ints(a, "pads", 4, pads), "attrs");
+    const char *l1[] = {"image", "conv1.w", "conv1.b"}, *o1[] = {"c1"}, *l2[] = {"c1"}, *o2[] = {"r1"};
+    const char *l3[] = {"r1", "conv2.w", "conv2.b"}, *o3[] = {"c2"}, *l4[] = {"c2"}, *o4[] = {"r2"};
+    const char *l5[] = {"r2"}, *o5[] = {"flat"}, *l6[] = {"flat", "fc.w", "fc.b"}, *o6[] = {"logits"};
+    const char *l7[] = {"logits"}, *o7[] = {"probs"};
+    TRY(pdc_model_add_layer(m, "conv1", "conv", 3, l1, 1, o1, a), "conv1");
+    TRY(pdc_model_add_layer(m, "relu1", "relu", 1, l2, 1, o2, NULL), "relu1");
+    TRY(pdc_model_add_layer(m, "conv2", "conv", 3, l3, 1, o3, a), "conv2");
+    TRY(pdc_model_add_layer(m, "relu2", "relu", 1, l4, 1, o4, NULL), "relu2");
+    TRY(pdc_model_add_layer(m, "flatten", "flatten", 1, l5, 1, o5, NULL), "flatten");
+    TRY(pdc_model_add_layer(m, "fc", "fc", 3, l6, 1, o6, NULL), "fc");
+    TRY(pdc_model_add_layer(m, "softmax", "softmax", 1, l7, 1, o7, NULL), "softmax");
+    TRY(pdc_model_mark_output(m, "probs"), "output");
+    pdc_attrs_destroy(a);
+    return m;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bench(const pdc_model *m, const char *config, int pruned, const char *sparse, const char *threads,
+                  int steps, int repeats)
+{
+    pdc_trainer *t;
+    TRY(pdc_trainer_create(ctx, m, &t), "trainer");
+    TRY(pdc_trainer_set_option(t, "threads", threads), "threads");
+    TRY(pdc_trainer_set_option(t, "seed", "1"), "seed");
+    TRY(pdc_trainer_init_weights(t), "init");
+    if (pruned) {
+        pdc_attrs *a;
+        TRY(pdc_attrs_create(ctx, &a), "attrs");
+        TRY(pdc_attrs_set_int(a, "patterns", 8), "attrs");
+        TRY(pdc_attrs_set_int(a, "pattern_size", 4), "attrs");
+        TRY(pdc_attrs_set_float(a, "connectivity", 0.5f), "attrs");
+        TRY(pdc_attrs_set_string(a, "block", "1x4:0.8"), "attrs");
+        TRY(pdc_trainer_prune(t, "prune-pattern,prune-connectivity,prune-block", a), "prune");
+        pdc_attrs_destroy(a);
+        TRY(pdc_trainer_set_option(t, "sparse", sparse), "sparse");
+    }
+    static float x[32 * 64], y[32];
+    uint32_t s = 12345;
+    for (int i = 0; i < 32 * 64; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)(s >> 28) / 16.0f;
+    }
+    for (int i = 0; i < 32; i++) y[i] = (float)(i % 10);
+    const int64_t xd[4] = {32, 1, 8, 8}, yd[1] = {32};
+    pdc_tensor *tx, *ty;
+    TRY(pdc_tensor_wrap(ctx, 4, xd, x, &tx), "wrap");
+    TRY(pdc_tensor_wrap(ctx, 1, yd, y, &ty), "wrap");
+    float loss;
+    for (int i = 0; i < 50; i++) TRY(pdc_trainer_step(t, tx, ty, &loss), "step");
+    double *r = malloc((size_t)repeats * sizeof *r);
+    if (!r) exit(1);
+    for (int k = 0; k < repeats; k++) {
+        const double t0 = now();
+        for (int i = 0; i < steps; i++) TRY(pdc_trainer_step(t, tx, ty, &loss), "step");
+        r[k] = (now() - t0) * 1e3 / steps;
+    }
+    qsort(r, (size_t)repeats, sizeof *r, cmp_double);
+    char isa[32] = "?";
+    pdc_trainer_get_option(t, "isa", isa, sizeof isa);
+    printf("pdc config=%s threads=%s batch=32 step_ms_min=%.4f step_ms_median=%.4f isa=%s\n", config, threads, r[0],
+           r[repeats / 2], isa);
+    fflush(stdout);
+    free(r);
+    pdc_tensor_destroy(tx);
+    pdc_tensor_destroy(ty);
+    pdc_trainer_destroy(t);
+}
+
+int main(int argc, char **argv)
+{
+    const char *threads = "1,2";
+    int steps = 200, repeats = 5;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
+        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
+    }
+    if (steps < 1 || repeats < 1 || (argc % 2) != 1) {
+        fprintf(stderr, "usage: train_bench [--threads LIST] [--steps N] [--repeats R]\n");
+        return 2;
+    }
+    if (pdc_context_create(&ctx)) return 1;
+    pdc_model *m = build();
+    char list[64];
+    snprintf(list, sizeof list, "%s", threads);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        bench(m, "dense", 0, "auto", tok, steps, repeats);
+        bench(m, "pruned_sparse_kernels", 1, "on", tok, steps, repeats);
+        bench(m, "pruned_dense_kernels", 1, "off", tok, steps, repeats);
+    }
+    pdc_model_destroy(m);
+    pdc_context_destroy(ctx);
+    return 0;
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""train_torch.py - training step time of the digits CNN: pdc (test/bench/train_bench.c) and PyTorch side by side.
+
+Run with Debian's /usr/bin/python3 (python3-torch 1.13), e.g. `make bench-train`, or
+    /usr/bin/python3 test/bench/train_torch.py --pdc build/train_bench [--threads 1,2] [--steps 200] [--repeats 5]
+
+The net, batch and optimizer are examples/train_digits.c's: conv3x3(1->16, pad 1)-ReLU-conv3x3(16->32, pad 1)-ReLU-
+flatten-fc(2048->10), softmax cross-entropy, Adam lr 1e-3, batch 32, inputs [32,1,8,8]. A PyTorch step is
+zero_grad + forward + loss + backward + optimizer.step; for the pruned configuration it also re-applies the masks
+after the step (masked retraining as PyTorch users write it: the compute stays dense). Each configuration runs 50
+warm-up steps, then `repeats` timed runs of `steps` steps; the minimum and the median per-step time are reported
+(the minimum is the least disturbed by other load on the machine). pdc and PyTorch alternate per thread count.
+"""
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def torch_net():
+    return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                         nn.Flatten(), nn.Linear(2048, 10))
+
+
+def torch_masks(net):
+    """Masks with the demo's kept shares (4/9 of each kept kernel, half the kernels; 20% of the fc's 1x4 blocks)."""
+    g = torch.Generator().manual_seed(0)
+    masks = []
+    for m in (net[0], net[2]):
+        o, c = m.weight.shape[:2]
+        pat = torch.zeros(o, c, 9)
+        for k in range(o * c):
+            pat.view(-1, 9)[k, [4] + torch.randperm(8, generator=g)[:3].add(1).tolist()] = 1  # roughly: 4 of 9
+        keep = (torch.rand(o, c, generator=g) < 0.5).float().unsqueeze(-1)
+        masks.append((m.weight, (pat * keep).view_as(m.weight)))
+    blocks = (torch.rand(10, 512, generator=g) < 0.2).float()
+    masks.append((net[5].weight, blocks.repeat_interleave(4, dim=1)))
+    return masks
+
+
+def time_torch(threads, steps, repeats, pruned):
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    net = torch_net()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    masks = torch_masks(net) if pruned else []
+    x = torch.randint(0, 17, (32, 1, 8, 8)).float() / 16
+    y = torch.arange(32) % 10
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        if masks:
+            with torch.no_grad():
+                for w, m in masks:
+                    w.mul_(m)
+
+    for _ in range(50):
+        step()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        times.append((time.perf_counter() - t0) * 1e3 / steps)
+    return min(times), statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pdc", default="build/train_bench", help="path of the built train_bench")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args()
+    print(f"# PyTorch {torch.__version__} ({sys.executable}), batch 32, Adam, {a.steps} steps x {a.repeats} repeats")
+    rows = []
+    for t in a.threads.split(","):
+        out = subprocess.run([a.pdc, "--threads", t, "--steps", str(a.steps), "--repeats", str(a.repeats)],
+                             check=True, capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            f = dict(kv.split("=", 1) for kv in line.split()[1:])
+            rows.append(("pdc", f["config"], int(t), float(f["step_ms_min"]), float(f["step_ms_median"]), f["isa"]))
+        for pruned in (False, True):
+            mn, md = time_torch(int(t), a.steps, a.repeats, pruned)
+            rows.append(("torch", "pruned_masked" if pruned else "dense", int(t), mn, md, "-"))
+    for r in rows:
+        print(f"{r[0]} config={r[1]} threads={r[2]} batch=32 step_ms_min={r[3]:.4f} step_ms_median={r[4]:.4f} isa={r[5]}")
+    print("\n| threads | pdc dense | pdc pruned, sparse kernels | pdc pruned, dense kernels | PyTorch dense | "
+          "PyTorch pruned (masked) | sparse gain (pdc) | pdc dense vs PyTorch dense |")
+    print("|---|---|---|---|---|---|---|---|")
+    for t in sorted({r[2] for r in rows}):
+        get = {(r[0], r[1]): r[3] for r in rows if r[2] == t}
+        d, s, sd = get[("pdc", "dense")], get[("pdc", "pruned_sparse_kernels")], get[("pdc", "pruned_dense_kernels")]
+        td, tp = get[("torch", "dense")], get[("torch", "pruned_masked")]
+        print(f"| {t} | {d:.3f} ms | {s:.3f} ms | {sd:.3f} ms | {td:.3f} ms | {tp:.3f} ms | "
+              f"{sd / s:.2f}x (vs dense kernels), {d / s:.2f}x (vs dense net) | {td / d:.2f}x faster |")
+    print("(per-step times: the minimum over the repeats)")
+
+
+if __name__ == "__main__":
+    main()
