@@ -13,12 +13,15 @@
  * cache_dir per test process.
  */
 #define _XOPEN_SOURCE 700
+#include <dirent.h>
 #include <ftw.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <valgrind/valgrind.h>
 
+#include "backends/llvm/llvm.h"
 #include "test/testutil.h"
 
 #define NAMES(...) (sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), ((const char *const[]){__VA_ARGS__})
@@ -703,6 +706,164 @@ START_TEST(pool_random_matches_ref)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------ kernel cache */
+
+/* A model with a few distinct kernels: a conv, an fc with block sparsity, an activation. */
+static void cache_model(void)
+{
+    input("x", DIMS(1, 5, 9, 11));
+    constant_rand("w", DIMS(6, 5, 3, 3), 0.5f, 1);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+    layer("conv", a, "c", NAMES("x", "w"));
+    layer("leaky_relu", NULL, "r", NAMES("c"));
+    layer("flatten", NULL, "f", NAMES("r"));
+    float w2[7 * 594];
+    uint8_t mask[7 * 594];
+    test_fill_random(w2, 7 * 594, 2);
+    for (int i = 0; i < 7 * 594; i++) {
+        mask[i] = i % 5 == 0;
+        if (!mask[i]) w2[i] = 0.0f;
+    }
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w2", 2, (const int64_t[]){7, 594}, w2));
+    ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w2", 7 * 594, mask));
+    layer("fc", NULL, "y", NAMES("f", "w2"));
+    output("y");
+}
+
+/* A fresh context (and model) using cache directory dir; returns the JIT statistics after compiling. */
+static void compile_in_fresh_context(const char *dir, size_t *built, size_t *cached)
+{
+    pdc_model_destroy(mdl);
+    pdc_context_destroy(ctx);
+    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", dir));
+    ck_assert_ok(ctx, pdc_model_create(ctx, "cache", &mdl));
+    cache_model();
+    pdc_program_destroy(check_matches_ref("cache model", 3));
+    pdc_jit_stats(ctx->jit, built, cached, NULL);
+}
+
+static int count_entries(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/kernels", dir);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".o") && !strstr(e->d_name, ".tmp")) n++;
+    closedir(d);
+    return n;
+}
+
+/* Damages every cache entry in a different way (by index): truncated, a flipped byte in the object,
+ * a foreign header, empty. */
+static void damage_entries(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/kernels", dir);
+    DIR *d = opendir(path);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    int i = 0;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, ".o")) continue;
+        char f[2048];
+        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+        struct stat sb;
+        ck_assert_int_eq(stat(f, &sb), 0);
+        FILE *fp = fopen(f, "r+b");
+        ck_assert_ptr_nonnull(fp);
+        switch (i++ % 4) {
+        case 0: ck_assert_int_eq(ftruncate(fileno(fp), sb.st_size / 2), 0); break;
+        case 1: {
+            fseek(fp, sb.st_size - 100, SEEK_SET);
+            int ch = fgetc(fp);
+            fseek(fp, sb.st_size - 100, SEEK_SET);
+            fputc(ch ^ 0x5a, fp);
+            break;
+        }
+        case 2: fwrite("NOTANOBJECT!", 1, 12, fp); break;
+        default: ck_assert_int_eq(ftruncate(fileno(fp), 0), 0); break;
+        }
+        fclose(fp);
+    }
+    closedir(d);
+}
+
+START_TEST(cache_second_compile_loads_objects)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/fresh", cache_dir);
+    size_t built, cached;
+    compile_in_fresh_context(dir, &built, &cached);
+    ck_assert_uint_ge(built, 3);
+    ck_assert_uint_eq(cached, 0);
+    int n = count_entries(dir);
+    ck_assert_int_eq(n, (int)built);
+    compile_in_fresh_context(dir, &built, &cached);
+    ck_assert_uint_eq(built, 0);
+    ck_assert_uint_eq(cached, (size_t)n);
+}
+END_TEST
+
+START_TEST(cache_damaged_entries_are_rebuilt)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/damaged", cache_dir);
+    size_t built, cached;
+    compile_in_fresh_context(dir, &built, &cached);
+    size_t n = built;
+    damage_entries(dir);
+    /* every damaged entry is a miss: rebuilt, results still right, entries rewritten */
+    compile_in_fresh_context(dir, &built, &cached);
+    ck_assert_uint_eq(built, n);
+    ck_assert_uint_eq(cached, 0);
+    compile_in_fresh_context(dir, &built, &cached);
+    ck_assert_uint_eq(built, 0);
+    ck_assert_uint_eq(cached, n);
+}
+END_TEST
+
+START_TEST(cache_unwritable_dir_still_compiles)
+{
+    char file[512], dir[600];
+    snprintf(file, sizeof file, "%s/plainfile", cache_dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    snprintf(dir, sizeof dir, "%s/sub", file); /* a directory under a regular file cannot exist */
+    size_t built, cached;
+    compile_in_fresh_context(dir, &built, &cached);
+    ck_assert_uint_ge(built, 3);
+    compile_in_fresh_context(dir, &built, &cached);
+    ck_assert_uint_ge(built, 3); /* nothing could be cached */
+}
+END_TEST
+
+START_TEST(identical_layers_share_kernels)
+{
+    /* two convs of the same shape and pattern set compile one kernel */
+    input("x", DIMS(1, 4, 10, 10));
+    constant_rand("w1", DIMS(4, 4, 3, 3), 0.5f, 1);
+    constant_rand("w2", DIMS(4, 4, 3, 3), 0.5f, 2);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+    layer("conv", a, "c1", NAMES("x", "w1"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+    layer("conv", a, "c2", NAMES("c1", "w2"));
+    output("c2");
+    pdc_program_destroy(check_matches_ref("two convs", 1));
+    size_t shared = 0;
+    pdc_jit_stats(ctx->jit, NULL, NULL, &shared);
+    ck_assert_uint_ge(shared, 1);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ API, fallbacks, ISA */
 
 START_TEST(layer_kernel_api)
@@ -830,6 +991,15 @@ static Suite *cpu_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, pool_random_matches_ref);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("cache");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, cache_second_compile_loads_objects);
+    tcase_add_test(tc, cache_damaged_entries_are_rebuilt);
+    tcase_add_test(tc, cache_unwritable_dir_still_compiles);
+    tcase_add_test(tc, identical_layers_share_kernels);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");
