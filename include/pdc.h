@@ -8,9 +8,16 @@
  *  - pdc_context_last_error(ctx) describes the calling thread's most recent failure on ctx.
  *  - Objects come in create/destroy pairs; destroy accepts NULL.
  *  - Pointer parameters are not kept after return unless the doc says "borrowed".
- *  - Thread-safety: a context, a model and an attrs object are used by one thread at a time.
- *    A compiled pdc_program may be run from many threads at once (each with its own tensors).
- *    Different contexts are fully independent.
+ *  - Thread-safety (each function's doc states its own; test/test_threads.c checks the promises):
+ *    - a context, a model, an attrs object, a tensor and a trainer are used by one thread at a
+ *      time: two calls that take the same one, as any argument, must not overlap;
+ *    - except that a compiled pdc_program may be run from many threads at once (pdc_program_run),
+ *      each run with its own output tensors; concurrent runs may share input tensors (they are
+ *      only read). While runs are in flight, the program's info calls may be made from any thread,
+ *      and one other thread may use the program's context for any call except
+ *      pdc_context_set_option and pdc_context_destroy;
+ *    - pdc_version_*, pdc_status_string, pdc_string_free and pdc_pass_info: any thread;
+ *    - different contexts, and everything created from them, are fully independent.
  */
 #ifndef PDC_H
 #define PDC_H
@@ -73,9 +80,10 @@ typedef struct pdc_tensor pdc_tensor;
 PDC_API uint32_t pdc_version_number(void);
 /** "MAJOR.MINOR.PATCH", static storage. Thread-safety: any thread. */
 PDC_API const char *pdc_version_string(void);
-/** Short constant name of a status, e.g. "PDC_ERR_PARSE"; "unknown status" for other values. */
+/** Short constant name of a status, e.g. "PDC_ERR_PARSE"; "unknown status" for other values.
+ * Thread-safety: any thread. */
 PDC_API const char *pdc_status_string(pdc_status status);
-/** Frees a string that pdc returned through a char ** out-parameter. Accepts NULL. */
+/** Frees a string that pdc returned through a char ** out-parameter. Accepts NULL. Thread-safety: any thread. */
 PDC_API void pdc_string_free(char *s);
 
 /* ------------------------------------------------------------------ context */
@@ -87,12 +95,14 @@ PDC_API void pdc_string_free(char *s);
  * Thread-safety: any thread.
  */
 PDC_API pdc_status pdc_context_create(pdc_context **ctx_out);
-/** Destroys a context. Models, programs and tensors created from it must be destroyed first. NULL is a no-op. */
+/** Destroys a context. Models, programs and tensors created from it must be destroyed first. NULL is a no-op.
+ * Thread-safety: not while any other call uses ctx. */
 PDC_API void pdc_context_destroy(pdc_context *ctx);
 /**
  * The message of the calling thread's most recent failed call on ctx ("" if none); names the
  * file, layer, tensor or option and what was expected. Borrowed: valid until the next failing call
  * on ctx from this thread. Never NULL (also for ctx == NULL).
+ * Thread-safety: any thread; each thread reads its own message (so concurrent runs do not mix them).
  */
 PDC_API const char *pdc_context_last_error(const pdc_context *ctx);
 /**
@@ -118,6 +128,7 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
 /**
  * Reads an option's current value as text into buf (NUL-terminated).
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name, or cap too small: nothing written)
+ * Thread-safety: not while pdc_context_set_option runs on ctx.
  */
 PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *name, char *buf, size_t cap);
 
@@ -277,7 +288,8 @@ typedef enum pdc_layer_field {
     PDC_FIELD_OP = 2,
     PDC_FIELD_INPUT_SHAPE = 3,  /**< shape of the first input, e.g. "1x16x8x8" */
     PDC_FIELD_OUTPUT_SHAPE = 4, /**< shape of the first output */
-    PDC_FIELD_SPARSITY = 5      /**< "dense", "pattern(8 patterns, 50% kernels)", "block 1x4 (20% kept)", ... */
+    PDC_FIELD_SPARSITY = 5,     /**< "dense", "pattern 3x3: 8 patterns, 50% kernels kept, ...", "block 1x4: ..." */
+    PDC_FIELD_PATTERNS = 6      /**< pattern sets of pattern-sparse weights: "3x3 0x1b 0x36 ..." ("" if none) */
 } pdc_layer_field;
 
 /** Number of layers. */
@@ -466,9 +478,10 @@ PDC_API pdc_status pdc_prune_project_unstructured(pdc_context *ctx, float *weigh
  */
 PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
                                pdc_program **program_out);
-/** Destroys a program. NULL is a no-op. */
+/** Destroys a program. NULL is a no-op. Thread-safety: not while a run or another call uses the program. */
 PDC_API void pdc_program_destroy(pdc_program *program);
-/** The target the program was compiled for (borrowed, static). */
+/** The target the program was compiled for (borrowed, static). Thread-safety (also of the four
+ * calls below): any thread, also while runs are in flight (the program is not changed). */
 PDC_API const char *pdc_program_target(const pdc_program *program);
 PDC_API pdc_status pdc_program_num_inputs(const pdc_program *program, size_t *n_out);
 PDC_API pdc_status pdc_program_num_outputs(const pdc_program *program, size_t *n_out);
@@ -503,7 +516,8 @@ PDC_API pdc_status pdc_program_layer_kernel(const pdc_program *program, size_t i
 
 /* ------------------------------------------------------------------ tensor */
 
-/** Creates a tensor owning zero-filled f32 memory (64-byte aligned). */
+/** Creates a tensor owning zero-filled f32 memory (64-byte aligned). Thread-safety: as any call on ctx;
+ * a tensor is then used by one thread at a time, except that concurrent runs may read one input tensor. */
 PDC_API pdc_status pdc_tensor_create(pdc_context *ctx, size_t rank, const int64_t *dims, pdc_tensor **tensor_out);
 /** Creates a tensor over caller memory (borrowed: must hold prod(dims) floats and outlive the tensor). */
 PDC_API pdc_status pdc_tensor_wrap(pdc_context *ctx, size_t rank, const int64_t *dims, float *data,

@@ -208,6 +208,8 @@ typedef struct ir_layer_stats {
 void ir_layer_stats_compute(const ir_model *m, size_t li, ir_layer_stats *st);
 /* "dense", "pattern 3x3 (8 patterns, 50% kernels kept)", ... into buf. */
 void ir_layer_sparsity_text(const ir_model *m, size_t li, char *buf, size_t cap);
+/* "3x3 0x1b 0x36 ..." for each pattern-sparse weight of layer li ("; " between weights), "" if none. */
+void ir_layer_patterns_text(const ir_model *m, size_t li, char *buf, size_t cap);
 
 /* ---- text form (ir/text_print.c, ir/text_parse.c) */
 pdc_status ir_print(const ir_model *m, uint32_t flags, char **text_out);

@@ -160,3 +160,22 @@ void ir_layer_sparsity_text(const ir_model *m, size_t li, char *buf, size_t cap)
     }
     if (!pos) snprintf(buf, cap, "dense");
 }
+
+void ir_layer_patterns_text(const ir_model *m, size_t li, char *buf, size_t cap)
+{
+    const ir_layer *l = &m->layers[li];
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < l->n_inputs; i++) {
+        const ir_tensor *t = in_t(m, l, i);
+        if (!t || t->kind != IR_TENSOR_CONST || t->sparsity.kind != IR_SPARSITY_PATTERN) continue;
+        const ir_sparsity *s = &t->sparsity;
+        int w = snprintf(buf + pos, cap - pos, "%s%lldx%lld", pos ? "; " : "", (long long)s->kh, (long long)s->kw);
+        for (size_t p = 0; w >= 0 && (size_t)w < cap - pos && p < s->n_patterns; p++) {
+            pos += (size_t)w;
+            w = snprintf(buf + pos, cap - pos, " 0x%llx", (unsigned long long)s->patterns[p]);
+        }
+        if (w < 0 || (size_t)w >= cap - pos) break;
+        pos += (size_t)w;
+    }
+}

@@ -317,6 +317,7 @@ PDC_API pdc_status pdc_model_layer_string(const pdc_model *model, size_t i, pdc_
         ir_format_shape(t->rank, t->dims, buf, sizeof buf);
         break;
     case PDC_FIELD_SPARSITY: ir_layer_sparsity_text(model, i, buf, sizeof buf); break;
+    case PDC_FIELD_PATTERNS: ir_layer_patterns_text(model, i, buf, sizeof buf); break;
     default: return pdc_error(model->ctx, PDC_ERR_INVALID_ARG, "%s: unknown field %d", __func__, (int)field);
     }
     /* The model owns the returned text: one scratch string, replaced by the next such call. */

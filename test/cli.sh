@@ -239,10 +239,10 @@ for spec in image image= =1x1x8x8 image=1xax8x8 image=1x1x8x image=0x1x8x8 image
 done
 
 begin "convert to an unknown extension exits 2"
-run "$PDC" convert "$MODEL" -o "$T/out.onnx"
+run "$PDC" convert "$MODEL" -o "$T/out.xyz"
 expect_rc 2
 expect_err ".pdc"
-expect_no_file "$T/out.onnx"
+expect_no_file "$T/out.xyz"
 end
 
 begin "--elide-weights with binary output exits 2"
@@ -674,6 +674,32 @@ run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.txt"
 expect_rc 2
 expect_err "OUT must end in .pdc (binary), .pdcir (text) or .onnx"
 expect_no_file "$T/bad.pdc"
+end
+
+begin "inspect prints each pattern set as bitmasks and as drawn 3x3 windows"
+run "$PDC" inspect "$MODEL"
+expect_rc 0
+expect_out "pattern sets (bit p = row*kw + col):"
+expect_out_re "conv2: 3x3( 0x[0-9a-f]+){8}$"
+# every drawn pattern keeps the centre: the middle row of the drawing has '#' in each middle column
+mid=$(grep -A2 'conv2: 3x3' "$T/out" | sed -n 3p)
+[ "$(printf '%s\n' "$mid" | grep -o '.#.' | wc -l)" -ge 8 ] || bad "drawn patterns lack their centre: '$mid'"
+end
+
+begin "convert to .onnx and back runs identically and keeps the sparsity"
+run "$PDC" convert "$MODEL" -o "$T/rt.onnx"
+expect_rc 0
+run "$PDC" run "$T/rt.onnx" --input "$IN" --output "$T/rt_onnx.bin"
+expect_rc 0
+run "$PDC" run "$MODEL" --input "$IN" --output "$T/rt_pdc.bin"
+expect_rc 0
+expect_same "$T/rt_onnx.bin" "$T/rt_pdc.bin"
+run "$PDC" inspect "$T/rt.onnx"
+expect_rc 0
+expect_out "(5322/25290 weights kept)"
+run "$PDC" convert "$MODEL" -o "$T/rt.onnx" --elide-weights
+expect_rc 2
+expect_err "--elide-weights applies only to text output"
 end
 
 # ---------------------------------------------------------------- summary

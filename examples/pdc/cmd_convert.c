@@ -7,13 +7,14 @@
 
 #include "cli.h"
 
-const char cli_convert_synopsis[] = "pdc convert MODEL -o OUT.pdc|OUT.pdcir|- [--elide-weights] [--shape NAME=DIMS]...";
+const char cli_convert_synopsis[] = "pdc convert MODEL -o OUT.pdc|OUT.pdcir|OUT.onnx|- [--elide-weights] [--shape NAME=DIMS]...";
 const char cli_convert_help[] =
-    "usage: pdc convert MODEL -o OUT.pdc|OUT.pdcir|- [--elide-weights] [--shape NAME=DIMS]...\n"
+    "usage: pdc convert MODEL -o OUT.pdc|OUT.pdcir|OUT.onnx|- [--elide-weights] [--shape NAME=DIMS]...\n"
     "\n"
-    "Loads MODEL (either format) and saves it in the format named by OUT's extension: .pdc is the\n"
-    "binary format (weights and sparsity kept, checksummed), .pdcir the IR text form; '-' prints the\n"
-    "text form to stdout. Files are written atomically (a failure leaves no partial file).\n"
+    "Loads MODEL (.pdc, .pdcir or .onnx) and saves it in the format named by OUT's extension: .pdc is\n"
+    "the binary format (weights and sparsity kept, checksummed), .pdcir the IR text form, .onnx an\n"
+    "ONNX model (weights as they are, pruned ones zero); '-' prints the text form to stdout. Files\n"
+    "are written atomically (a failure leaves no partial file).\n"
     "\n"
     "Options:\n"
     "  -o, --output OUT   the file to write (required)\n"
@@ -35,7 +36,7 @@ static int ends_with(const char *s, const char *suffix)
     return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
-enum { FMT_BINARY, FMT_TEXT, FMT_STDOUT };
+enum { FMT_BINARY, FMT_TEXT, FMT_ONNX, FMT_STDOUT };
 
 int cmd_convert(int argc, char **argv)
 {
@@ -81,9 +82,11 @@ int cmd_convert(int argc, char **argv)
     if (strcmp(out_path, "-") == 0) fmt = FMT_STDOUT;
     else if (ends_with(out_path, ".pdcir")) fmt = FMT_TEXT;
     else if (ends_with(out_path, ".pdc")) fmt = FMT_BINARY;
-    else return USAGE("cannot tell the format of '%s': OUT must end in .pdc (binary) or .pdcir (text), or be '-'",
-                      out_path);
-    if (elide && fmt == FMT_BINARY) return USAGE("--elide-weights applies only to text output (.pdcir or -)");
+    else if (ends_with(out_path, ".onnx")) fmt = FMT_ONNX;
+    else return USAGE("cannot tell the format of '%s': OUT must end in .pdc (binary), .pdcir (text) or .onnx, "
+                      "or be '-'", out_path);
+    if (elide && (fmt == FMT_BINARY || fmt == FMT_ONNX))
+        return USAGE("--elide-weights applies only to text output (.pdcir or -)");
 
     pdc_context *ctx = NULL;
     if (cli_context_create(&ctx) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
@@ -101,6 +104,8 @@ int cmd_convert(int argc, char **argv)
             }
         } else if (fmt == FMT_TEXT) {
             st = pdc_model_save_text(model, out_path, flags);
+        } else if (fmt == FMT_ONNX) {
+            st = pdc_model_save_onnx(model, out_path);
         } else {
             st = pdc_model_save(model, out_path);
         }

@@ -9,6 +9,8 @@
 
 #include "cli.h"
 
+static void print_pattern_sets(const pdc_model *model, size_t n_layers);
+
 const char cli_inspect_synopsis[] = "pdc inspect MODEL [--shape NAME=DIMS]... [--target T]";
 const char cli_inspect_help[] =
     "usage: pdc inspect MODEL [--shape NAME=DIMS]... [--target T]\n"
@@ -191,6 +193,7 @@ static int inspect_model(pdc_context *ctx, const char *path, const pdc_model *mo
                (double)tot[3] / 1e6);
     if (!tot_ok[0] || !tot_ok[1] || !tot_ok[2] || !tot_ok[3])
         printf("note: '?' marks statistics pdc could not compute\n");
+    print_pattern_sets(model, n_layers);
     if (symbolic)
         printf("note: the model has symbolic input dims; layers whose shapes depend on them show no\n"
                "      statistics. Fix the dims with --shape NAME=DIMS.\n");
@@ -199,6 +202,45 @@ static int inspect_model(pdc_context *ctx, const char *path, const pdc_model *mo
         for (int f = 0; f < 5; f++) free(rows[i].owned[f]);
     free(rows);
     return CLI_EXIT_OK;
+}
+
+/* Prints each pattern-sparse layer's pattern set: the bitmasks (bit p = row*kw + col) and, for
+ * windows up to 5x5, the patterns drawn side by side ('#' kept, '.' pruned). */
+static void print_pattern_sets(const pdc_model *model, size_t n_layers)
+{
+    int header = 0;
+    for (size_t i = 0; i < n_layers; i++) {
+        const char *pats = NULL, *name = NULL;
+        if (pdc_model_layer_string(model, i, PDC_FIELD_PATTERNS, &pats) != PDC_OK || !pats || !*pats) continue;
+        char *copy = strdup(pats);
+        if (!copy || pdc_model_layer_string(model, i, PDC_FIELD_NAME, &name) != PDC_OK) {
+            free(copy);
+            continue;
+        }
+        if (!header++) printf("\npattern sets (bit p = row*kw + col):\n");
+        printf("  %s: %s\n", name, copy);
+        int kh = 0, kw = 0, off = 0;
+        unsigned long long mask[64];
+        int n = 0;
+        if (sscanf(copy, "%dx%d%n", &kh, &kw, &off) == 2 && kh > 0 && kw > 0 && kh <= 5 && kw <= 5 &&
+            !strchr(copy, ';')) {
+            const char *q = copy + off;
+            int used;
+            while (n < 64 && sscanf(q, " 0x%llx%n", &mask[n], &used) == 1) {
+                q += used;
+                n++;
+            }
+            for (int r = 0; r < kh; r++) {
+                printf("   ");
+                for (int k = 0; k < n; k++) {
+                    printf("  ");
+                    for (int c = 0; c < kw; c++) putchar(mask[k] >> (r * kw + c) & 1 ? '#' : '.');
+                }
+                putchar('\n');
+            }
+        }
+        free(copy);
+    }
 }
 
 /* Compiles the model for target and prints the kernel of every layer. */
