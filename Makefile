@@ -30,7 +30,9 @@ LDLIBS    += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lproto
 # The cpu target: LLVM 19's ORC JIT and OpenBLAS. Their headers are seen by backends/ only.
 LLVM_CONFIG ?= llvm-config-19
 JIT_CFLAGS := -isystem $(shell $(LLVM_CONFIG) --includedir 2>/dev/null) $(shell pkg-config --cflags openblas 2>/dev/null)
-LDLIBS    += $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null || echo -lLLVM-19) \
+# LLVM is linked by file, not with its -L folder: that folder also holds a libgomp.so that is LLVM's
+# libomp (package libomp-19-dev, which make fuzz needs), and gcc's -fopenmp would then link it.
+LDLIBS    += $(shell $(LLVM_CONFIG) --libfiles 2>/dev/null || echo -lLLVM-19) \
              $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 ifneq ($(SANITIZE),)
 PDC_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
