@@ -2,7 +2,8 @@
  * test_threads.c - concurrency and determinism.
  *
  * pdc.h promises that one compiled program may run from many threads at once (each with its own
- * tensors), that errors are reported per thread, and that different contexts are independent.
+ * output tensors; inputs may be shared), that its context stays usable by one other thread
+ * meanwhile, that errors are reported per thread, and that different contexts are independent.
  * These tests run one program from THREADS threads released together by a barrier, each on its
  * own inputs, and require every output to be bit-identical to the same run made sequentially
  * beforehand; they do it for every target this build compiles ("ref", and "cpu" once it exists: a
@@ -25,9 +26,33 @@
 static const char *const targets[] = {"ref", "cpu"};
 #define N_TARGETS (sizeof targets / sizeof targets[0])
 
+/*
+ * ThreadSanitizer cannot see the OpenMP runtime's own synchronisation (libgomp is not
+ * instrumented), so it reports every parallel region of the cpu backend, e.g. a kernel's outlined
+ * function reading the stack of the thread that forked it. Under TSan (make test-tsan) every
+ * context therefore runs with threads = 1: TSan checks what this suite is about - runs on
+ * different user threads sharing one program - and the OpenMP regions run on the calling thread.
+ */
+#ifdef __SANITIZE_THREAD__
+#define UNDER_TSAN 1
+#else
+#define UNDER_TSAN 0
+#endif
+
+static pdc_context *new_context(void)
+{
+    pdc_context *c = NULL;
+    if (pdc_context_create(&c) != PDC_OK) return NULL;
+    if (UNDER_TSAN && pdc_context_set_option(c, "threads", "1") != PDC_OK) {
+        pdc_context_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
 static pdc_context *ctx;
 
-static void setup(void) { ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK); }
+static void setup(void) { ck_assert_ptr_nonnull(ctx = new_context()); }
 static void teardown(void)
 {
     pdc_context_destroy(ctx);
@@ -283,6 +308,81 @@ START_TEST(errors_are_reported_per_thread)
 }
 END_TEST
 
+/* Concurrent runs share one set of input tensors (they are only read), and meanwhile the main
+ * thread uses the program's context: it parses, compiles and runs another model, creates tensors
+ * and asks the running program for its info - what pdc.h allows while runs are in flight. */
+START_TEST(shared_inputs_and_context_use_during_runs)
+{
+    pdc_model *m = build_model(ctx);
+    for (size_t ti = 0; ti < N_TARGETS; ti++) {
+        pdc_program *p = compile_or_skip(ctx, m, targets[ti], "shared inputs");
+        if (!p) continue;
+        run_io want;
+        io_create(ctx, p, &want, 77);
+        ck_assert_ok(ctx, pdc_program_run(p, 2, want.in, 2, want.out));
+        static run_io io[THREADS][RUNS];
+        for (size_t t = 0; t < THREADS; t++) {
+            for (size_t r = 0; r < RUNS; r++) {
+                io_create(ctx, p, &io[t][r], 1000 + (uint32_t)(t * RUNS + r));
+                for (size_t k = 0; k < 2; k++) {
+                    pdc_tensor_destroy(io[t][r].in[k]);
+                    io[t][r].in[k] = want.in[k]; /* shared by every run */
+                }
+            }
+        }
+        worker w[THREADS];
+        memset(w, 0, sizeof w);
+        pthread_t tid[THREADS];
+        pthread_barrier_t start;
+        ck_assert_int_eq(pthread_barrier_init(&start, NULL, THREADS + 1), 0);
+        for (size_t t = 0; t < THREADS; t++) {
+            w[t] = (worker){.prog = p, .start = &start, .io = io[t], .n_io = RUNS};
+            ck_assert_int_eq(pthread_create(&tid[t], NULL, worker_main, &w[t]), 0);
+        }
+        pthread_barrier_wait(&start);
+        /* the main thread's own work on the same context, while the workers run */
+        pdc_model *m2 = NULL;
+        pdc_program *p2 = NULL;
+        pdc_tensor *x2 = NULL, *y2 = NULL;
+        static const char text[] = "pdcir 1\ninput x : f32[2,3]\nlayer r = relu(x) -> (y)\noutput y\n";
+        const int64_t d2[] = {2, 3};
+        ck_assert_ok(ctx, pdc_model_parse(ctx, text, strlen(text), &m2));
+        ck_assert_ok(ctx, pdc_compile(ctx, m2, targets[ti], &p2));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, 2, d2, &x2));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, 2, d2, &y2));
+        for (int i = 0; i < 6; i++) pdc_tensor_data(x2)[i] = (float)i - 2.5f;
+        ck_assert_ok(ctx, pdc_program_run(p2, 1, &x2, 1, &y2));
+        ck_assert_float_eq(pdc_tensor_data(y2)[0], 0.0f);
+        ck_assert_float_eq(pdc_tensor_data(y2)[5], 2.5f);
+        size_t n_in = 0, rank = 0;
+        const char *name = NULL;
+        ck_assert_ok(ctx, pdc_program_num_inputs(p, &n_in));
+        ck_assert_ok(ctx, pdc_program_input_info(p, 1, &name, &rank, NULL));
+        ck_assert_uint_eq(n_in, 2);
+        ck_assert_str_eq(name, "seq");
+        ck_assert_str_eq(pdc_program_target(p), targets[ti]);
+        for (size_t t = 0; t < THREADS; t++) ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+        pthread_barrier_destroy(&start);
+        size_t differ = 0;
+        for (size_t t = 0; t < THREADS; t++) {
+            ck_assert_msg(w[t].status == PDC_OK, "%s: thread %zu: %s", targets[ti], t, w[t].message);
+            for (size_t r = 0; r < RUNS; r++) {
+                differ += !same_outputs(&io[t][r], &want);
+                for (size_t k = 0; k < 2; k++) pdc_tensor_destroy(io[t][r].out[k]);
+            }
+        }
+        ck_assert_msg(differ == 0, "%s: %zu runs on shared inputs differ", targets[ti], differ);
+        pdc_tensor_destroy(x2);
+        pdc_tensor_destroy(y2);
+        pdc_program_destroy(p2);
+        pdc_model_destroy(m2);
+        io_destroy(&want);
+        pdc_program_destroy(p);
+    }
+    pdc_model_destroy(m);
+}
+END_TEST
+
 /* fail_alloc_after counts allocations from all threads: exactly one concurrent run fails. */
 START_TEST(injected_failure_hits_exactly_one_concurrent_run)
 {
@@ -341,7 +441,7 @@ static void *ctx_worker_main(void *arg)
     pdc_program *p = NULL;
     char *text = NULL;
     w->ok = 0;
-    if (pdc_context_create(&c) != PDC_OK) return NULL;
+    if (!(c = new_context())) return NULL;
     /* build, print, parse back, compile: exercises every layer of the library at once */
     pdc_model *built = build_model(c);
     if (pdc_model_print(built, 0, &text) == PDC_OK && pdc_model_parse(c, text, strlen(text), &m) == PDC_OK &&
@@ -387,9 +487,9 @@ END_TEST
 static void run_fresh(const char *model_text, const void *image, size_t image_size, const char *target,
                       const char *threads, run_io *keep_out, int *skipped)
 {
-    pdc_context *c;
-    ck_assert_int_eq(pdc_context_create(&c), PDC_OK);
-    ck_assert_ok(c, pdc_context_set_option(c, "threads", threads));
+    pdc_context *c = new_context();
+    ck_assert_ptr_nonnull(c);
+    if (!UNDER_TSAN) ck_assert_ok(c, pdc_context_set_option(c, "threads", threads));
     pdc_model *m;
     if (model_text) ck_assert_ok(c, pdc_model_parse(c, model_text, strlen(model_text), &m));
     else ck_assert_ok(c, pdc_model_load_memory(c, image, image_size, &m));
@@ -449,8 +549,8 @@ START_TEST(same_model_and_options_give_identical_bytes)
                 }
             }
         }
-        printf("threads: %s: %d runs (threads = 1, 0, 2, 8; .pdc and text; fresh contexts) byte-identical\n",
-               targets[ti], runs);
+        printf("threads: %s: %d runs (%s; .pdc and text; fresh contexts) byte-identical\n", targets[ti], runs,
+               UNDER_TSAN ? "threads = 1 under TSan" : "threads = 1, 0, 2, 8");
     next_target:;
     }
     io_destroy(&want);
@@ -469,6 +569,7 @@ static Suite *threads_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, concurrent_runs_match_sequential_runs);
     tcase_add_test(tc, errors_are_reported_per_thread);
+    tcase_add_test(tc, shared_inputs_and_context_use_during_runs);
     tcase_add_test(tc, injected_failure_hits_exactly_one_concurrent_run);
     tcase_add_test(tc, independent_contexts_in_parallel);
     tcase_add_test(tc, same_model_and_options_give_identical_bytes);
