@@ -288,7 +288,8 @@ typedef enum pdc_layer_field {
     PDC_FIELD_OP = 2,
     PDC_FIELD_INPUT_SHAPE = 3,  /**< shape of the first input, e.g. "1x16x8x8" */
     PDC_FIELD_OUTPUT_SHAPE = 4, /**< shape of the first output */
-    PDC_FIELD_SPARSITY = 5      /**< "dense", "pattern(8 patterns, 50% kernels)", "block 1x4 (20% kept)", ... */
+    PDC_FIELD_SPARSITY = 5,     /**< "dense", "pattern 3x3: 8 patterns, 50% kernels kept, ...", "block 1x4: ..." */
+    PDC_FIELD_PATTERNS = 6      /**< pattern sets of pattern-sparse weights: "3x3 0x1b 0x36 ..." ("" if none) */
 } pdc_layer_field;
 
 /** Number of layers. */
