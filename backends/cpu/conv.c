@@ -34,23 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/cpu.h"
+#include "backends/cpu/conv.h"
 
 #define CONV_MAX_PATTERNS 32
 #define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
 #define CONV_FILTER_CHUNK 16      /* filters per work item */
 #define CONV_MAX_VARIANTS 4
-
-/* Geometry of a 2-D view of the conv (1-D convs have H = kh = 1). */
-typedef struct conv_geom {
-    int64_t n, c, h, w, o, group, cg;
-    int64_t kh, kw, sy, sx, dy, dx, pt, pl;
-    int64_t oh, ow;
-    /* packing */
-    int64_t nph, hq, wq, ps;     /* phases (= sx), rows and row stride of a phase plane, channel stride */
-    /* tiling */
-    int64_t nvx, tx, ty, ntx, nty;
-} conv_geom;
 
 /* Everything the generated code depends on (hashed: zero it before filling). */
 typedef struct conv_key {
@@ -234,6 +223,13 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
         LLVMValueRef wp = LLVMBuildLoad2(B, irb->ptr, wpv, "");
         LLVMValueRef c = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, cidx, i));
         LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->ps), ""));
+        /* software prefetch: the first line of every row the next kernel reads (its channel is
+         * data, so the hardware prefetcher cannot guess it; whole rows cost more than they save) */
+        LLVMValueRef cn = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, cidx, LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "")));
+        LLVMValueRef xn = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cn, pdc_irb_i64(irb, k->ps), ""));
+        int64_t rows = (int64_t)(ty - 1) * k->sy + (int64_t)(k->kh - 1) * k->dy + 1;
+        for (int64_t ph = 0; ph < k->sx; ph++)
+            for (int64_t q = 0; q < rows; q++) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, (ph * k->hq + q) * k->wq));
         emit_pattern_body(G, mask, ty, tx, x, wp);
         LLVMValueRef i1 = LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "");
         LLVMBuildStore(B, i1, iv);
@@ -271,8 +267,7 @@ static pdc_status conv_emit(void *arg, const pdc_context *ctx, const pdc_llvm_ta
 
 /* ------------------------------------------------------------------ planning */
 
-/* Reads conv attributes into a 2-D geometry; PDC_ERR_UNSUPPORTED with a reason for what we do not JIT. */
-static pdc_status conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g, char *why, size_t why_cap)
+pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g, char *why, size_t why_cap)
 {
     ir_window_params p;
     pdc_status st = ir_window_params_get(m, l, &p);
@@ -311,17 +306,13 @@ static pdc_status conv_geometry(const ir_model *m, const ir_layer *l, conv_geom 
     return PDC_OK;
 }
 
-/* Tile and packing geometry for vector width vec and an accumulator budget. */
-static void conv_tiling(conv_geom *g, int vec, int budget)
+void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
 {
     g->nvx = (g->ow + vec - 1) / vec;
-    int64_t ntx = (g->nvx + 6) / 7; /* at most 7 vectors across */
-    g->tx = (g->nvx + ntx - 1) / ntx;
-    if (g->tx > budget) g->tx = budget;
+    g->tx = tx < 1 ? 1 : tx > g->nvx ? g->nvx : tx;
     g->ntx = (g->nvx + g->tx - 1) / g->tx;
-    int64_t ty = budget / g->tx;
-    if (ty < 1) ty = 1;
     if (ty > g->oh) ty = g->oh;
+    if (ty < 1) ty = 1;
     int64_t nty = (g->oh + ty - 1) / ty;
     g->ty = (g->oh + nty - 1) / nty; /* balanced row tiles */
     g->nty = (g->oh + g->ty - 1) / g->ty;
@@ -330,6 +321,21 @@ static void conv_tiling(conv_geom *g, int vec, int budget)
     g->wq = (g->nvx * vec + max_cx + 15) / 16 * 16;
     g->hq = (g->oh - 1) * g->sy + (g->kh - 1) * g->dy + 1;
     g->ps = (g->nph * g->hq * g->wq + 15) / 16 * 16;
+}
+
+/* Pattern kernels: TY rows x TX vectors of one filter within an accumulator budget. PDC_CONV_TILE
+ * = "TYxTX" overrides the choice (for tuning experiments; clamped to the budget). */
+static void conv_tiling(conv_geom *g, int vec, int budget)
+{
+    int64_t nvx = (g->ow + vec - 1) / vec;
+    int64_t ntx = (nvx + 6) / 7; /* at most 7 vectors across */
+    int64_t tx = (nvx + ntx - 1) / ntx;
+    if (tx > budget) tx = budget;
+    int64_t ty = budget / tx;
+    const char *ov = getenv("PDC_CONV_TILE");
+    long oy, ox;
+    if (ov && sscanf(ov, "%ldx%ld", &oy, &ox) == 2 && oy >= 1 && ox >= 1 && oy * ox <= budget) ty = oy, tx = ox;
+    cpu_conv_layout(g, vec, tx, ty);
 }
 
 static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
@@ -364,7 +370,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         return PDC_ERR_UNSUPPORTED;
     }
     conv_geom g;
-    pdc_status st = conv_geometry(m, l, &g, why, why_cap);
+    pdc_status st = cpu_conv_geometry(m, l, &g, why, why_cap);
     if (st) return st;
     ir_fused_params fp;
     if ((st = ir_fused_params_get(m, l, &fp))) return st;
@@ -419,22 +425,35 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         n_pat = 1;
     }
 
-    /* Accumulators: all but the registers a column's weights and a loaded input vector need (28 of
-     * AVX-512's 32 when no pattern has more than two taps in a column, else 24: more spills). */
-    int col_taps = 0;
-    for (size_t p = 0; p < n_pat; p++)
-        for (int64_t kx = 0; kx < g.kw; kx++) {
-            int n = 0;
-            for (int64_t ky = 0; ky < g.kh; ky++) n += (int)(pats[p] >> (ky * g.kw + kx) & 1);
-            if (n > col_taps) col_taps = n;
+    /* Every kernel dense: the multi-filter dense kernel shares each input load across filters. */
+    int64_t nonempty = 0;
+    for (int64_t kidx = 0; kidx < n_kern; kidx++) nonempty += kmask[kidx] != 0;
+    if (n_pat == 1 && pats[0] == full && nonempty == n_kern) {
+        st = cpu_plan_conv_dense(cc, m, l, &g, &fp, L);
+        if (st != PDC_ERR_UNSUPPORTED) {
+            pdc_free(kmask);
+            pdc_free(pats);
+            pdc_free(order);
+            conv_free(s);
+            return st;
         }
-    int budget = t->n_vregs >= 32 ? (col_taps <= 2 ? 28 : 20) : (col_taps <= 2 ? 12 : 10);
+        st = PDC_OK;
+    }
+
+    /* Accumulators: patterns of up to 4 taps keep their weights in 4 registers beside 28
+     * accumulators (LLVM then folds single-use input loads into the FMAs); denser windows need
+     * more registers for weights and loaded rows, so 20 (more spill in the inner loop). AVX2 has
+     * 16 registers. */
+    int max_taps = 0;
+    for (size_t p = 0; p < n_pat; p++)
+        if (popcount64(pats[p]) > max_taps) max_taps = popcount64(pats[p]);
+    int budget = t->n_vregs >= 32 ? (max_taps <= 4 ? 28 : 20) : (max_taps <= 4 ? 12 : 10);
     conv_tiling(&g, t->vec, budget);
     s->g = g;
 
     conv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv4", 6);
+    memcpy(k->tag, "conv6", 6);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -493,7 +512,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     size_t n_w = 0;
     for (int64_t kidx = 0; kidx < n_kern; kidx++) n_w += (size_t)popcount64(kmask[kidx]);
     s->meta = pdc_alloc(ctx, (size_t)g.o * (2 * n_pat + 1) * sizeof *s->meta);
-    s->cidx = pdc_alloc(ctx, (size_t)(kept + 1) * sizeof *s->cidx);
+    s->cidx = pdc_calloc(ctx, (size_t)(kept + 1), sizeof *s->cidx); /* +1: read (as a prefetch address) after the last kernel */
     s->wpk = pdc_alloc(ctx, (n_w + 1) * sizeof *s->wpk);
     s->bias = pdc_alloc(ctx, (size_t)g.o * sizeof *s->bias);
     s->ochan = pdc_alloc(ctx, (size_t)g.o * sizeof *s->ochan);
@@ -559,8 +578,7 @@ fail:
 
 /* ------------------------------------------------------------------ running */
 
-/* Zero-padded, phase-split copy of one image's channels [c0, c1). */
-static void conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1)
+void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1)
 {
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = x + c * g->h * g->w;
@@ -616,7 +634,7 @@ static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
 #pragma omp for schedule(static)
-            for (int64_t c0 = 0; c0 < g->c; c0 += cstep) conv_pack(g, xn, xp, c0, c0 + cstep < g->c ? c0 + cstep : g->c);
+            for (int64_t c0 = 0; c0 < g->c; c0 += cstep) cpu_conv_pack(g, xn, xp, c0, c0 + cstep < g->c ? c0 + cstep : g->c);
 #pragma omp for schedule(dynamic, 1)
             for (int64_t it = 0; it < items; it++) {
                 int64_t tile = it / nchunk, ch = it % nchunk;

@@ -133,3 +133,14 @@ LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValue
     LLVMValueRef args[3] = {a, b, c};
     return LLVMBuildCall2(irb->b, fty, fn, args, 3, "");
 }
+
+void pdc_irb_prefetch(pdc_irb *irb, LLVMValueRef p)
+{
+    LLVMTypeRef pt = irb->ptr;
+    unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, &pt, 1);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, &pt, 1);
+    /* read, locality 3 (keep in all levels), data cache */
+    LLVMValueRef args[4] = {p, pdc_irb_i32(irb, 0), pdc_irb_i32(irb, 3), pdc_irb_i32(irb, 1)};
+    LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+}

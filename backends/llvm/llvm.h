@@ -149,6 +149,8 @@ LLVMValueRef pdc_irb_load_i32_as_i64(pdc_irb *irb, LLVMValueRef p);
 LLVMValueRef pdc_irb_load_i64(pdc_irb *irb, LLVMValueRef p);
 /* Stores a vector; lanes < n_valid only (a masked store) when n_valid < vec. */
 void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid);
+/* A read prefetch of the cache line at p (never faults). */
+void pdc_irb_prefetch(pdc_irb *irb, LLVMValueRef p);
 /* Vector a*b + c through llvm.fmuladd (contracted to an FMA by the backend). */
 LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 

@@ -1,0 +1,40 @@
+/*
+ * conv.h - internal to the cpu target's convolution families: the 2-D view of a conv layer, the
+ * packed input layout both generators read, and the dense family's planner.
+ *
+ * Packed input: channel c's planes start at c * ps floats; a column stride sx splits every padded
+ * input row into sx phase planes (phase ph holds padded columns sx*j + ph), each hq rows of wq floats
+ * (wq a multiple of 16). Tap (ky, kx) of output (y, x) then reads phase (kx*dx) % sx, row
+ * y*sy + ky*dy, column x + (kx*dx) / sx: constant offsets from the tile origin.
+ */
+#ifndef PDC_BACKENDS_CPU_CONV_H
+#define PDC_BACKENDS_CPU_CONV_H
+
+#include "backends/cpu/cpu.h"
+
+/* A conv layer as 2-D (1-D convs have h = kh = 1). */
+typedef struct conv_geom {
+    int64_t n, c, h, w, o, group, cg;
+    int64_t kh, kw, sy, sx, dy, dx, pt, pl;
+    int64_t oh, ow;
+    /* packing */
+    int64_t nph, hq, wq, ps;     /* phases (= sx), rows and row stride of a phase plane, channel stride */
+    /* tiling: ty rows x tx vectors; nvx vectors cover a row */
+    int64_t nvx, tx, ty, ntx, nty;
+} conv_geom;
+
+/* Reads the layer into g (not the layout); PDC_ERR_UNSUPPORTED with a reason for what is not JIT'd. */
+pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g, char *why, size_t why_cap);
+/* Tiles of ty rows x tx vectors (clamped to the output) and the packed layout they read. */
+void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty);
+/* Packs channels [c0, c1) of one image x into xp (layout above). */
+void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1);
+
+/*
+ * Dense convolution with several filters per register tile (conv_dense.c): PDC_ERR_UNSUPPORTED if
+ * the layer does not suit it (fewer than two filters per group, a window over 64 taps).
+ */
+pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g0,
+                               const ir_fused_params *fp, cpu_layer *L);
+
+#endif

@@ -1,0 +1,330 @@
+/*
+ * conv_dense.c - JIT'd dense convolution with several filters per register tile.
+ *
+ * When every kernel of a filter group is dense (no pattern to exploit) the filters of a conv group
+ * share their input completely, so the register tile spans To filters x TY rows x TX vectors: per
+ * input channel and tap, TY*TX input vectors are loaded once and each feeds To FMAs (one per
+ * filter, weights broadcast), so loads per FMA fall to 1/To and the L2 traffic per FMA by To as
+ * well - the GEMM micro-kernel shape, without im2col. The channel loop has a compile-time trip count
+ * (the group's channels); weights are packed [filter group][channel][tap][To] in that order.
+ * Input packing, tiling into row/column tiles with tail variants, the epilogue (bias, inline
+ * relu/clip/leaky_relu, out_perm, masked row tails) and the fixed work split are those of conv.c.
+ * 1x1 convolutions are this kernel with one tap: a register-blocked GEMM over pixels.
+ */
+#include <inttypes.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/conv.h"
+
+#define DC_MAX_VARIANTS 4
+#define DC_MAX_ACC 28
+#define DC_GROUP_CHUNK 2     /* filter groups per work item */
+
+typedef struct dconv_key {
+    char tag[8];             /* "dconvN": bump N when the generated code changes */
+    int32_t vec, to;
+    int32_t kh, kw, sy, sx, dy, dx;
+    int32_t act;
+    float act_min, act_max, act_alpha;
+    int64_t cg, hq, wq, ps, ow, ohw;
+    int32_t n_var;
+    int32_t var_ty[DC_MAX_VARIANTS], var_tx[DC_MAX_VARIANTS], var_last[DC_MAX_VARIANTS];
+} dconv_key;
+
+typedef void (*dconv_fn)(const float *xt, const float *wpk, const float *bias, const int64_t *ochan,
+                         const int64_t *cbase, float *yt, int64_t g0, int64_t g1);
+
+typedef struct dconv_state {
+    conv_geom g;
+    dconv_key key;
+    int var_of[2][2];
+    dconv_fn fn[DC_MAX_VARIANTS];
+    int64_t n_fg;            /* filter groups */
+    float *wpk, *bias;
+    int64_t *ochan, *cbase;
+    ir_fused_params post;
+} dconv_state;
+
+static void dconv_free(void *p)
+{
+    dconv_state *s = p;
+    if (!s) return;
+    pdc_free(s->wpk);
+    pdc_free(s->bias);
+    pdc_free(s->ochan);
+    pdc_free(s->cbase);
+    pdc_free(s);
+}
+
+/* ------------------------------------------------------------------ code generation */
+
+static LLVMValueRef dc_act(pdc_irb *irb, const dconv_key *k, LLVMValueRef v)
+{
+    LLVMBuilderRef B = irb->b;
+    LLVMValueRef zero = LLVMConstNull(irb->vf);
+    switch ((ir_act_kind)k->act) {
+    case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, zero, ""), v, zero, "");
+    case IR_ACT_CLIP: {
+        LLVMValueRef lo = pdc_irb_splat(irb, pdc_irb_f32(irb, k->act_min));
+        LLVMValueRef hi = pdc_irb_splat(irb, pdc_irb_f32(irb, k->act_max));
+        v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v, lo, ""), lo, v, "");
+        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, hi, ""), hi, v, "");
+    }
+    case IR_ACT_LEAKY_RELU: {
+        LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, k->act_alpha));
+        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, LLVMBuildFMul(B, al, v, ""), "");
+    }
+    default: return v;
+    }
+}
+
+static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix, int var)
+{
+    LLVMBuilderRef B = irb->b;
+    const int ty = k->var_ty[var], tx = k->var_tx[var], last = k->var_last[var], to = k->to;
+    const int taps = k->kh * k->kw, na = ty * tx;
+    char name[32];
+    snprintf(name, sizeof name, "dtile%d", var);
+    LLVMTypeRef params[8] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
+    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 8, params);
+    LLVMValueRef xt = LLVMGetParam(fn, 0), wpk = LLVMGetParam(fn, 1), bias = LLVMGetParam(fn, 2),
+                 ochan = LLVMGetParam(fn, 3), cbase = LLVMGetParam(fn, 4), yt = LLVMGetParam(fn, 5),
+                 g0 = LLVMGetParam(fn, 6), g1 = LLVMGetParam(fn, 7);
+    LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(irb->c, fn, "entry"));
+    LLVMValueRef acc[DC_MAX_ACC];
+    for (int a = 0; a < to * na; a++) acc[a] = LLVMBuildAlloca(B, irb->vf, "acc");
+    LLVMValueRef gv = LLVMBuildAlloca(B, irb->i64, "g"), cv = LLVMBuildAlloca(B, irb->i64, "c");
+    LLVMBuildStore(B, g0, gv);
+    LLVMBasicBlockRef ghead = LLVMAppendBasicBlockInContext(irb->c, fn, "group"),
+                      gbody = LLVMAppendBasicBlockInContext(irb->c, fn, "group_body"),
+                      cloop = LLVMAppendBasicBlockInContext(irb->c, fn, "channels"),
+                      gend = LLVMAppendBasicBlockInContext(irb->c, fn, "group_end"),
+                      done = LLVMAppendBasicBlockInContext(irb->c, fn, "done");
+    LLVMBuildBr(B, ghead);
+    LLVMPositionBuilderAtEnd(B, ghead);
+    LLVMValueRef gg = LLVMBuildLoad2(B, irb->i64, gv, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, gg, g1, ""), gbody, done);
+
+    LLVMPositionBuilderAtEnd(B, gbody);
+    LLVMValueRef f0 = LLVMBuildMul(B, gg, pdc_irb_i64(irb, to), "");
+    for (int f = 0; f < to; f++) {
+        LLVMValueRef bv = pdc_irb_load_splat(irb, pdc_irb_gep(irb, irb->f32, bias, LLVMBuildAdd(B, f0, pdc_irb_i64(irb, f), "")));
+        for (int a = 0; a < na; a++) LLVMBuildStore(B, bv, acc[f * na + a]);
+    }
+    LLVMValueRef cb = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, cbase, gg));
+    LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->ps), ""));
+    LLVMValueRef wg = pdc_irb_gep(irb, irb->f32, wpk, LLVMBuildMul(B, gg, pdc_irb_i64(irb, k->cg * taps * to), ""));
+    LLVMBuildStore(B, pdc_irb_i64(irb, 0), cv);
+    LLVMBuildBr(B, cloop);
+
+    /* one input channel: every tap, To filters */
+    LLVMPositionBuilderAtEnd(B, cloop);
+    LLVMValueRef c = LLVMBuildLoad2(B, irb->i64, cv, "");
+    LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->ps), ""));
+    LLVMValueRef wc = pdc_irb_gep(irb, irb->f32, wg, LLVMBuildMul(B, c, pdc_irb_i64(irb, taps * to), ""));
+    LLVMValueRef cur[DC_MAX_ACC];
+    for (int a = 0; a < to * na; a++) cur[a] = LLVMBuildLoad2(B, irb->vf, acc[a], "");
+    for (int ky = 0; ky < k->kh; ky++)
+        for (int kx = 0; kx < k->kw; kx++) {
+            int64_t phase = (int64_t)kx * k->dx % k->sx, cx = (int64_t)kx * k->dx / k->sx;
+            LLVMValueRef v[DC_MAX_ACC];
+            for (int i = 0; i < ty; i++)
+                for (int j = 0; j < tx; j++) {
+                    int64_t off = phase * k->hq * k->wq + ((int64_t)i * k->sy + (int64_t)ky * k->dy) * k->wq + cx +
+                                  (int64_t)j * k->vec;
+                    v[i * tx + j] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
+                }
+            int tap = ky * k->kw + kx;
+            for (int f = 0; f < to; f++) {
+                LLVMValueRef w = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, wc, (int64_t)tap * to + f));
+                for (int a = 0; a < na; a++) cur[f * na + a] = pdc_irb_fma(irb, w, v[a], cur[f * na + a]);
+            }
+        }
+    for (int a = 0; a < to * na; a++) LLVMBuildStore(B, cur[a], acc[a]);
+    LLVMValueRef c1 = LLVMBuildAdd(B, c, pdc_irb_i64(irb, 1), "");
+    LLVMBuildStore(B, c1, cv);
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, c1, pdc_irb_i64(irb, k->cg), ""), cloop, gend);
+
+    /* epilogue: each filter to its output channel */
+    LLVMPositionBuilderAtEnd(B, gend);
+    for (int f = 0; f < to; f++) {
+        LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, pdc_irb_i64(irb, f), "")));
+        LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), ""));
+        for (int i = 0; i < ty; i++)
+            for (int j = 0; j < tx; j++) {
+                LLVMValueRef val = dc_act(irb, k, LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], ""));
+                LLVMValueRef dst = pdc_irb_gepc(irb, irb->f32, yk, (int64_t)i * k->ow + (int64_t)j * k->vec);
+                pdc_irb_store_vec(irb, val, dst, j == tx - 1 ? last : k->vec);
+            }
+    }
+    LLVMBuildStore(B, LLVMBuildAdd(B, gg, pdc_irb_i64(irb, 1), ""), gv);
+    LLVMBuildBr(B, ghead);
+    LLVMPositionBuilderAtEnd(B, done);
+    LLVMBuildRetVoid(B);
+}
+
+static pdc_status dc_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
+                          LLVMModuleRef m, const char *prefix)
+{
+    (void)ctx;
+    const dconv_key *k = arg;
+    pdc_irb irb;
+    pdc_irb_init(&irb, c, m, t->vec);
+    for (int v = 0; v < k->n_var; v++) dc_emit_variant(&irb, k, prefix, v);
+    pdc_irb_dispose(&irb);
+    return PDC_OK;
+}
+
+/* ------------------------------------------------------------------ running */
+
+static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                            const cpu_exec *x)
+{
+    (void)m;
+    const dconv_state *s = L->state;
+    const conv_geom *g = &s->g;
+    const float *in = buf[l->inputs[0]];
+    float *out = buf[l->outputs[0]];
+    float *xp = x->scratch;
+    const int64_t nchunk = (s->n_fg + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK;
+    const int64_t items = g->nty * g->ntx * nchunk;
+    const int nt = x->threads;
+    for (int64_t n = 0; n < g->n; n++) {
+        const float *xn = in + n * g->c * g->h * g->w;
+        float *yn = out + n * g->o * g->oh * g->ow;
+        int64_t cstep = (g->c + nt * 4 - 1) / (nt * 4);
+        if (cstep < 1) cstep = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+#pragma omp for schedule(static)
+            for (int64_t c0 = 0; c0 < g->c; c0 += cstep)
+                cpu_conv_pack(g, xn, xp, c0, c0 + cstep < g->c ? c0 + cstep : g->c);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t it = 0; it < items; it++) {
+                int64_t tile = it / nchunk, ch = it % nchunk;
+                int64_t tyi = tile / g->ntx, txi = tile % g->ntx;
+                int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
+                int64_t y0 = tyi * g->ty, x0 = txi * g->tx * s->key.vec;
+                int64_t a = ch * DC_GROUP_CHUNK, b = a + DC_GROUP_CHUNK < s->n_fg ? a + DC_GROUP_CHUNK : s->n_fg;
+                s->fn[v](xp + y0 * g->sy * g->wq + x0, s->wpk, s->bias, s->ochan, s->cbase, yn + y0 * g->ow + x0, a, b);
+            }
+        }
+    }
+    if (s->post.act != IR_ACT_NONE) cpu_apply_activation(&s->post, out, (size_t)(g->n * g->o * g->oh * g->ow));
+    return PDC_OK;
+}
+
+/* ------------------------------------------------------------------ planning */
+
+pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g0,
+                               const ir_fused_params *fp, cpu_layer *L)
+{
+    const pdc_llvm_target *t = cc->target;
+    conv_geom g = *g0;
+    const int64_t og = g.o / g.group, taps = g.kh * g.kw;
+    if (og < 2 || taps > 64) return PDC_ERR_UNSUPPORTED;
+    /* Tile: To filters (dividing the group's filters) x TY rows x TX vectors, with the loaded
+     * vectors and one weight also in registers: (To + 1) * TY * TX + 1 <= registers. Most FMAs per
+     * tile first, then the most filters (fewest loads). */
+    int regs = t->n_vregs, best = 0, bto = 1, bty = 1, btx = 1;
+    int64_t nvx = (g.ow + t->vec - 1) / t->vec;
+    for (int to = 8; to >= 2; to--) {
+        if (og % to) continue;
+        for (int tx = 1; tx <= 7 && tx <= nvx; tx++)
+            for (int ty = 1; ty <= 7 && ty <= g.oh; ty++) {
+                int n = to * ty * tx;
+                if ((to + 1) * ty * tx + 1 > regs || n > DC_MAX_ACC) continue;
+                if (n > best || (n == best && to > bto)) best = n, bto = to, bty = ty, btx = tx;
+            }
+    }
+    if (best == 0 || best < 6) return PDC_ERR_UNSUPPORTED; /* e.g. a prime number of filters per group */
+    cpu_conv_layout(&g, t->vec, btx, bty);
+
+    pdc_context *ctx = cc->ctx;
+    const ir_tensor *wt = &m->tensors[l->inputs[1]];
+    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    dconv_state *s = pdc_calloc(ctx, 1, sizeof *s);
+    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    s->g = g;
+    s->post = *fp;
+    dconv_key *k = &s->key;
+    memset(k, 0, sizeof *k);
+    memcpy(k->tag, "dconv1", 7);
+    k->vec = t->vec;
+    k->to = bto;
+    k->kh = (int32_t)g.kh;
+    k->kw = (int32_t)g.kw;
+    k->sy = (int32_t)g.sy;
+    k->sx = (int32_t)g.sx;
+    k->dy = (int32_t)g.dy;
+    k->dx = (int32_t)g.dx;
+    k->cg = g.cg;
+    k->hq = g.hq;
+    k->wq = g.wq;
+    k->ps = g.ps;
+    k->ow = g.ow;
+    k->ohw = g.oh * g.ow;
+    if (fp->act == IR_ACT_RELU || fp->act == IR_ACT_CLIP || fp->act == IR_ACT_LEAKY_RELU) {
+        k->act = (int32_t)fp->act;
+        k->act_min = fp->act == IR_ACT_CLIP ? fp->act_min : 0.0f;
+        k->act_max = fp->act == IR_ACT_CLIP ? fp->act_max : 0.0f;
+        k->act_alpha = fp->act == IR_ACT_LEAKY_RELU ? fp->act_alpha : 0.0f;
+        s->post.act = IR_ACT_NONE;
+    }
+    int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.oh - (g.nty - 1) * g.ty;
+    int last_lanes = (int)(g.ow - (g.nvx - 1) * t->vec), nv = 0;
+    for (int r = 0; r < 2; r++)
+        for (int cx = 0; cx < 2; cx++) {
+            s->var_of[r][cx] = -1;
+            if ((!r && g.nty == 1) || (!cx && g.ntx == 1)) continue;
+            int vty = (int)(r ? tyt : g.ty), vtx = (int)(cx ? txt : g.tx), lst = cx ? last_lanes : t->vec;
+            int q = 0;
+            while (q < nv && !(k->var_ty[q] == vty && k->var_tx[q] == vtx && k->var_last[q] == lst)) q++;
+            if (q == nv) {
+                k->var_ty[nv] = vty;
+                k->var_tx[nv] = vtx;
+                k->var_last[nv] = lst;
+                nv++;
+            }
+            s->var_of[r][cx] = q;
+        }
+    k->n_var = nv;
+
+    /* weights [filter group][channel][tap][To]; filters keep their stored order */
+    s->n_fg = g.o / bto;
+    s->wpk = pdc_alloc(ctx, (size_t)(g.o * g.cg * taps) * sizeof *s->wpk);
+    s->bias = pdc_alloc(ctx, (size_t)g.o * sizeof *s->bias);
+    s->ochan = pdc_alloc(ctx, (size_t)g.o * sizeof *s->ochan);
+    s->cbase = pdc_alloc(ctx, (size_t)s->n_fg * sizeof *s->cbase);
+    pdc_status st = s->wpk && s->bias && s->ochan && s->cbase ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
+    for (int64_t fg = 0; fg < s->n_fg && !st; fg++) {
+        s->cbase[fg] = (fg * bto / og) * g.cg;
+        for (int64_t f = 0; f < bto; f++) {
+            int64_t o = fg * bto + f;
+            s->bias[o] = bt ? bt->data[o] : 0.0f;
+            s->ochan[o] = fp->out_perm ? fp->out_perm[o] : o;
+            for (int64_t c = 0; c < g.cg; c++)
+                for (int64_t tp = 0; tp < taps; tp++)
+                    s->wpk[((fg * g.cg + c) * taps + tp) * bto + f] = wt->data[(o * g.cg + c) * taps + tp];
+        }
+    }
+    static const char *const syms[DC_MAX_VARIANTS] = {"dtile0", "dtile1", "dtile2", "dtile3"};
+    pdc_kernel_desc d = {k, sizeof *k, dc_emit, k, (size_t)nv, syms};
+    void *addrs[DC_MAX_VARIANTS] = {0};
+    if (!st) st = pdc_jit_kernel(cc->jit, ctx, &d, addrs, NULL);
+    if (st) {
+        dconv_free(s);
+        return st;
+    }
+    for (int v = 0; v < nv; v++) s->fn[v] = (dconv_fn)addrs[v];
+    L->run = dconv_run;
+    L->state = s;
+    L->free_state = dconv_free;
+    L->scratch_floats = (size_t)(g.c * g.ps);
+    snprintf(L->info, sizeof L->info,
+             "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x %" PRId64 "x%" PRId64 "x%d, %s", g.kh, g.kw,
+             g.group > 1 ? " grouped" : "", bto, g.ty, g.tx, t->vec, pdc_isa_name(t->isa));
+    return PDC_OK;
+}
