@@ -101,8 +101,12 @@ static const tk_isa isa_generic = {"generic", GEN_MR, GEN_NR, micro_generic, spm
 
 #ifdef TK_X86
 /* ================================================================== AVX2 + FMA */
+#ifdef __clang__ /* clang ignores "#pragma GCC target" */
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 
 #define A2_MR 6
 #define A2_NR 16
@@ -215,13 +219,21 @@ static void adam_avx2(size_t n, float *w, const float *g, float *m, float *v, fl
     adam_generic(n - k, w + k, g + k, m + k, v + k, b1, b2, step, bc2s, eps);
 }
 
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 static const tk_isa isa_avx2 = {"avx2", A2_MR, A2_NR, micro_avx2, spmm_avx2, spmm_dw_avx2, adam_avx2};
 
 /* ================================================================== AVX-512 */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
+#endif
 
 #define A5_MR 8
 #define A5_NR 32
@@ -340,7 +352,11 @@ static void adam_avx512(size_t n, float *w, const float *g, float *m, float *v, 
     adam_generic(n - k, w + k, g + k, m + k, v + k, b1, b2, step, bc2s, eps);
 }
 
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 static const tk_isa isa_avx512 = {"avx512", A5_MR, A5_NR, micro_avx512, spmm_avx512, spmm_dw_avx512, adam_avx512};
 #endif /* TK_X86 */
