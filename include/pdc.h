@@ -600,9 +600,10 @@ PDC_API void pdc_trainer_destroy(pdc_trainer *trainer);
  *                      add/sub/mul/div run the cpu target's JIT-compiled kernels (bit-identical to the reference
  *                      ones; the cpu target's conv kernels pack the weights when compiled, so conv and fc keep
  *                      the trainer's). The backward pass is the same for all
- *  - "sparse"          "auto" (default): weights of conv/fc layers whose kept share is at most sparse_threshold
- *                      use the sparse kernels; "on": every pruned weight does; "off": none (dense kernels, the
- *                      pruned weights still kept at zero)
+ *  - "sparse"          "auto" (default): pruned conv weights whose kept share is at most sparse_threshold use
+ *                      the sparse kernels, and so do fc weights of at least 65536 elements (a smaller fc is
+ *                      faster on the dense kernels); "on": every pruned conv/fc weight does; "off": none (dense
+ *                      kernels, the pruned weights still kept at zero)
  *  - "sparse_threshold"  in [0, 1] (default 0.6)
  * "loss" and "optimizer" cannot change after the first step (PDC_ERR_INVALID_STATE). Read-only values for
  * pdc_trainer_get_option: "step" (steps taken), "current_lr" (the rate of the next step), "isa" (the

@@ -6,7 +6,7 @@
  *   forward   y_n = W_g col_g[:, image n] + b       (dense: GEMM per image, straight into NCHW y)
  *   weights   dW_g^T = col_g dY^T                   (dense: one GEMM over all P)
  *   input     dcol_g = W_g^T dY_n, then col2im adds dcol into dx
- * fc: col = x^T [K, N]; y^T = W col + b, dW = dy^T x, dx = dy W.
+ * fc: y = x W^T + b as dot products over K, dW = dy^T x, dx = dy W; sparse: col = x^T [K, N], y^T = W col + b.
  *
  * Sparse weights (tr_param.sparse) replace the products by the sparse kernels: the forward and the
  * input gradient touch kept weights only (the transposed index arrays list, per col row, the filters
@@ -58,6 +58,25 @@ static int threads_for(const tr_net *net, size_t work)
     return work < ((size_t)1 << 17) ? 1 : net->threads;
 }
 
+/* d[0..n) = s[0..n) / d[0..n) += s[0..n): constant-length loops for the usual row widths (the compiler turns them
+ * into a few vector moves), a plain loop otherwise. */
+#define ROW_OP(n, body)                                                                                             \
+    do {                                                                                                           \
+        switch (n) {                                                                                               \
+        case 4: for (size_t j = 0; j < 4; j++) body; break;                                                        \
+        case 7: for (size_t j = 0; j < 7; j++) body; break;                                                        \
+        case 8: for (size_t j = 0; j < 8; j++) body; break;                                                        \
+        case 14: for (size_t j = 0; j < 14; j++) body; break;                                                      \
+        case 16: for (size_t j = 0; j < 16; j++) body; break;                                                      \
+        case 28: for (size_t j = 0; j < 28; j++) body; break;                                                      \
+        case 32: for (size_t j = 0; j < 32; j++) body; break;                                                      \
+        default: for (size_t j = 0; j < (n); j++) body; break;                                                     \
+        }                                                                                                          \
+    } while (0)
+
+static inline void row_copy(float *restrict d, const float *restrict s, size_t n) { ROW_OP(n, d[j] = s[j]); }
+static inline void row_add(float *restrict d, const float *restrict s, size_t n) { ROW_OP(n, d[j] += s[j]); }
+
 /* The input with its padding made explicit: xp[n, c, i, j] = x[n, c, i - ph, j - pw] (0 outside), for
  * i < hp, j < wp (big enough for every tap and for the whole input). */
 static size_t padded_h(const conv_geom *g)
@@ -89,10 +108,7 @@ static void im2col(const tr_net *net, const conv_geom *g, const float *x, float 
             const float *src = x + q * g->h * g->w;
             memset(dst, 0, hp * wp * sizeof *dst);
             for (size_t i = 0; i < g->h; i++) {
-                float *d = dst + (i + (size_t)g->ph) * wp + (size_t)g->pw;
-                const float *sr = src + i * g->w;
-#pragma omp simd
-                for (size_t j = 0; j < g->w; j++) d[j] = sr[j];
+                row_copy(dst + (i + (size_t)g->ph) * wp + (size_t)g->pw, src + i * g->w, g->w);
             }
         }
 #pragma omp for schedule(static)
@@ -101,16 +117,21 @@ static void im2col(const tr_net *net, const conv_geom *g, const float *x, float 
             for (size_t n = 0; n < g->n; n++) {
                 const float *plane = xp + (n * g->c + c) * hp * wp + kr * dh * wp + kc * dw;
                 float *d = col + r * g->P + n * g->ohw;
-                for (size_t oh = 0; oh < g->oh; oh++) {
-                    const float *sr = plane + oh * sh * wp;
-                    float *dr = d + oh * ow;
-                    if (sw == 1) {
-#pragma omp simd
-                        for (size_t j = 0; j < ow; j++) dr[j] = sr[j];
-                    } else {
-                        for (size_t j = 0; j < ow; j++) dr[j] = sr[j * sw];
-                    }
+                /* the row width is fixed per layer: one constant-width loop nest per common width */
+#define IM2COL_ROWS(W)                                                                                             \
+    for (size_t oh = 0; oh < g->oh; oh++)                                                                          \
+        for (size_t j = 0; j < (W); j++) d[oh * (W) + j] = plane[oh * sh * wp + j];
+                if (sw == 1 && ow == 8) {
+                    IM2COL_ROWS(8)
+                } else if (sw == 1 && ow == 16) {
+                    IM2COL_ROWS(16)
+                } else if (sw == 1) {
+                    for (size_t oh = 0; oh < g->oh; oh++) row_copy(d + oh * ow, plane + oh * sh * wp, ow);
+                } else {
+                    for (size_t oh = 0; oh < g->oh; oh++)
+                        for (size_t j = 0; j < ow; j++) d[oh * ow + j] = plane[oh * sh * wp + j * sw];
                 }
+#undef IM2COL_ROWS
             }
         }
     }
@@ -132,28 +153,30 @@ static void col2im_add(const tr_net *net, const conv_geom *g, const float *dcol,
             for (size_t kc = 0; kc < g->kw; kc++) {
                 const float *src = dcol + ((c * g->kh + kr) * g->kw + kc) * g->P + n * g->ohw;
                 float *plane = acc + kr * dh * wp + kc * dw;
-                for (size_t oh = 0; oh < g->oh; oh++) {
-                    float *dr = plane + oh * sh * wp;
-                    const float *sr = src + oh * ow;
-                    if (sw == 1) {
-#pragma omp simd
-                        for (size_t j = 0; j < ow; j++) dr[j] += sr[j];
-                    } else {
-                        for (size_t j = 0; j < ow; j++) dr[j * sw] += sr[j];
-                    }
+#define COL2IM_ROWS(W)                                                                                             \
+    for (size_t oh = 0; oh < g->oh; oh++)                                                                          \
+        for (size_t j = 0; j < (W); j++) plane[oh * sh * wp + j] += src[oh * (W) + j];
+                if (sw == 1 && ow == 8) {
+                    COL2IM_ROWS(8)
+                } else if (sw == 1 && ow == 16) {
+                    COL2IM_ROWS(16)
+                } else if (sw == 1) {
+                    for (size_t oh = 0; oh < g->oh; oh++) row_add(plane + oh * sh * wp, src + oh * ow, ow);
+                } else {
+                    for (size_t oh = 0; oh < g->oh; oh++)
+                        for (size_t j = 0; j < ow; j++) plane[oh * sh * wp + j * sw] += src[oh * ow + j];
                 }
+#undef COL2IM_ROWS
             }
         }
         float *dxp = dx + q * g->h * g->w;
         for (size_t i = 0; i < g->h; i++) {
             const float *sr = acc + (i + (size_t)g->ph) * wp + (size_t)g->pw;
             float *dr = dxp + i * g->w;
-            if (accumulate) {
-#pragma omp simd
-                for (size_t j = 0; j < g->w; j++) dr[j] += sr[j];
-            } else {
-                memcpy(dr, sr, g->w * sizeof *dr);
-            }
+            if (accumulate)
+                row_add(dr, sr, g->w);
+            else
+                row_copy(dr, sr, g->w);
         }
     }
 }
@@ -254,6 +277,60 @@ static void bias_grad(const float *dy, size_t n, size_t o, size_t sp, float *db)
     }
 }
 
+/*
+ * Input gradient of a sparse stride-1 conv without dcol and col2im: with dY stored at the padded planes' row
+ * stride wp (zeros in the columns past ow), every kept weight w[o, c, kr, kc] adds w * dY[n, o] to the padded
+ * plane of dX[n, c] shifted by (kr*dh, kc*dw) as ONE contiguous run of oh*wp floats (the extra columns carry
+ * zeros). The transposed index arrays list, per (c, kr, kc), the filters o that keep it, in increasing o: the
+ * sparse kernel sums them per tap in registers, then one add per tap goes into the plane; the order is fixed. One thread per image; work: sparse_dx_floats floats.
+ */
+static size_t sparse_dx_floats(const conv_geom *g)
+{
+    const size_t wp = padded_w(g), len = (g->oh - 1) * wp + g->ow;
+    return g->n * g->c * padded_h(g) * wp + g->n * g->o * g->oh * wp + g->n * g->kh * g->kw * len;
+}
+
+static void conv_sparse_dx_direct(const tr_net *net, const conv_geom *g, const tr_csr *r, const float *w, const float *dy,
+                                  float *dx, int accumulate, float *work)
+{
+    /* each run ends at the last real output column, so it stays inside its own plane (no write can reach the
+     * plane another thread owns) */
+    const size_t hp = padded_h(g), wp = padded_w(g), plane = hp * wp, run = g->oh * wp, kk = g->kh * g->kw;
+    const size_t len = (g->oh - 1) * wp + g->ow;
+    float *dxp = work, *dyp = work + g->n * g->c * plane, *tmp = dyp + g->n * g->o * run;
+    const tk_isa *isa = net->isa;
+    const int nt = threads_for(net, g->rows * g->P);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t n = 0; n < g->n; n++) {
+        float *dyn = dyp + n * g->o * run, *dxn = dxp + n * g->c * plane;
+        for (size_t o = 0; o < g->o; o++)
+            for (size_t i = 0; i < g->oh; i++) {
+                float *d = dyn + o * run + i * wp;
+                row_copy(d, dy + ((n * g->o + o) * g->oh + i) * g->ow, g->ow);
+                for (size_t j = g->ow; j < wp; j++) d[j] = 0.0f;
+            }
+        memset(dxn, 0, g->c * plane * sizeof *dxn);
+        float *taps = tmp + n * kk * len; /* this image's kk rows: sum over the filters keeping each tap */
+        for (size_t c = 0; c < g->c; c++) {
+            isa->spmm(kk, r->ptr + c * kk, r->idx, r->vidx, w, NULL, dyn, run, taps, len, 0, len, 0);
+            for (size_t t = 0; t < kk; t++) {
+                if (r->ptr[c * kk + t] == r->ptr[c * kk + t + 1]) continue; /* a tap no filter keeps */
+                const size_t kr = t / g->kw, kc = t % g->kw;
+                isa->axpy(len, 1.0f, taps + t * len, dxn + c * plane + kr * (size_t)g->dh * wp + kc * (size_t)g->dw);
+            }
+        }
+        for (size_t c = 0; c < g->c; c++)
+            for (size_t i = 0; i < g->h; i++) {
+                const float *sr = dxn + c * plane + (i + (size_t)g->ph) * wp + (size_t)g->pw;
+                float *dr = dx + ((n * g->c + c) * g->h + i) * g->w;
+                if (accumulate)
+                    row_add(dr, sr, g->w);
+                else
+                    row_copy(dr, sr, g->w);
+            }
+    }
+}
+
 static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
 {
     const ir_layer *l = &net->exec->layers[li];
@@ -281,7 +358,10 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
             for (size_t n = 0; n < g.n; n++)
                 memcpy(dyg + o * g.P + n * g.ohw, dy + (n * g.o + o) * g.ohw, g.ohw * sizeof *dyg);
         if (dw) tk_spmm_dw(isa, g.o, f->ptr, f->idx, f->vidx, dyg, g.P, col, g.P, g.P, dw, net->threads);
-        if (dx) {
+        if (dx && g.sh == 1 && g.sw == 1) {
+            if ((st = tr_net_work(net, sparse_dx_floats(&g)))) return st;
+            conv_sparse_dx_direct(net, &g, r, w, dy, dx, acc_x, net->work);
+        } else if (dx) {
             tk_spmm(isa, r->rows, r->ptr, r->idx, r->vidx, w, NULL, dyg, g.P, dcol, g.P, g.P, 0, net->threads);
             col2im_add(net, &g, dcol, dx, xp, acc_x);
         }
@@ -289,19 +369,15 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
     }
 
     if (dw) {
-        const size_t need = g.P * g.o + tk_gemm_work(isa, g.K, g.og, g.P, net->threads);
-        if ((st = tr_net_work(net, need))) return st;
-        float *dyt = net->work, *gw = net->work + g.P * g.o;
-        /* dY^T [P, O] */
-        for (size_t n = 0; n < g.n; n++)
-            for (size_t o = 0; o < g.o; o++) {
-                const float *src = dy + (n * g.o + o) * g.ohw;
-                float *dst = dyt + n * g.ohw * g.o + o;
-                for (size_t s = 0; s < g.ohw; s++) dst[s * g.o] = src[s];
-            }
+        /* dW[o, k] = sum over P of dY[o, p] col[k, p]: dot products over rows of dY gathered as [O, P] */
+        if ((st = tr_net_work(net, g.o * g.P))) return st;
+        float *dyg = net->work;
+        for (size_t o = 0; o < g.o; o++)
+            for (size_t n = 0; n < g.n; n++)
+                memcpy(dyg + o * g.P + n * g.ohw, dy + (n * g.o + o) * g.ohw, g.ohw * sizeof *dyg);
         for (size_t gi = 0; gi < g.group; gi++)
-            tk_gemm(isa, g.K, g.og, g.P, col + gi * g.K * g.P, (ptrdiff_t)g.P, 1, dyt + gi * g.og, g.o,
-                    dw + gi * g.og * g.K, 1, (ptrdiff_t)g.K, acc_w, gw, net->threads);
+            tk_gemm_nt(isa, g.og, g.K, g.P, dyg + gi * g.og * g.P, g.P, col + gi * g.K * g.P, g.P,
+                       dw + gi * g.og * g.K, (ptrdiff_t)g.K, 1, acc_w, net->threads);
     }
     if (dx) {
         const size_t pack = tk_pack_floats(isa, g.K, g.og), per = tk_gemm_thread_floats(isa, g.og);
@@ -330,11 +406,19 @@ static pdc_status fc_forward(tr_net *net, size_t li)
     pdc_status st = ir_gemm_params_get(net->exec, l, &gp);
     if (st) return st;
     const size_t n = (size_t)gp.m, k = (size_t)gp.k, o = (size_t)gp.n;
-    if ((st = make_col(net, li, NULL, n, k))) return st;
-    const float *w = net->val[l->inputs[1]], *b = bias_of(net, l), *col = net->layers[li].col;
+    const float *w = net->val[l->inputs[1]], *b = bias_of(net, l), *x = net->val[l->inputs[0]];
     float *y = net->val[l->outputs[0]];
     const int pi = net->layers[li].w_param;
-    if (pi >= 0 && net->params[pi].sparse) {
+    if (!(pi >= 0 && net->params[pi].sparse)) {
+        /* dense: y[i, j] = b[j] + x[i, :] . w[j, :], dot products over K (no transpose) */
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < o; j++) y[i * o + j] = b ? b[j] : 0.0f;
+        tk_gemm_nt(net->isa, n, o, k, x, k, w, k, y, (ptrdiff_t)o, 1, 1, net->threads);
+        return PDC_OK;
+    }
+    if ((st = make_col(net, li, NULL, n, k))) return st;
+    const float *col = net->layers[li].col;
+    {
         const tr_csr *f = &net->params[pi].fwd;
         if ((st = tr_net_work(net, o * n))) return st;
         float *yt = net->work;
@@ -342,11 +426,6 @@ static pdc_status fc_forward(tr_net *net, size_t li)
         transpose(yt, o, n, y);
         return PDC_OK;
     }
-    if ((st = tr_net_work(net, tk_gemm_work(net->isa, o, n, k, net->threads)))) return st;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < o; j++) y[i * o + j] = b ? b[j] : 0.0f;
-    tk_gemm(net->isa, o, n, k, w, (ptrdiff_t)k, 1, col, n, y, 1, (ptrdiff_t)o, 1, net->work, net->threads);
-    return PDC_OK;
 }
 
 static pdc_status fc_backward(tr_net *net, size_t li, const float *dy)

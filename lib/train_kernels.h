@@ -27,6 +27,10 @@ typedef struct tk_isa {
     /* Gradient of the kept weights of rows [r0, r1): dw[vidx[e]] += sum_{p<P} dy[r,p] * X[xrow[e],p]. */
     void (*spmm_dw)(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
                     const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw);
+    /* tile[i][j] = sum_{q<k} a[i][q] * b[j][q] for a 4 x 4 tile, rows given by pointers (contiguous along q) */
+    void (*micro_nt)(size_t k, const float *const *a, const float *const *b, float *tile);
+    /* y[i] += a * x[i] for i < n */
+    void (*axpy)(size_t n, float a, const float *x, float *y);
     /* Adam's moment and weight update over n elements (PyTorch's formula and order of operations; sqrt and
      * division are correctly rounded in every implementation, so all give the same bits):
      *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;  w -= step (m / (sqrt(v) / bc2s + eps)) */
@@ -58,6 +62,12 @@ void tk_pack_a(const tk_isa *isa, size_t m, size_t k, const float *a, ptrdiff_t 
 size_t tk_gemm_thread_floats(const tk_isa *isa, size_t k);
 void tk_gemm_packed(const tk_isa *isa, size_t m, size_t n, size_t k, const float *ap, const float *b, size_t ldb,
                     float *c, ptrdiff_t crs, ptrdiff_t ccs, int accumulate, float *work, int threads);
+
+/* C = (accumulate ? C : 0) + A B^T with A m x k (row stride lda) and B n x k (row stride ldb), both contiguous
+ * along k (dot-product form: no packing; for long k, e.g. a weight gradient summed over every output pixel).
+ * C element (i,j) at c[i*crs + j*ccs]. */
+void tk_gemm_nt(const tk_isa *isa, size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b,
+                size_t ldb, float *c, ptrdiff_t crs, ptrdiff_t ccs, int accumulate, int threads);
 
 /* Parallel spmm over column ranges (threads >= 1). */
 void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,

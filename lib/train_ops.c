@@ -85,12 +85,20 @@ static void act_backward(const act_desc *a, size_t n, const float *x, const floa
     const float lo = a->lo, hi = a->hi, alpha = a->alpha, beta = a->beta;
     switch (a->op) {
     case IR_OP_RELU:
+        /* both operands loaded unconditionally: a select, not a branch (a conditional load would keep this
+         * loop scalar, with a mispredicted branch per element) */
         if (accumulate) {
 #pragma omp simd
-            for (size_t i = 0; i < n; i++) out[i] += x[i] > 0.0f ? dy[i] : 0.0f;
+            for (size_t i = 0; i < n; i++) {
+                const float g = dy[i];
+                out[i] += x[i] > 0.0f ? g : 0.0f;
+            }
         } else {
 #pragma omp simd
-            for (size_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+            for (size_t i = 0; i < n; i++) {
+                const float g = dy[i];
+                out[i] = x[i] > 0.0f ? g : 0.0f;
+            }
         }
         break;
     case IR_OP_CLIP: ACT_LOOP(xv > lo && xv < hi ? 1.0f : 0.0f); break;

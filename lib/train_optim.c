@@ -53,7 +53,10 @@ void tr_optimizer_update(tr_net *net, const tr_options *opt, uint64_t step, doub
         if (p->mask) {
             const uint8_t *mk = p->mask;
 #pragma omp simd
-            for (size_t k = 0; k < n; k++) g[k] = mk[k] ? g[k] : 0.0f;
+            for (size_t k = 0; k < n; k++) {
+                const float gk = g[k]; /* loaded unconditionally: a select, not a branch */
+                g[k] = mk[k] ? gk : 0.0f;
+            }
         }
         if (p->admm_z) { /* ADMM W-step: the gradient of rho/2 ||W - Z + U||^2 */
             const float *z = p->admm_z, *u = p->admm_u;

@@ -1300,6 +1300,17 @@ START_TEST(kernels_agree_across_instruction_sets)
         tk_gemm(g, M, N, K, a, K, 1, b, N, c0, N, 1, 0, work, 1);
         tk_gemm(isa, M, N, K, a, K, 1, b, N, c1, N, 1, 0, work, 2);
         ck_assert_floats_near(c1, c0, M * N, 1e-5f);
+        /* dot-product form: A (M x K) times B^T with B = N x K */
+        float bt[N * K], d0[M * N], d1[M * N];
+        for (int r = 0; r < N; r++)
+            for (int q = 0; q < K; q++) bt[r * K + q] = b[q * N + r];
+        tk_gemm_nt(g, M, N, K, a, K, bt, K, d0, N, 1, 0, 1);
+        tk_gemm_nt(isa, M, N, K, a, K, bt, K, d1, 1, M, 0, 2); /* transposed store */
+        for (int r = 0; r < M; r++)
+            for (int q = 0; q < N; q++)
+                ck_assert_msg(fabsf(d1[q * M + r] - c0[r * N + q]) <= 1e-5f && fabsf(d0[r * N + q] - c0[r * N + q]) <= 1e-5f,
+                              "%s gemm_nt (%d,%d): %g %g, want %g", names[i], r, q, (double)d1[q * M + r],
+                              (double)d0[r * N + q], (double)c0[r * N + q]);
         /* Adam: the same bits */
         float w0[21], w1[21], m0[21] = {0}, m1[21] = {0}, v0[21] = {0}, v1[21] = {0}, gr[21];
         test_fill_random(w0, 21, 3);

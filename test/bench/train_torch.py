@@ -8,8 +8,9 @@ The net, batch and optimizer are examples/train_digits.c's: conv3x3(1->16, pad 1
 flatten-fc(2048->10), softmax cross-entropy, Adam lr 1e-3, batch 32, inputs [32,1,8,8]. A PyTorch step is
 zero_grad + forward + loss + backward + optimizer.step; for the pruned configuration it also re-applies the masks
 after the step (masked retraining as PyTorch users write it: the compute stays dense). Each configuration runs 50
-warm-up steps, then `repeats` timed runs of `steps` steps; the minimum and the median per-step time are reported
-(the minimum is the least disturbed by other load on the machine). pdc and PyTorch alternate per thread count.
+warm-up steps, then `repeats` timed runs of `steps` steps; the minimum and the median per-step wall time are
+reported, and with 1 thread also the minimum CPU time of the calling thread (where all the work runs with 1
+thread; the least disturbed by other load on the machine). pdc and PyTorch alternate per thread count.
 """
 import argparse
 import statistics
@@ -64,13 +65,14 @@ def time_torch(threads, steps, repeats, pruned):
 
     for _ in range(50):
         step()
-    times = []
+    times, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(steps):
             step()
         times.append((time.perf_counter() - t0) * 1e3 / steps)
-    return min(times), statistics.median(times)
+        cpu.append((time.thread_time() - c0) * 1e3 / steps)
+    return min(times), statistics.median(times), (min(cpu) if threads == 1 else 0.0)
 
 
 def main():
@@ -87,22 +89,27 @@ def main():
                              check=True, capture_output=True, text=True).stdout
         for line in out.splitlines():
             f = dict(kv.split("=", 1) for kv in line.split()[1:])
-            rows.append(("pdc", f["config"], int(t), float(f["step_ms_min"]), float(f["step_ms_median"]), f["isa"]))
+            rows.append(("pdc", f["config"], int(t), float(f["step_ms_min"]), float(f["step_ms_median"]), f["isa"],
+                         float(f["cpu_ms_min"])))
         for pruned in (False, True):
-            mn, md = time_torch(int(t), a.steps, a.repeats, pruned)
-            rows.append(("torch", "pruned_masked" if pruned else "dense", int(t), mn, md, "-"))
+            mn, md, cp = time_torch(int(t), a.steps, a.repeats, pruned)
+            rows.append(("torch", "pruned_masked" if pruned else "dense", int(t), mn, md, "-", cp))
     for r in rows:
-        print(f"{r[0]} config={r[1]} threads={r[2]} batch=32 step_ms_min={r[3]:.4f} step_ms_median={r[4]:.4f} isa={r[5]}")
+        print(f"{r[0]} config={r[1]} threads={r[2]} batch=32 step_ms_min={r[3]:.4f} step_ms_median={r[4]:.4f} "
+              f"cpu_ms_min={r[6]:.4f} isa={r[5]}")
     print("\n| threads | pdc dense | pdc pruned, sparse kernels | pdc pruned, dense kernels | PyTorch dense | "
           "PyTorch pruned (masked) | sparse gain (pdc) | pdc dense vs PyTorch dense |")
     print("|---|---|---|---|---|---|---|---|")
     for t in sorted({r[2] for r in rows}):
-        get = {(r[0], r[1]): r[3] for r in rows if r[2] == t}
-        d, s, sd = get[("pdc", "dense")], get[("pdc", "pruned_sparse_kernels")], get[("pdc", "pruned_dense_kernels")]
-        td, tp = get[("torch", "dense")], get[("torch", "pruned_masked")]
-        print(f"| {t} | {d:.3f} ms | {s:.3f} ms | {sd:.3f} ms | {td:.3f} ms | {tp:.3f} ms | "
-              f"{sd / s:.2f}x (vs dense kernels), {d / s:.2f}x (vs dense net) | {td / d:.2f}x faster |")
-    print("(per-step times: the minimum over the repeats)")
+        for col, what in ((3, "wall"), (6, "CPU")):
+            get = {(r[0], r[1]): r[col] for r in rows if r[2] == t}
+            d, s, sd = get[("pdc", "dense")], get[("pdc", "pruned_sparse_kernels")], get[("pdc", "pruned_dense_kernels")]
+            td, tp = get[("torch", "dense")], get[("torch", "pruned_masked")]
+            if d <= 0:
+                continue
+            print(f"| {t} ({what}) | {d:.3f} ms | {s:.3f} ms | {sd:.3f} ms | {td:.3f} ms | {tp:.3f} ms | "
+                  f"{sd / s:.2f}x (vs dense kernels), {d / s:.2f}x (vs dense net) | {td / d:.2f}x faster |")
+    print("(per-step times: the minimum over the repeats; CPU = the calling thread's CPU time, 1 thread only)")
 
 
 if __name__ == "__main__":
