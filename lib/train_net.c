@@ -48,7 +48,7 @@ void tr_net_destroy(tr_net *net)
     if (net->val && net->model) {
         for (size_t t = 0; t < net->model->n_tensors; t++) {
             if (net->model->tensors[t].kind == IR_TENSOR_ACT) pdc_free(net->val[t]);
-            if (net->param_of[t] < 0) pdc_free(net->grad[t]);
+            if (net->grad && net->param_of && net->param_of[t] < 0) pdc_free(net->grad[t]);
         }
     }
     pdc_free(net->val);
@@ -275,6 +275,7 @@ pdc_status tr_net_create(pdc_context *ctx, ir_model *model, const tr_options *op
 
     const size_t nt = model->n_tensors ? model->n_tensors : 1, nl = model->n_layers ? model->n_layers : 1;
     net->param_of = pdc_alloc(ctx, nt * sizeof *net->param_of);
+    for (size_t t = 0; net->param_of && t < nt; t++) net->param_of[t] = -1; /* read by tr_net_destroy */
     net->needs_grad = pdc_calloc(ctx, nt, 1);
     net->touched = pdc_calloc(ctx, nt, sizeof *net->touched);
     net->val = pdc_calloc(ctx, nt, sizeof *net->val);
