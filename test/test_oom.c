@@ -505,21 +505,35 @@ START_TEST(prune_projections)
 }
 END_TEST
 
+/* Walks compile and run for every target of this build ("cpu" is skipped where unavailable). */
+static const char *const targets[] = {"ref", "cpu"};
+
 START_TEST(compile_and_run)
 {
+    const char *target = targets[_i];
     pdc_model *m = new_model();
     const int64_t dx[] = {2, 2, 6, 6};
     ck_assert_ok(ctx, pdc_model_set_input_shape(m, "x", 4, dx));
     size_t n = 1;
     pdc_program *p = NULL;
+    pdc_status first = pdc_compile(ctx, m, target, &p);
+    if (first == PDC_ERR_UNSUPPORTED || first == PDC_ERR_UNKNOWN_TARGET || first == PDC_ERR_NO_DEVICE) {
+        printf("oom: target '%s' skipped: %s\n", target, pdc_context_last_error(ctx));
+        pdc_model_destroy(m);
+        return;
+    }
+    ck_assert_ok(ctx, first);
+    pdc_program_destroy(p);
+    char what[64];
+    snprintf(what, sizeof what, "pdc_compile (%s)", target);
     for (;; n++) {
         p = SENTINEL_PTR;
         set_fail(n);
-        pdc_status st = pdc_compile(ctx, m, "ref", &p);
-        if (!injected("pdc_compile", n, st)) break;
+        pdc_status st = pdc_compile(ctx, m, target, &p);
+        if (!injected(what, n, st)) break;
         ck_assert_ptr_eq(p, SENTINEL_PTR);
     }
-    report("pdc_compile (ref)", n - 1);
+    report(what, n - 1);
 
     pdc_tensor *in[2], *out[2];
     const int64_t ds[] = {3, 1, 2}, dp[] = {2, 5}, dq[] = {3, 1, 1, 3};
@@ -542,22 +556,184 @@ START_TEST(compile_and_run)
     float want0[10], want1[9];
     memcpy(want0, pdc_tensor_data(out[0]), sizeof want0);
     memcpy(want1, pdc_tensor_data(out[1]), sizeof want1);
+    snprintf(what, sizeof what, "pdc_program_run (%s)", target);
     for (n = 1;; n++) {
         for (int k = 0; k < 2; k++) memset(pdc_tensor_data(out[k]), 0xab, 4 * pdc_tensor_size(out[k]));
         set_fail(n);
         pdc_status st = pdc_program_run(p, 2, in, 2, out);
-        if (!injected("pdc_program_run", n, st)) break;
+        if (!injected(what, n, st)) break;
         for (int k = 0; k < 2; k++) {
             const uint8_t *b = (const uint8_t *)pdc_tensor_data(out[k]);
             for (size_t i = 0; i < 4 * pdc_tensor_size(out[k]); i++)
                 ck_assert_msg(b[i] == 0xab, "run failed at allocation %zu but wrote output %d", n, k);
         }
     }
-    report("pdc_program_run (ref)", n - 1);
+    snprintf(what, sizeof what, "pdc_program_run (%s)", target);
+    report(what, n - 1);
     ck_assert_mem_eq(pdc_tensor_data(out[0]), want0, sizeof want0);
     ck_assert_mem_eq(pdc_tensor_data(out[1]), want1, sizeof want1);
     for (int k = 0; k < 2; k++) pdc_tensor_destroy(in[k]), pdc_tensor_destroy(out[k]);
     pdc_program_destroy(p);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ training */
+
+static const char train_model[] = "pdcir 1\n"
+                                  "input x : f32[1,1,4,4]\n"
+                                  "const w1 : f32[2,1,3,3] = dense<elided>\n"
+                                  "const b1 : f32[2] = dense<elided>\n"
+                                  "const fw : f32[3,32] = dense<elided>\n"
+                                  "layer conv = conv(x, w1, b1) -> (c) {pads=[1, 1, 1, 1]}\n"
+                                  "layer relu = relu(c) -> (r)\n"
+                                  "layer flat = flatten(r) -> (f)\n"
+                                  "layer fc = fc(f, fw, -) -> (y)\n"
+                                  "layer softmax = softmax(y) -> (p)\n"
+                                  "output p\n";
+
+/* The trainer's complete state: its checkpoint bytes, saved with injection paused. */
+static char *trainer_state(const pdc_trainer *t, size_t *len)
+{
+    size_t left = fail_left();
+    set_fail(0);
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("state.ckpt")));
+    FILE *f = fopen(tmp_path("state.ckpt"), "rb");
+    ck_assert_ptr_nonnull(f);
+    char *buf = malloc(1 << 16);
+    *len = fread(buf, 1, 1 << 16, f);
+    fclose(f);
+    if (left) set_fail(left);
+    return buf;
+}
+
+static void assert_trainer_unchanged(const pdc_trainer *t, const char *before, size_t len, const char *what, size_t n)
+{
+    size_t now_len;
+    char *now = trainer_state(t, &now_len);
+    ck_assert_msg(now_len == len && !memcmp(now, before, len), "%s failed at allocation %zu but changed the trainer",
+                  what, n);
+    free(now);
+}
+
+START_TEST(trainer_calls)
+{
+    pdc_model *m = NULL;
+    ck_assert_ok(ctx, pdc_model_parse(ctx, train_model, strlen(train_model), &m));
+    size_t n, total = 0;
+    pdc_trainer *t = NULL;
+    for (n = 1;; n++) {
+        t = SENTINEL_PTR;
+        set_fail(n);
+        pdc_status st = pdc_trainer_create(ctx, m, &t);
+        if (!injected("pdc_trainer_create", n, st)) break;
+        ck_assert_ptr_eq(t, SENTINEL_PTR);
+    }
+    report("pdc_trainer_create", n - 1);
+    total += n - 1;
+    ck_assert_ok(ctx, pdc_trainer_set_option(t, "batch", "4"));
+    ck_assert_ok(ctx, pdc_trainer_init_weights(t));
+
+    const int64_t dx[] = {4, 1, 4, 4}, dl[] = {4};
+    pdc_tensor *x, *l;
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, 4, dx, &x));
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, 1, dl, &l));
+    test_fill_random(pdc_tensor_data(x), 64, 3);
+    for (int i = 0; i < 4; i++) pdc_tensor_data(l)[i] = (float)(i % 3);
+
+    size_t len;
+    char *before = trainer_state(t, &len);
+    for (n = 1;; n++) {
+        float loss = -1.0f;
+        set_fail(n);
+        pdc_status st = pdc_trainer_step(t, x, l, &loss);
+        if (!injected("pdc_trainer_step", n, st)) break;
+        ck_assert_float_eq(loss, -1.0f);
+        assert_trainer_unchanged(t, before, len, "pdc_trainer_step", n);
+    }
+    report("pdc_trainer_step", n - 1);
+    total += n - 1;
+    free(before);
+
+    for (n = 1;; n++) {
+        float loss = -1.0f, acc = -1.0f;
+        set_fail(n);
+        pdc_status st = pdc_trainer_evaluate(t, x, l, &loss, &acc);
+        if (!injected("pdc_trainer_evaluate", n, st)) break;
+        ck_assert(loss == -1.0f && acc == -1.0f);
+    }
+    /* evaluate reuses the trainer's buffers: it may make no allocation at all */
+    printf("oom: pdc_trainer_evaluate: %zu injected failures survived\n", n - 1);
+    total += n - 1;
+
+    /* save over an existing checkpoint: it survives every failure */
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("t.ckpt")));
+    before = trainer_state(t, &len);
+    ck_assert_ok(ctx, pdc_trainer_step(t, x, l, NULL)); /* now differs from t.ckpt */
+    for (n = 1;; n++) {
+        set_fail(n);
+        pdc_status st = pdc_trainer_save(t, tmp_path("t.ckpt"));
+        if (!injected("pdc_trainer_save", n, st)) break;
+        FILE *f = fopen(tmp_path("t.ckpt"), "rb");
+        char *disk = malloc(len + 1);
+        size_t got = fread(disk, 1, len + 1, f);
+        fclose(f);
+        ck_assert_msg(got == len && !memcmp(disk, before, len), "failed save changed the file on disk");
+        free(disk);
+    }
+    report("pdc_trainer_save", n - 1);
+    total += n - 1;
+    free(before);
+
+    /* load the step-1 checkpoint back (state.ckpt of before): trainer unchanged on failure */
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("now.ckpt")));
+    before = trainer_state(t, &len);
+    ck_assert_ok(ctx, pdc_trainer_step(t, x, l, NULL));
+    free(before);
+    before = trainer_state(t, &len);
+    for (n = 1;; n++) {
+        set_fail(n);
+        pdc_status st = pdc_trainer_load(t, tmp_path("now.ckpt"));
+        if (!injected("pdc_trainer_load", n, st)) break;
+        assert_trainer_unchanged(t, before, len, "pdc_trainer_load", n);
+    }
+    report("pdc_trainer_load", n - 1);
+    total += n - 1;
+    free(before);
+
+    pdc_attrs *o;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &o));
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "patterns", 2));
+    before = trainer_state(t, &len);
+    for (n = 1;; n++) {
+        set_fail(n);
+        pdc_status st = pdc_trainer_prune(t, "prune-pattern,prune-unstructured", o);
+        if (!injected("pdc_trainer_prune", n, st)) break;
+        assert_trainer_unchanged(t, before, len, "pdc_trainer_prune", n);
+    }
+    report("pdc_trainer_prune", n - 1);
+    total += n - 1;
+    free(before);
+    pdc_attrs_destroy(o);
+
+    for (n = 1;; n++) {
+        pdc_model *e = SENTINEL_PTR;
+        set_fail(n);
+        pdc_status st = pdc_trainer_export(t, &e);
+        if (!injected("pdc_trainer_export", n, st)) {
+            pdc_model_destroy(e);
+            break;
+        }
+        ck_assert_ptr_eq(e, SENTINEL_PTR);
+    }
+    report("pdc_trainer_export", n - 1);
+    total += n - 1;
+    printf("oom: training (create, step, evaluate, save, load, prune, export): %zu injected failures survived\n",
+           total);
+
+    pdc_tensor_destroy(x);
+    pdc_tensor_destroy(l);
+    pdc_trainer_destroy(t);
     pdc_model_destroy(m);
 }
 END_TEST
@@ -610,7 +786,8 @@ static Suite *oom_suite(void)
     tcase_add_test(tc, save_print_and_inspect);
     tcase_add_test(tc, transform_passes);
     tcase_add_test(tc, prune_projections);
-    tcase_add_test(tc, compile_and_run);
+    tcase_add_loop_test(tc, compile_and_run, 0, (int)(sizeof targets / sizeof targets[0]));
+    tcase_add_test(tc, trainer_calls);
     suite_add_tcase(s, tc);
     return s;
 }
