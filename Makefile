@@ -72,6 +72,7 @@ help:
 	@echo "make test-fuzz-regressions   replay every fuzz corpus and regression input (part of make test)"
 	@echo "make demo       train, prune and retrain the digits CNN (examples/train_digits.c), then inspect, run, convert it"
 	@echo "make bench-train   training step time: pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
+	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
 	@echo "make deps       install missing Debian packages (apt-get)"
 
@@ -227,6 +228,30 @@ demo: all $(TRAIN_DEMO)
 .PHONY: bench-train
 bench-train: all $(TRAIN_BENCH)
 	@/usr/bin/python3 test/bench/train_torch.py --pdc $(TRAIN_BENCH)
+
+# Inference benchmarks, not part of make test (README "CPU backend"): 3x3 layers against oneDNN and
+# OpenBLAS (test/bench/results.tsv), whole networks against ONNX Runtime and compile time
+# (test/bench/results_e2e.tsv). OpenBLAS's DYNAMIC_ARCH picks its Haswell kernels on AVX-512 AMD
+# CPUs; the benchmark command alone asks for SkylakeX there, OpenBLAS's best on such a CPU.
+BENCH_CONV := $(BUILD)/bench_conv
+BENCH_E2E  := $(BUILD)/bench_e2e
+$(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
+$(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
+$(BENCH_E2E): $(BUILD)/obj/test/bench/bench_e2e.o $(BUILD)/obj/test/bench/models.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
+.PHONY: bench deps-bench
+deps-bench:
+	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps libdnnl-dev
+	@command -v node >/dev/null || [ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps nodejs npm
+	@[ -d test/bench/ort/node_modules/onnxruntime-node ] || npm install --prefix test/bench/ort --no-audit --no-fund \
+	    --ignore-scripts onnxruntime-node@1.30.0 || echo "bench: no onnxruntime-node: the ONNX Runtime comparison is skipped"
+
+bench: deps-bench all $(BENCH_CONV) $(BENCH_E2E)
+	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
+	    --out test/bench/results.tsv
+	$(BENCH_E2E) --out test/bench/results_e2e.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

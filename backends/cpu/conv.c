@@ -49,7 +49,8 @@ typedef struct conv_key {
     int32_t kh, kw, sy, sx, dy, dx;
     int32_t act;                 /* IR_ACT_RELU / CLIP / LEAKY_RELU inline; others 0 (done in C) */
     float act_min, act_max, act_alpha;
-    int64_t hq, wq, ps, ow, ohw;
+    int64_t hq, wq, ps, pstride, ow, ohw, oh;
+    int32_t flat, ksets;         /* flat small-plane layout; partial accumulator sets per output vector */
     int32_t n_var;
     int32_t var_ty[CONV_MAX_VARIANTS], var_tx[CONV_MAX_VARIANTS], var_last[CONV_MAX_VARIANTS]; /* last: lanes of the final vector */
     uint64_t pat[CONV_MAX_PATTERNS];
@@ -111,7 +112,26 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
     int t = 0;
     for (int b = 0; b < k->kh * k->kw; b++) widx[b] = mask >> b & 1 ? t++ : -1;
     LLVMValueRef cur[32];
-    for (int a = 0; a < ty * tx; a++) cur[a] = acc_load(G, a);
+    for (int a = 0; a < ty * tx * k->ksets; a++) cur[a] = acc_load(G, a);
+    if (k->flat) {
+        /* every tap one constant offset over the flattened plane; the t-th tap accumulates into
+         * set t % ksets (more independent FMA chains than vectors); equal loads are merged by CSE */
+        int tn = 0;
+        for (int b = 0; b < k->kh * k->kw; b++) {
+            if (widx[b] < 0) continue;
+            int ky = b / k->kw, kx = b % k->kw;
+            LLVMValueRef w1 = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, widx[b]));
+            int64_t off = (int64_t)kx * k->dx % k->sx * k->pstride + (int64_t)ky * k->dy * k->wq + (int64_t)kx * k->dx / k->sx;
+            int set = tn++ % k->ksets;
+            for (int j = 0; j < tx; j++) {
+                LLVMValueRef v = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off + (int64_t)j * k->vec));
+                int a = set * tx + j;
+                cur[a] = pdc_irb_fma(irb, w1, v, cur[a]);
+            }
+        }
+        for (int a = 0; a < tx * k->ksets; a++) acc_store(G, a, cur[a]);
+        return;
+    }
     for (int kx = 0; kx < k->kw; kx++) {
         int has = 0, max_ky = -1;
         for (int ky = 0; ky < k->kh; ky++)
@@ -136,7 +156,7 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
             }
             if (!used) continue;
             for (int j = 0; j < tx; j++) {
-                int64_t off = phase * k->hq * k->wq + q * k->wq + cx + (int64_t)j * k->vec;
+                int64_t off = phase * k->pstride + q * k->wq + cx + (int64_t)j * k->vec;
                 LLVMValueRef v = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
                 for (int ky = 0; ky < k->kh; ky++) {
                     if (!(mask >> (ky * k->kw + kx) & 1)) continue;
@@ -190,7 +210,8 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
                  yt = LLVMGetParam(fn, 6), k0 = LLVMGetParam(fn, 7), k1 = LLVMGetParam(fn, 8);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(irb->c, fn, "entry");
     LLVMPositionBuilderAtEnd(B, entry);
-    for (int a = 0; a < ty * tx; a++) G->acc[a] = LLVMBuildAlloca(B, irb->vf, "acc");
+    const int nacc = ty * tx * k->ksets;
+    for (int a = 0; a < nacc; a++) G->acc[a] = LLVMBuildAlloca(B, irb->vf, "acc");
     LLVMValueRef kv = LLVMBuildAlloca(B, irb->i64, "k");
     LLVMValueRef iv = LLVMBuildAlloca(B, irb->i64, "i");
     LLVMValueRef wpv = LLVMBuildAlloca(B, irb->ptr, "wp");
@@ -205,7 +226,7 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
 
     LLVMPositionBuilderAtEnd(B, fbody);
     LLVMValueRef b0 = pdc_irb_load_splat(irb, pdc_irb_gep(irb, irb->f32, bias, kk));
-    for (int a = 0; a < ty * tx; a++) acc_store(G, a, b0);
+    for (int a = 0; a < nacc; a++) acc_store(G, a, a < ty * tx ? b0 : LLVMConstNull(irb->vf));
     LLVMValueRef mrow = pdc_irb_gep(irb, irb->i64, meta, LLVMBuildMul(B, kk, pdc_irb_i64(irb, 2 * k->n_pat + 1), ""));
     for (int p = 0; p < k->n_pat; p++) {
         uint64_t mask = k->pat[p];
@@ -227,9 +248,15 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
          * data, so the hardware prefetcher cannot guess it; whole rows cost more than they save) */
         LLVMValueRef cn = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, cidx, LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "")));
         LLVMValueRef xn = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cn, pdc_irb_i64(irb, k->ps), ""));
-        int64_t rows = (int64_t)(ty - 1) * k->sy + (int64_t)(k->kh - 1) * k->dy + 1;
-        for (int64_t ph = 0; ph < k->sx; ph++)
-            for (int64_t q = 0; q < rows; q++) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, (ph * k->hq + q) * k->wq));
+        if (k->flat) {
+            for (int64_t ph = 0; ph < k->sx; ph++)
+                for (int64_t f = 0; f < k->pstride; f += 16) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->pstride + f));
+        } else {
+            int64_t rows = (int64_t)(ty - 1) * k->sy + (int64_t)(k->kh - 1) * k->dy + 1;
+            for (int64_t ph = 0; ph < k->sx; ph++)
+                for (int64_t q = 0; q < rows; q++)
+                    pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->pstride + q * k->wq));
+        }
         emit_pattern_body(G, mask, ty, tx, x, wp);
         LLVMValueRef i1 = LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "");
         LLVMBuildStore(B, i1, iv);
@@ -240,12 +267,37 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
     /* epilogue: activation and stores to output channel ochan[k] */
     LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, kk));
     LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), ""));
-    for (int i = 0; i < ty; i++)
+    if (k->flat) {
+        /* flat vector j holds pixels p = j*vec + lane, (y, x) = (p / wq, p % wq), valid for x < ow:
+         * one masked store per output row it touches, placed so lane l lands at y*ow + x */
         for (int j = 0; j < tx; j++) {
-            LLVMValueRef v = emit_act(G, acc_load(G, i * tx + j));
-            LLVMValueRef dst = pdc_irb_gepc(irb, irb->f32, yk, (int64_t)i * k->ow + (int64_t)j * k->vec);
-            pdc_irb_store_vec(irb, v, dst, j == tx - 1 ? last : k->vec);
+            LLVMValueRef v = acc_load(G, j);
+            for (int q = 1; q < k->ksets; q++) v = LLVMBuildFAdd(B, v, acc_load(G, q * tx + j), "");
+            v = emit_act(G, v);
+            int64_t p0 = (int64_t)j * k->vec;
+            for (int64_t y = p0 / k->wq; y < k->oh && y * k->wq < p0 + k->vec; y++) {
+                LLVMValueRef lanes[64];
+                int any = 0;
+                for (int l = 0; l < k->vec; l++) {
+                    int64_t p = p0 + l;
+                    int on = p >= y * k->wq && p < y * k->wq + k->ow;
+                    any |= on;
+                    lanes[l] = LLVMConstInt(irb->i1, (unsigned long long)on, 0);
+                }
+                if (!any) continue;
+                LLVMValueRef off = pdc_irb_i64(irb, p0 + y * (k->ow - k->wq));
+                LLVMValueRef dst = LLVMBuildGEP2(B, irb->f32, yk, &off, 1, ""); /* may point before yk: not inbounds */
+                pdc_irb_store_masked(irb, v, dst, LLVMConstVector(lanes, (unsigned)k->vec));
+            }
         }
+    } else {
+        for (int i = 0; i < ty; i++)
+            for (int j = 0; j < tx; j++) {
+                LLVMValueRef v = emit_act(G, acc_load(G, i * tx + j));
+                LLVMValueRef dst = pdc_irb_gepc(irb, irb->f32, yk, (int64_t)i * k->ow + (int64_t)j * k->vec);
+                pdc_irb_store_vec(irb, v, dst, j == tx - 1 ? last : k->vec);
+            }
+    }
     LLVMBuildStore(B, LLVMBuildAdd(B, kk, pdc_irb_i64(irb, 1), ""), kv);
     LLVMBuildBr(B, fhead);
     LLVMPositionBuilderAtEnd(B, done);
@@ -320,7 +372,32 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
     int64_t max_cx = (g->kw - 1) * g->dx / g->sx;
     g->wq = (g->nvx * vec + max_cx + 15) / 16 * 16;
     g->hq = (g->oh - 1) * g->sy + (g->kh - 1) * g->dy + 1;
-    g->ps = (g->nph * g->hq * g->wq + 15) / 16 * 16;
+    g->pstride = g->hq * g->wq;
+    g->ps = (g->nph * g->pstride + 15) / 16 * 16;
+    g->flat = 0;
+}
+
+int cpu_conv_layout_flat(conv_geom *g, int vec, int max_vectors)
+{
+    if (g->sy != 1 || g->ow * 2 > vec) return 0;
+    int64_t max_cx = (g->kw - 1) * g->dx / g->sx;
+    int64_t wq = g->ow + max_cx, nv = (g->oh * wq + vec - 1) / vec;
+    if (nv > max_vectors) return 0;
+    g->flat = 1;
+    g->wq = wq;
+    g->hq = g->oh + (g->kh - 1) * g->dy;
+    g->nph = g->sx;
+    /* a phase plane must cover every read: nv*vec lanes past the largest tap offset */
+    int64_t reach = nv * vec + (g->kh - 1) * g->dy * wq + max_cx;
+    g->pstride = (reach > g->hq * wq ? reach : g->hq * wq);
+    g->pstride = (g->pstride + 15) / 16 * 16;
+    g->ps = g->nph * g->pstride;
+    g->nvx = nv;
+    g->tx = nv;
+    g->ntx = 1;
+    g->ty = g->oh; /* one tile: the whole plane */
+    g->nty = 1;
+    return 1;
 }
 
 /* Pattern kernels: TY rows x TX vectors of one filter within an accumulator budget. PDC_CONV_TILE
@@ -448,12 +525,20 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     for (size_t p = 0; p < n_pat; p++)
         if (popcount64(pats[p]) > max_taps) max_taps = popcount64(pats[p]);
     int budget = t->n_vregs >= 32 ? (max_taps <= 4 ? 28 : 20) : (max_taps <= 4 ? 12 : 10);
-    conv_tiling(&g, t->vec, budget);
+    int ksets = 1;
+    if (cpu_conv_layout_flat(&g, t->vec, t->n_vregs >= 32 ? 7 : 4)) {
+        /* at least 8 independent accumulation chains (FMA latency 4, two per cycle) */
+        ksets = (int)((8 + g.tx - 1) / g.tx);
+        if (ksets * g.tx > budget) ksets = (int)(budget / g.tx);
+        if (ksets < 1) ksets = 1;
+    } else {
+        conv_tiling(&g, t->vec, budget);
+    }
     s->g = g;
 
     conv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv6", 6);
+    memcpy(k->tag, "conv7", 6);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -467,8 +552,12 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     k->hq = g.hq;
     k->wq = g.wq;
     k->ps = g.ps;
+    k->pstride = g.pstride;
     k->ow = g.ow;
+    k->oh = g.oh;
     k->ohw = g.oh * g.ow;
+    k->flat = g.flat;
+    k->ksets = ksets;
     s->post = fp;
     if (fp.act == IR_ACT_RELU || fp.act == IR_ACT_CLIP || fp.act == IR_ACT_LEAKY_RELU) {
         k->act = (int32_t)fp.act;
@@ -478,14 +567,15 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         s->post.act = IR_ACT_NONE;
     }
     /* variants: [last row tile?][last column tile?], only those that occur, equal ones shared */
-    int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.oh - (g.nty - 1) * g.ty;
-    int last_lanes = (int)(g.ow - (g.nvx - 1) * t->vec);
+    int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.flat ? 1 : g.oh - (g.nty - 1) * g.ty;
+    int last_lanes = g.flat ? t->vec : (int)(g.ow - (g.nvx - 1) * t->vec);
     int nv = 0;
     for (int r = 0; r < 2; r++)
         for (int cx = 0; cx < 2; cx++) {
             s->var_of[r][cx] = -1;
             if ((!r && g.nty == 1) || (!cx && g.ntx == 1)) continue; /* never happens */
             int vty = (int)(r ? tyt : g.ty), vtx = (int)(cx ? txt : g.tx), lst = cx ? last_lanes : t->vec;
+            if (g.flat) vty = 1; /* flat: one row of vectors covers the plane */
             int q = 0;
             while (q < nv && !(k->var_ty[q] == vty && k->var_tx[q] == vtx && k->var_last[q] == lst)) q++;
             if (q == nv) {
@@ -552,18 +642,23 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     L->free_state = conv_free;
     L->scratch_floats = (size_t)(g.c * g.ps);
     double dense_taps = (double)(g.o * g.cg * taps), kept_taps = (double)n_w;
+    char tile[64];
+    if (g.flat)
+        snprintf(tile, sizeof tile, "plane as %" PRId64 " flat vector%s x%d%s", g.tx, g.tx == 1 ? "" : "s", ksets,
+                 ksets > 1 ? " accumulator sets" : "");
+    else
+        snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d", g.ty, g.tx, t->vec);
     if (as_dense || (n_pat == 1 && pats[0] == full && kept == g.o * g.cg))
-        snprintf(L->info, sizeof L->info,
-                 "jit %sdirect conv %" PRId64 "x%" PRId64 "%s, tile %" PRId64 "x%" PRId64 "x%d, %s",
+        snprintf(L->info, sizeof L->info, "jit %sdirect conv %" PRId64 "x%" PRId64 "%s, %s, %s",
                  as_dense ? "dense (sparsity too irregular to specialise) " : "dense ", g.kh, g.kw,
-                 g.group > 1 ? (g.cg == 1 ? " depthwise" : " grouped") : "", g.ty, g.tx, t->vec, pdc_isa_name(t->isa));
+                 g.group > 1 ? (g.cg == 1 ? " depthwise" : " grouped") : "", tile, pdc_isa_name(t->isa));
     else
         snprintf(L->info, sizeof L->info,
                  "jit pattern-sparse conv %" PRId64 "x%" PRId64 "%s, %zu pattern%s, %.0f%% kernels kept, %.2fx fewer "
-                 "FLOPs, tile %" PRId64 "x%" PRId64 "x%d, %s",
+                 "FLOPs, %s, %s",
                  g.kh, g.kw, g.group > 1 ? " grouped" : "", n_pat, n_pat == 1 ? "" : "s",
-                 100.0 * (double)kept / (double)(g.o * g.cg), kept_taps > 0 ? dense_taps / kept_taps : 0.0, g.ty,
-                 g.tx, t->vec, pdc_isa_name(t->isa));
+                 100.0 * (double)kept / (double)(g.o * g.cg), kept_taps > 0 ? dense_taps / kept_taps : 0.0, tile,
+                 pdc_isa_name(t->isa));
     pdc_free(kmask);
     pdc_free(pats);
     pdc_free(order);
@@ -585,7 +680,7 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
         float *pc = xp + c * g->ps;
         for (int64_t ph = 0; ph < g->nph; ph++) {
             for (int64_t r = 0; r < g->hq; r++) {
-                float *dst = pc + (ph * g->hq + r) * g->wq;
+                float *dst = pc + ph * g->pstride + r * g->wq;
                 int64_t iy = r - g->pt;
                 if (iy < 0 || iy >= g->h) {
                     memset(dst, 0, (size_t)g->wq * sizeof *dst);
@@ -607,8 +702,11 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                 }
             }
         }
-        /* the channel's tail padding (ps rounds up) is never read but keep it defined */
-        int64_t used = g->nph * g->hq * g->wq;
+        /* past each phase plane's rows: zeros (flat layouts read there for lanes they discard) */
+        for (int64_t ph = 0; ph < g->nph; ph++)
+            if (g->pstride > g->hq * g->wq)
+                memset(pc + ph * g->pstride + g->hq * g->wq, 0, (size_t)(g->pstride - g->hq * g->wq) * sizeof *pc);
+        int64_t used = g->nph * g->pstride;
         if (g->ps > used) memset(pc + used, 0, (size_t)(g->ps - used) * sizeof *pc);
     }
 }

@@ -4,8 +4,8 @@
  *
  * Packed input: channel c's planes start at c * ps floats; a column stride sx splits every padded
  * input row into sx phase planes (phase ph holds padded columns sx*j + ph), each hq rows of wq floats
- * (wq a multiple of 16). Tap (ky, kx) of output (y, x) then reads phase (kx*dx) % sx, row
- * y*sy + ky*dy, column x + (kx*dx) / sx: constant offsets from the tile origin.
+ * (wq a multiple of 16), pstride floats apart. Tap (ky, kx) of output (y, x) then reads phase
+ * (kx*dx) % sx, row y*sy + ky*dy, column x + (kx*dx) / sx: constant offsets from the tile origin.
  */
 #ifndef PDC_BACKENDS_CPU_CONV_H
 #define PDC_BACKENDS_CPU_CONV_H
@@ -19,6 +19,8 @@ typedef struct conv_geom {
     int64_t oh, ow;
     /* packing */
     int64_t nph, hq, wq, ps;     /* phases (= sx), rows and row stride of a phase plane, channel stride */
+    int64_t pstride;             /* floats from one phase plane to the next (>= hq * wq) */
+    int flat;                    /* small planes: output rows laid end to end, see cpu_conv_layout_flat */
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
     int64_t nvx, tx, ty, ntx, nty;
 } conv_geom;
@@ -27,6 +29,14 @@ typedef struct conv_geom {
 pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g, char *why, size_t why_cap);
 /* Tiles of ty rows x tx vectors (clamped to the output) and the packed layout they read. */
 void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty);
+/*
+ * Small planes (pattern family): with row stride sy = 1, output pixel (y, x) is flat index
+ * y * wq + x with wq = ow + the widest column offset, and tap (ky, kx) reads flat index
+ * p + ky*dy*wq + column offset - every tap one constant offset over the whole plane, so vectors
+ * run over rows end to end (a 7x7 plane fills 4 vectors of 16 lanes instead of 7). Returns 0 if the
+ * layer does not fit (sy > 1, or the plane needs more than max_vectors vectors).
+ */
+int cpu_conv_layout_flat(conv_geom *g, int vec, int max_vectors);
 /* Packs channels [c0, c1) of one image x into xp (layout above). */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1);
 

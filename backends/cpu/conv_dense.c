@@ -28,7 +28,8 @@ typedef struct dconv_key {
     int32_t kh, kw, sy, sx, dy, dx;
     int32_t act;
     float act_min, act_max, act_alpha;
-    int64_t cg, hq, wq, ps, ow, ohw;
+    int64_t cg, hq, wq, ps, pstride, ow, ohw, oh;
+    int32_t flat;            /* small plane: one row of flat vectors (conv.h) */
     int32_t n_var;
     int32_t var_ty[DC_MAX_VARIANTS], var_tx[DC_MAX_VARIANTS], var_last[DC_MAX_VARIANTS];
 } dconv_key;
@@ -132,8 +133,8 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
             LLVMValueRef v[DC_MAX_ACC];
             for (int i = 0; i < ty; i++)
                 for (int j = 0; j < tx; j++) {
-                    int64_t off = phase * k->hq * k->wq + ((int64_t)i * k->sy + (int64_t)ky * k->dy) * k->wq + cx +
-                                  (int64_t)j * k->vec;
+                    int64_t off = phase * k->pstride + ((int64_t)i * k->sy + (int64_t)ky * k->dy) * k->wq + cx +
+                                  (int64_t)j * k->vec; /* flat: i = 0, the same formula */
                     v[i * tx + j] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
                 }
             int tap = ky * k->kw + kx;
@@ -152,12 +153,33 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
     for (int f = 0; f < to; f++) {
         LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, pdc_irb_i64(irb, f), "")));
         LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), ""));
-        for (int i = 0; i < ty; i++)
+        if (k->flat) {
+            /* vector j holds flat pixels j*vec + lane = (y, x) with x < ow valid: a masked store per row */
             for (int j = 0; j < tx; j++) {
-                LLVMValueRef val = dc_act(irb, k, LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], ""));
-                LLVMValueRef dst = pdc_irb_gepc(irb, irb->f32, yk, (int64_t)i * k->ow + (int64_t)j * k->vec);
-                pdc_irb_store_vec(irb, val, dst, j == tx - 1 ? last : k->vec);
+                LLVMValueRef val = dc_act(irb, k, LLVMBuildLoad2(B, irb->vf, acc[f * na + j], ""));
+                int64_t p0 = (int64_t)j * k->vec;
+                for (int64_t y = p0 / k->wq; y < k->oh && y * k->wq < p0 + k->vec; y++) {
+                    LLVMValueRef lanes[64];
+                    int any = 0;
+                    for (int l = 0; l < k->vec; l++) {
+                        int on = p0 + l >= y * k->wq && p0 + l < y * k->wq + k->ow;
+                        any |= on;
+                        lanes[l] = LLVMConstInt(irb->i1, (unsigned long long)on, 0);
+                    }
+                    if (!any) continue;
+                    LLVMValueRef off = pdc_irb_i64(irb, p0 + y * (k->ow - k->wq));
+                    LLVMValueRef dst = LLVMBuildGEP2(B, irb->f32, yk, &off, 1, ""); /* may point before yk */
+                    pdc_irb_store_masked(irb, val, dst, LLVMConstVector(lanes, (unsigned)k->vec));
+                }
             }
+        } else {
+            for (int i = 0; i < ty; i++)
+                for (int j = 0; j < tx; j++) {
+                    LLVMValueRef val = dc_act(irb, k, LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], ""));
+                    LLVMValueRef dst = pdc_irb_gepc(irb, irb->f32, yk, (int64_t)i * k->ow + (int64_t)j * k->vec);
+                    pdc_irb_store_vec(irb, val, dst, j == tx - 1 ? last : k->vec);
+                }
+        }
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, gg, pdc_irb_i64(irb, 1), ""), gv);
     LLVMBuildBr(B, ghead);
@@ -240,7 +262,21 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
             }
     }
     if (best == 0 || best < 6) return PDC_ERR_UNSUPPORTED; /* e.g. a prime number of filters per group */
-    cpu_conv_layout(&g, t->vec, btx, bty);
+    conv_geom gf = g;
+    if (cpu_conv_layout_flat(&gf, t->vec, 7)) {
+        /* a small plane: all of it in TX flat vectors, as many filters as then fit */
+        int fto = 0;
+        for (int to = 8; to >= 2; to--)
+            if (og % to == 0 && (to + 1) * gf.tx + 1 <= regs && to * gf.tx <= DC_MAX_ACC) {
+                fto = to;
+                break;
+            }
+        /* flat when it wastes clearly fewer lanes than vectors along rows */
+        double row_eff = (double)g.ow / (double)(nvx * t->vec);
+        double flat_eff = (double)(g.oh * g.ow) / (double)(gf.tx * t->vec);
+        if (fto && flat_eff > 1.3 * row_eff) g = gf, bto = fto;
+    }
+    if (!g.flat) cpu_conv_layout(&g, t->vec, btx, bty);
 
     pdc_context *ctx = cc->ctx;
     const ir_tensor *wt = &m->tensors[l->inputs[1]];
@@ -251,7 +287,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->post = *fp;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "dconv1", 7);
+    memcpy(k->tag, "dconv3", 7);
     k->vec = t->vec;
     k->to = bto;
     k->kh = (int32_t)g.kh;
@@ -264,8 +300,11 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     k->hq = g.hq;
     k->wq = g.wq;
     k->ps = g.ps;
+    k->pstride = g.pstride;
     k->ow = g.ow;
+    k->oh = g.oh;
     k->ohw = g.oh * g.ow;
+    k->flat = g.flat;
     if (fp->act == IR_ACT_RELU || fp->act == IR_ACT_CLIP || fp->act == IR_ACT_LEAKY_RELU) {
         k->act = (int32_t)fp->act;
         k->act_min = fp->act == IR_ACT_CLIP ? fp->act_min : 0.0f;
@@ -273,13 +312,14 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
         k->act_alpha = fp->act == IR_ACT_LEAKY_RELU ? fp->act_alpha : 0.0f;
         s->post.act = IR_ACT_NONE;
     }
-    int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.oh - (g.nty - 1) * g.ty;
-    int last_lanes = (int)(g.ow - (g.nvx - 1) * t->vec), nv = 0;
+    int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.flat ? 1 : g.oh - (g.nty - 1) * g.ty;
+    int last_lanes = g.flat ? t->vec : (int)(g.ow - (g.nvx - 1) * t->vec), nv = 0;
     for (int r = 0; r < 2; r++)
         for (int cx = 0; cx < 2; cx++) {
             s->var_of[r][cx] = -1;
             if ((!r && g.nty == 1) || (!cx && g.ntx == 1)) continue;
             int vty = (int)(r ? tyt : g.ty), vtx = (int)(cx ? txt : g.tx), lst = cx ? last_lanes : t->vec;
+            if (g.flat) vty = 1;
             int q = 0;
             while (q < nv && !(k->var_ty[q] == vty && k->var_tx[q] == vtx && k->var_last[q] == lst)) q++;
             if (q == nv) {
@@ -323,8 +363,12 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     L->state = s;
     L->free_state = dconv_free;
     L->scratch_floats = (size_t)(g.c * g.ps);
-    snprintf(L->info, sizeof L->info,
-             "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x %" PRId64 "x%" PRId64 "x%d, %s", g.kh, g.kw,
-             g.group > 1 ? " grouped" : "", bto, g.ty, g.tx, t->vec, pdc_isa_name(t->isa));
+    if (g.flat)
+        snprintf(L->info, sizeof L->info, "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x plane as %" PRId64
+                 " flat vectors, %s", g.kh, g.kw, g.group > 1 ? " grouped" : "", bto, g.tx, pdc_isa_name(t->isa));
+    else
+        snprintf(L->info, sizeof L->info,
+                 "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x %" PRId64 "x%" PRId64 "x%d, %s", g.kh, g.kw,
+                 g.group > 1 ? " grouped" : "", bto, g.ty, g.tx, t->vec, pdc_isa_name(t->isa));
     return PDC_OK;
 }

@@ -9,9 +9,11 @@
  * allocates its own, so concurrent runs never share memory and the common single-caller case does
  * not allocate after the first run.
  */
+#include <omp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
@@ -173,11 +175,18 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
     }
     cpu_exec x = {s->threads, arena + s->arena_floats};
     pdc_status st = PDC_OK;
+    /* PDC_CPU_PROFILE=1: per-layer wall time of each run on stderr (a tuning aid) */
+    const char *prof = getenv("PDC_CPU_PROFILE");
+    int profile = prof && *prof == '1';
     for (size_t li = 0; li < m->n_layers && st == PDC_OK; li++) {
         const ir_layer *l = &m->layers[li];
         const cpu_layer *L = &s->layers[li];
+        double t0 = profile ? omp_get_wtime() : 0.0;
         st = L->run ? L->run(L, m, l, buf, &x) : ref_run_layer(m, l, buf);
         if (st != PDC_OK) pdc_error_prefix(ctx, "cpu");
+        if (profile)
+            fprintf(stderr, "pdc-profile %3zu %-24s %9.3f ms  %s\n", li, l->name, (omp_get_wtime() - t0) * 1e3,
+                    L->info);
     }
     for (size_t i = 0; i < m->n_outputs && st == PDC_OK; i++)
         if (!buf[m->outputs[i]])

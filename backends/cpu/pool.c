@@ -50,36 +50,57 @@ static float pool_one(const pool_state *s, const float *xp, int64_t r, int64_t c
     return (float)(sum / (double)(p->count_include_pad ? padded : valid));
 }
 
+/* Interior of one output row, y[c] for c in [c0, c1): taps visited one at a time over the whole
+ * row, so each loop is a (strided) vector loop. Compiled for AVX-512, AVX2 and baseline x86-64 and
+ * picked at load time by the CPU (the library itself is built for baseline x86-64). */
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
+static void pool_row(float *restrict y, const float *restrict x, int64_t iw, int64_t c0, int64_t c1, int64_t sx,
+                     int64_t kh, int64_t kw, int64_t dy, int64_t dx, int is_max, float inv)
+{
+    if (is_max) {
+        for (int64_t c = c0; c < c1; c++) y[c] = x[c * sx];
+        for (int64_t kr = 0; kr < kh; kr++)
+            for (int64_t kc = 0; kc < kw; kc++) {
+                const float *xr = x + kr * dy * iw + kc * dx;
+                if (sx == 1)
+                    for (int64_t c = c0; c < c1; c++) y[c] = xr[c] > y[c] ? xr[c] : y[c];
+                else if (sx == 2)
+                    for (int64_t c = c0; c < c1; c++) y[c] = xr[2 * c] > y[c] ? xr[2 * c] : y[c];
+                else
+                    for (int64_t c = c0; c < c1; c++) y[c] = xr[c * sx] > y[c] ? xr[c * sx] : y[c];
+            }
+    } else {
+        for (int64_t c = c0; c < c1; c++) y[c] = 0.0f;
+        for (int64_t kr = 0; kr < kh; kr++)
+            for (int64_t kc = 0; kc < kw; kc++) {
+                const float *xr = x + kr * dy * iw + kc * dx;
+                if (sx == 1)
+                    for (int64_t c = c0; c < c1; c++) y[c] += xr[c];
+                else if (sx == 2)
+                    for (int64_t c = c0; c < c1; c++) y[c] += xr[2 * c];
+                else
+                    for (int64_t c = c0; c < c1; c++) y[c] += xr[c * sx];
+            }
+        for (int64_t c = c0; c < c1; c++) y[c] *= inv;
+    }
+}
+
 static void pool_plane(const pool_state *s, const float *xp, float *yp)
 {
     const ir_window_params *p = &s->p;
     const int64_t oh = p->out[0], ow = p->out[1], iw = p->in[1];
-    const int64_t kh = p->k[0], kw = p->k[1], sy = p->stride[0], sx = p->stride[1], dy = p->dil[0], dx = p->dil[1];
-    const float inv = 1.0f / (float)(kh * kw); /* interior: every tap valid and in the padded extent */
+    const float inv = 1.0f / (float)(p->k[0] * p->k[1]); /* interior: every tap valid and in the padded extent */
     for (int64_t r = 0; r < oh; r++) {
         float *yr = yp + r * ow;
-        int interior_row = r >= s->r0 && r < s->r1;
-        for (int64_t c = 0; c < ow; c++) {
-            if (!interior_row || c < s->c0 || c >= s->c1) {
-                yr[c] = pool_one(s, xp, r, c);
-                continue;
-            }
-            const float *base = xp + (r * sy - p->pad_begin[0]) * iw + (c * sx - p->pad_begin[1]);
-            if (s->is_max) {
-                float mx = base[0];
-                for (int64_t kr = 0; kr < kh; kr++)
-                    for (int64_t kc = 0; kc < kw; kc++) {
-                        float v = base[kr * dy * iw + kc * dx];
-                        if (v > mx) mx = v;
-                    }
-                yr[c] = mx;
-            } else {
-                float sum = 0.0f;
-                for (int64_t kr = 0; kr < kh; kr++)
-                    for (int64_t kc = 0; kc < kw; kc++) sum += base[kr * dy * iw + kc * dx];
-                yr[c] = sum * inv;
-            }
+        if (r < s->r0 || r >= s->r1 || s->c0 >= s->c1) {
+            for (int64_t c = 0; c < ow; c++) yr[c] = pool_one(s, xp, r, c);
+            continue;
         }
+        for (int64_t c = 0; c < s->c0; c++) yr[c] = pool_one(s, xp, r, c);
+        /* x points so that output column c's first tap is x[c * sx] */
+        const float *x = xp + (r * p->stride[0] - p->pad_begin[0]) * iw - p->pad_begin[1];
+        pool_row(yr, x, iw, s->c0, s->c1, p->stride[1], p->k[0], p->k[1], p->dil[0], p->dil[1], s->is_max, inv);
+        for (int64_t c = s->c1; c < ow; c++) yr[c] = pool_one(s, xp, r, c);
     }
 }
 

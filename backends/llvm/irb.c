@@ -104,6 +104,17 @@ LLVMValueRef pdc_irb_load_i64(pdc_irb *irb, LLVMValueRef p)
     return v;
 }
 
+void pdc_irb_store_masked(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask)
+{
+    /* llvm.masked.store.v<N>f32.p0(value, ptr, i32 align, <N x i1> mask) */
+    LLVMTypeRef over[2] = {irb->vf, irb->ptr};
+    unsigned id = LLVMLookupIntrinsicID("llvm.masked.store", 17);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
+    LLVMValueRef args[4] = {v, p, pdc_irb_i32(irb, 4), mask};
+    LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+}
+
 void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid)
 {
     if (n_valid >= irb->vec) {
@@ -111,17 +122,9 @@ void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid
         LLVMSetAlignment(s, 4);
         return;
     }
-    /* llvm.masked.store.v<N>f32.p0(value, ptr, i32 align, <N x i1> mask) */
-    LLVMTypeRef vm = LLVMVectorType(irb->i1, (unsigned)irb->vec);
-    LLVMTypeRef over[2] = {irb->vf, irb->ptr};
-    unsigned id = LLVMLookupIntrinsicID("llvm.masked.store", 17);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
-    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
     LLVMValueRef lanes[64];
     for (int i = 0; i < irb->vec; i++) lanes[i] = LLVMConstInt(irb->i1, i < n_valid, 0);
-    LLVMValueRef args[4] = {v, p, pdc_irb_i32(irb, 4), LLVMConstVector(lanes, (unsigned)irb->vec)};
-    (void)vm;
-    LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+    pdc_irb_store_masked(irb, v, p, LLVMConstVector(lanes, (unsigned)irb->vec));
 }
 
 LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)

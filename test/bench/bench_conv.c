@@ -1,0 +1,486 @@
+/*
+ * bench_conv.c - pdc's "cpu" target against dense engines on the 3x3 layers of VGG-16 and
+ * ResNet-50, batch 1, fp32, in one process, methods interleaved repetition by repetition.
+ *
+ *   pdc            the layer pattern-pruned (8 patterns of 4 entries, centre kept; 50% or 75% of
+ *                  kernels removed: 4.5x or 9x fewer weights), compiled for "cpu", timed through
+ *                  pdc_program_run from NCHW input to NCHW output (input packing included); also the
+ *                  same layer dense (compression 1).
+ *   oneDNN         the same (pruned, zero-filled) weights dense, algorithm direct and Winograd, each
+ *                  in the layouts it prefers (reorders done once, outside the timing: its best case).
+ *   OpenBLAS       im2col + sgemm (im2col inside the timing).
+ *   ideal          best dense time / compression.
+ *
+ * Median of many repetitions after warm-up, at 1 and 2 threads. Writes a TSV (default
+ * test/bench/results.tsv) and prints a table. Every pdc output is checked against oneDNN's.
+ *
+ * usage: bench_conv [--out FILE] [--threads LIST] [--min-time SECONDS] [--cases SUBSTRING]
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include "pdc.h"
+
+#define DN(x)                                                                                       \
+    do {                                                                                            \
+        dnnl_status_t s_ = (x);                                                                     \
+        if (s_ != dnnl_success) {                                                                   \
+            fprintf(stderr, "bench_conv: %s:%d: oneDNN call failed (%d): %s\n", __FILE__, __LINE__, \
+                    (int)s_, #x);                                                                   \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+#define PDC(ctx, x)                                                                                     \
+    do {                                                                                                \
+        pdc_status s_ = (x);                                                                            \
+        if (s_ != PDC_OK) {                                                                             \
+            fprintf(stderr, "bench_conv: %s:%d: %s: %s\n", __FILE__, __LINE__, #x, pdc_context_last_error(ctx)); \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+typedef struct layer_case {
+    const char *name;
+    int c, o, h, w;
+} layer_case;
+
+/* VGG-16 conv1_2 ... conv5_2 (3_3, 4_3, 5_2 repeat 3_2, 4_2, 5_1's shapes) and ResNet-50's 3x3 layers. */
+static const layer_case cases[] = {
+    {"vgg16.conv1_2", 64, 64, 224, 224},     {"vgg16.conv2_1", 64, 128, 112, 112},
+    {"vgg16.conv2_2", 128, 128, 112, 112},   {"vgg16.conv3_1", 128, 256, 56, 56},
+    {"vgg16.conv3_2+3_3", 256, 256, 56, 56}, {"vgg16.conv4_1", 256, 512, 28, 28},
+    {"vgg16.conv4_2+4_3", 512, 512, 28, 28}, {"vgg16.conv5_1+5_2", 512, 512, 14, 14},
+    {"resnet50.64@56", 64, 64, 56, 56},      {"resnet50.128@28", 128, 128, 28, 28},
+    {"resnet50.256@14", 256, 256, 14, 14},   {"resnet50.512@7", 512, 512, 7, 7},
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static double urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The 8 four-entry patterns over the 3x3 window, each with the centre (bit = row*3 + col). */
+static const uint64_t patterns[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
+
+/* He-uniform weights projected onto the best pattern per kernel; the weakest `prune` fraction of
+ * kernels removed. Fills w (zeros where pruned) and kernel_pattern. */
+static void make_weights(int o, int c, double prune, float *w, int32_t *kp)
+{
+    size_t nk = (size_t)o * (size_t)c;
+    double bound = sqrt(6.0 / (9.0 * c));
+    double *score = malloc(nk * sizeof *score);
+    for (size_t k = 0; k < nk; k++) {
+        float *kw = w + 9 * k;
+        for (int i = 0; i < 9; i++) kw[i] = (float)((2.0 * urand() - 1.0) * bound);
+        double best = -1;
+        int bp = 0;
+        for (int p = 0; p < 8; p++) {
+            double e = 0;
+            for (int i = 0; i < 9; i++)
+                if (patterns[p] >> i & 1) e += (double)kw[i] * kw[i];
+            if (e > best) best = e, bp = p;
+        }
+        kp[k] = bp;
+        score[k] = best;
+        for (int i = 0; i < 9; i++)
+            if (!(patterns[bp] >> i & 1)) kw[i] = 0.0f;
+    }
+    /* threshold at the prune quantile of kernel energy */
+    double *sorted = malloc(nk * sizeof *sorted);
+    memcpy(sorted, score, nk * sizeof *sorted);
+    qsort(sorted, nk, sizeof *sorted, cmpd);
+    size_t drop = (size_t)(prune * (double)nk);
+    double thr = drop ? sorted[drop - 1] : -1.0;
+    size_t dropped = 0;
+    for (size_t k = 0; k < nk && drop; k++)
+        if (score[k] <= thr && dropped < drop) {
+            kp[k] = -1;
+            memset(w + 9 * k, 0, 9 * sizeof *w);
+            dropped++;
+        }
+    free(sorted);
+    free(score);
+}
+
+/* ------------------------------------------------------------------ oneDNN */
+
+typedef struct dconv {
+    dnnl_engine_t eng;
+    dnnl_stream_t str;
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, wei, bia, dst;
+    char impl[64];
+} dconv;
+
+static int dconv_make(dconv *d, int wino, const layer_case *L, const float *x, const float *w, const float *b,
+                      float *y_nchw)
+{
+    memset(d, 0, sizeof *d);
+    DN(dnnl_engine_create(&d->eng, dnnl_cpu, 0));
+    DN(dnnl_stream_create(&d->str, d->eng, dnnl_stream_default_flags));
+    dnnl_dims_t sd = {1, L->c, L->h, L->w}, wd = {L->o, L->c, 3, 3}, bd = {L->o}, dd = {1, L->o, L->h, L->w};
+    dnnl_dims_t st = {1, 1}, pad = {1, 1};
+    dnnl_memory_desc_t smd, wmd, bmd, dmd, usmd, uwmd, udmd;
+    DN(dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x));
+    DN(dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&usmd, 4, sd, dnnl_f32, dnnl_nchw));
+    DN(dnnl_memory_desc_init_by_tag(&uwmd, 4, wd, dnnl_f32, dnnl_oihw));
+    DN(dnnl_memory_desc_init_by_tag(&udmd, 4, dd, dnnl_f32, dnnl_nchw));
+    dnnl_convolution_desc_t cd;
+    DN(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                          wino ? dnnl_convolution_winograd : dnnl_convolution_direct, &smd, &wmd,
+                                          &bmd, &dmd, st, pad, pad));
+    dnnl_primitive_desc_t pd;
+    if (dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, NULL) != dnnl_success) {
+        dnnl_stream_destroy(d->str);
+        dnnl_engine_destroy(d->eng);
+        return -1; /* e.g. no Winograd for this shape */
+    }
+    const char *impl = "";
+    DN(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
+    snprintf(d->impl, sizeof d->impl, "%s", impl);
+    const dnnl_memory_desc_t *psmd = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *pwmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *pdmd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    DN(dnnl_primitive_create(&d->prim, pd));
+    DN(dnnl_memory_create(&d->src, psmd, d->eng, DNNL_MEMORY_ALLOCATE));
+    DN(dnnl_memory_create(&d->wei, pwmd, d->eng, DNNL_MEMORY_ALLOCATE));
+    DN(dnnl_memory_create(&d->bia, &bmd, d->eng, DNNL_MEMORY_ALLOCATE));
+    DN(dnnl_memory_create(&d->dst, pdmd, d->eng, DNNL_MEMORY_ALLOCATE));
+    void *bp;
+    DN(dnnl_memory_get_data_handle(d->bia, &bp));
+    memcpy(bp, b, (size_t)L->o * sizeof *b);
+    /* user layouts -> preferred ones, once */
+    dnnl_memory_t us, uw, ud;
+    DN(dnnl_memory_create(&us, &usmd, d->eng, (void *)x));
+    DN(dnnl_memory_create(&uw, &uwmd, d->eng, (void *)w));
+    DN(dnnl_memory_create(&ud, &udmd, d->eng, y_nchw));
+    struct {
+        const dnnl_memory_desc_t *from, *to;
+        dnnl_memory_t a, b;
+    } re[2] = {{&usmd, psmd, us, d->src}, {&uwmd, pwmd, uw, d->wei}};
+    for (int i = 0; i < 2; i++) {
+        dnnl_primitive_desc_t rpd;
+        dnnl_primitive_t r;
+        DN(dnnl_reorder_primitive_desc_create(&rpd, re[i].from, d->eng, re[i].to, d->eng, NULL));
+        DN(dnnl_primitive_create(&r, rpd));
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, re[i].a}, {DNNL_ARG_TO, re[i].b}};
+        DN(dnnl_primitive_execute(r, d->str, 2, args));
+        dnnl_primitive_destroy(r);
+        dnnl_primitive_desc_destroy(rpd);
+    }
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei}, {DNNL_ARG_BIAS, d->bia},
+                               {DNNL_ARG_DST, d->dst}};
+    DN(dnnl_primitive_execute(d->prim, d->str, 4, args));
+    dnnl_primitive_desc_t rpd;
+    dnnl_primitive_t r;
+    DN(dnnl_reorder_primitive_desc_create(&rpd, pdmd, d->eng, &udmd, d->eng, NULL));
+    DN(dnnl_primitive_create(&r, rpd));
+    dnnl_exec_arg_t a3[2] = {{DNNL_ARG_FROM, d->dst}, {DNNL_ARG_TO, ud}};
+    DN(dnnl_primitive_execute(r, d->str, 2, a3));
+    DN(dnnl_stream_wait(d->str));
+    dnnl_primitive_destroy(r);
+    dnnl_primitive_desc_destroy(rpd);
+    dnnl_memory_destroy(us);
+    dnnl_memory_destroy(uw);
+    dnnl_memory_destroy(ud);
+    dnnl_primitive_desc_destroy(pd);
+    return 0;
+}
+
+static void dconv_run(dconv *d)
+{
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei}, {DNNL_ARG_BIAS, d->bia},
+                               {DNNL_ARG_DST, d->dst}};
+    DN(dnnl_primitive_execute(d->prim, d->str, 4, args));
+    DN(dnnl_stream_wait(d->str));
+}
+
+static void dconv_free(dconv *d)
+{
+    if (!d->prim) return;
+    dnnl_primitive_destroy(d->prim);
+    dnnl_memory_destroy(d->src);
+    dnnl_memory_destroy(d->wei);
+    dnnl_memory_destroy(d->bia);
+    dnnl_memory_destroy(d->dst);
+    dnnl_stream_destroy(d->str);
+    dnnl_engine_destroy(d->eng);
+}
+
+/* ------------------------------------------------------------------ OpenBLAS im2col + sgemm */
+
+static void im2col_sgemm(const layer_case *L, const float *x, const float *w, const float *b, float *col, float *y)
+{
+    const int h = L->h, wd = L->w, c = L->c;
+    for (int ci = 0; ci < c; ci++)
+        for (int ky = 0; ky < 3; ky++)
+            for (int kx = 0; kx < 3; kx++) {
+                float *dst = col + ((size_t)(ci * 9 + ky * 3 + kx)) * (size_t)(h * wd);
+                for (int oy = 0; oy < h; oy++) {
+                    int iy = oy + ky - 1;
+                    float *dr = dst + (size_t)oy * wd;
+                    if (iy < 0 || iy >= h) {
+                        memset(dr, 0, (size_t)wd * sizeof *dr);
+                        continue;
+                    }
+                    const float *sr = x + ((size_t)ci * h + iy) * wd;
+                    for (int ox = 0; ox < wd; ox++) {
+                        int ix = ox + kx - 1;
+                        dr[ox] = ix >= 0 && ix < wd ? sr[ix] : 0.0f;
+                    }
+                }
+            }
+    for (int o = 0; o < L->o; o++)
+        for (int p = 0; p < h * wd; p++) y[(size_t)o * h * wd + p] = b[o];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->o, h * wd, c * 9, 1.0f, w, c * 9, col, h * wd, 1.0f, y,
+                h * wd);
+}
+
+/* ------------------------------------------------------------------ pdc */
+
+typedef struct pdc_case {
+    pdc_context *ctx;
+    pdc_program *prog;
+    pdc_tensor *x, *y;
+    char kernel[200];
+} pdc_case;
+
+static void pdc_make(pdc_case *p, const layer_case *L, int threads, const float *x, const float *w, const int32_t *kp,
+                     const float *b, int sparse, const char *cache_dir)
+{
+    memset(p, 0, sizeof *p);
+    PDC(NULL, pdc_context_create(&p->ctx));
+    pdc_context *ctx = p->ctx;
+    char t[16];
+    snprintf(t, sizeof t, "%d", threads);
+    PDC(ctx, pdc_context_set_option(ctx, "threads", t));
+    if (cache_dir) PDC(ctx, pdc_context_set_option(ctx, "cache_dir", cache_dir));
+    pdc_model *m;
+    PDC(ctx, pdc_model_create(ctx, L->name, &m));
+    int64_t xd[4] = {1, L->c, L->h, L->w}, wd[4] = {L->o, L->c, 3, 3}, bd[1] = {L->o};
+    PDC(ctx, pdc_model_add_input(m, "x", 4, xd));
+    PDC(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
+    if (sparse) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, patterns, (size_t)L->o * L->c, kp));
+    PDC(ctx, pdc_model_add_constant(m, "b", 1, bd, b));
+    pdc_attrs *a;
+    PDC(ctx, pdc_attrs_create(ctx, &a));
+    PDC(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 1, 1, 1}));
+    const char *out = "y";
+    PDC(ctx, pdc_model_add_layer(m, "conv", "conv", 3, (const char *const[]){"x", "w", "b"}, 1, &out, a));
+    pdc_attrs_destroy(a);
+    PDC(ctx, pdc_model_mark_output(m, "y"));
+    PDC(ctx, pdc_compile(ctx, m, "cpu", &p->prog));
+    pdc_model_destroy(m);
+    const char *k = "";
+    pdc_program_layer_kernel(p->prog, 0, NULL, &k);
+    snprintf(p->kernel, sizeof p->kernel, "%s", k);
+    int64_t yd[4] = {1, L->o, L->h, L->w};
+    PDC(ctx, pdc_tensor_wrap(ctx, 4, xd, (float *)x, &p->x));
+    PDC(ctx, pdc_tensor_create(ctx, 4, yd, &p->y));
+}
+
+static void pdc_run(pdc_case *p) { PDC(p->ctx, pdc_program_run(p->prog, 1, &p->x, 1, &p->y)); }
+
+static void pdc_free_case(pdc_case *p)
+{
+    pdc_tensor_destroy(p->x);
+    pdc_tensor_destroy(p->y);
+    pdc_program_destroy(p->prog);
+    pdc_context_destroy(p->ctx);
+}
+
+static double max_rel_err(const float *a, const float *b, size_t n)
+{
+    double s = 0, e = 0;
+    for (size_t i = 0; i < n; i++) s = fmax(s, fabs((double)b[i]));
+    for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - (double)b[i]));
+    return s > 0 ? e / s : e;
+}
+
+/* ------------------------------------------------------------------ timing */
+
+/* pdc at 4.5x, 9x and dense; oneDNN direct and Winograd; OpenBLAS im2col + sgemm */
+enum { M_PDC45, M_PDC9, M_PDC1, M_DIRECT, M_WINO, M_BLAS, N_METHODS };
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmpd);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv)
+{
+    const char *out_path = "test/bench/results.tsv", *filter = NULL, *threads_list = "1,2";
+    double min_time = 0.4;
+    int pdc_only = 0; /* --pdc-only: time pdc alone (tuning); the other columns read 0 */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+        else if (!strcmp(argv[i], "--cases") && i + 1 < argc) filter = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_list = argv[++i];
+        else if (!strcmp(argv[i], "--min-time") && i + 1 < argc) min_time = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--pdc-only")) pdc_only = 1;
+        else {
+            fprintf(stderr, "usage: bench_conv [--out FILE] [--threads 1,2] [--min-time S] [--cases SUBSTRING] [--pdc-only]\n");
+            return 2;
+        }
+    }
+    FILE *tsv = fopen(out_path, "w");
+    if (!tsv) {
+        perror(out_path);
+        return 1;
+    }
+    fprintf(tsv, "case\tthreads\tcompression\tpdc_ms\tonednn_direct_ms\tonednn_best_ms\topenblas_ms\tideal_ms"
+                 "\tonednn_wino_ms\tpdc_kept_gflops\tx_direct\tx_best\tfrac_ideal\tpdc_kernel\n");
+    printf("OpenBLAS: %s; oneDNN %d.%d.%d; time per layer (median), ms; ratios = other / pdc\n",
+           openblas_get_config(), dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch);
+    printf("%-20s %2s %6s %9s %9s %9s %9s %9s %9s  %7s %7s %7s %6s\n", "case", "th", "compr", "pdc", "direct", "wino",
+           "openblas", "best", "ideal", "xdirect", "xbest", "%ideal", "kGF/s");
+
+    for (size_t ci = 0; ci < N_CASES; ci++) {
+        const layer_case *L = &cases[ci];
+        if (filter && !strstr(L->name, filter)) continue;
+        size_t nx = (size_t)L->c * L->h * L->w, ny = (size_t)L->o * L->h * L->w, nw = (size_t)L->o * L->c * 9;
+        float *x = malloc(nx * sizeof *x), *b = malloc((size_t)L->o * sizeof *b);
+        float *w45 = malloc(nw * sizeof *w45), *w9 = malloc(nw * sizeof *w9), *wd = malloc(nw * sizeof *wd);
+        int32_t *kp45 = malloc((size_t)L->o * L->c * sizeof *kp45), *kp9 = malloc((size_t)L->o * L->c * sizeof *kp9);
+        float *yref = malloc(ny * sizeof *yref), *ytmp = malloc(ny * sizeof *ytmp);
+        float *col = malloc((size_t)L->c * 9 * L->h * L->w * sizeof *col), *yb = malloc(ny * sizeof *yb);
+        for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * urand() - 1);
+        for (int i = 0; i < L->o; i++) b[i] = (float)(0.1 * (2 * urand() - 1));
+        uint64_t seed = rng;
+        make_weights(L->o, L->c, 0.5, w45, kp45);
+        rng = seed; /* the same kernels, more of them removed */
+        make_weights(L->o, L->c, 0.75, w9, kp9);
+        rng = seed;
+        int32_t *kpd = malloc((size_t)L->o * L->c * sizeof *kpd);
+        make_weights(L->o, L->c, 0.0, wd, kpd); /* dense layer: the unpruned projected weights */
+        free(kpd);
+        size_t kept45 = 0, kept9 = 0;
+        for (size_t k = 0; k < (size_t)L->o * L->c; k++) kept45 += kp45[k] >= 0, kept9 += kp9[k] >= 0;
+        double compr45 = 9.0 * L->o * L->c / (4.0 * kept45), compr9 = 9.0 * L->o * L->c / (4.0 * kept9);
+        double dense_flops = 2.0 * L->o * L->c * 9.0 * L->h * L->w;
+
+        for (const char *tp = threads_list; *tp;) {
+            int th = atoi(tp);
+            while (*tp && *tp != ',') tp++;
+            if (*tp == ',') tp++;
+            if (th < 1) continue;
+            omp_set_num_threads(th);
+            openblas_set_num_threads(th);
+            dconv dd, dw;
+            dconv_make(&dd, 0, L, x, w45, b, yref);
+            int have_w = dconv_make(&dw, 1, L, x, w45, b, ytmp) == 0;
+            pdc_case p45, p9, p1;
+            pdc_make(&p45, L, th, x, w45, kp45, b, 1, NULL);
+            pdc_make(&p9, L, th, x, w9, kp9, b, 1, NULL);
+            pdc_make(&p1, L, th, x, wd, NULL, b, 0, NULL);
+            /* correctness: pdc 4.5x against oneDNN on the same weights */
+            pdc_run(&p45);
+            double err = max_rel_err(pdc_tensor_data(p45.y), yref, ny);
+            if (err > 1e-4) {
+                fprintf(stderr, "bench_conv: %s: pdc differs from oneDNN (max rel err %.3g)\n", L->name, err);
+                return 1;
+            }
+            openblas_set_num_threads(th);
+            im2col_sgemm(L, x, w45, b, col, yb);
+            if (max_rel_err(yb, yref, ny) > 1e-4) {
+                fprintf(stderr, "bench_conv: %s: OpenBLAS differs from oneDNN\n", L->name);
+                return 1;
+            }
+            /* interleaved repetitions until every method has min_time of samples (at least 7) */
+            enum { MAXR = 400 };
+            static double samples[N_METHODS][MAXR];
+            int nr = 0;
+            double spent[N_METHODS] = {0};
+            for (int warm = 0; warm < 2; warm++) {
+                pdc_run(&p45), pdc_run(&p9), pdc_run(&p1), dconv_run(&dd);
+                if (have_w) dconv_run(&dw);
+            }
+            for (;;) {
+                int done = nr >= 7;
+                for (int mth = 0; mth < N_METHODS; mth++)
+                    if (spent[mth] < min_time && !(mth == M_WINO && !have_w) && !(pdc_only && mth >= M_DIRECT)) done = 0;
+                if (done || nr == MAXR) break;
+                for (int mth = 0; mth < N_METHODS; mth++) {
+                    if ((mth == M_WINO && !have_w) || (pdc_only && mth >= M_DIRECT)) {
+                        samples[mth][nr] = mth == M_WINO ? INFINITY : 0.0;
+                        continue;
+                    }
+                    if (mth == M_BLAS) openblas_set_num_threads(th);
+                    double t0 = now();
+                    switch (mth) {
+                    case M_PDC45: pdc_run(&p45); break;
+                    case M_PDC9: pdc_run(&p9); break;
+                    case M_PDC1: pdc_run(&p1); break;
+                    case M_DIRECT: dconv_run(&dd); break;
+                    case M_WINO: dconv_run(&dw); break;
+                    case M_BLAS: im2col_sgemm(L, x, w45, b, col, yb); break;
+                    }
+                    double dt = now() - t0;
+                    samples[mth][nr] = dt;
+                    spent[mth] += dt;
+                }
+                nr++;
+            }
+            double med[N_METHODS];
+            for (int mth = 0; mth < N_METHODS; mth++) med[mth] = median(samples[mth], nr) * 1e3;
+            double best = fmin(med[M_DIRECT], med[M_WINO]);
+            const struct {
+                int m;
+                double compr;
+                pdc_case *p;
+            } rows[3] = {{M_PDC45, compr45, &p45}, {M_PDC9, compr9, &p9}, {M_PDC1, 1.0, &p1}};
+            for (int r = 0; r < 3; r++) {
+                double pms = med[rows[r].m], ideal = best / rows[r].compr;
+                double kgf = dense_flops / rows[r].compr / (pms * 1e-3) / 1e9;
+                fprintf(tsv, "%s\t%d\t%.2f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.1f\t%.3f\t%.3f\t%.3f\t%s\n", L->name,
+                        th, rows[r].compr, pms, med[M_DIRECT], best, med[M_BLAS], ideal, med[M_WINO], kgf,
+                        med[M_DIRECT] / pms, best / pms, ideal / pms, rows[r].p->kernel);
+                printf("%-20s %2d %6.2f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  %7.2f %7.2f %6.0f%% %6.0f\n", L->name, th,
+                       rows[r].compr, pms, med[M_DIRECT], med[M_WINO], med[M_BLAS], best, ideal, med[M_DIRECT] / pms,
+                       best / pms, 100 * ideal / pms, kgf);
+            }
+            fflush(stdout);
+            fflush(tsv);
+            dconv_free(&dd);
+            if (have_w) dconv_free(&dw);
+            pdc_free_case(&p45);
+            pdc_free_case(&p9);
+            pdc_free_case(&p1);
+        }
+        free(x), free(b), free(w45), free(w9), free(wd), free(kp45), free(kp9), free(yref), free(ytmp), free(col),
+            free(yb);
+    }
+    fclose(tsv);
+    printf("wrote %s\n", out_path);
+    return 0;
+}
