@@ -702,6 +702,45 @@ expect_rc 2
 expect_err "--elide-weights applies only to text output"
 end
 
+# ---------------------------------------------------------------- the cpu target: kernels, bench
+
+begin "inspect --target cpu lists each layer's kernel"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" inspect "$MODEL" --target cpu
+expect_rc 0
+expect_out "kernels (target cpu):"
+expect_out_re "conv2 +jit pattern-sparse conv 3x3, 8 patterns"
+expect_out_re "fc +jit block-sparse fc, blocks 1x4"
+expect_out_re "softmax +ref fallback: "
+end
+
+begin "run --target cpu gives the reference's outputs"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" run "$MODEL" --target cpu --input "$IN" --output "$T/cpu.bin"
+expect_rc 0
+run "$PDC" run "$MODEL" --input "$IN" --output "$T/ref.bin"
+expect_rc 0
+c=$(floats "$T/cpu.bin" | tr '\n' ' ')
+r=$(floats "$T/ref.bin" | tr '\n' ' ')
+awk -v c="$c" -v r="$r" 'BEGIN { n = split(c, a, " "); split(r, b, " "); m = 0; s = 0
+    for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > m) m = d; v = b[i] < 0 ? -b[i] : b[i]; if (v > s) s = v }
+    exit !(n == 10 && m <= 1e-5 * s) }' || bad "cpu and ref outputs differ: $c / $r"
+end
+
+begin "bench prints the median, min and max run time; --json one object"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" bench "$MODEL" --repeat 5 --threads 1
+expect_rc 0
+expect_out "target: cpu, threads: 1"
+expect_out_re "^run: median [0-9.]+ ms, min [0-9.]+ ms, max [0-9.]+ ms \(5 runs after 3 warm-up\)$"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" bench "$MODEL" --json -n 3 --target ref
+expect_rc 0
+expect_out_re '^\{"model": ".*", "target": "ref", "threads": 0, "runs": 3, "compile_ms": [0-9.]+, "median_ms": [0-9.]+, "min_ms": [0-9.]+, "max_ms": [0-9.]+\}$'
+run "$PDC" bench "$MODEL" --repeat many
+expect_rc 2
+expect_err "--repeat expects a count"
+run "$PDC" bench "$MODEL" --target nosuch
+expect_rc 1
+expect_err "unknown target 'nosuch'"
+end
+
 # ---------------------------------------------------------------- summary
 
 echo "cli: $PASS passed, $FAIL failed"

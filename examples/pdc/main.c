@@ -22,6 +22,7 @@ static const command commands[] = {
     {"convert", "re-save a model as binary .pdc or as IR text .pdcir", cmd_convert, cli_convert_help},
     {"prune", "prune a model (pattern, connectivity, block, unstructured) or run a pass pipeline", cmd_prune,
      cli_prune_help},
+    {"bench", "time a compiled model: median, min and max milliseconds per run", cmd_bench, cli_bench_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,224 @@
+/*
+ * cmd_bench.c - `pdc bench`: compile a model for a target and time its runs on pseudo-random
+ * inputs: warm-up, then N timed runs; prints the median, min and max milliseconds (and the compile
+ * time), or one JSON object with --json.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+#define MAX_INPUTS 64
+
+const char cli_bench_synopsis[] =
+    "pdc bench MODEL [--target T] [--threads N] [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]";
+const char cli_bench_help[] =
+    "usage: pdc bench MODEL [--target T] [--threads N] [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]\n"
+    "\n"
+    "Compiles MODEL for a target and times it: --warmup untimed runs, then --repeat timed runs on the\n"
+    "same pseudo-random inputs (uniform in [-1, 1), fixed seed). Prints the compile time and the\n"
+    "median, min and max wall time of one run in milliseconds.\n"
+    "\n"
+    "Options:\n"
+    "  -t, --target NAME  the target to compile for (default: cpu; ref is the reference interpreter)\n"
+    "  --threads N        worker threads (0 = all cores, the default)\n"
+    "  -n, --repeat N     timed runs (default 20)\n"
+    "  --warmup N         untimed runs first (default 3)\n"
+    "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224; may be repeated\n"
+    "  --json             print one JSON object: model, target, threads, runs, compile_ms, median_ms,\n"
+    "                     min_ms, max_ms\n"
+    "  -h, --help         show this help\n";
+
+enum { OPT_TARGET = 1, OPT_THREADS, OPT_REPEAT, OPT_WARMUP, OPT_SHAPE, OPT_JSON };
+static const cli_opt bench_opts[] = {{"target", 't', 1, OPT_TARGET}, {"threads", 0, 1, OPT_THREADS},
+                                     {"repeat", 'n', 1, OPT_REPEAT}, {"warmup", 0, 1, OPT_WARMUP},
+                                     {"shape", 0, 1, OPT_SHAPE},     {"json", 0, 0, OPT_JSON},
+                                     {NULL, 0, 0, 0}};
+
+#define USAGE(...) cli_usage_error("bench", cli_bench_synopsis, __VA_ARGS__)
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A non-negative integer option value, at most max. */
+static int parse_count(const char *v, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || !*v || *end || n < 0 || n > max) return -1;
+    *out = n;
+    return 0;
+}
+
+/* Prints s as a JSON string (quotes and escapes). */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static int bench_model(pdc_context *ctx, const char *path, const pdc_model *model, const char *target, long repeat,
+                       long warmup, int json)
+{
+    pdc_program *prog = NULL;
+    double t0 = now_ms();
+    pdc_status st = pdc_compile(ctx, model, target, &prog);
+    double compile_ms = now_ms() - t0;
+    if (st != PDC_OK) return cli_lib_error(ctx, st, path, "compile");
+    size_t n_in = 0, n_out = 0;
+    pdc_program_num_inputs(prog, &n_in);
+    pdc_program_num_outputs(prog, &n_out);
+    int rc = CLI_EXIT_OK;
+    pdc_tensor *in[MAX_INPUTS] = {0}, *out[MAX_INPUTS] = {0};
+    double *times = calloc((size_t)(repeat ? repeat : 1), sizeof *times);
+    if (n_in > MAX_INPUTS || n_out > MAX_INPUTS) rc = cli_error(path, "more than %d inputs or outputs", MAX_INPUTS);
+    else if (!times) rc = cli_error(path, "out of memory");
+    uint32_t s = 0x12345678u;
+    for (size_t i = 0; i < n_in && rc == CLI_EXIT_OK; i++) {
+        size_t rank = 0;
+        int64_t dims[PDC_MAX_RANK];
+        if ((st = pdc_program_input_info(prog, i, NULL, &rank, dims)) != PDC_OK ||
+            (st = pdc_tensor_create(ctx, rank, dims, &in[i])) != PDC_OK) {
+            rc = cli_lib_error(ctx, st, path, "input");
+            break;
+        }
+        float *d = pdc_tensor_data(in[i]);
+        for (size_t k = 0; k < pdc_tensor_size(in[i]); k++) {
+            s = s * 1664525u + 1013904223u;
+            d[k] = (float)(s >> 8) / 8388608.0f - 1.0f;
+        }
+    }
+    for (size_t i = 0; i < n_out && rc == CLI_EXIT_OK; i++) {
+        size_t rank = 0;
+        int64_t dims[PDC_MAX_RANK];
+        if ((st = pdc_program_output_info(prog, i, NULL, &rank, dims)) != PDC_OK ||
+            (st = pdc_tensor_create(ctx, rank, dims, &out[i])) != PDC_OK)
+            rc = cli_lib_error(ctx, st, path, "output");
+    }
+    for (long r = 0; r < warmup + repeat && rc == CLI_EXIT_OK; r++) {
+        double a = now_ms();
+        st = pdc_program_run(prog, n_in, in, n_out, out);
+        double dt = now_ms() - a;
+        if (st != PDC_OK) rc = cli_lib_error(ctx, st, path, "run");
+        else if (r >= warmup) times[r - warmup] = dt;
+    }
+    if (rc == CLI_EXIT_OK) {
+        double med = NAN, mn = NAN, mx = NAN;
+        if (repeat > 0) {
+            qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+            med = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+            mn = times[0];
+            mx = times[repeat - 1];
+        }
+        char threads[32] = "?";
+        pdc_context_get_option(ctx, "threads", threads, sizeof threads);
+        if (json) {
+            printf("{\"model\": ");
+            json_string(path);
+            printf(", \"target\": ");
+            json_string(target);
+            printf(", \"threads\": %s, \"runs\": %ld, \"compile_ms\": %.3f, \"median_ms\": %.4f, \"min_ms\": %.4f, "
+                   "\"max_ms\": %.4f}\n",
+                   threads, repeat, compile_ms, repeat ? med : 0.0, repeat ? mn : 0.0, repeat ? mx : 0.0);
+        } else {
+            printf("model: %s\ntarget: %s, threads: %s (0 = all cores)\ncompile: %.1f ms\n", path, target, threads,
+                   compile_ms);
+            if (repeat) printf("run: median %.3f ms, min %.3f ms, max %.3f ms (%ld runs after %ld warm-up)\n", med, mn,
+                               mx, repeat, warmup);
+        }
+    }
+    for (size_t i = 0; i < MAX_INPUTS; i++) {
+        pdc_tensor_destroy(in[i]);
+        pdc_tensor_destroy(out[i]);
+    }
+    free(times);
+    pdc_program_destroy(prog);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    cli_parser p;
+    cli_parser_init(&p, argc, argv, "bench", cli_bench_synopsis, bench_opts);
+    const char *model_path = NULL, *target = "cpu", *threads = NULL;
+    long repeat = 20, warmup = 3;
+    int json = 0;
+    cli_shape shapes[16];
+    size_t n_shapes = 0;
+    char err[512];
+    for (;;) {
+        const char *v;
+        int id = cli_next(&p, &v);
+        if (id == CLI_ARG_END) break;
+        if (id == CLI_ARG_BAD) return CLI_EXIT_USAGE;
+        if (id == CLI_ARG_HELP) {
+            fputs(cli_bench_help, stdout);
+            return CLI_EXIT_OK;
+        }
+        switch (id) {
+        case CLI_ARG_POSITIONAL:
+            if (model_path) return USAGE("unexpected argument '%s'", v);
+            model_path = v;
+            break;
+        case OPT_TARGET:
+            if (!*v) return USAGE("empty --target");
+            target = v;
+            break;
+        case OPT_THREADS: threads = v; break;
+        case OPT_REPEAT:
+            if (parse_count(v, 1000000, &repeat)) return USAGE("--repeat expects a count 0..1000000, got '%s'", v);
+            break;
+        case OPT_WARMUP:
+            if (parse_count(v, 1000000, &warmup)) return USAGE("--warmup expects a count 0..1000000, got '%s'", v);
+            break;
+        case OPT_SHAPE:
+            if (n_shapes == sizeof shapes / sizeof shapes[0]) return USAGE("too many --shape options (at most 16)");
+            if (cli_parse_shape(v, &shapes[n_shapes], err, sizeof err) != 0) return USAGE("%s", err);
+            n_shapes++;
+            break;
+        case OPT_JSON: json = 1; break;
+        default: break;
+        }
+    }
+    if (!model_path) return USAGE("missing MODEL");
+    pdc_context *ctx = NULL;
+    if (cli_context_create(&ctx) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
+    int rc = CLI_EXIT_OK;
+    if (threads) {
+        pdc_status st = pdc_context_set_option(ctx, "threads", threads);
+        if (st != PDC_OK) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", pdc_context_last_error(ctx));
+            pdc_context_destroy(ctx);
+            return USAGE("--threads: %s", msg);
+        }
+    }
+    pdc_model *model = NULL;
+    rc = cli_load_model(ctx, model_path, shapes, n_shapes, &model);
+    if (rc == CLI_EXIT_OK) rc = bench_model(ctx, model_path, model, target, repeat, warmup, json);
+    pdc_model_destroy(model);
+    pdc_context_destroy(ctx);
+    return rc;
+}
