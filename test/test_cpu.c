@@ -297,6 +297,25 @@ START_TEST(constant_operand)
 }
 END_TEST
 
+
+START_TEST(batchnorm_matches_ref)
+{
+    input("x", DIMS(2, 5, 7, 3));
+    constant_rand("scale", DIMS(5), 1.0f, 1);
+    constant_rand("bias", DIMS(5), 1.0f, 2);
+    constant_rand("mean", DIMS(5), 1.0f, 3);
+    float var[5] = {0.5f, 1.0f, 2.0f, 0.1f, 3.0f};
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, "var", 1, (const int64_t[]){5}, var));
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "epsilon", 1e-3f));
+    layer("batchnorm", a, "y", NAMES("x", "scale", "bias", "mean", "var"));
+    output("y");
+    pdc_program *p = check_matches_ref("batchnorm", 5);
+    ck_assert_kernel(p, "y", "batchnorm as a per-channel multiply-add");
+    pdc_program_destroy(p);
+}
+END_TEST
+
 START_TEST(same_input_twice)
 {
     input("a", DIMS(3, 37));
@@ -529,6 +548,43 @@ START_TEST(conv_vgg_like_pattern_layer)
     ck_assert_kernel(p, "y", "jit pattern-sparse conv 3x3, 8 patterns, 50% kernels kept, 4.50x fewer FLOPs");
     ck_assert_kernel(p, "y", expected_isa());
     pdc_program_destroy(p);
+}
+END_TEST
+
+
+START_TEST(onnx_test_models_match_ref)
+{
+    /* the ONNX import test models (test/data/onnx): ResNet-, VGG-, MobileNetV2-like nets, a pattern-
+     * pruned CNN, block-pruned fc, LSTM, GRU; symbolic dims set to 1 */
+    static const char *const names[] = {"resnet_small", "vgg_small",   "mobilenetv2_small", "pattern_cnn",
+                                        "block_fc",     "autopad",     "lstm",              "gru",
+                                        "softmax_v11"};
+    int found = 0;
+    for (size_t q = 0; q < sizeof names / sizeof names[0]; q++) {
+        char file[64];
+        snprintf(file, sizeof file, "onnx/%s.onnx", names[q]);
+        const char *path = test_data_path(file);
+        if (access(path, R_OK) != 0) continue;
+        found++;
+        pdc_model_destroy(mdl);
+        mdl = NULL;
+        ck_assert_ok(ctx, pdc_model_load(ctx, path, &mdl));
+        size_t n_in = 0;
+        ck_assert_ok(ctx, pdc_model_num_inputs(mdl, &n_in));
+        for (size_t i = 0; i < n_in; i++) {
+            const char *nm;
+            size_t rank;
+            int64_t dims[PDC_MAX_RANK];
+            ck_assert_ok(ctx, pdc_model_input_info(mdl, i, &nm, &rank, dims));
+            int sym = 0;
+            for (size_t d = 0; d < rank; d++)
+                if (dims[d] < 0) dims[d] = 1, sym = 1;
+            if (sym) ck_assert_ok(ctx, pdc_model_set_input_shape(mdl, nm, rank, dims));
+        }
+        pdc_program *p = check_matches_ref(names[q], (uint32_t)q);
+        pdc_program_destroy(p);
+    }
+    if (!found) fprintf(stderr, "test_cpu: no ONNX test models under %s, skipped\n", test_data_path("onnx"));
 }
 END_TEST
 
@@ -1025,6 +1081,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(tc, binary_broadcast_matches_ref);
     tcase_add_test(tc, constant_operand);
     tcase_add_test(tc, same_input_twice);
+    tcase_add_test(tc, batchnorm_matches_ref);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conv");
@@ -1034,6 +1091,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(tc, conv_small_planes_flat);
     tcase_add_test(tc, conv_vgg_like_pattern_layer);
     tcase_add_test(tc, demo_model_matches_ref);
+    tcase_add_test(tc, onnx_test_models_match_ref);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("gemm");

@@ -9,6 +9,8 @@
  * run; the leading dims enumerate runs, whose operand offsets are tabulated. The arithmetic is
  * exactly the reference kernel's (same comparisons, no contraction), so results match bit for bit.
  * sigmoid and tanh keep the reference kernel (they need libm's exp/tanh).
+ * batchnorm (inference form, constant statistics) is a per-channel y = x * a[c] + b[c] with a and b
+ * folded at compile time in double precision.
  */
 #include <math.h>
 #include <omp.h>
@@ -198,6 +200,79 @@ static pdc_status elt_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     return PDC_OK;
 }
 
+/* ------------------------------------------------------------------ batchnorm */
+
+typedef struct bn_state {
+    int64_t n, c, sp;
+    float *a, *b;            /* per channel: y = x * a + b */
+} bn_state;
+
+static void bn_free(void *p)
+{
+    bn_state *s = p;
+    if (!s) return;
+    pdc_free(s->a);
+    pdc_free(s->b);
+    pdc_free(s);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
+static void bn_plane(float *restrict y, const float *restrict x, int64_t n, float a, float b)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = fmaf(x[i], a, b);
+}
+
+static pdc_status bn_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf, const cpu_exec *x)
+{
+    (void)m;
+    const bn_state *s = L->state;
+    const float *in = buf[l->inputs[0]];
+    float *out = buf[l->outputs[0]];
+    int64_t planes = s->n * s->c;
+    int nt = planes * s->sp >= ELT_PAR_MIN ? x->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t q = 0; q < planes; q++) bn_plane(out + q * s->sp, in + q * s->sp, s->sp, s->a[q % s->c], s->b[q % s->c]);
+    return PDC_OK;
+}
+
+static pdc_status plan_batchnorm(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                                 size_t why_cap)
+{
+    if (l->n_inputs < 5 || l->outputs[0] < 0) return PDC_ERR_UNSUPPORTED;
+    for (size_t i = 1; i < 5; i++)
+        if (l->inputs[i] < 0 || m->tensors[l->inputs[i]].kind != IR_TENSOR_CONST) {
+            snprintf(why, why_cap, "batchnorm statistics are not constants");
+            return PDC_ERR_UNSUPPORTED;
+        }
+    const ir_tensor *t = &m->tensors[l->inputs[0]];
+    if (l->inputs[0] < 0 || t->rank < 2) return PDC_ERR_UNSUPPORTED;
+    bn_state *s = pdc_calloc(cc->ctx, 1, sizeof *s);
+    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    s->n = t->dims[0];
+    s->c = t->dims[1];
+    s->sp = 1;
+    for (int i = 2; i < t->rank; i++) s->sp *= t->dims[i];
+    s->a = pdc_alloc(cc->ctx, (size_t)s->c * sizeof *s->a);
+    s->b = pdc_alloc(cc->ctx, (size_t)s->c * sizeof *s->b);
+    if (!s->a || !s->b) {
+        bn_free(s);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    const double eps = (double)ir_attr_float(&l->attrs, "epsilon", 1e-5f);
+    const float *scale = m->tensors[l->inputs[1]].data, *bias = m->tensors[l->inputs[2]].data;
+    const float *mean = m->tensors[l->inputs[3]].data, *var = m->tensors[l->inputs[4]].data;
+    for (int64_t c = 0; c < s->c; c++) {
+        double g = (double)scale[c] / sqrt((double)var[c] + eps);
+        s->a[c] = (float)g;
+        s->b[c] = (float)((double)bias[c] - g * (double)mean[c]);
+    }
+    L->run = bn_run;
+    L->state = s;
+    L->free_state = bn_free;
+    snprintf(L->info, sizeof L->info, "batchnorm as a per-channel multiply-add (statistics folded at compile time)");
+    return PDC_OK;
+}
+
 pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                             size_t why_cap)
 {
@@ -207,6 +282,7 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
     k.op = (int32_t)l->op;
     k.vec = cc->target->vec;
     int unary = 1;
+    if (l->op == IR_OP_BATCHNORM) return plan_batchnorm(cc, m, l, L, why, why_cap);
     switch (l->op) {
     case IR_OP_RELU: case IR_OP_HARDSWISH: break;
     case IR_OP_CLIP:
@@ -313,3 +389,4 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
                  pdc_isa_name(cc->target->isa));
     return PDC_OK;
 }
+
