@@ -479,15 +479,18 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         }
         kmask[kidx] = mk;
     }
-    /* distinct non-empty masks = patterns, sorted so equal sets give equal keys */
-    size_t n_pat = 0;
-    for (int64_t kidx = 0; kidx < n_kern; kidx++)
-        if (kmask[kidx]) pats[n_pat++] = kmask[kidx];
+    /* distinct non-empty masks = patterns (a linear scan: there are at most CONV_MAX_PATTERNS + 1
+     * before we stop), sorted so equal sets give equal keys */
+    size_t n_pat = 0, last = 0;
+    for (int64_t kidx = 0; kidx < n_kern && n_pat <= CONV_MAX_PATTERNS; kidx++) {
+        uint64_t mk = kmask[kidx];
+        if (!mk || (n_pat && pats[last] == mk)) continue;
+        size_t i = 0;
+        while (i < n_pat && pats[i] != mk) i++;
+        if (i == n_pat) pats[n_pat++] = mk;
+        last = i;
+    }
     qsort(pats, n_pat, sizeof *pats, cmp_u64);
-    size_t u = 0;
-    for (size_t i = 0; i < n_pat; i++)
-        if (!u || pats[u - 1] != pats[i]) pats[u++] = pats[i];
-    n_pat = u;
     int as_dense = 0;
     if (n_pat > CONV_MAX_PATTERNS) {
         /* too many distinct masks to specialise: run every non-empty kernel over the full window */
