@@ -23,7 +23,7 @@ for name in "$@"; do
     done
     extra=""
     dict=$name
-    [ "$name" = run ] && dict=ir_text # the run target loads text models too
+    [ "$name" = run ] || [ "$name" = cpu ] && dict=ir_text # these load text models too
     [ -f "$ROOT/test/fuzz/$dict.dict" ] && extra="$extra -dict=$ROOT/test/fuzz/$dict.dict"
     # The raw-input target drives the CLI's reader, which reports every refused file on stderr.
     [ "$name" = raw_input ] && extra="$extra -close_fd_mask=2"
