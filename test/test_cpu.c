@@ -779,6 +779,50 @@ START_TEST(results_do_not_depend_on_threads)
 END_TEST
 
 
+
+START_TEST(rnn_random_matches_ref)
+{
+    /* LSTM and GRU: directions, initial states, optional outputs, linear_before_reset */
+    rng = 31337u;
+    for (int c = 0; c < sweep(12); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "rnn", &mdl));
+        int lstm = c % 2 == 0;
+        int64_t T = rnd_in(1, 5), B = rnd_in(1, 3), I = rnd_in(1, 9), H = rnd_in(1, 7), G = lstm ? 4 : 3;
+        static const char *const dirs[] = {"forward", "reverse", "bidirectional"};
+        int di = (int)(rnd() % 3);
+        int64_t D = di == 2 ? 2 : 1;
+        input("x", DIMS(T, B, I));
+        constant_rand("w", DIMS(D, G * H, I), 0.5f, rnd());
+        constant_rand("r", DIMS(D, G * H, H), 0.5f, rnd());
+        constant_rand("b", DIMS(D, 2 * G * H), 0.5f, rnd());
+        input("h0", DIMS(D, B, H));
+        if (lstm) input("c0", DIMS(D, B, H));
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", dirs[di]));
+        if (!lstm) ck_assert_ok(ctx, pdc_attrs_set_int(a, "linear_before_reset", (c / 2) % 2));
+        const char *outs[3] = {"y", "yh", "yc"};
+        if (lstm)
+            ck_assert_ok(ctx, pdc_model_add_layer(mdl, "rnn", "lstm", 7, (const char *const[]){"x", "w", "r", "b", "", "h0", "c0"},
+                                                  3, outs, a));
+        else
+            ck_assert_ok(ctx, pdc_model_add_layer(mdl, "rnn", "gru", 6, (const char *const[]){"x", "w", "r", "b", "", "h0"},
+                                                  2, outs, a));
+        pdc_attrs_destroy(a);
+        output("y");
+        output("yh");
+        if (lstm) output("yc");
+        char what[96];
+        snprintf(what, sizeof what, "%s T%lld B%lld I%lld H%lld %s", lstm ? "lstm" : "gru", (long long)T, (long long)B,
+                 (long long)I, (long long)H, dirs[di]);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        ck_assert_kernel(p, "rnn", "OpenBLAS GEMMs");
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ pooling */
 
 START_TEST(pool_random_matches_ref)
@@ -1101,6 +1145,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(tc, gemm_random_matches_ref);
     tcase_add_test(tc, matmul_broadcast_matches_ref);
     tcase_add_test(tc, results_do_not_depend_on_threads);
+    tcase_add_test(tc, rnn_random_matches_ref);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");

@@ -57,6 +57,8 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
                             size_t why_cap);
 pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                          size_t why_cap);
+pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                        size_t why_cap);
 
 /* ------------------------------------------------------------------ shared helpers (cpu_util.c) */
 

@@ -36,7 +36,7 @@ typedef struct cpu_state {
     _Atomic(float *) spare; /* one cached arena+scratch block, NULL when lent out or not yet made */
 } cpu_state;
 
-static const cpu_plan_fn planners[] = {cpu_plan_conv, cpu_plan_gemm, cpu_plan_eltwise, cpu_plan_pool};
+static const cpu_plan_fn planners[] = {cpu_plan_conv, cpu_plan_gemm, cpu_plan_eltwise, cpu_plan_pool, cpu_plan_rnn};
 #define N_PLANNERS (sizeof planners / sizeof planners[0])
 
 static void cpu_destroy(pdc_program *prog)
