@@ -180,7 +180,7 @@ test-onnx-full: deps $(BUILD)/onnx_check
 
 test-valgrind: deps $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== valgrind $$t"; \
-	  CK_FORK=no CK_DEFAULT_TIMEOUT=600 PDC_TEST_DATA=test/data valgrind -q --error-exitcode=99 \
+	  CK_FORK=no CK_DEFAULT_TIMEOUT=600 PDC_TEST_DATA=test/data PDC_TEST_QUICK=1 valgrind -q --error-exitcode=99 \
 	    --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite $$t; done
 
 # ------------------------------------------------------------------ fuzzing, sanitizers (test/fuzz/README.md)
