@@ -730,11 +730,14 @@ static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer
     for (int64_t n = 0; n < g->n; n++) {
         const float *xn = in + n * g->c * g->h * g->w;
         float *yn = out + n * g->o * g->oh * g->ow;
-        int64_t cstep = (g->c + nt * 4 - 1) / (nt * 4);
+        /* small dynamic pieces everywhere: on a busy machine a thread that loses its core only
+         * delays the pieces it holds, the others take the rest (static shares would stall at the
+         * barrier for a whole scheduler time slice) */
+        int64_t cstep = (g->c + nt * 8 - 1) / (nt * 8);
         if (cstep < 1) cstep = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
             for (int64_t c0 = 0; c0 < g->c; c0 += cstep) cpu_conv_pack(g, xn, xp, c0, c0 + cstep < g->c ? c0 + cstep : g->c);
 #pragma omp for schedule(dynamic, 1)
             for (int64_t it = 0; it < items; it++) {

@@ -182,10 +182,9 @@ static pdc_status elt_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     size_t total = s->runs * s->inner;
     int nt = total >= ELT_PAR_MIN ? x->threads : 1;
     if (s->runs == 1) {
-        /* one run: split it in vector-aligned chunks */
-        size_t chunk = (s->inner + (size_t)nt - 1) / (size_t)nt;
-        chunk = (chunk + 63) / 64 * 64;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+        /* one run: split it in vector-aligned chunks, taken dynamically (see conv.c) */
+        size_t chunk = 16384;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
         for (size_t c0 = 0; c0 < s->inner; c0 += chunk) {
             size_t n = s->inner - c0 < chunk ? s->inner - c0 : chunk;
             const int64_t ao = s->offs ? s->offs[0] : 0, bo = s->offs ? s->offs[1] : 0;
@@ -194,7 +193,7 @@ static pdc_status elt_run(const cpu_layer *L, const ir_model *m, const ir_layer 
         }
         return PDC_OK;
     }
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 8) if (nt > 1)
     for (size_t r = 0; r < s->runs; r++)
         s->fn(a + s->offs[2 * r], b + s->offs[2 * r + 1], y + r * s->inner, (int64_t)s->inner);
     return PDC_OK;
@@ -230,7 +229,7 @@ static pdc_status bn_run(const cpu_layer *L, const ir_model *m, const ir_layer *
     float *out = buf[l->outputs[0]];
     int64_t planes = s->n * s->c;
     int nt = planes * s->sp >= ELT_PAR_MIN ? x->threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 4) if (nt > 1)
     for (int64_t q = 0; q < planes; q++) bn_plane(out + q * s->sp, in + q * s->sp, s->sp, s->a[q % s->c], s->b[q % s->c]);
     return PDC_OK;
 }

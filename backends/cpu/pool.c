@@ -113,7 +113,7 @@ static pdc_status pool_run(const cpu_layer *L, const ir_model *m, const ir_layer
     float *out = buf[l->outputs[0]];
     if (s->global) {
         int nt = s->planes * s->sp >= 65536 ? x->threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 4) if (nt > 1)
         for (int64_t q = 0; q < s->planes; q++) {
             const float *xp = in + q * s->sp;
             double sum = 0.0;
@@ -125,7 +125,7 @@ static pdc_status pool_run(const cpu_layer *L, const ir_model *m, const ir_layer
     const ir_window_params *p = &s->p;
     int64_t isp = p->in[0] * p->in[1], osp = p->out[0] * p->out[1];
     int nt = s->planes * osp >= 16384 ? x->threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 4) if (nt > 1)
     for (int64_t q = 0; q < s->planes; q++) pool_plane(s, in + q * isp, out + q * osp);
     return PDC_OK;
 }

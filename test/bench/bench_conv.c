@@ -8,7 +8,9 @@
  *                  same layer dense (compression 1).
  *   oneDNN         the same (pruned, zero-filled) weights dense, algorithm direct and Winograd, each
  *                  in the layouts it prefers (reorders done once, outside the timing: its best case).
- *   OpenBLAS       im2col + sgemm (im2col inside the timing).
+ *   OpenBLAS       im2col + sgemm (im2col inside the timing) with OpenBLAS's own threads, timed after
+ *                  the interleaved methods and followed by a pause: OpenBLAS's pthread pool spinning
+ *                  beside OpenMP's slows every method of the process 5-20x.
  *   ideal          best dense time / compression.
  *
  * Median of many repetitions after warm-up, at 1 and 2 threads. Writes a TSV (default
@@ -395,7 +397,7 @@ int main(int argc, char **argv)
             if (*tp == ',') tp++;
             if (th < 1) continue;
             omp_set_num_threads(th);
-            openblas_set_num_threads(th);
+            openblas_set_num_threads(1);
             dconv dd, dw;
             dconv_make(&dd, 0, L, x, w45, b, yref);
             int have_w = dconv_make(&dw, 1, L, x, w45, b, ytmp) == 0;
@@ -410,7 +412,6 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench_conv: %s: pdc differs from oneDNN (max rel err %.3g)\n", L->name, err);
                 return 1;
             }
-            openblas_set_num_threads(th);
             im2col_sgemm(L, x, w45, b, col, yb);
             if (max_rel_err(yb, yref, ny) > 1e-4) {
                 fprintf(stderr, "bench_conv: %s: OpenBLAS differs from oneDNN\n", L->name);
@@ -428,14 +429,16 @@ int main(int argc, char **argv)
             for (;;) {
                 int done = nr >= 7;
                 for (int mth = 0; mth < N_METHODS; mth++)
-                    if (spent[mth] < min_time && !(mth == M_WINO && !have_w) && !(pdc_only && mth >= M_DIRECT)) done = 0;
+                    if (spent[mth] < min_time && mth != M_BLAS && !(mth == M_WINO && !have_w) &&
+                        !(pdc_only && mth >= M_DIRECT))
+                        done = 0;
                 if (done || nr == MAXR) break;
                 for (int mth = 0; mth < N_METHODS; mth++) {
+                    if (mth == M_BLAS) continue; /* timed on its own below */
                     if ((mth == M_WINO && !have_w) || (pdc_only && mth >= M_DIRECT)) {
                         samples[mth][nr] = mth == M_WINO ? INFINITY : 0.0;
                         continue;
                     }
-                    if (mth == M_BLAS) openblas_set_num_threads(th);
                     double t0 = now();
                     switch (mth) {
                     case M_PDC45: pdc_run(&p45); break;
@@ -451,8 +454,26 @@ int main(int argc, char **argv)
                 }
                 nr++;
             }
+            /* OpenBLAS with its own threads, alone, then a pause so its spinning pool goes idle */
+            int nb = 0;
+            if (!pdc_only) {
+                openblas_set_num_threads(th);
+                im2col_sgemm(L, x, w45, b, col, yb);
+                double sb = 0;
+                for (; nb < MAXR && (nb < 7 || sb < min_time); nb++) {
+                    double t0 = now();
+                    im2col_sgemm(L, x, w45, b, col, yb);
+                    samples[M_BLAS][nb] = now() - t0;
+                    sb += samples[M_BLAS][nb];
+                }
+                openblas_set_num_threads(1);
+                struct timespec pause = {0, 300000000};
+                nanosleep(&pause, NULL);
+            } else {
+                samples[M_BLAS][nb++] = 0.0;
+            }
             double med[N_METHODS];
-            for (int mth = 0; mth < N_METHODS; mth++) med[mth] = median(samples[mth], nr) * 1e3;
+            for (int mth = 0; mth < N_METHODS; mth++) med[mth] = median(samples[mth], mth == M_BLAS ? nb : nr) * 1e3;
             double best = fmin(med[M_DIRECT], med[M_WINO]);
             const struct {
                 int m;
