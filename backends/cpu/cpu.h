@@ -10,6 +10,15 @@
 #ifndef PDC_BACKENDS_CPU_H
 #define PDC_BACKENDS_CPU_H
 
+/* Function multiversioning for the few hot C loops: one clone per ISA, picked by an ifunc resolver
+ * at load time. ThreadSanitizer instruments the resolver, which then runs before the TSan runtime
+ * exists and crashes the process at start-up (seen with gcc 12), so sanitizer builds use one clone. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define PDC_ISA_CLONES
+#else
+#define PDC_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 #include "backends/backend.h"
 #include "backends/llvm/llvm.h"
 #include "ir/params.h"

@@ -215,7 +215,7 @@ static void bn_free(void *p)
     pdc_free(s);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
+PDC_ISA_CLONES __attribute__((optimize("O3")))
 static void bn_plane(float *restrict y, const float *restrict x, int64_t n, float a, float b)
 {
     for (int64_t i = 0; i < n; i++) y[i] = fmaf(x[i], a, b);

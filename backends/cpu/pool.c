@@ -53,7 +53,7 @@ static float pool_one(const pool_state *s, const float *xp, int64_t r, int64_t c
 /* Interior of one output row, y[c] for c in [c0, c1): taps visited one at a time over the whole
  * row, so each loop is a (strided) vector loop. Compiled for AVX-512, AVX2 and baseline x86-64 and
  * picked at load time by the CPU (the library itself is built for baseline x86-64). */
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
+PDC_ISA_CLONES __attribute__((optimize("O3")))
 static void pool_row(float *restrict y, const float *restrict x, int64_t iw, int64_t c0, int64_t c1, int64_t sx,
                      int64_t kh, int64_t kw, int64_t dy, int64_t dx, int is_max, float inv)
 {
