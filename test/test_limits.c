@@ -205,6 +205,12 @@ START_TEST(max_memory_refuses_large_allocations)
     ck_assert_ptr_eq(out, SENTINEL_PTR);
     pdc_buf_free(&b);
 
+    /* A "file" that never ends is read only up to the limit. */
+    ck_assert_status(ctx, pdc_model_load(ctx, "/dev/zero", &out), PDC_ERR_OUT_OF_MEMORY);
+    ck_assert_error_has(ctx, "reading '/dev/zero'");
+    ck_assert_error_has(ctx, "exceeds max_memory (100000 bytes)");
+    ck_assert_ptr_eq(out, SENTINEL_PTR);
+
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "max_memory", "0"));
     ck_assert_ok(ctx, pdc_program_run(p, 1, &x, 1, &z));
     pdc_tensor_destroy(x);

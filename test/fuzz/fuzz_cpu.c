@@ -9,8 +9,8 @@
  * ref's are finite and of moderate size: |cpu - ref| <= 1e-4 x max(1, max |ref|) per output (the
  * cpu tests demand 1e-5 on their models; sums in another order differ in the last bits, more so
  * with the arbitrary weights a fuzzer writes); two cpu runs are bit-identical; a failed run leaves
- * the outputs untouched. The JIT's kernel cache is switched off (cache_dir points nowhere), so no
- * input depends on what an earlier input compiled.
+ * the outputs untouched. The JIT's kernel cache is switched off (cache_dir lies under /dev/null,
+ * which no one, root included, can create), so no input depends on what an earlier one compiled.
  * This build's target without "cpu" (PDC_ERR_UNSUPPORTED / UNKNOWN_TARGET) checks nothing more.
  */
 #include <math.h>
@@ -137,7 +137,7 @@ static void differential(pdc_context *ctx, const pdc_program *ref, const pdc_pro
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pdc_context *ctx = fuzz_context();
-    if (pdc_context_set_option(ctx, "cache_dir", "/nonexistent/pdc-fuzz-no-kernel-cache") != PDC_OK ||
+    if (pdc_context_set_option(ctx, "cache_dir", "/dev/null/pdc-fuzz-no-kernel-cache") != PDC_OK ||
         pdc_context_set_option(ctx, "log_level", "error") != PDC_OK)
         fuzz_fail("context options: %s", pdc_context_last_error(ctx));
     uint8_t *image = fuzz_copy(data, size);
