@@ -2,13 +2,16 @@
  * fuzz_run.c - libFuzzer target: a model that loads must also inspect, compile and run without
  * crashing. pdc_model_load_memory (either format; a .pdc image gets its length and CRC fixed up,
  * see fuzz.h), then every inspection call of the CLI's `inspect` (statistics and text fields of
- * every layer), symbolic inputs fixed to 2, pdc_compile for "ref", and pdc_program_run.
+ * every layer), symbolic inputs fixed to 2, pdc_compile for "ref", and pdc_program_run; and a pass
+ * pipeline (chosen by a hash of the input) on a copy of the model.
  *
  * Properties, beyond fuzz.h's: inspection calls succeed (FLOP statistics may answer
  * PDC_ERR_SHAPE while shapes are symbolic, PDC_ERR_OVERFLOW beyond int64); a failed run leaves
  * the output tensors untouched; two runs on the same inputs give bit-identical outputs; a run
- * with a wrongly shaped input fails with PDC_ERR_SHAPE. Models whose estimated work exceeds RUN_MAX_WORK are compiled but not
- * run, so that every input takes milliseconds.
+ * with a wrongly shaped input fails with PDC_ERR_SHAPE. A failed pipeline leaves the model as it
+ * was (same .pdc bytes); a successful one verifies, and one that only canonicalizes, reorders and
+ * plans gives the same outputs up to rounding (1e-3 x max(1, max |out|)). Models whose estimated
+ * work exceeds RUN_MAX_WORK are compiled but not run, so that every input takes milliseconds.
  */
 #include <math.h>
 
@@ -114,7 +117,23 @@ static int make_tensors(pdc_context *ctx, const pdc_program *p, int which, size_
     return 1;
 }
 
-static void run(pdc_context *ctx, const pdc_program *p, double work)
+/* |got - want| <= 1e-3 x max(1, max |want|) wherever want is finite and below 1e6 (folding a batchnorm
+ * or a bias reassociates sums; anything else is a bug). */
+static void compare_close(const pdc_tensor *got, const pdc_tensor *want, size_t o, const char *what)
+{
+    const float *g = pdc_tensor_data((pdc_tensor *)got), *w = pdc_tensor_data((pdc_tensor *)want);
+    size_t n = pdc_tensor_size(want);
+    float scale = 1.0f;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(w[i]) && fabsf(w[i]) < 1e6f) scale = fmaxf(scale, fabsf(w[i]));
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(w[i]) && fabsf(w[i]) < 1e6f)
+            fuzz_check(fabsf(g[i] - w[i]) <= 1e-3f * scale, "%s: output %zu element %zu: %.9g, before %.9g", what, o,
+                       i, (double)g[i], (double)w[i]);
+}
+
+/* Runs p (and then p2, a transformed copy whose outputs must stay close to p's, if not NULL). */
+static void run(pdc_context *ctx, const pdc_program *p, double work, const pdc_program *p2, const char *pipeline)
 {
     size_t n_in = 0, n_out = 0;
     fuzz_check(pdc_program_num_inputs(p, &n_in) == PDC_OK && pdc_program_num_outputs(p, &n_out) == PDC_OK, "num io");
@@ -136,6 +155,12 @@ static void run(pdc_context *ctx, const pdc_program *p, double work)
             for (size_t i = 0; i < n_out; i++)
                 fuzz_check(!memcmp(pdc_tensor_data(out[i]), pdc_tensor_data(out2[i]), 4 * pdc_tensor_size(out[i])),
                            "two runs differ in output %zu", i);
+            if (p2) {
+                st = pdc_program_run(p2, n_in, in, n_out, out2);
+                fuzz_check(st == PDC_OK, "the model after '%s' does not run: %s: %s", pipeline, pdc_status_string(st),
+                           pdc_context_last_error(ctx));
+                for (size_t i = 0; i < n_out; i++) compare_close(out2[i], out[i], i, pipeline);
+            }
         }
         if (n_in) {
             /* The same run with input 0 one element longer in its last dim must be refused. */
@@ -161,6 +186,52 @@ static void run(pdc_context *ctx, const pdc_program *p, double work)
     free(out2);
 }
 
+/* A copy of m through the .pdc format (exact). */
+static pdc_model *copy(pdc_context *ctx, const pdc_model *m, pdc_buf *bytes)
+{
+    pdc_buf_init(bytes, ctx);
+    fuzz_check(pdc_format_save(m, bytes) == PDC_OK, "save: %s", pdc_context_last_error(ctx));
+    pdc_model *c = NULL;
+    fuzz_check(pdc_model_load_memory(ctx, bytes->data, bytes->len, &c) == PDC_OK, "reload: %s",
+               pdc_context_last_error(ctx));
+    return c;
+}
+
+/* Pipelines tried on a copy of each model; the first four must leave outputs unchanged. */
+static const char *const pipelines[] = {
+    "canonicalize", "canonicalize,plan", "plan", "canonicalize,reorder,plan",
+    "prune-unstructured,canonicalize,plan", "prune-pattern,prune-connectivity,prune-block,reorder,plan"};
+#define N_PRESERVING 4
+
+/*
+ * Runs a pass pipeline (chosen by the input's bytes) on a copy of m. A refusal must be a documented
+ * status with a message that leaves the copy exactly as it was; a success must verify. Returns the
+ * transformed copy when it succeeded, NULL otherwise.
+ */
+static pdc_model *transform(pdc_context *ctx, const pdc_model *m, uint32_t choice, size_t *which)
+{
+    pdc_buf before, after;
+    pdc_model *t = copy(ctx, m, &before);
+    *which = choice % (sizeof pipelines / sizeof pipelines[0]);
+    pdc_status st = pdc_model_transform(t, pipelines[*which], NULL);
+    if (st != PDC_OK) {
+        fuzz_check_failure(ctx, st, FUZZ_UNTOUCHED, pipelines[*which]);
+        pdc_buf_init(&after, ctx);
+        fuzz_check(pdc_format_save(t, &after) == PDC_OK, "save after a failed transform");
+        fuzz_check(after.len == before.len && !memcmp(after.data, before.data, after.len),
+                   "a failed '%s' changed the model", pipelines[*which]);
+        pdc_buf_free(&after);
+        pdc_model_destroy(t);
+        t = NULL;
+    } else {
+        st = pdc_model_verify(t);
+        fuzz_check(st == PDC_OK, "the model after '%s' does not verify: %s", pipelines[*which],
+                   pdc_context_last_error(ctx));
+    }
+    pdc_buf_free(&before);
+    return t;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pdc_context *ctx = fuzz_context();
@@ -184,9 +255,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (st != PDC_OK) {
             fuzz_check_failure(ctx, st, p, "pdc_compile");
         } else {
-            pdc_model_destroy(m); /* the program must not need the model */
+            uint32_t h = 2166136261u;
+            for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 16777619u;
+            size_t which = 0;
+            pdc_model *t = work <= RUN_MAX_WORK ? transform(ctx, m, h, &which) : NULL;
+            pdc_program *p2 = NULL;
+            if (t && which < N_PRESERVING) {
+                st = pdc_compile(ctx, t, "ref", &p2);
+                fuzz_check(st == PDC_OK, "the model after '%s' does not compile: %s: %s", pipelines[which],
+                           pdc_status_string(st), pdc_context_last_error(ctx));
+            }
+            pdc_model_destroy(t);
+            pdc_model_destroy(m); /* the programs must not need the models */
             m = NULL;
-            run(ctx, p, work);
+            run(ctx, p, work, p2, pipelines[which]);
+            pdc_program_destroy(p2);
             pdc_program_destroy(p);
         }
     }
