@@ -346,8 +346,9 @@ pdc_status ir_model_clone(const ir_model *src, ir_model **out)
         memcpy(d->outputs, s->outputs, s->n_outputs * sizeof *d->outputs);
         if ((st = ir_attrs_copy(ctx, &d->attrs, &s->attrs))) goto fail;
     }
-    memcpy(m->inputs, src->inputs, src->n_inputs * sizeof *m->inputs);
-    memcpy(m->outputs, src->outputs, src->n_outputs * sizeof *m->outputs);
+    /* A model without inputs (all constants) has NULL arrays: memcpy's source must not be NULL. */
+    if (src->n_inputs) memcpy(m->inputs, src->inputs, src->n_inputs * sizeof *m->inputs);
+    if (src->n_outputs) memcpy(m->outputs, src->outputs, src->n_outputs * sizeof *m->outputs);
     m->n_inputs = src->n_inputs;
     m->n_outputs = src->n_outputs;
     *out = m;
