@@ -29,7 +29,8 @@ for name in "$@"; do
     [ "$name" = raw_input ] && extra="$extra -close_fd_mask=2"
     before=$(ls "$crashes" | wc -l)
     # shellcheck disable=SC2086
-    "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
+    # A fixed seed (FUZZ_SEED, default 1) makes a CI run repeatable from its log.
+    "$bin" -seed="${FUZZ_SEED:-1}" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
         -artifact_prefix="$crashes/" $extra "$work" $seeds >"$log" 2>&1 &
     pid=$!
     wait $pid
