@@ -18,14 +18,19 @@
  *    similar loop trip counts back to back); within a filter its kernels are grouped by pattern, so
  *    each pattern's loop runs its kernels together; weights are packed in exactly that order, so
  *    the weight stream is sequential. out_perm and our own order are both undone on the store.
+ *  - Each kernel prefetches the first line of every row the next kernel reads (its channel is data,
+ *    so the hardware prefetcher cannot follow).
+ *  - Small planes (row stride 1, at most 7 vectors): rows laid end to end, every tap one offset over
+ *    the whole plane, accumulation split over sets for independent FMA chains (conv.h).
  *  - Epilogue: bias (the accumulators start at it), relu/clip/leaky_relu inline, masked stores for
  *    the last partial vector of a row. Other fused activations run right after, in C.
  *
- * Dense convolutions use the same code with one pattern covering the whole window; unstructured
- * or block sparsity on a conv becomes per-kernel masks (distinct masks are the patterns; more than
- * CONV_MAX_PATTERNS distinct masks run as dense with the zeros). Work is split into (tile, filter
- * chunk) items of fixed size, so every output element is computed by one call in one fixed order:
- * results do not depend on the thread count.
+ * Layers whose every kernel is dense go to conv_dense.c (several filters per tile) when it takes
+ * them; otherwise they run here with one pattern covering the whole window. Unstructured or block
+ * sparsity on a conv becomes per-kernel masks (distinct masks are the patterns; more than
+ * CONV_MAX_PATTERNS distinct masks run as dense windows with the zeros). Work is split into (tile,
+ * filter chunk) items of fixed size, so every output element is computed by one call in one fixed
+ * order: results do not depend on the thread count.
  */
 #include <inttypes.h>
 #include <math.h>
