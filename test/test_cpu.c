@@ -95,6 +95,37 @@ static void constant_rand(const char *name, size_t rank, const int64_t *dims, fl
     free(v);
 }
 
+/* A constant of random values pruned over its matrix view (all dims but the last x the last): kind 0
+ * dense, 1 bh x bw blocks, 2 unstructured; keep_pct of the blocks (elements) kept. */
+static void constant_pruned(const char *name, size_t rank, const int64_t *dims, int kind, int64_t bh, int64_t bw,
+                            int keep_pct, uint32_t seed)
+{
+    int64_t rows = 1, cols = dims[rank - 1];
+    for (size_t i = 0; i + 1 < rank; i++) rows *= dims[i];
+    size_t n = (size_t)(rows * cols);
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    test_fill_random(v, n, seed);
+    if (kind == 0) {
+        ck_assert_ok(ctx, pdc_model_add_constant(mdl, name, rank, dims, v));
+        free(v);
+        return;
+    }
+    if (kind == 2) bh = bw = 1;
+    int64_t nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw;
+    uint8_t *mask = malloc((size_t)(nbr * nbc));
+    ck_assert_ptr_nonnull(mask);
+    for (int64_t b = 0; b < nbr * nbc; b++) mask[b] = (int)(rnd() % 100) < keep_pct;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++)
+            if (!mask[(r / bh) * nbc + q / bw]) v[r * cols + q] = 0.0f;
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, name, rank, dims, v));
+    if (kind == 1) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, name, bh, bw, (size_t)(nbr * nbc), mask));
+    else ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, name, n, mask));
+    free(mask);
+    free(v);
+}
+
 static pdc_attrs *attrs(void)
 {
     pdc_attrs *a = NULL;
@@ -792,9 +823,12 @@ START_TEST(rnn_random_matches_ref)
         static const char *const dirs[] = {"forward", "reverse", "bidirectional"};
         int di = (int)(rnd() % 3);
         int64_t D = di == 2 ? 2 : 1;
+        /* weights: dense, block-pruned (blocks of 1 or H rows: aligned with the gates; or any) or unstructured */
+        int kind = c % 3;
+        int64_t bh = rnd() % 3 == 0 ? rnd_in(1, 4) : rnd() % 2 ? H : 1, bw = rnd_in(1, 8);
         input("x", DIMS(T, B, I));
-        constant_rand("w", DIMS(D, G * H, I), 0.5f, rnd());
-        constant_rand("r", DIMS(D, G * H, H), 0.5f, rnd());
+        constant_pruned("w", DIMS(D, G * H, I), kind, bh, bw, 30, rnd());
+        constant_pruned("r", DIMS(D, G * H, H), kind, bh, bw, 30, rnd());
         constant_rand("b", DIMS(D, 2 * G * H), 0.5f, rnd());
         input("h0", DIMS(D, B, H));
         if (lstm) input("c0", DIMS(D, B, H));
@@ -813,11 +847,43 @@ START_TEST(rnn_random_matches_ref)
         output("y");
         output("yh");
         if (lstm) output("yc");
-        char what[96];
-        snprintf(what, sizeof what, "%s T%lld B%lld I%lld H%lld %s", lstm ? "lstm" : "gru", (long long)T, (long long)B,
-                 (long long)I, (long long)H, dirs[di]);
+        char what[128];
+        snprintf(what, sizeof what, "%s T%lld B%lld I%lld H%lld %s %s %lldx%lld", lstm ? "lstm" : "gru", (long long)T,
+                 (long long)B, (long long)I, (long long)H, dirs[di],
+                 kind == 0 ? "dense" : kind == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
         pdc_program *p = check_matches_ref(what, (uint32_t)c);
-        ck_assert_kernel(p, "rnn", "OpenBLAS GEMMs");
+        if (kind == 0) ck_assert_kernel(p, "rnn", "OpenBLAS GEMMs");
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(rnn_block_sparse_uses_jit)
+{
+    /* block-pruned bidirectional LSTM and unstructured GRU: every gate product on the sparse kernel */
+    rng = 4242u;
+    for (int c = 0; c < 2; c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "rnn", &mdl));
+        int lstm = c == 0;
+        int64_t T = 3, B = 2, I = 13, H = 8, G = lstm ? 4 : 3, D = lstm ? 2 : 1;
+        input("x", DIMS(T, B, I));
+        constant_pruned("w", DIMS(D, G * H, I), lstm ? 1 : 2, 4, 4, 25, rnd());
+        constant_pruned("r", DIMS(D, G * H, H), lstm ? 1 : 2, 4, 4, 25, rnd());
+        constant_rand("b", DIMS(D, 2 * G * H), 0.5f, rnd());
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", lstm ? "bidirectional" : "forward"));
+        const char *outs[3] = {"y", "yh", "yc"};
+        ck_assert_ok(ctx, pdc_model_add_layer(mdl, "rnn", lstm ? "lstm" : "gru", 4, (const char *const[]){"x", "w", "r", "b"},
+                                              lstm ? 3 : 2, outs, a));
+        pdc_attrs_destroy(a);
+        output("y");
+        output("yh");
+        if (lstm) output("yc");
+        pdc_program *p = check_matches_ref(lstm ? "block-sparse lstm" : "unstructured gru", (uint32_t)c);
+        ck_assert_kernel(p, "rnn", "w jit block-sparse");
+        ck_assert_kernel(p, "rnn", "r jit block-sparse");
         pdc_program_destroy(p);
     }
 }
@@ -1146,6 +1212,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(tc, matmul_broadcast_matches_ref);
     tcase_add_test(tc, results_do_not_depend_on_threads);
     tcase_add_test(tc, rnn_random_matches_ref);
+    tcase_add_test(tc, rnn_block_sparse_uses_jit);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");

@@ -69,6 +69,33 @@ pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_laye
 pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                         size_t why_cap);
 
+/* ------------------------------------------------------------------ block-sparse products (gemm.c) */
+
+/* JIT'd: y[r*bh + q] = bias[r*bh + q] + sum over row r*bh + q's kept blocks, block-rows [r0, r1). */
+typedef void (*cpu_bsr_fn)(const float *x, const int64_t *rowptr, const int32_t *col, const float *wpk,
+                           const float *bias, float *y, int64_t r0, int64_t r1, int64_t o);
+
+/* Rows of a block- or unstructured-pruned constant weight's matrix view (ir_weight_matrix_view),
+ * kept blocks packed in execution order, multiplied by code specialised on the block shape. */
+typedef struct cpu_bsr {
+    cpu_bsr_fn fn;
+    int64_t k, o;                /* columns, rows of the slice */
+    int64_t bh, bw, nbr;         /* block shape, block-rows */
+    int64_t *rowptr;             /* per block-row: first block, nbr + 1 entries */
+    int32_t *col;                /* per block: first column */
+    float *wpk;                  /* per block: bh x bw weights, row-major; edge blocks zero-padded */
+    size_t kept, total;          /* weights kept, weights in the slice */
+} cpu_bsr;
+
+/* Plans rows [row0, row0 + rows) of wt; PDC_ERR_UNSUPPORTED (b zeroed, nothing on ctx) if wt is not
+ * block/unstructured sparse, too dense to gain, or the slice does not fall on block-row bounds. */
+pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, cpu_bsr *b);
+void cpu_bsr_release(cpu_bsr *b);
+/* Columns x must hold: k rounded up to bw, zeros past k. */
+int64_t cpu_bsr_kpad(const cpu_bsr *b);
+/* y[0, o) = bias + w x for block-rows [r0, r1) (clamped to nbr); bias has o entries. */
+void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y, int64_t r0, int64_t r1);
+
 /* ------------------------------------------------------------------ shared helpers (cpu_util.c) */
 
 /* Number of threads for `threads` option value v (0 = all cores). */

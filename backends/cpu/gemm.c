@@ -179,29 +179,27 @@ typedef struct spfc_key {
     int32_t vec, bh, bw;
 } spfc_key;
 
-/* void run(const float *x, const int64_t *rowptr, const int32_t *col, const float *wpk, const float *bias,
- *          float *y, int64_t r0, int64_t r1, int64_t o): block-rows [r0, r1) of one sample. */
-typedef void (*spfc_fn)(const float *x, const int64_t *rowptr, const int32_t *col, const float *wpk,
-                        const float *bias, float *y, int64_t r0, int64_t r1, int64_t o);
-
 typedef struct spfc_state {
-    spfc_fn fn;
-    int64_t n, k, o, bh, bw, nbr;
-    int64_t *rowptr;        /* per block-row: first block, nbr + 1 entries */
-    int32_t *col;           /* per block: first column */
-    float *wpk;             /* per block: bh x bw weights, row-major; edge blocks zero-padded */
+    cpu_bsr w;
+    int64_t n;
     float *bias;            /* o entries (zeros if none) */
     int small;              /* too little work to split over threads */
     ir_fused_params act;
 } spfc_state;
 
+void cpu_bsr_release(cpu_bsr *b)
+{
+    pdc_free(b->rowptr);
+    pdc_free(b->col);
+    pdc_free(b->wpk);
+    memset(b, 0, sizeof *b);
+}
+
 static void spfc_free(void *p)
 {
     spfc_state *s = p;
     if (!s) return;
-    pdc_free(s->rowptr);
-    pdc_free(s->col);
-    pdc_free(s->wpk);
+    cpu_bsr_release(&s->w);
     pdc_free(s->bias);
     pdc_free(s);
 }
@@ -281,22 +279,107 @@ static pdc_status spfc_emit(void *arg, const pdc_context *ctx, const pdc_llvm_ta
     return PDC_OK;
 }
 
+int64_t cpu_bsr_kpad(const cpu_bsr *b) { return (b->k + b->bw - 1) / b->bw * b->bw; }
+
+void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y, int64_t r0, int64_t r1)
+{
+    if (r1 > b->nbr) r1 = b->nbr;
+    if (r0 < r1) b->fn(x, b->rowptr, b->col, b->wpk, bias, y, r0, r1, b->o);
+}
+
+pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, cpu_bsr *b)
+{
+    memset(b, 0, sizeof *b);
+    const ir_sparsity *sp = &wt->sparsity;
+    if (wt->kind != IR_TENSOR_CONST || !wt->data) return PDC_ERR_UNSUPPORTED;
+    int64_t vr, k, bh, bw;
+    ir_weight_matrix_view(wt, &vr, &k);
+    if (sp->kind == IR_SPARSITY_BLOCK) bh = sp->bh, bw = sp->bw;
+    else if (sp->kind == IR_SPARSITY_UNSTRUCTURED) bh = bw = 1;
+    else return PDC_ERR_UNSUPPORTED;
+    /* the slice must start on a block-row and end on one (or at the matrix's end) */
+    if (bh < 1 || bw < 1 || bh > SPFC_MAX_BH || bw > SPFC_MAX_BW || rows < 1 || k < 1 || row0 < 0 ||
+        row0 + rows > vr || row0 % bh || (rows % bh && row0 + rows != vr) || k > INT32_MAX)
+        return PDC_ERR_UNSUPPORTED;
+    const int64_t nbr = (rows + bh - 1) / bh, nbc = (k + bw - 1) / bw, br0 = row0 / bh;
+    /* kept blocks and elements of the slice (a block is kept if any of its elements is) */
+    size_t nblk = 0, kept = 0;
+    for (int64_t br = 0; br < nbr; br++)
+        for (int64_t bc = 0; bc < nbc; bc++) {
+            int keep = sp->kind == IR_SPARSITY_BLOCK ? sp->block_mask[(br0 + br) * nbc + bc] != 0
+                                                     : sp->mask[(row0 + br) * k + bc] != 0;
+            if (!keep) continue;
+            nblk++;
+            int64_t h = rows - br * bh < bh ? rows - br * bh : bh, w = k - bc * bw < bw ? k - bc * bw : bw;
+            kept += (size_t)(h * w);
+        }
+    const size_t total = (size_t)(rows * k);
+    if ((double)nblk * (double)(bh * bw) > SPFC_DENSITY_MAX * (double)total) return PDC_ERR_UNSUPPORTED;
+    pdc_context *ctx = cc->ctx;
+    b->k = k;
+    b->o = rows;
+    b->bh = bh;
+    b->bw = bw;
+    b->nbr = nbr;
+    b->kept = kept;
+    b->total = total;
+    b->rowptr = pdc_calloc(ctx, (size_t)nbr + 1, sizeof *b->rowptr);
+    b->col = pdc_alloc(ctx, (nblk + 1) * sizeof *b->col);
+    b->wpk = pdc_calloc(ctx, (nblk + 1) * (size_t)(bh * bw), sizeof *b->wpk);
+    if (!b->rowptr || !b->col || !b->wpk) {
+        cpu_bsr_release(b);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    size_t bi = 0;
+    for (int64_t br = 0; br < nbr; br++) {
+        b->rowptr[br] = (int64_t)bi;
+        for (int64_t bc = 0; bc < nbc; bc++) {
+            int keep = sp->kind == IR_SPARSITY_BLOCK ? sp->block_mask[(br0 + br) * nbc + bc] != 0
+                                                     : sp->mask[(row0 + br) * k + bc] != 0;
+            if (!keep) continue;
+            b->col[bi] = (int32_t)(bc * bw);
+            float *dst = b->wpk + bi * (size_t)(bh * bw);
+            for (int64_t r = 0; r < bh && br * bh + r < rows; r++)
+                for (int64_t c = 0; c < bw && bc * bw + c < k; c++)
+                    dst[r * bw + c] = wt->data[(row0 + br * bh + r) * k + bc * bw + c];
+            bi++;
+        }
+    }
+    b->rowptr[nbr] = (int64_t)bi;
+    spfc_key key;
+    memset(&key, 0, sizeof key);
+    memcpy(key.tag, "spfc1", 6);
+    key.vec = cc->target->vec;
+    key.bh = (int32_t)bh;
+    key.bw = (int32_t)bw;
+    static const char *const syms[] = {"run"};
+    pdc_kernel_desc d = {&key, sizeof key, spfc_emit, &key, 1, syms};
+    void *addr = NULL;
+    pdc_status st = pdc_jit_kernel(cc->jit, ctx, &d, &addr, NULL);
+    if (st) {
+        cpu_bsr_release(b);
+        return st;
+    }
+    b->fn = (cpu_bsr_fn)addr;
+    return PDC_OK;
+}
+
 static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
                            const cpu_exec *x)
 {
     (void)m;
     const spfc_state *s = L->state;
+    const cpu_bsr *w = &s->w;
     const float *in = buf[l->inputs[0]];
     float *y = buf[l->outputs[0]];
     /* x is read bw floats past the last column of an edge block: use a padded copy then */
     const float *xs = in;
-    int64_t kp = s->k;
-    if (s->k % s->bw) {
-        kp = (s->k + s->bw - 1) / s->bw * s->bw;
+    const int64_t kp = cpu_bsr_kpad(w);
+    if (kp != w->k) {
         float *pad = x->scratch;
         for (int64_t n = 0; n < s->n; n++) {
-            memcpy(pad + n * kp, in + n * s->k, (size_t)s->k * sizeof *pad);
-            memset(pad + n * kp + s->k, 0, (size_t)(kp - s->k) * sizeof *pad);
+            memcpy(pad + n * kp, in + n * w->k, (size_t)w->k * sizeof *pad);
+            memset(pad + n * kp + w->k, 0, (size_t)(kp - w->k) * sizeof *pad);
         }
         xs = pad;
     }
@@ -304,11 +387,10 @@ static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer
     int64_t chunk = 64; /* block-rows per work item: fixed, independent of the thread count */
     for (int64_t n = 0; n < s->n; n++) {
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-        for (int64_t r0 = 0; r0 < s->nbr; r0 += chunk)
-            s->fn(xs + n * kp, s->rowptr, s->col, s->wpk, s->bias, y + n * s->o, r0,
-                  r0 + chunk < s->nbr ? r0 + chunk : s->nbr, s->o);
+        for (int64_t r0 = 0; r0 < w->nbr; r0 += chunk)
+            cpu_bsr_gemv(w, xs + n * kp, s->bias, y + n * w->o, r0, r0 + chunk);
     }
-    cpu_apply_activation(&s->act, y, (size_t)(s->n * s->o));
+    cpu_apply_activation(&s->act, y, (size_t)(s->n * w->o));
     return PDC_OK;
 }
 
@@ -319,85 +401,32 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_model *m, const ir_l
     const ir_tensor *wt = &m->tensors[l->inputs[1]];
     const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
     const ir_sparsity *sp = &wt->sparsity;
-    if (wt->kind != IR_TENSOR_CONST || (bt && bt->kind != IR_TENSOR_CONST) || wt->rank != 2) return PDC_ERR_UNSUPPORTED;
-    int64_t bh, bw;
-    if (sp->kind == IR_SPARSITY_BLOCK) bh = sp->bh, bw = sp->bw;
-    else if (sp->kind == IR_SPARSITY_UNSTRUCTURED) bh = bw = 1;
-    else return PDC_ERR_UNSUPPORTED;
-    size_t total = ir_tensor_numel(wt), kept = ir_sparsity_kept(wt);
-    if (bh > SPFC_MAX_BH || bw > SPFC_MAX_BW || total == 0 || (double)kept > SPFC_DENSITY_MAX * (double)total)
+    if (wt->rank != 2 || (bt && bt->kind != IR_TENSOR_CONST) || wt->dims[0] != p->n || wt->dims[1] != p->k)
         return PDC_ERR_UNSUPPORTED;
-    const int64_t o = p->n, k = p->k;
-    const int64_t nbr = (o + bh - 1) / bh, nbc = (k + bw - 1) / bw;
     pdc_context *ctx = cc->ctx;
     spfc_state *s = pdc_calloc(ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
-    s->n = p->m;
-    s->k = k;
-    s->o = o;
-    s->bh = bh;
-    s->bw = bw;
-    s->nbr = nbr;
-    s->act = *fp;
-    s->rowptr = pdc_calloc(ctx, (size_t)nbr + 1, sizeof *s->rowptr);
-    s->bias = pdc_calloc(ctx, (size_t)(nbr * bh), sizeof *s->bias);
-    pdc_status st = s->rowptr && s->bias ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
-    /* count kept blocks (a block is kept if any of its elements is) */
-    size_t nblk = 0;
-    for (int pass = 0; pass < 2 && !st; pass++) {
-        if (pass == 1) {
-            s->col = pdc_alloc(ctx, (nblk + 1) * sizeof *s->col);
-            s->wpk = pdc_calloc(ctx, (nblk + 1) * (size_t)(bh * bw), sizeof *s->wpk);
-            if (!s->col || !s->wpk) {
-                st = PDC_ERR_OUT_OF_MEMORY;
-                break;
-            }
-        }
-        size_t bi = 0;
-        for (int64_t br = 0; br < nbr; br++) {
-            if (pass == 1) s->rowptr[br] = (int64_t)bi;
-            for (int64_t bc = 0; bc < nbc; bc++) {
-                int keep = 0;
-                if (sp->kind == IR_SPARSITY_BLOCK) keep = sp->block_mask[br * nbc + bc] != 0;
-                else keep = sp->mask[br * k + bc] != 0;
-                if (!keep) continue;
-                if (pass == 1) {
-                    s->col[bi] = (int32_t)(bc * bw);
-                    float *dst = s->wpk + bi * (size_t)(bh * bw);
-                    for (int64_t r = 0; r < bh && br * bh + r < o; r++)
-                        for (int64_t c = 0; c < bw && bc * bw + c < k; c++)
-                            dst[r * bw + c] = wt->data[(br * bh + r) * k + bc * bw + c];
-                }
-                bi++;
-            }
-        }
-        if (pass == 1) s->rowptr[nbr] = (int64_t)bi;
-        nblk = bi;
+    pdc_status st = cpu_bsr_plan(cc, wt, 0, p->n, &s->w);
+    if (!st) {
+        s->bias = pdc_calloc(ctx, (size_t)p->n, sizeof *s->bias);
+        if (!s->bias) st = PDC_ERR_OUT_OF_MEMORY;
     }
-    if (!st && bt) memcpy(s->bias, bt->data, (size_t)o * sizeof *s->bias);
-    s->small = nblk * (size_t)(bh * bw) * (size_t)s->n < 65536;
-    spfc_key key;
-    memset(&key, 0, sizeof key);
-    memcpy(key.tag, "spfc1", 6);
-    key.vec = cc->target->vec;
-    key.bh = (int32_t)bh;
-    key.bw = (int32_t)bw;
-    static const char *const syms[] = {"run"};
-    pdc_kernel_desc d = {&key, sizeof key, spfc_emit, &key, 1, syms};
-    void *addr = NULL;
-    if (!st) st = pdc_jit_kernel(cc->jit, ctx, &d, &addr, NULL);
     if (st) {
         spfc_free(s);
         return st;
     }
-    s->fn = (spfc_fn)addr;
+    if (bt) memcpy(s->bias, bt->data, (size_t)p->n * sizeof *s->bias);
+    s->n = p->m;
+    s->act = *fp;
+    const cpu_bsr *w = &s->w;
+    s->small = (size_t)w->rowptr[w->nbr] * (size_t)(w->bh * w->bw) * (size_t)s->n < 65536;
     L->run = spfc_run;
     L->state = s;
     L->free_state = spfc_free;
-    L->scratch_floats = k % bw ? (size_t)(s->n * ((k + bw - 1) / bw * bw)) : 0;
+    L->scratch_floats = cpu_bsr_kpad(w) != w->k ? (size_t)(s->n * cpu_bsr_kpad(w)) : 0;
     snprintf(L->info, sizeof L->info, "jit block-sparse fc, %s %" PRId64 "x%" PRId64 ", %.0f%% kept (%.2fx fewer FLOPs), %s",
-             sp->kind == IR_SPARSITY_BLOCK ? "blocks" : "unstructured as blocks", bh, bw,
-             100.0 * (double)kept / (double)total, kept ? (double)total / (double)kept : 0.0,
+             sp->kind == IR_SPARSITY_BLOCK ? "blocks" : "unstructured as blocks", w->bh, w->bw,
+             100.0 * (double)w->kept / (double)w->total, w->kept ? (double)w->total / (double)w->kept : 0.0,
              pdc_isa_name(cc->target->isa));
     return PDC_OK;
 }

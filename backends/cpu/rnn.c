@@ -2,9 +2,11 @@
  * rnn.c - LSTM and GRU for the cpu target (ONNX semantics, as backends/ref/rnn.c documents them):
  * the input projections of all time steps in one GEMM per direction (x[T*B, I] w^T, biases
  * folded in), then per step one GEMM for the recurrent part (h[B, H] r^T) and the gates in C.
- * GEMMs are OpenBLAS's; block sparsity in w or r is not exploited here (the gate GEMMs run dense
- * with the zeros) - pdc inspect says so. Arithmetic is float (the reference uses double): results
- * agree to rounding.
+ * Dense weights go through OpenBLAS. A block- or unstructured-pruned w or r (sparse enough, blocks
+ * not straddling a direction or GRU's h gate) goes through gemm.c's JIT'd block-sparse product
+ * instead: one matrix-vector product per time step and sample, over the kept blocks only. Each of
+ * the matrices chooses on its own; pdc inspect says which did. Arithmetic is float (the reference
+ * uses double): results agree to rounding.
  */
 #include <cblas.h>
 #include <math.h>
@@ -17,9 +19,34 @@ typedef struct rnn_state {
     ir_rnn_params p;
     int lstm;
     int64_t g;              /* gates: 4 (lstm) or 3 (gru) */
+    /* per direction, block-sparse forms (fn NULL: dense BLAS): w's gates; r's gates (lstm) or r's
+     * z and r gates (gru); gru's h gate of r */
+    cpu_bsr w[2], r[2], rh[2];
+    int64_t pad;            /* floats of the padded-vector scratch */
 } rnn_state;
 
-static void rnn_free(void *p) { pdc_free(p); }
+static void rnn_free(void *p)
+{
+    rnn_state *s = p;
+    if (!s) return;
+    for (int d = 0; d < 2; d++) {
+        cpu_bsr_release(&s->w[d]);
+        cpu_bsr_release(&s->r[d]);
+        cpu_bsr_release(&s->rh[d]);
+    }
+    pdc_free(s);
+}
+
+/* y[0, b->o) = bias + b x for an n-float x: through a zero-padded copy when b reads past n. */
+static void bsr_mv(const cpu_bsr *b, const float *x, int64_t n, float *pad, const float *bias, float *y)
+{
+    if (cpu_bsr_kpad(b) != n) {
+        memcpy(pad, x, (size_t)n * sizeof *pad);
+        memset(pad + n, 0, (size_t)(cpu_bsr_kpad(b) - n) * sizeof *pad);
+        x = pad;
+    }
+    cpu_bsr_gemv(b, x, bias, y, 0, b->nbr);
+}
 
 /* The reference's sigmoid, so saturated values agree exactly. */
 static float sigf(float x)
@@ -45,18 +72,24 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     float *y = buf[out_at(l, 0)];
     float *yh = out_at(l, 1) >= 0 ? buf[out_at(l, 1)] : NULL;
     float *yc = s->lstm && out_at(l, 2) >= 0 ? buf[out_at(l, 2)] : NULL;
-    /* scratch: xw[ns*nb*ngh], h[nb*nh], c[nb*nh], hr[nb*ngh], rh[nb*nh] */
+    /* scratch: xw[ns*nb*ngh], h[nb*nh], c[nb*nh], hr[nb*ngh], rh[nb*nh], then for the sparse
+     * products zeros[ngh], bsum[ngh] and pad[s->pad] */
     float *xw = x->scratch, *h = xw + ns * nb * ngh, *c = h + nb * nh, *hr = c + nb * nh, *rh = hr + nb * ngh;
+    float *zeros = rh + nb * nh, *bsum = zeros + ngh, *pad = bsum + ngh;
+    memset(zeros, 0, (size_t)ngh * sizeof *zeros);
     for (int64_t d = 0; d < nd; d++) {
         const int rev = p->reverse_only || d == 1;
         const float *wd = w + d * ngh * ni, *rd = r + d * ngh * nh;
         const float *wb = bias ? bias + d * 2 * ngh : NULL, *rb = bias ? wb + ngh : NULL;
         /* xw = x w^ns + Wb (+ Rb except GRU's h gate, whose Rb sits inside the reset product) */
-        for (int64_t q = 0; q < ns * nb; q++)
-            for (int64_t j = 0; j < ngh; j++)
-                xw[q * ngh + j] = (wb ? wb[j] : 0.0f) + (rb && (s->lstm || j < 2 * nh) ? rb[j] : 0.0f);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(ns * nb), (int)ngh, (int)ni, 1.0f, xin, (int)ni, wd,
-                    (int)ni, 1.0f, xw, (int)ngh);
+        for (int64_t j = 0; j < ngh; j++) bsum[j] = (wb ? wb[j] : 0.0f) + (rb && (s->lstm || j < 2 * nh) ? rb[j] : 0.0f);
+        if (s->w[d].fn) {
+            for (int64_t q = 0; q < ns * nb; q++) bsr_mv(&s->w[d], xin + q * ni, ni, pad, bsum, xw + q * ngh);
+        } else {
+            for (int64_t q = 0; q < ns * nb; q++) memcpy(xw + q * ngh, bsum, (size_t)ngh * sizeof *xw);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(ns * nb), (int)ngh, (int)ni, 1.0f, xin, (int)ni,
+                        wd, (int)ni, 1.0f, xw, (int)ngh);
+        }
         for (int64_t i = 0; i < nb * nh; i++) {
             h[i] = h0 ? h0[d * nb * nh + i] : 0.0f;
             c[i] = c0 ? c0[d * nb * nh + i] : 0.0f;
@@ -65,8 +98,11 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
             const int64_t t = rev ? ns - 1 - step : step;
             /* recurrent products h r^ns for every gate (GRU: z and r only) */
             int64_t nrec = s->lstm ? ngh : 2 * nh;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)nrec, (int)nh, 1.0f, h, (int)nh, rd, (int)nh,
-                        0.0f, hr, (int)ngh);
+            if (s->r[d].fn)
+                for (int64_t b = 0; b < nb; b++) bsr_mv(&s->r[d], h + b * nh, nh, pad, zeros, hr + b * ngh);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)nrec, (int)nh, 1.0f, h, (int)nh, rd,
+                            (int)nh, 0.0f, hr, (int)ngh);
             for (int64_t b = 0; b < nb; b++) {
                 const float *a = xw + (t * nb + b) * ngh;
                 const float *ar = hr + b * ngh;
@@ -89,8 +125,11 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
                         rh[b * nh + k] = p->linear_before_reset ? h[b * nh + k] : rg * h[b * nh + k];
                     }
                 /* (r*h) Rh^ns or h Rh^ns into hr's third block */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)nh, (int)nh, 1.0f, rh, (int)nh,
-                            rd + 2 * nh * nh, (int)nh, 0.0f, hr + 2 * nh, (int)ngh);
+                if (s->rh[d].fn)
+                    for (int64_t b = 0; b < nb; b++) bsr_mv(&s->rh[d], rh + b * nh, nh, pad, zeros, hr + b * ngh + 2 * nh);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)nh, (int)nh, 1.0f, rh, (int)nh,
+                                rd + 2 * nh * nh, (int)nh, 0.0f, hr + 2 * nh, (int)ngh);
                 for (int64_t b = 0; b < nb; b++) {
                     const float *a = xw + (t * nb + b) * ngh;
                     float *ar = hr + b * ngh, *hb = h + b * nh;
@@ -134,15 +173,55 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
     s->lstm = l->op == IR_OP_LSTM;
     s->g = s->lstm ? 4 : 3;
     cpu_blas_single_thread();
-    int64_t gh = s->g * p.hidden;
+    const int64_t gh = s->g * p.hidden, nh = p.hidden;
+    const ir_tensor *wt = &m->tensors[l->inputs[1]], *rt = &m->tensors[l->inputs[2]];
+    /* block-sparse forms where the weights allow (PDC_ERR_UNSUPPORTED: that matrix stays dense) */
+    int nw = 0, nr = 0;
+    size_t kept[2] = {0, 0}, total[2] = {0, 0};
+    for (int64_t d = 0; d < p.dirs && st == PDC_OK; d++) {
+        st = cpu_bsr_plan(cc, wt, d * gh, gh, &s->w[d]);
+        if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
+        if (st) break;
+        if (s->lstm) {
+            st = cpu_bsr_plan(cc, rt, d * gh, gh, &s->r[d]);
+        } else {
+            st = cpu_bsr_plan(cc, rt, d * gh, 2 * nh, &s->r[d]);
+            if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
+            if (!st) st = cpu_bsr_plan(cc, rt, d * gh + 2 * nh, nh, &s->rh[d]);
+        }
+        if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
+    }
+    if (st) {
+        rnn_free(s);
+        return st;
+    }
+    for (int64_t d = 0; d < p.dirs; d++) {
+        const cpu_bsr *ms[3] = {&s->w[d], &s->r[d], &s->rh[d]};
+        for (int j = 0; j < 3; j++) {
+            if (!ms[j]->fn) continue;
+            if (cpu_bsr_kpad(ms[j]) > s->pad) s->pad = cpu_bsr_kpad(ms[j]);
+            kept[j > 0] += ms[j]->kept;
+            total[j > 0] += ms[j]->total;
+            if (j == 0) nw++;
+            else nr++;
+        }
+    }
     L->run = rnn_run;
     L->state = s;
     L->free_state = rnn_free;
-    L->scratch_floats = (size_t)(p.seq * p.batch * gh + 2 * p.batch * p.hidden + p.batch * gh + p.batch * p.hidden);
-    const ir_tensor *wt = &m->tensors[l->inputs[1]], *rt = &m->tensors[l->inputs[2]];
-    snprintf(L->info, sizeof L->info, "%s: OpenBLAS GEMMs for input (all steps at once) and recurrent projections%s",
-             ir_op_get_info(l->op)->name,
-             wt->sparsity.kind != IR_SPARSITY_NONE || rt->sparsity.kind != IR_SPARSITY_NONE
-                 ? " (weight sparsity not exploited: dense gate GEMMs)" : "");
+    L->scratch_floats = (size_t)(p.seq * p.batch * gh + 2 * p.batch * p.hidden + p.batch * gh + p.batch * p.hidden) +
+                        (size_t)(2 * gh + s->pad);
+    const char *name = ir_op_get_info(l->op)->name;
+    const int sparse_w = wt->sparsity.kind != IR_SPARSITY_NONE, sparse_r = rt->sparsity.kind != IR_SPARSITY_NONE;
+    char wpart[64], rpart[64];
+    if (nw) snprintf(wpart, sizeof wpart, "w jit block-sparse (%.0f%% kept)", 100.0 * (double)kept[0] / (double)total[0]);
+    else snprintf(wpart, sizeof wpart, "w OpenBLAS%s", sparse_w ? " (sparsity not used: too dense or blocks misaligned)" : "");
+    if (nr) snprintf(rpart, sizeof rpart, "r jit block-sparse (%.0f%% kept)", 100.0 * (double)kept[1] / (double)total[1]);
+    else snprintf(rpart, sizeof rpart, "r OpenBLAS%s", sparse_r ? " (sparsity not used: too dense or blocks misaligned)" : "");
+    if (!nw && !nr)
+        snprintf(L->info, sizeof L->info, "%s: OpenBLAS GEMMs for input (all steps at once) and recurrent projections%s",
+                 name, sparse_w || sparse_r ? " (weight sparsity not used: too dense or blocks misaligned)" : "");
+    else
+        snprintf(L->info, sizeof L->info, "%s: gate products %s, %s, %s", name, wpart, rpart, pdc_isa_name(cc->target->isa));
     return PDC_OK;
 }
