@@ -496,11 +496,13 @@ END_TEST
 START_TEST(conv_small_planes_flat)
 {
     /* planes of <= 8 columns run as flat vectors spanning rows: pattern and dense, 7x7 and odd shapes,
-     * a column stride (rows stride 1), dilation */
+     * column and row strides (rows split into phase planes), dilation */
     static const struct {
-        int64_t c, o, h, w, k, sx, dil, sparse;
-    } cases[] = {{20, 24, 7, 7, 3, 1, 1, 1}, {16, 16, 7, 7, 3, 1, 1, 0}, {5, 9, 9, 6, 3, 2, 1, 1},
-                 {6, 8, 5, 8, 3, 1, 2, 0},   {3, 12, 4, 3, 1, 1, 1, 0}, {7, 7, 10, 7, 5, 1, 1, 1}};
+        int64_t c, o, h, w, k, sx, dil, sparse, sy;
+    } cases[] = {{20, 24, 7, 7, 3, 1, 1, 1, 1},  {16, 16, 7, 7, 3, 1, 1, 0, 1},  {5, 9, 9, 6, 3, 2, 1, 1, 1},
+                 {6, 8, 5, 8, 3, 1, 2, 0, 1},    {3, 12, 4, 3, 1, 1, 1, 0, 1},   {7, 7, 10, 7, 5, 1, 1, 1, 1},
+                 {16, 24, 14, 14, 3, 2, 1, 1, 2}, {12, 16, 13, 13, 3, 2, 1, 0, 2}, {8, 8, 9, 5, 3, 1, 1, 1, 2},
+                 {6, 9, 15, 11, 3, 2, 2, 1, 3},  {5, 8, 11, 11, 5, 2, 1, 1, 2}};
     static const uint64_t pats[4] = {0x1b, 0x3a, 0xb2, 0x92};
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
@@ -534,7 +536,7 @@ START_TEST(conv_small_planes_flat)
         pdc_attrs *a = attrs();
         int64_t pad = (k / 2) * cases[q].dil;
         ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pad, pad, pad, pad)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(1, cases[q].sx)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(cases[q].sy, cases[q].sx)));
         ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(cases[q].dil, cases[q].dil)));
         ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
         layer("conv", a, "y", NAMES("x", "w", "b"));

@@ -126,7 +126,7 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
             if (widx[b] < 0) continue;
             int ky = b / k->kw, kx = b % k->kw;
             LLVMValueRef w1 = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, widx[b]));
-            int64_t off = (int64_t)kx * k->dx % k->sx * k->pstride + (int64_t)ky * k->dy * k->wq + (int64_t)kx * k->dx / k->sx;
+            int64_t off = cpu_conv_flat_offset(k->sy, k->sx, k->dy, k->dx, k->wq, k->pstride, ky, kx);
             int set = tn++ % k->ksets;
             for (int j = 0; j < tx; j++) {
                 LLVMValueRef v = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off + (int64_t)j * k->vec));
@@ -254,7 +254,7 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
         LLVMValueRef cn = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, cidx, LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "")));
         LLVMValueRef xn = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cn, pdc_irb_i64(irb, k->ps), ""));
         if (k->flat) {
-            for (int64_t ph = 0; ph < k->sx; ph++)
+            for (int64_t ph = 0; ph < (int64_t)k->sx * k->sy; ph++)
                 for (int64_t f = 0; f < k->pstride; f += 16) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->pstride + f));
         } else {
             int64_t rows = (int64_t)(ty - 1) * k->sy + (int64_t)(k->kh - 1) * k->dy + 1;
@@ -384,16 +384,16 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
 
 int cpu_conv_layout_flat(conv_geom *g, int vec, int max_vectors)
 {
-    if (g->sy != 1 || g->ow * 2 > vec) return 0;
-    int64_t max_cx = (g->kw - 1) * g->dx / g->sx;
+    if (g->ow * 2 > vec) return 0;
+    int64_t max_cx = (g->kw - 1) * g->dx / g->sx, max_ry = (g->kh - 1) * g->dy / g->sy;
     int64_t wq = g->ow + max_cx, nv = (g->oh * wq + vec - 1) / vec;
     if (nv > max_vectors) return 0;
     g->flat = 1;
     g->wq = wq;
-    g->hq = g->oh + (g->kh - 1) * g->dy;
-    g->nph = g->sx;
+    g->hq = g->oh + max_ry;
+    g->nph = g->sx * g->sy;
     /* a phase plane must cover every read: nv*vec lanes past the largest tap offset */
-    int64_t reach = nv * vec + (g->kh - 1) * g->dy * wq + max_cx;
+    int64_t reach = nv * vec + max_ry * wq + max_cx;
     g->pstride = (reach > g->hq * wq ? reach : g->hq * wq);
     g->pstride = (g->pstride + 15) / 16 * 16;
     g->ps = g->nph * g->pstride;
@@ -546,7 +546,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
 
     conv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv7", 6);
+    memcpy(k->tag, "conv8", 6);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -689,7 +689,8 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
         for (int64_t ph = 0; ph < g->nph; ph++) {
             for (int64_t r = 0; r < g->hq; r++) {
                 float *dst = pc + ph * g->pstride + r * g->wq;
-                int64_t iy = r - g->pt;
+                /* flat layouts split rows into sy phases as well: plane ph = row phase * sx + column phase */
+                int64_t iy = (g->flat ? r * g->sy + ph / g->sx : r) - g->pt, cph = ph % g->sx;
                 if (iy < 0 || iy >= g->h) {
                     memset(dst, 0, (size_t)g->wq * sizeof *dst);
                     continue;
@@ -704,7 +705,7 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                     if (j1 < g->wq) memset(dst + (j1 > j0 ? j1 : j0), 0, (size_t)(g->wq - (j1 > j0 ? j1 : j0)) * sizeof *dst);
                 } else {
                     for (int64_t j = 0; j < g->wq; j++) {
-                        int64_t ix = g->sx * j + ph - g->pl;
+                        int64_t ix = g->sx * j + cph - g->pl;
                         dst[j] = ix >= 0 && ix < g->w ? src[ix] : 0.0f;
                     }
                 }

@@ -133,8 +133,10 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
             LLVMValueRef v[DC_MAX_ACC];
             for (int i = 0; i < ty; i++)
                 for (int j = 0; j < tx; j++) {
-                    int64_t off = phase * k->pstride + ((int64_t)i * k->sy + (int64_t)ky * k->dy) * k->wq + cx +
-                                  (int64_t)j * k->vec; /* flat: i = 0, the same formula */
+                    int64_t off = k->flat ? cpu_conv_flat_offset(k->sy, k->sx, k->dy, k->dx, k->wq, k->pstride, ky, kx) +
+                                                (int64_t)j * k->vec
+                                          : phase * k->pstride + ((int64_t)i * k->sy + (int64_t)ky * k->dy) * k->wq + cx +
+                                                (int64_t)j * k->vec;
                     v[i * tx + j] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
                 }
             int tap = ky * k->kw + kx;
@@ -290,7 +292,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->post = *fp;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "dconv3", 7);
+    memcpy(k->tag, "dconv4", 7);
     k->vec = t->vec;
     k->to = bto;
     k->kh = (int32_t)g.kh;
