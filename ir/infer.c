@@ -10,10 +10,6 @@
 
 #include "ir/params.h"
 
-#define LAYER_ERR(m, l, status, fmt, ...)                                                              \
-    pdc_error((m)->ctx, (status), "layer '%s' (%s): " fmt, (l)->name, ir_op_get_info((l)->op)->name, \
-              __VA_ARGS__)
-
 int ir_numel(int rank, const int64_t *dims, size_t *n)
 {
     size_t v = 1;
@@ -107,10 +103,10 @@ static pdc_status infer_matmul(ir_model *m, const ir_layer *l)
 {
     const ir_tensor *a = in_t(m, l, 0), *b = in_t(m, l, 1);
     if (a->rank < 2 || b->rank < 2)
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs '%s' (rank %d) and '%s' (rank %d) must have rank >= 2", a->name,
+        return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs '%s' (rank %d) and '%s' (rank %d) must have rank >= 2", a->name,
                          a->rank, b->name, b->rank);
     if (a->dims[a->rank - 1] != b->dims[b->rank - 2])
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inner dimensions differ: '%s' has K=%" PRId64 ", '%s' has K=%" PRId64,
+        return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "inner dimensions differ: '%s' has K=%" PRId64 ", '%s' has K=%" PRId64,
                          a->name, a->dims[a->rank - 1], b->name, b->dims[b->rank - 2]);
     ir_tensor ba = *a, bb = *b; /* batch parts */
     ba.rank -= 2;
@@ -118,8 +114,8 @@ static pdc_status infer_matmul(ir_model *m, const ir_layer *l)
     int64_t d[PDC_MAX_RANK];
     int r;
     if (!broadcast(&ba, &bb, &r, d))
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "batch dimensions of '%s' and '%s' do not broadcast", a->name, b->name);
-    if (r + 2 > PDC_MAX_RANK) return LAYER_ERR(m, l, PDC_ERR_SHAPE, "result rank exceeds %d", PDC_MAX_RANK);
+        return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "batch dimensions of '%s' and '%s' do not broadcast", a->name, b->name);
+    if (r + 2 > PDC_MAX_RANK) return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "result rank exceeds %d", PDC_MAX_RANK);
     d[r] = a->dims[a->rank - 2];
     d[r + 1] = b->dims[b->rank - 1];
     set_out(m, l, 0, r + 2, d);
@@ -129,11 +125,11 @@ static pdc_status infer_matmul(ir_model *m, const ir_layer *l)
 static pdc_status infer_batchnorm(ir_model *m, const ir_layer *l)
 {
     const ir_tensor *x = in_t(m, l, 0);
-    if (x->rank < 2) return LAYER_ERR(m, l, PDC_ERR_SHAPE, "input '%s' must be [N, C, ...]", x->name);
+    if (x->rank < 2) return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "input '%s' must be [N, C, ...]", x->name);
     for (size_t i = 1; i < 5; i++) {
         const ir_tensor *p = in_t(m, l, i);
         if (p->rank != 1 || p->dims[0] != x->dims[1])
-            return LAYER_ERR(m, l, PDC_ERR_SHAPE, "parameter '%s' must have shape [%" PRId64 "]", p->name, x->dims[1]);
+            return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "parameter '%s' must have shape [%" PRId64 "]", p->name, x->dims[1]);
     }
     set_out(m, l, 0, x->rank, x->dims);
     return PDC_OK;
@@ -143,7 +139,7 @@ static pdc_status infer_same(ir_model *m, const ir_layer *l)
 {
     const ir_tensor *x = in_t(m, l, 0);
     if (l->op == IR_OP_CLIP && ir_attr_float(&l->attrs, "min", -INFINITY) > ir_attr_float(&l->attrs, "max", INFINITY))
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "min %g is greater than max %g",
+        return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "min %g is greater than max %g",
                          (double)ir_attr_float(&l->attrs, "min", 0), (double)ir_attr_float(&l->attrs, "max", 0));
     if (l->op == IR_OP_SOFTMAX) {
         int axis;
@@ -163,7 +159,7 @@ static pdc_status infer_binary(ir_model *m, const ir_layer *l)
         char sa[128], sb[128];
         ir_format_shape(a->rank, a->dims, sa, sizeof sa);
         ir_format_shape(b->rank, b->dims, sb, sizeof sb);
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "shapes %s ('%s') and %s ('%s') do not broadcast", sa, a->name, sb,
+        return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "shapes %s ('%s') and %s ('%s') do not broadcast", sa, a->name, sb,
                          b->name);
     }
     set_out(m, l, 0, r, d);
@@ -175,7 +171,7 @@ static pdc_status infer_concat(ir_model *m, const ir_layer *l)
     const ir_tensor *x0 = in_t(m, l, 0);
     const ir_attr *at = ir_attrs_find(&l->attrs, "axis");
     if (!at || at->type != IR_ATTR_INT)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "attribute %s (int) is required", "axis");
+        return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "attribute %s (int) is required", "axis");
     int axis;
     pdc_status st = ir_axis_get(m, l, at->i, x0->rank, &axis);
     if (st) return st;
@@ -183,14 +179,14 @@ static pdc_status infer_concat(ir_model *m, const ir_layer *l)
     memcpy(d, x0->dims, sizeof d);
     for (size_t i = 1; i < l->n_inputs; i++) {
         const ir_tensor *x = in_t(m, l, i);
-        if (!x) return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "input %zu is absent", i);
+        if (!x) return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "input %zu is absent", i);
         int same = x->rank == x0->rank;
         for (int k = 0; same && k < x0->rank; k++) same = k == axis || x->dims[k] == x0->dims[k];
         if (!same) {
             char s0[128], s1[128];
             ir_format_shape(x0->rank, x0->dims, s0, sizeof s0);
             ir_format_shape(x->rank, x->dims, s1, sizeof s1);
-            return LAYER_ERR(m, l, PDC_ERR_SHAPE, "input '%s' is %s but '%s' is %s (only axis %d may differ)", x->name,
+            return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "input '%s' is %s but '%s' is %s (only axis %d may differ)", x->name,
                              s1, x0->name, s0, axis);
         }
         d[axis] += x->dims[axis];
@@ -202,7 +198,7 @@ static pdc_status infer_concat(ir_model *m, const ir_layer *l)
 static pdc_status infer_global_pool(ir_model *m, const ir_layer *l)
 {
     const ir_tensor *x = in_t(m, l, 0);
-    if (x->rank < 3) return LAYER_ERR(m, l, PDC_ERR_SHAPE, "input '%s' must be [N, C, spatial...]", x->name);
+    if (x->rank < 3) return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "input '%s' must be [N, C, spatial...]", x->name);
     int64_t d[PDC_MAX_RANK];
     for (int i = 0; i < x->rank; i++) d[i] = i < 2 ? x->dims[i] : 1;
     set_out(m, l, 0, x->rank, d);
@@ -214,7 +210,7 @@ static pdc_status infer_flatten(ir_model *m, const ir_layer *l)
     const ir_tensor *x = in_t(m, l, 0);
     int64_t axis = ir_attr_int(&l->attrs, "axis", 1);
     if (axis < -x->rank || axis > x->rank)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "axis %" PRId64 " is out of range for rank %d", axis, x->rank);
+        return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "axis %" PRId64 " is out of range for rank %d", axis, x->rank);
     if (axis < 0) axis += x->rank;
     int64_t d[2] = {1, 1};
     for (int i = 0; i < x->rank; i++) d[i >= axis] *= x->dims[i];
@@ -227,37 +223,37 @@ static pdc_status infer_reshape(ir_model *m, const ir_layer *l)
     const ir_tensor *x = in_t(m, l, 0);
     size_t n;
     const int64_t *shape = ir_attr_ints(&l->attrs, "shape", &n);
-    if (!shape) return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "attribute %s (ints) is required", "shape");
+    if (!shape) return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "attribute %s (ints) is required", "shape");
     if (n < 1 || n > PDC_MAX_RANK)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "shape has %zu dims, expected 1..%d", n, PDC_MAX_RANK);
+        return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "shape has %zu dims, expected 1..%d", n, PDC_MAX_RANK);
     int64_t d[PDC_MAX_RANK];
     int infer_at = -1;
     size_t total = ir_tensor_numel(x), known = 1;
     for (size_t i = 0; i < n; i++) {
         d[i] = shape[i];
         if (shape[i] == 0) {
-            if ((int)i >= x->rank) return LAYER_ERR(m, l, PDC_ERR_SHAPE, "shape[%zu] = 0 copies a dim the input lacks", i);
+            if ((int)i >= x->rank) return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "shape[%zu] = 0 copies a dim the input lacks", i);
             d[i] = x->dims[i];
         } else if (shape[i] == -1) {
-            if (infer_at >= 0) return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "shape has more than one -1 (%s)", "");
+            if (infer_at >= 0) return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "shape has more than one -1 (%s)", "");
             infer_at = (int)i;
             continue;
         } else if (shape[i] < -1) {
-            return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "shape[%zu] is %" PRId64, i, shape[i]);
+            return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "shape[%zu] is %" PRId64, i, shape[i]);
         }
         if (pdc_mul_overflow(known, (size_t)d[i], &known))
-            return LAYER_ERR(m, l, PDC_ERR_OVERFLOW, "shape overflows (%s)", "");
+            return IR_LAYER_ERR(m, l, PDC_ERR_OVERFLOW, "shape overflows (%s)", "");
     }
     if (infer_at >= 0) {
         if (known == 0 || total % known)
-            return LAYER_ERR(m, l, PDC_ERR_SHAPE, "cannot reshape %zu elements with %zu per -1 slot", total, known);
+            return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "cannot reshape %zu elements with %zu per -1 slot", total, known);
         d[infer_at] = (int64_t)(total / known);
         known = total;
     }
     if (known != total) {
         char s[128];
         ir_format_shape(x->rank, x->dims, s, sizeof s);
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "cannot reshape '%s' (%s, %zu elements) to %zu elements", x->name, s,
+        return IR_LAYER_ERR(m, l, PDC_ERR_SHAPE, "cannot reshape '%s' (%s, %zu elements) to %zu elements", x->name, s,
                          total, known);
     }
     set_out(m, l, 0, (int)n, d);
@@ -272,11 +268,11 @@ static pdc_status infer_transpose(ir_model *m, const ir_layer *l)
     int64_t d[PDC_MAX_RANK];
     int seen[PDC_MAX_RANK] = {0};
     if (perm && n != (size_t)x->rank)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "perm has %zu entries, input '%s' has rank %d", n, x->name, x->rank);
+        return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "perm has %zu entries, input '%s' has rank %d", n, x->name, x->rank);
     for (int i = 0; i < x->rank; i++) {
         int64_t p = perm ? perm[i] : x->rank - 1 - i;
         if (p < 0 || p >= x->rank || seen[p]++)
-            return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "perm is not a permutation of 0..%d", x->rank - 1);
+            return IR_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "perm is not a permutation of 0..%d", x->rank - 1);
         d[i] = x->dims[p];
     }
     set_out(m, l, 0, x->rank, d);
@@ -310,7 +306,7 @@ pdc_status ir_infer_layer(ir_model *m, size_t li)
         size_t n = sizeof(float);
         for (int k = 0; t && k < t->rank; k++) {
             if (t->dims[k] > IR_DIM_MAX || pdc_mul_overflow(n, (size_t)(t->dims[k] < 0 ? 1 : t->dims[k]), &n))
-                return LAYER_ERR(m, l, PDC_ERR_OVERFLOW, "output '%s' would be too large", t->name);
+                return IR_LAYER_ERR(m, l, PDC_ERR_OVERFLOW, "output '%s' would be too large", t->name);
         }
     }
     return PDC_OK;
@@ -358,5 +354,5 @@ static pdc_status infer_op(ir_model *m, size_t li)
     case IR_OP_GRU: return infer_rnn(m, l);
     case IR_OP_COUNT: break;
     }
-    return LAYER_ERR(m, l, PDC_ERR_INTERNAL, "no shape inference for op id %d", (int)l->op);
+    return IR_LAYER_ERR(m, l, PDC_ERR_INTERNAL, "no shape inference for op id %d", (int)l->op);
 }

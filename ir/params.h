@@ -10,6 +10,11 @@
 
 #define IR_MAX_SPATIAL 3
 
+/* Error naming the layer and its op: "layer 'conv1' (conv): ..." (shared by inference and decoding). */
+#define IR_LAYER_ERR(m, l, status, fmt, ...)                                                              \
+    pdc_error((m)->ctx, (status), "layer '%s' (%s): " fmt, (l)->name, ir_op_get_info((l)->op)->name, \
+              __VA_ARGS__)
+
 /* conv, maxpool, avgpool. For pools: c == o, group == c, k from kernel_shape, no weights. */
 typedef struct ir_window_params {
     int nsp;                           /* spatial dims: 1..3 */
