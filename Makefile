@@ -39,7 +39,8 @@ PDC_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recov
 LDLIBS     += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC   := $(wildcard lib/*.c ir/*.c passes/*.c backends/*.c backends/ref/*.c backends/llvm/*.c backends/cpu/*.c)
+LIB_SRC   := $(wildcard lib/*.c ir/*.c passes/*.c backends/*.c backends/ref/*.c backends/llvm/*.c backends/cpu/*.c \
+                       backends/arm/*.c backends/gpu/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 TOOL_SRC  := $(wildcard examples/pdc/*.c)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
@@ -79,7 +80,7 @@ help:
 deps:
 	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps
 
-$(BUILD)/obj/backends/llvm/%.o $(BUILD)/obj/backends/cpu/%.o $(BUILD)/test/test_cpu: PDC_CFLAGS += $(JIT_CFLAGS)
+$(BUILD)/obj/backends/llvm/%.o $(BUILD)/obj/backends/cpu/%.o $(BUILD)/obj/backends/arm/%.o $(BUILD)/obj/backends/gpu/%.o $(BUILD)/test/test_cpu: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@

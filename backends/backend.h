@@ -30,6 +30,40 @@ typedef struct pdc_backend {
     const char *(*layer_info)(const pdc_program *prog, size_t i);
 } pdc_backend;
 
+/* ------------------------------------------------------------------ ahead-of-time emitters */
+
+/* One generated file: name (no directory part) and bytes, both owned (pdc_free). */
+typedef struct pdc_emit_file {
+    char *name;
+    void *data;
+    size_t size;
+} pdc_emit_file;
+
+/* What an emitter produces; lib/emit.c writes the set into the directory all-or-nothing. */
+typedef struct pdc_emit_out {
+    pdc_emit_file *files;
+    size_t n_files, cap;
+} pdc_emit_out;
+
+/* Appends a file (name copied, data taken over: on failure data is freed). PDC_ERR_OUT_OF_MEMORY. */
+pdc_status pdc_emit_add(const pdc_context *ctx, pdc_emit_out *out, const char *name, void *data, size_t size);
+
+/* Options every emitter reads, validated by lib/emit.c before the call. */
+typedef struct pdc_emit_options {
+    const char *name;     /* C identifier, files NAME.* */
+    const char *cpu;      /* aarch64 CPU, from the emitter's list (NULL: its default) */
+    const char *arch;     /* nvptx SM, from the emitter's list (NULL: its default) */
+} pdc_emit_options;
+
+typedef struct pdc_emitter {
+    const char *target;
+    const char *description;
+    const char *const *cpus;    /* accepted "cpu" values (NULL-terminated; NULL: option not accepted) */
+    const char *const *archs;   /* accepted "arch" values (likewise) */
+    /* m: a private verified copy with concrete shapes. Files go to out (freed by the caller). */
+    pdc_status (*emit)(pdc_context *ctx, const ir_model *m, const pdc_emit_options *opt, pdc_emit_out *out);
+} pdc_emitter;
+
 extern const pdc_backend pdc_backend_ref;
 extern const pdc_backend pdc_backend_cpu;
 

@@ -478,6 +478,27 @@ PDC_API pdc_status pdc_prune_project_unstructured(pdc_context *ctx, float *weigh
  */
 PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
                                pdc_program **program_out);
+/**
+ * Ahead-of-time code for another machine: compiles the model for `target` and writes the result into
+ * directory `dir` (created if missing; its parent must exist). Targets:
+ *  - "aarch64-linux-gnu": NAME.h (declares NAME_run and the input/output sizes and shapes) and
+ *    libNAME.a (AArch64 object code with NEON pattern-specialised kernels, the packed weights and the
+ *    small runtime it needs; it depends on libc/libm only). See README "ARM backend".
+ *  - "nvptx": NAME.ptx (PTX text, one .entry per kernel) and NAME.launch.txt (the kernel launch
+ *    sequence with grid and block sizes). See README "GPU backend".
+ * The model must verify and have concrete input shapes, as for pdc_compile.
+ * @param options may be NULL. Strings: "name" (a C identifier, default "model"), "cpu" (aarch64:
+ *        generic, cortex-a53, cortex-a55, cortex-a72, cortex-a76, neoverse-n1; default generic),
+ *        "arch" (nvptx: sm_75, sm_80, sm_86, sm_89, sm_90; default sm_80).
+ * Files are complete or absent: each is generated in memory, written under a temporary name and
+ * renamed only after every file of the set is written; on failure nothing new is left in dir.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, bad option value: the message lists valid ones),
+ *         PDC_ERR_UNKNOWN_TARGET, PDC_ERR_UNSUPPORTED (an op the target cannot emit: the message names
+ *         the layer and op), PDC_ERR_SHAPE, PDC_ERR_INVALID_MODEL, PDC_ERR_IO (dir not writable: the
+ *         message names the path), PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_emit(pdc_context *ctx, const pdc_model *model, const char *target,
+                                  const pdc_attrs *options, const char *dir);
 /** Destroys a program. NULL is a no-op. Thread-safety: not while a run or another call uses the program. */
 PDC_API void pdc_program_destroy(pdc_program *program);
 /** The target the program was compiled for (borrowed, static). Thread-safety (also of the four

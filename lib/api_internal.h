@@ -17,4 +17,8 @@ struct pdc_tensor {
     int owned;
 };
 
+/* What pdc_compile and pdc_model_emit require: every input shape concrete (else PDC_ERR_SHAPE naming
+ * the input) and the model verified. */
+pdc_status pdc_check_compilable(const pdc_model *model);
+
 #endif

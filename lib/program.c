@@ -12,7 +12,10 @@
 static const pdc_backend *const backends[] = {&pdc_backend_ref, &pdc_backend_cpu};
 
 /* Targets the design names that this build does not provide yet. */
-static const char *const planned_targets[] = {"gpu", "nvptx", "aarch64-linux-gnu"};
+static const char *const planned_targets[] = {"gpu"};
+
+/* Targets that only pdc_model_emit serves (their code runs on another machine). */
+static const char *const emit_only_targets[] = {"aarch64-linux-gnu", "nvptx"};
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -29,6 +32,15 @@ static const pdc_backend *find_backend(const pdc_context *ctx, const char *targe
         if (!strcmp(planned_targets[i], target)) {
             *st = pdc_error(ctx, PDC_ERR_UNSUPPORTED, "target '%s' is not available in this build of pdc (available: %s)",
                             target, known);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < N_OF(emit_only_targets); i++) {
+        if (!strcmp(emit_only_targets[i], target)) {
+            *st = pdc_error(ctx, PDC_ERR_UNSUPPORTED,
+                            "target '%s' generates code for another machine and cannot run here: use "
+                            "pdc_model_emit (pdc compile --target %s -o DIR)",
+                            target, target);
             return NULL;
         }
     }
@@ -55,6 +67,12 @@ static pdc_status check_concrete(const ir_model *m)
     return PDC_OK;
 }
 
+pdc_status pdc_check_compilable(const pdc_model *model)
+{
+    pdc_status st = check_concrete(model);
+    return st ? st : ir_verify(model);
+}
+
 PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
                                pdc_program **program_out)
 {
@@ -65,7 +83,7 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
     pdc_status st = PDC_OK;
     const pdc_backend *be = find_backend(ctx, target, &st);
     if (!be) return st;
-    if ((st = check_concrete(model)) || (st = ir_verify(model))) return st;
+    if ((st = pdc_check_compilable(model))) return st;
     pdc_program *p = pdc_calloc(ctx, 1, sizeof *p);
     if (!p) return PDC_ERR_OUT_OF_MEMORY;
     p->ctx = ctx;

@@ -24,6 +24,7 @@ int cmd_run(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
 
 /* The commands' one-line synopses and full help texts (printed by --help and usage errors). */
 extern const char cli_inspect_synopsis[], cli_inspect_help[];
@@ -31,6 +32,7 @@ extern const char cli_run_synopsis[], cli_run_help[];
 extern const char cli_convert_synopsis[], cli_convert_help[];
 extern const char cli_prune_synopsis[], cli_prune_help[];
 extern const char cli_bench_synopsis[], cli_bench_help[];
+extern const char cli_compile_synopsis[], cli_compile_help[];
 
 /* ------------------------------------------------------------------ option parsing (args.c) */
 

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 
-static const char main_synopsis[] = "pdc inspect|run|convert [ARGS...]   or   pdc --help | --version";
+static const char main_synopsis[] = "pdc inspect|run|convert|prune|bench|compile [ARGS...]   or   pdc --help | --version";
 
 typedef struct command {
     const char *name;
@@ -23,6 +23,8 @@ static const command commands[] = {
     {"prune", "prune a model (pattern, connectivity, block, unstructured) or run a pass pipeline", cmd_prune,
      cli_prune_help},
     {"bench", "time a compiled model: median, min and max milliseconds per run", cmd_bench, cli_bench_help},
+    {"compile", "compile a model ahead of time for another machine (AArch64 library, PTX)", cmd_compile,
+     cli_compile_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
