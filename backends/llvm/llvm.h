@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
 
 #include "lib/context.h"
 
@@ -155,5 +156,25 @@ void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid
 void pdc_irb_prefetch(pdc_irb *irb, LLVMValueRef p);
 /* Vector a*b + c through llvm.fmuladd (contracted to an FMA by the backend). */
 LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
+
+/* ------------------------------------------------------------------ ahead-of-time (aot.c) */
+
+/*
+ * A target machine for another machine's triple ("aarch64-unknown-linux-gnu", "nvptx64-nvidia-cuda"),
+ * initialising that LLVM target once. cpu must already be validated against the caller's list (LLVM
+ * accepts unknown names with only a warning). Dispose with LLVMDisposeTargetMachine.
+ * @retval PDC_OK, PDC_ERR_UNSUPPORTED (this LLVM lacks the target), PDC_ERR_INTERNAL
+ */
+pdc_status pdc_llvm_aot_machine(const pdc_context *ctx, const char *triple, const char *cpu, const char *features,
+                                LLVMRelocMode reloc, LLVMTargetMachineRef *tm_out);
+/* Sets m's triple and data layout from tm (do it before building IR). */
+void pdc_llvm_aot_prepare(LLVMTargetMachineRef tm, LLVMModuleRef m);
+/*
+ * Verifies m (a failure is PDC_ERR_INTERNAL naming `what`: a generator bug), runs default<O3> and emits
+ * an object file or assembly (PTX for nvptx) into a new buffer (free with pdc_free; one NUL byte
+ * follows the *size_out bytes). m is changed by the optimiser.
+ */
+pdc_status pdc_llvm_aot_emit(const pdc_context *ctx, LLVMTargetMachineRef tm, LLVMModuleRef m, const char *what,
+                             LLVMCodeGenFileType kind, void **data_out, size_t *size_out);
 
 #endif
