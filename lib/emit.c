@@ -105,18 +105,35 @@ static pdc_status check_options(const pdc_context *ctx, const pdc_attrs *o, cons
     return st;
 }
 
-/* dir exists (made if missing) and is a writable directory. */
-static pdc_status prepare_dir(const pdc_context *ctx, const char *dir)
+/* Checked before the (slow) code generation: dir is a writable directory, or missing with a writable
+ * parent (it is made only when the files are written, so a failed emit leaves nothing behind). */
+static pdc_status check_dir(const pdc_context *ctx, const char *dir, int *missing)
 {
     struct stat sb;
-    if (stat(dir, &sb) != 0) {
-        if (errno != ENOENT || mkdir(dir, 0777) != 0)
-            return pdc_error(ctx, PDC_ERR_IO, "emit: cannot create directory '%s': %s", dir, strerror(errno));
-    } else if (!S_ISDIR(sb.st_mode)) {
-        return pdc_error(ctx, PDC_ERR_IO, "emit: '%s' exists and is not a directory", dir);
+    *missing = 0;
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode)) return pdc_error(ctx, PDC_ERR_IO, "emit: '%s' exists and is not a directory", dir);
+        if (access(dir, W_OK | X_OK) != 0)
+            return pdc_error(ctx, PDC_ERR_IO, "emit: directory '%s' is not writable: %s", dir, strerror(errno));
+        return PDC_OK;
     }
-    if (access(dir, W_OK | X_OK) != 0)
-        return pdc_error(ctx, PDC_ERR_IO, "emit: directory '%s' is not writable: %s", dir, strerror(errno));
+    if (errno != ENOENT) return pdc_error(ctx, PDC_ERR_IO, "emit: cannot use directory '%s': %s", dir, strerror(errno));
+    /* the parent: everything before the last '/', or "." */
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    const char *slash = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (dir[i] == '/') slash = dir + i;
+    char parent[4096];
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else snprintf(parent, sizeof parent, "%.*s", slash == dir ? 1 : (int)(slash - dir), dir);
+    if (stat(parent, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return pdc_error(ctx, PDC_ERR_IO, "emit: cannot create directory '%s': its parent '%s' is not a directory", dir,
+                         parent);
+    if (access(parent, W_OK | X_OK) != 0)
+        return pdc_error(ctx, PDC_ERR_IO, "emit: cannot create directory '%s': '%s' is not writable: %s", dir, parent,
+                         strerror(errno));
+    *missing = 1;
     return PDC_OK;
 }
 
@@ -200,13 +217,16 @@ PDC_API pdc_status pdc_model_emit(pdc_context *ctx, const pdc_model *model, cons
     }
     pdc_emit_options opt = {0};
     pdc_status st = check_options(ctx, options, e, &opt);
+    int missing = 0;
     if (!st) st = pdc_check_compilable(model);
+    if (!st) st = check_dir(ctx, dir, &missing);
     if (st) return st;
     ir_model *copy = NULL;
     if ((st = ir_model_clone(model, &copy))) return st;
     pdc_emit_out out = {0};
     st = e->emit(ctx, copy, &opt, &out);
-    if (!st) st = prepare_dir(ctx, dir);
+    if (!st && missing && mkdir(dir, 0777) != 0)
+        st = pdc_error(ctx, PDC_ERR_IO, "emit: cannot create directory '%s': %s", dir, strerror(errno));
     if (!st) st = write_all(ctx, dir, &out);
     emit_out_free(&out);
     ir_model_destroy(copy);

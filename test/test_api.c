@@ -3,6 +3,8 @@
  * version, context options, the builder's error reporting, inspection figures, compile/run checks,
  * symbolic shapes and NULL handling. Op numerics are in test_ref_ops.c.
  */
+#include <unistd.h>
+
 #include "testutil.h"
 
 static pdc_context *ctx;
@@ -289,6 +291,64 @@ START_TEST(compile_targets)
 }
 END_TEST
 
+START_TEST(emit_checks_target_options_and_directory)
+{
+    pdc_model *m = small_cnn();
+    pdc_attrs *o = NULL;
+    char dir[] = "/tmp/pdc_emit_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "tpu9000", NULL, dir), PDC_ERR_UNKNOWN_TARGET);
+    ck_assert_error_has(ctx, "unknown target 'tpu9000' (known: aarch64-linux-gnu, nvptx)");
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", NULL, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "dir is NULL");
+    /* emit-only targets cannot be compiled to run here */
+    pdc_program *p = NULL;
+    ck_assert_status(ctx, pdc_compile(ctx, m, "aarch64-linux-gnu", &p), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "pdc compile --target aarch64-linux-gnu");
+    ck_assert_ptr_null(p);
+    /* options: names, types and values checked against the target's lists */
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &o));
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "cpu", "cortex-a99"));
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "aarch64-linux-gnu", o, dir), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "unknown cpu 'cortex-a99' for target 'aarch64-linux-gnu' (known: generic, cortex-a53");
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", o, dir), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "target 'nvptx' takes no 'cpu' option");
+    pdc_attrs_destroy(o);
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &o));
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "arch", 80));
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", o, dir), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "option 'arch' must be a string (one of: sm_75, sm_80");
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "arch", "sm_95"));
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", o, dir), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "unknown arch 'sm_95'");
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "arch", "sm_90"));
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "name", "9lives"));
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", o, dir), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "name '9lives' is not a C identifier");
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "name", "net"));
+    ck_assert_ok(ctx, pdc_attrs_set_float(o, "speed", 2.0f));
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", o, dir), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "unknown option 'speed' (known: name, cpu, arch)");
+    pdc_attrs_destroy(o);
+    /* directories: checked before any code is generated; nothing is created on failure */
+    char sub[64], file[64];
+    snprintf(sub, sizeof sub, "%s/no/such", dir);
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", NULL, sub), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "its parent");
+    snprintf(file, sizeof file, "%s/file", dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", NULL, file), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "is not a directory");
+    snprintf(sub, sizeof sub, "%s/file/x", dir);
+    ck_assert_status(ctx, pdc_model_emit(ctx, m, "aarch64-linux-gnu", NULL, sub), PDC_ERR_IO);
+    ck_assert_int_eq(unlink(file), 0);
+    ck_assert_int_eq(rmdir(dir), 0); /* empty again: no stray temporaries */
+    pdc_model_destroy(m);
+}
+END_TEST
+
 START_TEST(run_checks_shapes_and_keeps_outputs_on_failure)
 {
     pdc_model *m = small_cnn();
@@ -418,6 +478,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, sparsity_must_agree_with_weights);
     tcase_add_test(tc, inspection_reports_shapes_and_flops);
     tcase_add_test(tc, compile_targets);
+    tcase_add_test(tc, emit_checks_target_options_and_directory);
     tcase_add_test(tc, run_checks_shapes_and_keeps_outputs_on_failure);
     tcase_add_test(tc, symbolic_input_shapes);
     tcase_add_test(tc, save_load_roundtrip_runs_identically);
