@@ -41,52 +41,30 @@
 
 #include "backends/cpu/conv.h"
 
-#define CONV_MAX_PATTERNS 32
-#define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
-#define CONV_FILTER_CHUNK 16      /* filters per work item */
-#define CONV_MAX_VARIANTS 4
-
-/* Everything the generated code depends on (hashed: zero it before filling). */
-typedef struct conv_key {
-    char tag[8];                 /* "convN": bump N when the generated code changes */
-    int32_t vec, n_vregs;
-    int32_t n_pat;
-    int32_t kh, kw, sy, sx, dy, dx;
-    int32_t act;                 /* IR_ACT_RELU / CLIP / LEAKY_RELU inline; others 0 (done in C) */
-    float act_min, act_max, act_alpha;
-    int64_t hq, wq, ps, pstride, ow, ohw, oh;
-    int32_t flat, ksets;         /* flat small-plane layout; partial accumulator sets per output vector */
-    int32_t n_var;
-    int32_t var_ty[CONV_MAX_VARIANTS], var_tx[CONV_MAX_VARIANTS], var_last[CONV_MAX_VARIANTS]; /* last: lanes of the final vector */
-    uint64_t pat[CONV_MAX_PATTERNS];
-} conv_key;
-
 typedef void (*conv_tile_fn)(const float *xt, const int64_t *meta, const int32_t *cidx, const float *wpk,
                              const float *bias, const int64_t *ochan, float *yt, int64_t k0, int64_t k1);
 
 typedef struct conv_state {
-    conv_geom g;
-    conv_key key;
+    cpu_conv_plan p;             /* geometry, key, packed arrays (conv.h) */
     conv_tile_fn fn[CONV_MAX_VARIANTS];
-    int64_t *meta;               /* per executed filter: 2*n_pat+1 entries (list starts..end, weight starts) */
-    int32_t *cidx;               /* input channel of every kept kernel, in execution order */
-    float *wpk;                  /* kept weights in execution order */
-    float *bias;                 /* per executed filter */
-    int64_t *ochan;              /* per executed filter: output channel */
-    int var_of[2][2];            /* [last row tile][last column tile] -> variant */
-    ir_fused_params post;        /* activation applied in C after the kernel (act not inlined) */
-    int64_t kept_kernels;
 } conv_state;
+
+void cpu_conv_plan_release(cpu_conv_plan *p)
+{
+    pdc_free(p->kmask);
+    pdc_free(p->meta);
+    pdc_free(p->cidx);
+    pdc_free(p->wpk);
+    pdc_free(p->bias);
+    pdc_free(p->ochan);
+    memset(p, 0, sizeof *p);
+}
 
 static void conv_free(void *p)
 {
     conv_state *s = p;
     if (!s) return;
-    pdc_free(s->meta);
-    pdc_free(s->cidx);
-    pdc_free(s->wpk);
-    pdc_free(s->bias);
-    pdc_free(s->ochan);
+    cpu_conv_plan_release(&s->p);
     pdc_free(s);
 }
 
@@ -309,8 +287,8 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
     LLVMBuildRetVoid(B);
 }
 
-static pdc_status conv_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
-                            LLVMModuleRef m, const char *prefix)
+pdc_status cpu_conv_emit_tiles(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
+                               LLVMModuleRef m, const char *prefix)
 {
     (void)ctx;
     conv_gen G;
@@ -439,11 +417,11 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
-                         size_t why_cap)
+pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_layer *l, cpu_conv_plan *P, char *why,
+                              size_t why_cap)
 {
+    memset(P, 0, sizeof *P);
     if (l->op != IR_OP_CONV) return PDC_ERR_UNSUPPORTED;
-    pdc_context *ctx = cc->ctx;
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0) return PDC_ERR_UNSUPPORTED;
     const ir_tensor *wt = &m->tensors[l->inputs[1]];
     const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
@@ -454,23 +432,16 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     conv_geom g;
     pdc_status st = cpu_conv_geometry(m, l, &g, why, why_cap);
     if (st) return st;
-    ir_fused_params fp;
-    if ((st = ir_fused_params_get(m, l, &fp))) return st;
-
-    const pdc_llvm_target *t = cc->target;
+    if ((st = ir_fused_params_get(m, l, &P->fp))) return st;
+    P->g = g;
 
     /* per-kernel masks */
     const int64_t taps = g.kh * g.kw, n_kern = g.o * g.cg;
     uint64_t full = taps == 64 ? ~0ull : ((1ull << taps) - 1);
-    uint64_t *kmask = pdc_alloc(ctx, (size_t)n_kern * sizeof *kmask);
-    uint64_t *pats = pdc_alloc(ctx, (size_t)(n_kern + 1) * sizeof *pats);
-    conv_state *s = pdc_calloc(ctx, 1, sizeof *s);
-    filt_rank *order = pdc_alloc(ctx, (size_t)g.o * sizeof *order);
-    if (!kmask || !pats || !s || !order) {
-        st = PDC_ERR_OUT_OF_MEMORY;
-        goto fail;
-    }
-    s->g = g;
+    P->full = full;
+    uint64_t *kmask = P->kmask = pdc_alloc(ctx, (size_t)n_kern * sizeof *kmask);
+    if (!kmask) return PDC_ERR_OUT_OF_MEMORY;
+    uint64_t *pats = P->pats;
     int dense = wt->sparsity.kind == IR_SPARSITY_NONE;
     for (int64_t kidx = 0; kidx < n_kern; kidx++) {
         uint64_t mk = 0;
@@ -496,10 +467,9 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         last = i;
     }
     qsort(pats, n_pat, sizeof *pats, cmp_u64);
-    int as_dense = 0;
     if (n_pat > CONV_MAX_PATTERNS) {
         /* too many distinct masks to specialise: run every non-empty kernel over the full window */
-        as_dense = 1;
+        P->as_dense = 1;
         for (int64_t kidx = 0; kidx < n_kern; kidx++)
             if (kmask[kidx]) kmask[kidx] = full;
         pats[0] = full;
@@ -509,21 +479,24 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         pats[0] = full;
         n_pat = 1;
     }
-
-    /* Every kernel dense: the multi-filter dense kernel shares each input load across filters. */
+    P->n_pat = n_pat;
     int64_t nonempty = 0;
     for (int64_t kidx = 0; kidx < n_kern; kidx++) nonempty += kmask[kidx] != 0;
-    if (n_pat == 1 && pats[0] == full && nonempty == n_kern) {
-        st = cpu_plan_conv_dense(cc, m, l, &g, &fp, L);
-        if (st != PDC_ERR_UNSUPPORTED) {
-            pdc_free(kmask);
-            pdc_free(pats);
-            pdc_free(order);
-            conv_free(s);
-            return st;
-        }
-        st = PDC_OK;
-    }
+    P->all_dense = n_pat == 1 && pats[0] == full && nonempty == n_kern;
+    return PDC_OK;
+}
+
+pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_model *m, const ir_layer *l,
+                              cpu_conv_plan *P)
+{
+    const ir_tensor *wt = &m->tensors[l->inputs[1]];
+    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    conv_geom g = P->g;
+    const ir_fused_params fp = P->fp;
+    const uint64_t *kmask = P->kmask, *pats = P->pats, full = P->full;
+    const size_t n_pat = P->n_pat;
+    const int64_t taps = g.kh * g.kw, n_kern = g.o * g.cg;
+    (void)full;
 
     /* Accumulators: patterns of up to 4 taps keep their weights in 4 registers beside 28
      * accumulators (LLVM then folds single-use input loads into the FMAs); denser windows need
@@ -542,9 +515,10 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     } else {
         conv_tiling(&g, t->vec, budget);
     }
-    s->g = g;
+    P->g = g;
+    P->ksets = ksets;
 
-    conv_key *k = &s->key;
+    conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
     memcpy(k->tag, "conv8", 6);
     k->vec = t->vec;
@@ -566,13 +540,13 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     k->ohw = g.oh * g.ow;
     k->flat = g.flat;
     k->ksets = ksets;
-    s->post = fp;
+    P->post = fp;
     if (fp.act == IR_ACT_RELU || fp.act == IR_ACT_CLIP || fp.act == IR_ACT_LEAKY_RELU) {
         k->act = (int32_t)fp.act;
         k->act_min = fp.act == IR_ACT_CLIP ? fp.act_min : 0.0f;
         k->act_max = fp.act == IR_ACT_CLIP ? fp.act_max : 0.0f;
         k->act_alpha = fp.act == IR_ACT_LEAKY_RELU ? fp.act_alpha : 0.0f;
-        s->post.act = IR_ACT_NONE;
+        P->post.act = IR_ACT_NONE;
     }
     /* variants: [last row tile?][last column tile?], only those that occur, equal ones shared */
     int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.flat ? 1 : g.oh - (g.nty - 1) * g.ty;
@@ -580,7 +554,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     int nv = 0;
     for (int r = 0; r < 2; r++)
         for (int cx = 0; cx < 2; cx++) {
-            s->var_of[r][cx] = -1;
+            P->var_of[r][cx] = -1;
             if ((!r && g.nty == 1) || (!cx && g.ntx == 1)) continue; /* never happens */
             int vty = (int)(r ? tyt : g.ty), vtx = (int)(cx ? txt : g.tx), lst = cx ? last_lanes : t->vec;
             if (g.flat) vty = 1; /* flat: one row of vectors covers the plane */
@@ -592,11 +566,13 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
                 k->var_last[nv] = lst;
                 nv++;
             }
-            s->var_of[r][cx] = q;
+            P->var_of[r][cx] = q;
         }
     k->n_var = nv;
 
     /* filter order, kernel lists, packed weights */
+    filt_rank *order = pdc_alloc(ctx, (size_t)g.o * sizeof *order);
+    if (!order) return PDC_ERR_OUT_OF_MEMORY;
     int64_t kept = 0;
     for (int64_t o = 0; o < g.o; o++) {
         int64_t cnt = 0;
@@ -606,75 +582,99 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         kept += cnt;
     }
     qsort(order, (size_t)g.o, sizeof *order, cmp_filt);
-    s->kept_kernels = kept;
+    P->kept_kernels = kept;
     size_t n_w = 0;
     for (int64_t kidx = 0; kidx < n_kern; kidx++) n_w += (size_t)popcount64(kmask[kidx]);
-    s->meta = pdc_alloc(ctx, (size_t)g.o * (2 * n_pat + 1) * sizeof *s->meta);
-    s->cidx = pdc_calloc(ctx, (size_t)(kept + 1), sizeof *s->cidx); /* +1: read (as a prefetch address) after the last kernel */
-    s->wpk = pdc_alloc(ctx, (n_w + 1) * sizeof *s->wpk);
-    s->bias = pdc_alloc(ctx, (size_t)g.o * sizeof *s->bias);
-    s->ochan = pdc_alloc(ctx, (size_t)g.o * sizeof *s->ochan);
-    if (!s->meta || !s->cidx || !s->wpk || !s->bias || !s->ochan) {
-        st = PDC_ERR_OUT_OF_MEMORY;
-        goto fail;
+    P->n_meta = (size_t)g.o * (2 * n_pat + 1);
+    P->n_cidx = (size_t)(kept + 1); /* +1: read (as a prefetch address) after the last kernel */
+    P->n_wpk = n_w + 1;
+    P->meta = pdc_alloc(ctx, P->n_meta * sizeof *P->meta);
+    P->cidx = pdc_calloc(ctx, P->n_cidx, sizeof *P->cidx);
+    P->wpk = pdc_calloc(ctx, P->n_wpk, sizeof *P->wpk);
+    P->bias = pdc_alloc(ctx, (size_t)g.o * sizeof *P->bias);
+    P->ochan = pdc_alloc(ctx, (size_t)g.o * sizeof *P->ochan);
+    if (!P->meta || !P->cidx || !P->wpk || !P->bias || !P->ochan) {
+        pdc_free(order);
+        return PDC_ERR_OUT_OF_MEMORY;
     }
     int64_t ci = 0, wi = 0;
     for (int64_t e = 0; e < g.o; e++) {
         int64_t o = order[e].index, gidx = o / (g.o / g.group);
-        int64_t *mr = s->meta + e * (int64_t)(2 * n_pat + 1);
-        s->bias[e] = bt ? bt->data[o] : 0.0f;
-        s->ochan[e] = fp.out_perm ? fp.out_perm[o] : o;
+        int64_t *mr = P->meta + e * (int64_t)(2 * n_pat + 1);
+        P->bias[e] = bt ? bt->data[o] : 0.0f;
+        P->ochan[e] = fp.out_perm ? fp.out_perm[o] : o;
         for (size_t p = 0; p < n_pat; p++) {
             mr[p] = ci;
             mr[n_pat + 1 + p] = wi;
             for (int64_t c = 0; c < g.cg; c++) {
                 uint64_t mk = kmask[o * g.cg + c];
                 if (mk != pats[p]) continue;
-                s->cidx[ci++] = (int32_t)(gidx * g.cg + c);
+                P->cidx[ci++] = (int32_t)(gidx * g.cg + c);
                 const float *src = wt->data + (o * g.cg + c) * taps;
                 for (int64_t b = 0; b < taps; b++)
-                    if (mk >> b & 1) s->wpk[wi++] = src[b];
+                    if (mk >> b & 1) P->wpk[wi++] = src[b];
             }
         }
         mr[n_pat] = ci;
     }
+    pdc_free(order);
+    P->kept_taps = (int64_t)n_w;
+    return PDC_OK;
+}
 
+void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *buf, size_t cap)
+{
+    const conv_geom g = P->g;
+    double dense_taps = (double)(g.o * g.cg * g.kh * g.kw), kept_taps = (double)P->kept_taps;
+    char tile[64];
+    if (g.flat)
+        snprintf(tile, sizeof tile, "plane as %" PRId64 " flat vector%s x%d%s", g.tx, g.tx == 1 ? "" : "s", P->ksets,
+                 P->ksets > 1 ? " accumulator sets" : "");
+    else
+        snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d", g.ty, g.tx, t->vec);
+    if (P->as_dense || (P->n_pat == 1 && P->pats[0] == P->full && P->kept_kernels == g.o * g.cg))
+        snprintf(buf, cap, "jit %sdirect conv %" PRId64 "x%" PRId64 "%s, %s, %s",
+                 P->as_dense ? "dense (sparsity too irregular to specialise) " : "dense ", g.kh, g.kw,
+                 g.group > 1 ? (g.cg == 1 ? " depthwise" : " grouped") : "", tile, pdc_isa_name(t->isa));
+    else
+        snprintf(buf, cap,
+                 "jit pattern-sparse conv %" PRId64 "x%" PRId64 "%s, %zu pattern%s, %.0f%% kernels kept, %.2fx fewer "
+                 "FLOPs, %s, %s",
+                 g.kh, g.kw, g.group > 1 ? " grouped" : "", P->n_pat, P->n_pat == 1 ? "" : "s",
+                 100.0 * (double)P->kept_kernels / (double)(g.o * g.cg), kept_taps > 0 ? dense_taps / kept_taps : 0.0,
+                 tile, pdc_isa_name(t->isa));
+}
+
+pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                         size_t why_cap)
+{
+    if (l->op != IR_OP_CONV) return PDC_ERR_UNSUPPORTED;
+    pdc_context *ctx = cc->ctx;
+    conv_state *s = pdc_calloc(ctx, 1, sizeof *s);
+    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    pdc_status st = cpu_conv_plan_init(ctx, m, l, &s->p, why, why_cap);
+    if (st) goto fail;
+    /* Every kernel dense: the multi-filter dense kernel shares each input load across filters. */
+    if (s->p.all_dense) {
+        st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
+        if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
+        st = PDC_OK;
+    }
+    if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, &s->p))) goto fail;
     static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
-    pdc_kernel_desc d = {k, sizeof *k, conv_emit, k, (size_t)nv, syms};
+    pdc_kernel_desc d = {&s->p.key, sizeof s->p.key, cpu_conv_emit_tiles, &s->p.key, (size_t)s->p.key.n_var, syms};
     void *addrs[CONV_MAX_VARIANTS] = {0};
     if ((st = pdc_jit_kernel(cc->jit, ctx, &d, addrs, NULL))) goto fail;
-    for (int v = 0; v < nv; v++) s->fn[v] = (conv_tile_fn)addrs[v];
-
+    for (int v = 0; v < s->p.key.n_var; v++) s->fn[v] = (conv_tile_fn)addrs[v];
+    pdc_free(s->p.kmask);
+    s->p.kmask = NULL;
     L->run = conv_run;
     L->state = s;
     L->free_state = conv_free;
-    L->scratch_floats = (size_t)(g.c * g.ps);
-    double dense_taps = (double)(g.o * g.cg * taps), kept_taps = (double)n_w;
-    char tile[64];
-    if (g.flat)
-        snprintf(tile, sizeof tile, "plane as %" PRId64 " flat vector%s x%d%s", g.tx, g.tx == 1 ? "" : "s", ksets,
-                 ksets > 1 ? " accumulator sets" : "");
-    else
-        snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d", g.ty, g.tx, t->vec);
-    if (as_dense || (n_pat == 1 && pats[0] == full && kept == g.o * g.cg))
-        snprintf(L->info, sizeof L->info, "jit %sdirect conv %" PRId64 "x%" PRId64 "%s, %s, %s",
-                 as_dense ? "dense (sparsity too irregular to specialise) " : "dense ", g.kh, g.kw,
-                 g.group > 1 ? (g.cg == 1 ? " depthwise" : " grouped") : "", tile, pdc_isa_name(t->isa));
-    else
-        snprintf(L->info, sizeof L->info,
-                 "jit pattern-sparse conv %" PRId64 "x%" PRId64 "%s, %zu pattern%s, %.0f%% kernels kept, %.2fx fewer "
-                 "FLOPs, %s, %s",
-                 g.kh, g.kw, g.group > 1 ? " grouped" : "", n_pat, n_pat == 1 ? "" : "s",
-                 100.0 * (double)kept / (double)(g.o * g.cg), kept_taps > 0 ? dense_taps / kept_taps : 0.0, tile,
-                 pdc_isa_name(t->isa));
-    pdc_free(kmask);
-    pdc_free(pats);
-    pdc_free(order);
+    L->scratch_floats = (size_t)(s->p.g.c * s->p.g.ps);
+    cpu_conv_plan_info(&s->p, cc->target, L->info, sizeof L->info);
     return PDC_OK;
 fail:
-    pdc_free(kmask);
-    pdc_free(pats);
-    pdc_free(order);
     conv_free(s);
     return st;
 }
@@ -725,8 +725,8 @@ static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer
 {
     (void)m;
     const conv_state *s = L->state;
-    const conv_geom *g = &s->g;
-    const conv_key *k = &s->key;
+    const conv_geom *g = &s->p.g;
+    const conv_key *k = &s->p.key;
     const float *in = buf[l->inputs[0]];
     float *out = buf[l->outputs[0]];
     float *xp = x->scratch;
@@ -749,18 +749,18 @@ static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer
             for (int64_t it = 0; it < items; it++) {
                 int64_t tile = it / nchunk, ch = it % nchunk;
                 int64_t tyi = tile / g->ntx, txi = tile % g->ntx;
-                int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
+                int v = s->p.var_of[tyi == g->nty - 1][txi == g->ntx - 1];
                 int64_t y0 = tyi * g->ty, x0 = txi * g->tx * k->vec;
                 const float *xt = xp + y0 * g->sy * g->wq + x0;
                 float *yt = yn + y0 * g->ow + x0;
                 int64_t k0 = ch * CONV_FILTER_CHUNK, k1 = k0 + CONV_FILTER_CHUNK < g->o ? k0 + CONV_FILTER_CHUNK : g->o;
-                s->fn[v](xt, s->meta, s->cidx, s->wpk, s->bias, s->ochan, yt, k0, k1);
+                s->fn[v](xt, s->p.meta, s->p.cidx, s->p.wpk, s->p.bias, s->p.ochan, yt, k0, k1);
             }
         }
     }
-    if (s->post.act != IR_ACT_NONE) {
+    if (s->p.post.act != IR_ACT_NONE) {
         size_t total = (size_t)(g->n * g->o * g->oh * g->ow);
-        cpu_apply_activation(&s->post, out, total);
+        cpu_apply_activation(&s->p.post, out, total);
     }
     return PDC_OK;
 }

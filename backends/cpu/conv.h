@@ -1,6 +1,7 @@
 /*
  * conv.h - internal to the cpu target's convolution families: the 2-D view of a conv layer, the
- * packed input layout both generators read, and the dense family's planner.
+ * packed input layout both generators read, the dense family's planner, and the pattern family's
+ * planner split from its JIT so the AArch64 emitter (backends/arm) retargets it.
  *
  * Packed input: channel c's planes start at c * ps floats; a column stride sx splits every padded
  * input row into sx phase planes (phase ph holds padded columns sx*j + ph; flat layouts below split
@@ -25,6 +26,71 @@ typedef struct conv_geom {
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
     int64_t nvx, tx, ty, ntx, nty;
 } conv_geom;
+
+#define CONV_MAX_PATTERNS 32
+#define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
+#define CONV_FILTER_CHUNK 16      /* filters per work item */
+#define CONV_MAX_VARIANTS 4
+
+/* Everything the generated code depends on (hashed: zero it before filling). */
+typedef struct conv_key {
+    char tag[8];                 /* "convN": bump N when the generated code changes */
+    int32_t vec, n_vregs;
+    int32_t n_pat;
+    int32_t kh, kw, sy, sx, dy, dx;
+    int32_t act;                 /* IR_ACT_RELU / CLIP / LEAKY_RELU inline; others 0 (done after the kernel) */
+    float act_min, act_max, act_alpha;
+    int64_t hq, wq, ps, pstride, ow, ohw, oh;
+    int32_t flat, ksets;         /* flat small-plane layout; partial accumulator sets per output vector */
+    int32_t n_var;
+    int32_t var_ty[CONV_MAX_VARIANTS], var_tx[CONV_MAX_VARIANTS], var_last[CONV_MAX_VARIANTS]; /* last: lanes of the final vector */
+    uint64_t pat[CONV_MAX_PATTERNS];
+} conv_key;
+
+/*
+ * A pattern conv planned for one target description (vec, n_vregs): the JIT (cpu) and the AArch64
+ * emitter (backends/arm) share it. Tile variant v is a function
+ *   void tile<v>(const float *xt, const int64_t *meta, const int32_t *cidx, const float *wpk,
+ *                const float *bias, const int64_t *ochan, float *yt, int64_t k0, int64_t k1)
+ * computing executed filters [k0, k1) of the tile whose packed input starts at xt (row y0*sy*wq +
+ * column x0 of the packed planes) and whose output starts at yt (y0*ow + x0 of the image).
+ */
+typedef struct cpu_conv_plan {
+    conv_geom g;
+    ir_fused_params fp;          /* the layer's fused activation and out_perm */
+    /* after cpu_conv_plan_init */
+    uint64_t *kmask;             /* per kernel o*cg+c: kept taps (0 = pruned) */
+    uint64_t pats[CONV_MAX_PATTERNS + 1], full;
+    size_t n_pat;
+    int as_dense;                /* too many distinct masks: kernels run over the full window */
+    int all_dense;               /* every kernel dense (the cpu target may take conv_dense.c instead) */
+    /* after cpu_conv_plan_pack */
+    conv_key key;
+    int ksets;
+    int64_t *meta;               /* per executed filter: 2*n_pat+1 entries (list starts..end, weight starts) */
+    int32_t *cidx;               /* input channel of every kept kernel, in execution order */
+    float *wpk;                  /* kept weights in execution order */
+    float *bias;                 /* per executed filter */
+    int64_t *ochan;              /* per executed filter: output channel */
+    size_t n_meta, n_cidx, n_wpk; /* entries of meta, cidx, wpk (bias, ochan: g.o) */
+    int var_of[2][2];            /* [last row tile][last column tile] -> variant */
+    ir_fused_params post;        /* activation left to apply after the kernel (act not inlined) */
+    int64_t kept_kernels, kept_taps;
+} cpu_conv_plan;
+
+/* Stage 1: geometry, fused params, per-kernel masks and the pattern set. PDC_ERR_UNSUPPORTED with
+ * a reason in why (nothing on ctx) for what the generator does not take. Release P either way. */
+pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_layer *l, cpu_conv_plan *P, char *why,
+                              size_t why_cap);
+/* Stage 2, for target t: tiling, the code key, filter order and the packed arrays. */
+pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_model *m, const ir_layer *l,
+                              cpu_conv_plan *P);
+void cpu_conv_plan_release(cpu_conv_plan *P);
+/* One line for pdc_program_layer_kernel. */
+void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *buf, size_t cap);
+/* Emits the tile variants of key arg (a conv_key *) as "<prefix>_tile<v>" into m (a pdc_kernel_emit_fn). */
+pdc_status cpu_conv_emit_tiles(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
+                               LLVMModuleRef m, const char *prefix);
 
 /* Reads the layer into g (not the layout); PDC_ERR_UNSUPPORTED with a reason for what is not JIT'd. */
 pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g, char *why, size_t why_cap);

@@ -29,7 +29,7 @@
 /* ------------------------------------------------------------------ target */
 
 /* Vector ISA the kernels use, chosen from the (effective) feature string. */
-typedef enum pdc_isa { PDC_ISA_SSE = 0, PDC_ISA_AVX2 = 1, PDC_ISA_AVX512 = 2 } pdc_isa;
+typedef enum pdc_isa { PDC_ISA_SSE = 0, PDC_ISA_AVX2 = 1, PDC_ISA_AVX512 = 2, PDC_ISA_NEON = 3 } pdc_isa;
 
 typedef struct pdc_llvm_target {
     char triple[128];

@@ -46,6 +46,7 @@ const char *pdc_isa_name(pdc_isa isa)
     case PDC_ISA_AVX512: return "avx512";
     case PDC_ISA_AVX2: return "avx2";
     case PDC_ISA_SSE: return "sse";
+    case PDC_ISA_NEON: return "neon";
     }
     return "?";
 }
