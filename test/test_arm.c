@@ -1,0 +1,650 @@
+/*
+ * test_arm.c - the "aarch64-linux-gnu" emitter, run for real: every model is emitted into a fresh
+ * temporary directory, test/arm/driver.c is linked against the emitted libNAME.a with
+ * aarch64-linux-gnu-gcc and run under qemu-aarch64 on pseudo-random inputs, and every output must
+ * match the "ref" target on the host: max |arm - ref| <= 1e-4 x max |ref|.
+ *
+ * Models: the ONNX test models (dense, pattern-pruned with BN kept or folded, reordered, planned,
+ * block-pruned), hand-built models covering every op and conv variant (strides, dilation, groups,
+ * asymmetric pads, 1-D, fused activations, out_perm), the arrays-of-pointers ABI of multi-input /
+ * multi-output models, two models linked into one program, the NEON code of a pruned conv
+ * (objdump: fmla on .4s registers), and the failures (unknown cpu / target, unwritable directory,
+ * an op the emitter cannot emit) leaving no files behind. Without the cross tools the qemu part is
+ * skipped with a message (emission is still checked); CI installs them.
+ */
+#define _XOPEN_SOURCE 700
+#include <dirent.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test/testutil.h"
+
+#define NAMES(...) (sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), ((const char *const[]){__VA_ARGS__})
+#define DIMS(...) (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((const int64_t[]){__VA_ARGS__})
+#define TARGET "aarch64-linux-gnu"
+#define QEMU "qemu-aarch64 -L /usr/aarch64-linux-gnu"
+
+static pdc_context *ctx;
+static pdc_model *mdl;
+static char tmp[256];     /* this test's directory */
+static int have_cross = -1;
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int cross_tools(void)
+{
+    if (have_cross < 0) {
+        have_cross = system("command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 "
+                            "&& test -d /usr/aarch64-linux-gnu") == 0;
+        if (!have_cross)
+            fprintf(stderr, "test_arm: aarch64-linux-gnu-gcc or qemu-aarch64 not found: emitted code is not run "
+                            "(install gcc-aarch64-linux-gnu and qemu-user)\n");
+    }
+    return have_cross;
+}
+
+static void setup(void)
+{
+    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "arm_test", &mdl));
+    snprintf(tmp, sizeof tmp, "%s/pdc-test-arm-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+
+static void teardown(void)
+{
+    pdc_model_destroy(mdl);
+    mdl = NULL;
+    pdc_context_destroy(ctx);
+    ctx = NULL;
+    nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ------------------------------------------------------------------ builder helpers */
+
+static void input(const char *name, size_t rank, const int64_t *dims)
+{
+    ck_assert_ok(ctx, pdc_model_add_input(mdl, name, rank, dims));
+}
+
+static void constant_rand(const char *name, size_t rank, const int64_t *dims, float scale, uint32_t seed)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < rank; i++) n *= (size_t)dims[i];
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    test_fill_random(v, n, seed);
+    for (size_t i = 0; i < n; i++) v[i] *= scale;
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, name, rank, dims, v));
+    free(v);
+}
+
+static pdc_attrs *attrs(void)
+{
+    pdc_attrs *a = NULL;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+    return a;
+}
+
+static void layer(const char *op, pdc_attrs *a, const char *out, size_t n_in, const char *const *ins)
+{
+    ck_assert_ok(ctx, pdc_model_add_layer(mdl, out, op, n_in, ins, 1, &out, a));
+    pdc_attrs_destroy(a);
+}
+
+static void output(const char *name) { ck_assert_ok(ctx, pdc_model_mark_output(mdl, name)); }
+
+static pdc_attrs *conv_attrs(int64_t sy, int64_t sx, int64_t dy, int64_t dx, const int64_t pads[4], int64_t group)
+{
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){sy, sx}));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", 2, (const int64_t[]){dy, dx}));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, pads));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", group));
+    return a;
+}
+
+static void load_onnx(const char *name)
+{
+    char file[64];
+    snprintf(file, sizeof file, "onnx/%s.onnx", name);
+    pdc_model_destroy(mdl);
+    mdl = NULL;
+    ck_assert_ok(ctx, pdc_model_load(ctx, test_data_path(file), &mdl));
+}
+
+static void transform(const char *pipeline)
+{
+    if (pipeline && *pipeline) ck_assert_ok(ctx, pdc_model_transform(mdl, pipeline, NULL));
+}
+
+/* ------------------------------------------------------------------ emit, build, run, compare */
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static float *read_floats(const char *path, size_t n)
+{
+    float *p = calloc(n + 1, sizeof *p);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "no output file %s", path);
+    ck_assert_uint_eq(fread(p, sizeof *p, n, f), n);
+    fclose(f);
+    return p;
+}
+
+static void emit_as(const char *name, const char *cpu, const char *dir)
+{
+    pdc_attrs *o = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "name", name));
+    if (cpu) ck_assert_ok(ctx, pdc_attrs_set_string(o, "cpu", cpu));
+    ck_assert_ok(ctx, pdc_model_emit(ctx, mdl, TARGET, o, dir));
+    pdc_attrs_destroy(o);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.h", dir, name);
+    ck_assert_msg(access(path, R_OK) == 0, "%s missing", path);
+    snprintf(path, sizeof path, "%s/lib%s.a", dir, name);
+    ck_assert_msg(access(path, R_OK) == 0, "%s missing", path);
+}
+
+static int sh(const char *cmd)
+{
+    int rc = system(cmd);
+    return rc;
+}
+
+/* Links the driver against dir/libNAME.a into dir/run_NAME. */
+static void build_driver(const char *name, const char *dir)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s -DPDC_MODEL=%s '-DPDC_HEADER=\"%s.h\"' test/arm/driver.c "
+             "%s/lib%s.a -lm -o %s/run_%s",
+             dir, name, name, dir, name, dir, name);
+    ck_assert_msg(sh(cmd) == 0, "cross link failed: %s", cmd);
+}
+
+/* Emits mdl as `name`, runs it under qemu and compares every output with the ref target. */
+static void check_arm_matches_ref(const char *name, const char *cpu, const char *what, uint32_t seed)
+{
+    emit_as(name, cpu, tmp);
+    if (!cross_tools()) return;
+    pdc_program *pr = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+    size_t n_in, n_out;
+    ck_assert_ok(ctx, pdc_program_num_inputs(pr, &n_in));
+    ck_assert_ok(ctx, pdc_program_num_outputs(pr, &n_out));
+    pdc_tensor **tin = calloc(n_in + 1, sizeof *tin), **tout = calloc(n_out + 1, sizeof *tout);
+    char cmd[4096];
+    int at = snprintf(cmd, sizeof cmd, QEMU " %s/run_%s", tmp, name);
+    for (size_t i = 0; i < n_in; i++) {
+        size_t rank;
+        int64_t dims[PDC_MAX_RANK];
+        ck_assert_ok(ctx, pdc_program_input_info(pr, i, NULL, &rank, dims));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &tin[i]));
+        test_fill_random(pdc_tensor_data(tin[i]), pdc_tensor_size(tin[i]), seed + 17u * (uint32_t)i);
+        char path[512];
+        snprintf(path, sizeof path, "%s/in%zu.bin", tmp, i);
+        write_file(path, pdc_tensor_data(tin[i]), pdc_tensor_size(tin[i]) * sizeof(float));
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %s", path);
+    }
+    at += snprintf(cmd + at, sizeof cmd - (size_t)at, " --");
+    for (size_t i = 0; i < n_out; i++) {
+        size_t rank;
+        int64_t dims[PDC_MAX_RANK];
+        ck_assert_ok(ctx, pdc_program_output_info(pr, i, NULL, &rank, dims));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &tout[i]));
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %s/out%zu.bin:%zu", tmp, i, pdc_tensor_size(tout[i]));
+    }
+    snprintf(cmd + at, sizeof cmd - (size_t)at, " 2>/dev/null");
+    ck_assert_ok(ctx, pdc_program_run(pr, n_in, tin, n_out, tout));
+    build_driver(name, tmp);
+    ck_assert_msg(sh(cmd) == 0, "%s: qemu run failed: %s", what, cmd);
+    for (size_t i = 0; i < n_out; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/out%zu.bin", tmp, i);
+        size_t n = pdc_tensor_size(tout[i]);
+        float *got = read_floats(path, n);
+        const float *want = pdc_tensor_data(tout[i]);
+        float scale = 0.0f, worst = 0.0f;
+        size_t wi = 0;
+        for (size_t k = 0; k < n; k++) scale = fmaxf(scale, fabsf(want[k]));
+        for (size_t k = 0; k < n; k++) {
+            float d = fabsf(got[k] - want[k]);
+            if (!(d <= worst)) worst = d, wi = k;
+        }
+        ck_assert_msg(worst <= 1e-4f * scale, "%s, output %zu: element %zu of %zu: arm %.9g, ref %.9g (|diff| %.3g > 1e-4 x %.3g)",
+                      what, i, wi, n, (double)got[wi], (double)want[wi], (double)worst, (double)scale);
+        free(got);
+        pdc_tensor_destroy(tout[i]);
+    }
+    for (size_t i = 0; i < n_in; i++) pdc_tensor_destroy(tin[i]);
+    free(tin);
+    free(tout);
+    pdc_program_destroy(pr);
+}
+
+/* ------------------------------------------------------------------ the ONNX test models */
+
+static const struct {
+    const char *model, *pipeline;
+} onnx_cases[] = {
+    {"resnet_small", ""},                                                        /* dense, BN emitted */
+    {"resnet_small", "prune-pattern,prune-connectivity"},                        /* pattern-pruned, BN kept */
+    {"resnet_small", "canonicalize,prune-pattern,prune-connectivity,reorder,plan"}, /* BN folded, out_perm, plan */
+    {"mobilenetv2_small", ""},
+    {"mobilenetv2_small", "canonicalize,prune-pattern,prune-connectivity,reorder,plan"},
+    {"lstm", ""},
+    {"lstm", "prune-block"},
+    {"gru", "plan"},
+    {"pattern_cnn", ""},
+    {"block_fc", "canonicalize,prune-block,plan"},
+    {"softmax_v11", ""},
+};
+
+START_TEST(onnx_models_match_ref)
+{
+    char file[64];
+    snprintf(file, sizeof file, "onnx/%s.onnx", onnx_cases[_i].model);
+    if (access(test_data_path(file), R_OK) != 0) {
+        fprintf(stderr, "test_arm: %s not found, skipped\n", test_data_path(file));
+        return;
+    }
+    load_onnx(onnx_cases[_i].model);
+    transform(onnx_cases[_i].pipeline);
+    char what[160];
+    snprintf(what, sizeof what, "%s [%s]", onnx_cases[_i].model, onnx_cases[_i].pipeline);
+    check_arm_matches_ref(onnx_cases[_i].model, _i % 2 ? "cortex-a76" : NULL, what, 100u + (uint32_t)_i);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ conv variants */
+
+/* Several convs over one input, each a separate output (so also the multi-output ABI). */
+static void conv_zoo(void)
+{
+    input("x", DIMS(2, 6, 13, 11));
+    static const int64_t p0[4] = {0, 0, 0, 0}, p1[4] = {1, 1, 1, 1}, pa[4] = {1, 0, 2, 1}, p2[4] = {2, 2, 2, 2};
+    constant_rand("w1", DIMS(9, 6, 3, 3), 0.5f, 1);
+    constant_rand("b1", DIMS(9), 0.5f, 2);
+    pdc_attrs *a = conv_attrs(2, 2, 1, 1, pa, 1); /* stride 2, asymmetric pads, fused leaky relu */
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "leaky_relu"));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.2f));
+    layer("conv", a, "s2", NAMES("x", "w1", "b1"));
+    constant_rand("w2", DIMS(7, 6, 3, 3), 0.5f, 3);
+    a = conv_attrs(1, 1, 2, 2, p2, 1); /* dilation 2, fused clip */
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "clip"));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.3f));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.4f));
+    layer("conv", a, "dil", NAMES("x", "w2"));
+    constant_rand("w3", DIMS(8, 3, 3, 3), 0.5f, 4);
+    a = conv_attrs(1, 2, 1, 1, p1, 2); /* groups 2, column stride 2, fused sigmoid */
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "sigmoid"));
+    layer("conv", a, "grp", NAMES("x", "w3"));
+    constant_rand("w4", DIMS(6, 1, 3, 3), 0.5f, 5);
+    constant_rand("b4", DIMS(6), 0.5f, 6);
+    a = conv_attrs(2, 1, 1, 1, p1, 6); /* depthwise, row stride 2, fused hardswish */
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "hardswish"));
+    layer("conv", a, "dw", NAMES("x", "w4", "b4"));
+    constant_rand("w5", DIMS(5, 6, 1, 1), 0.5f, 7);
+    a = conv_attrs(1, 1, 1, 1, p0, 1); /* 1x1, fused tanh */
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "tanh"));
+    layer("conv", a, "pw", NAMES("x", "w5"));
+    constant_rand("w6", DIMS(4, 6, 5, 5), 0.3f, 8);
+    a = conv_attrs(1, 1, 1, 1, p2, 1); /* 5x5, fused relu */
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+    layer("conv", a, "k5", NAMES("x", "w6"));
+    /* 1-D conv */
+    input("s", DIMS(1, 4, 23));
+    constant_rand("w7", DIMS(5, 4, 3), 0.5f, 9);
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 2, (const int64_t[]){2, 0}));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 1, (const int64_t[]){2}));
+    layer("conv", a, "c1d", NAMES("s", "w7"));
+    const char *outs[] = {"s2", "dil", "grp", "dw", "pw", "k5", "c1d"};
+    for (size_t i = 0; i < 7; i++) output(outs[i]);
+}
+
+START_TEST(conv_variants_dense)
+{
+    conv_zoo();
+    check_arm_matches_ref("convs", NULL, "conv variants, dense", 11);
+}
+END_TEST
+
+START_TEST(conv_variants_pruned_reordered)
+{
+    conv_zoo();
+    transform("prune-pattern,prune-connectivity,reorder,plan");
+    check_arm_matches_ref("convs_p", "cortex-a55", "conv variants, pattern-pruned + reorder (out_perm) + plan", 12);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ every other op */
+
+START_TEST(other_ops_match_ref)
+{
+    /* two inputs, many outputs: the arrays-of-pointers ABI */
+    input("x", DIMS(2, 5, 9, 7));
+    input("v", DIMS(5, 1, 7));
+    constant_rand("scale", DIMS(5), 1.0f, 1);
+    constant_rand("bias", DIMS(5), 1.0f, 2);
+    constant_rand("mean", DIMS(5), 0.5f, 3);
+    float var[5] = {0.5f, 1.0f, 2.0f, 0.1f, 3.0f};
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, "var", 1, (const int64_t[]){5}, var));
+    layer("batchnorm", NULL, "bn", NAMES("x", "scale", "bias", "mean", "var"));
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "min", -0.5f));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "max", 0.7f));
+    layer("clip", a, "cl", NAMES("bn"));
+    layer("relu", NULL, "re", NAMES("bn"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.3f));
+    layer("leaky_relu", a, "lr", NAMES("bn"));
+    layer("sigmoid", NULL, "sg", NAMES("bn"));
+    layer("tanh", NULL, "th", NAMES("sg"));
+    layer("hardswish", NULL, "hs", NAMES("bn"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.3f));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", 0.4f));
+    layer("hardsigmoid", a, "hsg", NAMES("bn"));
+    /* broadcasting binaries */
+    layer("add", NULL, "ad", NAMES("cl", "v")); /* [2,5,9,7] + [5,1,7] */
+    layer("sub", NULL, "sb", NAMES("re", "lr"));
+    constant_rand("cc", DIMS(5, 1, 1), 1.0f, 4);
+    layer("mul", NULL, "ml", NAMES("cc", "th"));
+    layer("div", NULL, "dv", NAMES("hs", "sg"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 1));
+    layer("concat", a, "cat", NAMES("sb", "ml", "dv"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "perm", 4, (const int64_t[]){0, 3, 1, 2}));
+    layer("transpose", a, "tr", NAMES("cat"));
+    /* pools: max with ceil_mode and pads, avg counting pads, global */
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 2, (const int64_t[]){3, 3}));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){2, 2}));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 0, 1, 1}));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "ceil_mode", 1));
+    layer("maxpool", a, "mp", NAMES("hsg"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 2, (const int64_t[]){2, 3}));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 1, 0, 1}));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "count_include_pad", 1));
+    layer("avgpool", a, "ap", NAMES("ad"));
+    layer("global_avgpool", NULL, "gp", NAMES("tr"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 1));
+    layer("flatten", a, "fl", NAMES("mp"));
+    /* fc with fused activation, gemm with transA / alpha / beta / C, softmax along a middle axis */
+    constant_rand("fw", DIMS(11, 5 * 5 * 4), 0.3f, 5);
+    constant_rand("fb", DIMS(11), 0.3f, 6);
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+    layer("fc", a, "fc", NAMES("fl", "fw", "fb"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "shape", 2, (const int64_t[]){11, 2}));
+    layer("reshape", a, "rs", NAMES("fc"));
+    constant_rand("gb", DIMS(11, 6), 1.0f, 7);
+    constant_rand("gc", DIMS(6), 1.0f, 8);
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "transA", 1));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.75f));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", -1.5f));
+    layer("gemm", a, "gm", NAMES("rs", "gb", "gc"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 1));
+    layer("softmax", a, "sm", NAMES("ap"));
+    /* batched matmul, the right operand broadcast over the batch dims */
+    constant_rand("mb", DIMS(7, 4), 1.0f, 9);
+    layer("matmul", NULL, "mm", NAMES("x", "mb"));
+    const char *outs[] = {"gm", "sm", "mm", "gp", "cat", "hsg"};
+    for (size_t i = 0; i < 6; i++) output(outs[i]);
+    check_arm_matches_ref("ops", NULL, "every other op", 21);
+}
+END_TEST
+
+START_TEST(rnn_cells_match_ref)
+{
+    /* bidirectional LSTM with initial states and all three outputs; reverse GRU with
+     * linear_before_reset; batch 2 */
+    const int64_t T = 5, B = 2, I = 7, H = 6;
+    input("x", DIMS(T, B, I));
+    input("h0", DIMS(2, B, H));
+    input("c0", DIMS(2, B, H));
+    constant_rand("w", DIMS(2, 4 * H, I), 0.5f, 1);
+    constant_rand("r", DIMS(2, 4 * H, H), 0.5f, 2);
+    constant_rand("b", DIMS(2, 8 * H), 0.5f, 3);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "bidirectional"));
+    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "lstm", "lstm", NAMES("x", "w", "r", "b", "", "h0", "c0"),
+                                          NAMES("y", "yh", "yc"), a));
+    pdc_attrs_destroy(a);
+    constant_rand("gw", DIMS(1, 3 * H, I), 0.5f, 4);
+    constant_rand("gr", DIMS(1, 3 * H, H), 0.5f, 5);
+    constant_rand("gb", DIMS(1, 6 * H), 0.5f, 6);
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "reverse"));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "linear_before_reset", 1));
+    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "gru", "gru", NAMES("x", "gw", "gr", "gb"), NAMES("gy", "gyh"), a));
+    pdc_attrs_destroy(a);
+    constant_rand("hw", DIMS(1, 3 * H, I), 0.5f, 7);
+    constant_rand("hr", DIMS(1, 3 * H, H), 0.5f, 8);
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "gru2", "gru", NAMES("x", "hw", "hr"), NAMES("hy"), a));
+    pdc_attrs_destroy(a);
+    const char *outs[] = {"y", "yh", "yc", "gy", "gyh", "hy"};
+    for (size_t i = 0; i < 6; i++) output(outs[i]);
+    check_arm_matches_ref("rnn", NULL, "lstm + gru", 31);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ linking, code, header */
+
+static void small_cnn(const char *wname, uint32_t seed)
+{
+    input("x", DIMS(1, 8, 12, 12));
+    constant_rand(wname, DIMS(16, 8, 3, 3), 0.5f, seed);
+    pdc_attrs *a = conv_attrs(1, 1, 1, 1, (const int64_t[]){1, 1, 1, 1}, 1);
+    layer("conv", a, "y", NAMES("x", wname));
+    output("y");
+}
+
+START_TEST(two_models_link_into_one_program)
+{
+    /* two pruned convs emitted as m1 and m2 into one directory, linked together: every internal
+     * symbol is local, so nothing clashes; each must still match its own reference */
+    small_cnn("w", 1);
+    transform("prune-pattern,prune-connectivity");
+    emit_as("m1", NULL, tmp);
+    pdc_model *first = mdl;
+    ck_assert_ok(ctx, pdc_model_create(ctx, "second", &mdl));
+    small_cnn("w", 2);
+    emit_as("m2", "cortex-a76", tmp);
+    if (!cross_tools()) {
+        pdc_model_destroy(first);
+        return;
+    }
+    float in[8 * 12 * 12], want1[16 * 12 * 12], want2[16 * 12 * 12];
+    test_fill_random(in, 8 * 12 * 12, 5);
+    pdc_model *models[2] = {first, mdl};
+    float *wants[2] = {want1, want2};
+    for (int q = 0; q < 2; q++) {
+        pdc_program *p = NULL;
+        pdc_tensor *ti = NULL, *to = NULL;
+        ck_assert_ok(ctx, pdc_compile(ctx, models[q], "ref", &p));
+        ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 4, (const int64_t[]){1, 8, 12, 12}, in, &ti));
+        ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 4, (const int64_t[]){1, 16, 12, 12}, wants[q], &to));
+        ck_assert_ok(ctx, pdc_program_run(p, 1, &ti, 1, &to));
+        pdc_tensor_destroy(ti);
+        pdc_tensor_destroy(to);
+        pdc_program_destroy(p);
+    }
+    pdc_model_destroy(first);
+    char path[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/in.bin", tmp);
+    write_file(path, in, sizeof in);
+    static const char prog[] =
+        "#include <stdio.h>\n#include <string.h>\n#include \"m1.h\"\n#include \"m2.h\"\n"
+        "int main(int argc, char **argv) {\n"
+        "  static float x[m1_INPUT0_SIZE], y1[m1_OUTPUT0_SIZE], y2[m2_OUTPUT0_SIZE];\n"
+        "  FILE *f = fopen(argv[1], \"rb\"); if (!f || fread(x, sizeof x, 1, f) != 1) return 2; fclose(f);\n"
+        "  if (m1_run(x, y1) || m2_run(x, y2)) return 3;\n"
+        "  if (!strstr(m1_version, \"model=m1\") || !strstr(m2_version, \"cpu=cortex-a76\")) return 4;\n"
+        "  f = fopen(argv[2], \"wb\"); fwrite(y1, sizeof y1, 1, f); fwrite(y2, sizeof y2, 1, f); fclose(f);\n"
+        "  (void)argc; return 0; }\n";
+    snprintf(path, sizeof path, "%s/two.c", tmp);
+    write_file(path, prog, strlen(prog));
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s %s/two.c %s/libm1.a %s/libm2.a -lm -o %s/two",
+             tmp, tmp, tmp, tmp, tmp);
+    ck_assert_msg(sh(cmd) == 0, "linking two models failed: %s", cmd);
+    snprintf(cmd, sizeof cmd, QEMU " %s/two %s/in.bin %s/out.bin", tmp, tmp, tmp);
+    ck_assert_msg(sh(cmd) == 0, "two-model program failed: %s", cmd);
+    snprintf(path, sizeof path, "%s/out.bin", tmp);
+    float *got = read_floats(path, 2 * 16 * 12 * 12);
+    ck_assert_floats_near(got, want1, 16 * 12 * 12, 1e-4f);
+    ck_assert_floats_near(got + 16 * 12 * 12, want2, 16 * 12 * 12, 1e-4f);
+    free(got);
+}
+END_TEST
+
+START_TEST(archive_and_code)
+{
+    /* the archive: a symbol index that lists exactly NAME_run and NAME_version, NEON fmla on .4s
+     * registers in the pruned conv's code, and a header that compiles as C with its macros */
+    small_cnn("w", 3);
+    transform("prune-pattern,prune-connectivity");
+    emit_as("net", NULL, tmp);
+    char hpath[512];
+    snprintf(hpath, sizeof hpath, "%s/net.h", tmp);
+    FILE *f = fopen(hpath, "r");
+    ck_assert_ptr_nonnull(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "#define net_NUM_INPUTS 1"));
+    ck_assert_ptr_nonnull(strstr(text, "#define net_INPUT0_DIMS {1, 8, 12, 12}"));
+    ck_assert_ptr_nonnull(strstr(text, "#define net_OUTPUT0_SIZE 2304"));
+    ck_assert_ptr_nonnull(strstr(text, "#define net_INPUT0_NAME \"x\""));
+    ck_assert_ptr_nonnull(strstr(text, "int net_run(const float *input, float *output);"));
+    ck_assert_ptr_nonnull(strstr(text, "extern const char net_version[];"));
+    char cmd[1024];
+    if (system("command -v aarch64-linux-gnu-nm >/dev/null 2>&1") != 0) return;
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-nm -s %s/libnet.a | grep -c -E '^(net_run|net_version) in model.o' | grep -qx 2",
+             tmp);
+    ck_assert_msg(sh(cmd) == 0, "archive index lacks net_run/net_version: %s", cmd);
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-nm -g --defined-only %s/libnet.a | grep -c ' [A-Z] ' | grep -qx 2", tmp);
+    ck_assert_msg(sh(cmd) == 0, "more than two global symbols: %s", cmd);
+    snprintf(cmd, sizeof cmd,
+             "aarch64-linux-gnu-objdump -d %s/libnet.a | grep -E 'fmla\\s+v[0-9]+\\.4s' | wc -l | awk '{exit !($1 >= 16)}'",
+             tmp);
+    ck_assert_msg(sh(cmd) == 0, "no NEON fmla .4s in the pruned conv's code: %s", cmd);
+    snprintf(cmd, sizeof cmd, "gcc -std=c99 -Wall -Werror -fsyntax-only -x c %s", hpath);
+    ck_assert_msg(sh(cmd) == 0, "header does not compile: %s", cmd);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ failures leave nothing behind */
+
+static int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static pdc_status emit_opts(const char *target, const char *cpu, const char *dir)
+{
+    pdc_attrs *o = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "name", "bad"));
+    if (cpu) ck_assert_ok(ctx, pdc_attrs_set_string(o, "cpu", cpu));
+    pdc_status st = pdc_model_emit(ctx, mdl, target, o, dir);
+    pdc_attrs_destroy(o);
+    return st;
+}
+
+START_TEST(bad_input_fails_cleanly)
+{
+    small_cnn("w", 4);
+    ck_assert_status(ctx, emit_opts(TARGET, "cortex-a99", tmp), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "unknown cpu 'cortex-a99'");
+    ck_assert_error_has(ctx, "cortex-a76");
+    ck_assert_error_has(ctx, "cortex-a55");
+    ck_assert_status(ctx, emit_opts("aarch64-apple-darwin", NULL, tmp), PDC_ERR_UNKNOWN_TARGET);
+    ck_assert_error_has(ctx, "aarch64-linux-gnu");
+    /* unwritable: a directory under a regular file (fails for root too) */
+    char file[512], dir[600];
+    snprintf(file, sizeof file, "%s/plain", tmp);
+    write_file(file, "x", 1);
+    snprintf(dir, sizeof dir, "%s/out", file);
+    ck_assert_status(ctx, emit_opts(TARGET, NULL, dir), PDC_ERR_IO);
+    ck_assert_error_has(ctx, file);
+    if (geteuid() != 0) { /* root ignores permissions */
+        char ro[600];
+        snprintf(ro, sizeof ro, "%s/ro", tmp);
+        ck_assert_int_eq(mkdir(ro, 0555), 0);
+        ck_assert_status(ctx, emit_opts(TARGET, NULL, ro), PDC_ERR_IO);
+        ck_assert_error_has(ctx, "not writable");
+        ck_assert_int_eq(dir_entries(ro), 0);
+        chmod(ro, 0755);
+        rmdir(ro);
+    }
+    ck_assert_int_eq(dir_entries(tmp), 1); /* only "plain" */
+    /* an op the emitter cannot emit: a 3-D convolution */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "vol", &mdl));
+    input("v", DIMS(1, 2, 4, 5, 6));
+    constant_rand("w3", DIMS(3, 2, 3, 3, 3), 0.5f, 1);
+    layer("conv", NULL, "vy", NAMES("v", "w3"));
+    output("vy");
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/new", tmp);
+    ck_assert_status(ctx, emit_opts(TARGET, NULL, sub), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "layer 'vy' (op conv)");
+    ck_assert_error_has(ctx, "3-D conv");
+    ck_assert_int_eq(access(sub, F_OK), -1); /* the directory was not even made */
+    ck_assert_status(ctx, emit_opts(TARGET, NULL, tmp), PDC_ERR_UNSUPPORTED);
+    ck_assert_int_eq(dir_entries(tmp), 1);
+}
+END_TEST
+
+static Suite *arm_suite(void)
+{
+    Suite *s = suite_create("arm");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, onnx_models_match_ref, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
+    tcase_add_test(tc, conv_variants_dense);
+    tcase_add_test(tc, conv_variants_pruned_reordered);
+    tcase_add_test(tc, other_ops_match_ref);
+    tcase_add_test(tc, rnn_cells_match_ref);
+    tcase_add_test(tc, two_models_link_into_one_program);
+    tcase_add_test(tc, archive_and_code);
+    tcase_add_test(tc, bad_input_fails_cleanly);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return test_run_suite(arm_suite()); }
