@@ -66,5 +66,10 @@ typedef struct pdc_emitter {
 
 extern const pdc_backend pdc_backend_ref;
 extern const pdc_backend pdc_backend_cpu;
+extern const pdc_backend pdc_backend_gpu;
+
+/* 1 if value is "auto" or an SM the gpu backend generates for; list gets "sm_75, sm_80, ..." either way
+ * (backends/gpu, for the context option gpu_arch). */
+int pdc_gpu_arch_valid(const char *value, char *list, size_t cap);
 
 #endif

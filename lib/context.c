@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backend.h"
 #include "lib/shape_list.h"
 
 #define PDC_ERROR_MAX 1024
@@ -295,6 +296,12 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
             return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                              "option fail_alloc_after: expected an allocation count (0 = off), got \"%s\"", value);
         __atomic_store_n(&ctx->fail_alloc_countdown, (size_t)v, __ATOMIC_RELAXED);
+    } else if (!strcmp(name, "gpu_arch")) {
+        char list[128];
+        if (strlen(value) >= sizeof ctx->gpu_arch || !pdc_gpu_arch_valid(value, list, sizeof list))
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option gpu_arch: expected auto or one of %s, got \"%s\"",
+                             list, value);
+        snprintf(ctx->gpu_arch, sizeof ctx->gpu_arch, "%s", value);
     } else if (!strcmp(name, "onnx_input_shapes")) {
         char err[256];
         size_t n = strlen(value);
@@ -307,7 +314,7 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
     } else {
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory, "
-                         "fail_alloc_after, onnx_input_shapes)",
+                         "fail_alloc_after, onnx_input_shapes, gpu_arch)",
                          name);
     }
     return PDC_OK;
@@ -327,10 +334,11 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
     else if (!strcmp(name, "fail_alloc_after"))
         snprintf(tmp, sizeof tmp, "%zu", __atomic_load_n(&ctx->fail_alloc_countdown, __ATOMIC_RELAXED));
     else if (!strcmp(name, "onnx_input_shapes")) snprintf(tmp, sizeof tmp, "%s", ctx->onnx_input_shapes);
+    else if (!strcmp(name, "gpu_arch")) snprintf(tmp, sizeof tmp, "%s", ctx->gpu_arch[0] ? ctx->gpu_arch : "auto");
     else
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory, "
-                         "fail_alloc_after, onnx_input_shapes)",
+                         "fail_alloc_after, onnx_input_shapes, gpu_arch)",
                          name);
     size_t n = strlen(tmp);
     if (n + 1 > cap)

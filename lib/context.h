@@ -25,6 +25,7 @@ struct pdc_context {
                                    * 0 = off; only touched with __atomic builtins (runs share ctx) */
     char cache_dir[PDC_PATH_MAX];
     char onnx_input_shapes[PDC_PATH_MAX]; /* option onnx_input_shapes (lib/shape_list.h); "" = none */
+    char gpu_arch[16];            /* option gpu_arch: "auto" or sm_XY from backends/gpu's list */
     void *jit;                    /* backends/llvm JIT session, created on first use by a JIT backend */
     void (*jit_destroy)(void *);  /* set with jit; called by pdc_context_destroy */
 };

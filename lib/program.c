@@ -9,10 +9,10 @@
 #include "lib/api_internal.h"
 
 /* Built-in backends, in the order `pdc --help` lists them. */
-static const pdc_backend *const backends[] = {&pdc_backend_ref, &pdc_backend_cpu};
+static const pdc_backend *const backends[] = {&pdc_backend_ref, &pdc_backend_cpu, &pdc_backend_gpu};
 
-/* Targets the design names that this build does not provide yet. */
-static const char *const planned_targets[] = {"gpu"};
+/* Targets the design names that this build does not provide yet (NULL-terminated; none today). */
+static const char *const planned_targets[] = {NULL};
 
 /* Targets that only pdc_model_emit serves (their code runs on another machine). */
 static const char *const emit_only_targets[] = {"aarch64-linux-gnu", "nvptx"};
@@ -29,7 +29,7 @@ static const pdc_backend *find_backend(const pdc_context *ctx, const char *targe
         strncat(known, backends[i]->name, sizeof known - strlen(known) - 1);
     }
     for (size_t i = 0; i < N_OF(planned_targets); i++) {
-        if (!strcmp(planned_targets[i], target)) {
+        if (planned_targets[i] && !strcmp(planned_targets[i], target)) {
             *st = pdc_error(ctx, PDC_ERR_UNSUPPORTED, "target '%s' is not available in this build of pdc (available: %s)",
                             target, known);
             return NULL;
