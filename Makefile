@@ -57,7 +57,7 @@ DEMO_GEN  := $(BUILD)/make_demo_model
 TRAIN_DEMO := $(BUILD)/train_digits
 TRAIN_BENCH := $(BUILD)/train_bench
 
-.PHONY: all deps test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
+.PHONY: all deps arm-report test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
 .PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions test-tsan
 
 all: deps $(SHLIB) $(STLIB) $(TOOL)
@@ -73,6 +73,7 @@ help:
 	@echo "make test-fuzz-regressions   replay every fuzz corpus and regression input (part of make test)"
 	@echo "make demo       train, prune and retrain the digits CNN (examples/train_digits.c), then inspect, run, convert it"
 	@echo "make bench-train   training step time: pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
+	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
 	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
 	@echo "make deps       install missing Debian packages (apt-get)"
@@ -134,6 +135,10 @@ test-unit: $(TESTS)
 
 test-cli: $(TOOL) $(DEMO_GEN)
 	@sh test/cli.sh $(BUILD)
+
+# Emitted AArch64 libraries: code/const bytes, fmla count, instructions per inference under qemu.
+arm-report: $(TOOL)
+	@sh test/arm/report.sh $(BUILD)
 
 # Each public header compiles alone as C99 and as C++ with pedantic warnings.
 test-headers:
