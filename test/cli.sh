@@ -741,6 +741,20 @@ expect_rc 1
 expect_err "unknown target 'nosuch'"
 end
 
+begin "compile --target aarch64-linux-gnu writes NAME.h and libNAME.a; a bad cpu fails with the list"
+run "$PDC" compile "$MODEL" --target aarch64-linux-gnu --cpu cortex-a55 --name net -o "$T/a64"
+expect_rc 0
+expect_out "$T/a64/net.h"
+expect_out "$T/a64/libnet.a"
+grep -q "int net_run(const float \*input, float \*output);" "$T/a64/net.h" || bad "net.h lacks net_run"
+head -c 8 "$T/a64/libnet.a" | grep -q '^!<arch>$' || bad "libnet.a is not an ar archive"
+run "$PDC" compile "$MODEL" --target aarch64-linux-gnu --cpu cortex-a99 -o "$T/a64bad"
+expect_rc 1
+expect_err "unknown cpu 'cortex-a99'"
+expect_err "cortex-a76"
+expect_no_file "$T/a64bad"
+end
+
 # ---------------------------------------------------------------- summary
 
 echo "cli: $PASS passed, $FAIL failed"
