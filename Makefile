@@ -67,6 +67,7 @@ help:
 	@echo "make test       build and run every test suite (unit, CLI, header checks)"
 	@echo "make test SANITIZE=address,undefined   the same under ASan+UBSan (in build-san/)"
 	@echo "make test-valgrind   the unit suites under valgrind memcheck"
+	@echo "make test-gpu   the gpu suite on the real GPU (needs an NVIDIA driver and device)"
 	@echo "make test-onnx-full  torchvision resnet18, mobilenet_v2, vgg16 (224x224) exported by python3-torch, run on ref"
 	@echo "make test-tsan  the concurrency suite under ThreadSanitizer (in build-tsan/)"
 	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
@@ -132,6 +133,11 @@ test: deps test-headers test-exports test-unit test-fuzz-regressions test-exampl
 
 test-unit: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; PDC_TEST_DATA=test/data $$t; done
+
+# The gpu suite on the real device (make test-unit runs it on the emulated one): fails without a GPU.
+.PHONY: test-gpu
+test-gpu: $(BUILD)/test/test_gpu
+	PDC_TEST_GPU=1 PDC_TEST_DATA=test/data $(BUILD)/test/test_gpu
 
 test-cli: $(TOOL) $(DEMO_GEN)
 	@sh test/cli.sh $(BUILD)

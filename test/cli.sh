@@ -755,6 +755,41 @@ expect_err "cortex-a76"
 expect_no_file "$T/a64bad"
 end
 
+begin "compile --target nvptx writes NAME.ptx for the arch and the launch list; a bad arch fails with the list"
+run "$PDC" compile "$MODEL" --target nvptx --arch sm_90 --name net -o "$T/ptx"
+expect_rc 0
+expect_out "$T/ptx/net.ptx"
+expect_out "$T/ptx/net.launch.txt"
+grep -q "^\.target sm_90" "$T/ptx/net.ptx" || bad "net.ptx lacks .target sm_90"
+grep -q "\.visible \.entry" "$T/ptx/net.ptx" || bad "net.ptx has no kernel entry"
+grep -q "^launch " "$T/ptx/net.launch.txt" || bad "net.launch.txt lists no launch"
+run "$PDC" compile "$MODEL" --target nvptx --arch sm_95 -o "$T/ptxbad"
+expect_rc 1
+expect_err "sm_95"
+expect_err "sm_90"
+expect_no_file "$T/ptxbad"
+end
+
+begin "run --target gpu without a driver library fails with PDC_ERR_NO_DEVICE and names the library"
+export PDC_CUDA_LIBRARY=/nonexistent/libcuda.so.1
+run "$PDC" run "$MODEL" --target gpu --input "$IN" --output "$T/gpu.bin"
+unset PDC_CUDA_LIBRARY
+expect_rc 1
+expect_err "/nonexistent/libcuda.so.1"
+expect_no_file "$T/gpu.bin"
+end
+
+begin "run --target gpu on the emulated device (PDC_GPU_EMULATE=1) matches ref"
+run "$PDC" run "$MODEL" --target ref --input "$IN" --output "$T/ref.bin"
+export PDC_GPU_EMULATE=1
+run "$PDC" run "$MODEL" --target gpu --input "$IN" --output "$T/gpu.bin"
+unset PDC_GPU_EMULATE
+expect_rc 0
+expect_file_size "$T/gpu.bin" 40
+[ "$(floats "$T/gpu.bin" | awk '{ printf "%.3f ", $1 }')" = "$(floats "$T/ref.bin" | awk '{ printf "%.3f ", $1 }')" ] ||
+    bad "gpu and ref probabilities differ"
+end
+
 # ---------------------------------------------------------------- summary
 
 echo "cli: $PASS passed, $FAIL failed"
