@@ -121,6 +121,9 @@ PDC_API const char *pdc_context_last_error(const pdc_context *ctx);
  *                 "x=1x3x224x224"), applied by pdc_model_load_onnx before it evaluates the model's
  *                 shape arithmetic; needed only when that arithmetic depends on a symbolic dim.
  *                 Inputs the model does not have are ignored. Default "" (none).
+ *  - "gpu_arch"   the SM the "gpu" target generates PTX for: "auto" (default: the device's compute
+ *                 capability, capped to the highest listed SM not above it) or one of "sm_75",
+ *                 "sm_80", "sm_86", "sm_89", "sm_90" (others: PDC_ERR_INVALID_ARG listing these).
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name or bad value; the message says which)
  * Thread-safety: not while other calls use ctx.
  */
@@ -471,6 +474,12 @@ PDC_API pdc_status pdc_prune_project_unstructured(pdc_context *ctx, float *weigh
  * a hash of the layer's specialisation, so compiling the same model again is near-instant). It sets
  * OpenBLAS to one thread for the process (pdc parallelises around BLAS calls). JIT code is owned by
  * the context and freed with it.
+ * "gpu" (NVIDIA GPU: PTX kernels generated per layer, loaded through the CUDA driver, which is
+ * dlopen'd at run time: libcuda.so.1 or $PDC_CUDA_LIBRARY) reads "gpu_arch"; without a driver, with a
+ * failing cuInit or with no device it returns PDC_ERR_NO_DEVICE with the reason; a driver too old for
+ * the PTX also gives PDC_ERR_NO_DEVICE; device memory exhaustion PDC_ERR_OUT_OF_MEMORY. Runs of one
+ * "gpu" program from several threads take turns (one device arena per program, guarded by a mutex).
+ * $PDC_GPU_EMULATE=1 (testing aid) runs the same kernels on an emulated device in host memory.
  * The program is independent of the model afterwards (the model may be destroyed).
  * @retval PDC_OK, PDC_ERR_UNKNOWN_TARGET (message lists known targets), PDC_ERR_UNSUPPORTED (target known
  *         but not available in this build), PDC_ERR_NO_DEVICE, PDC_ERR_SHAPE (unresolved symbolic input),
@@ -484,8 +493,10 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
  *  - "aarch64-linux-gnu": NAME.h (declares NAME_run and the input/output sizes and shapes) and
  *    libNAME.a (AArch64 object code with NEON pattern-specialised kernels, the packed weights and the
  *    small runtime it needs; it depends on libc/libm only). See README "ARM backend".
- *  - "nvptx": NAME.ptx (PTX text, one .entry per kernel) and NAME.launch.txt (the kernel launch
- *    sequence with grid and block sizes). See README "GPU backend".
+ *  - "nvptx": NAME.ptx (PTX text, one .entry per kernel, each taking (act, wts, arg)),
+ *    NAME.launch.txt (the arenas, where each graph input/output lives, and the kernel launch
+ *    sequence with grid and block sizes) and NAME.weights.bin (the weights arena to upload).
+ *    See README "GPU backend".
  * The model must verify and have concrete input shapes, as for pdc_compile.
  * @param options may be NULL. Strings: "name" (a C identifier, default "model"), "cpu" (aarch64:
  *        generic, cortex-a53, cortex-a55, cortex-a72, cortex-a76, neoverse-n1; default generic),
