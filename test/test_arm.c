@@ -10,7 +10,8 @@
  * multi-output models, two models linked into one program, the NEON code of a pruned conv
  * (objdump: fmla on .4s registers), and the failures (unknown cpu / target, unwritable directory,
  * an op the emitter cannot emit) leaving no files behind. Without the cross tools the qemu part is
- * skipped with a message (emission is still checked); CI installs them.
+ * skipped with a message (emission is still checked); CI installs them. PDC_TEST_QUICK=1 (valgrind)
+ * emits only the small models.
  */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <valgrind/valgrind.h>
 
 #include "test/testutil.h"
 
@@ -37,6 +39,10 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     (void)sb, (void)flag, (void)ftw;
     return remove(path);
 }
+
+/* Under valgrind (PDC_TEST_QUICK=1 in make test-valgrind) LLVM's O3 is ~500x slower: only the small
+ * models are emitted there. */
+static int quick(void) { return getenv("PDC_TEST_QUICK") != NULL || RUNNING_ON_VALGRIND; }
 
 static int cross_tools(void)
 {
@@ -262,6 +268,10 @@ START_TEST(onnx_models_match_ref)
         fprintf(stderr, "test_arm: %s not found, skipped\n", test_data_path(file));
         return;
     }
+    if (quick() && strcmp(onnx_cases[_i].model, "softmax_v11") && strcmp(onnx_cases[_i].model, "block_fc")) {
+        fprintf(stderr, "test_arm: %s skipped in quick mode\n", onnx_cases[_i].model);
+        return;
+    }
     load_onnx(onnx_cases[_i].model);
     transform(onnx_cases[_i].pipeline);
     char what[160];
@@ -326,6 +336,7 @@ END_TEST
 
 START_TEST(conv_variants_pruned_reordered)
 {
+    if (quick()) return; /* the dense variant covers the same code paths */
     conv_zoo();
     transform("prune-pattern,prune-connectivity,reorder,plan");
     check_arm_matches_ref("convs_p", "cortex-a55", "conv variants, pattern-pruned + reorder (out_perm) + plan", 12);
