@@ -129,7 +129,7 @@ $(BUILD)/test/test_%: test/test_%.c test/testutil.h $(STLIB)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
-test: deps test-headers test-exports test-unit test-fuzz-regressions test-example test-cli test-install
+test: deps test-headers test-exports test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install
 
 test-unit: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; PDC_TEST_DATA=test/data $$t; done
@@ -138,6 +138,17 @@ test-unit: $(TESTS)
 .PHONY: test-gpu
 test-gpu: $(BUILD)/test/test_gpu
 	PDC_TEST_GPU=1 PDC_TEST_DATA=test/data $(BUILD)/test/test_gpu
+
+# backends/gpu/cuda_api.h against the toolkit's cuda.h: types, prototypes and enum values at compile
+# time, the dlsym'd symbol names at run time (test/gpu/cuda_abi.c). Skipped where cuda.h is absent.
+CUDA_HOME ?= /usr/local/cuda
+.PHONY: test-gpu-abi
+test-gpu-abi: $(STLIB)
+	@mkdir -p $(BUILD)/test
+	@if [ -f $(CUDA_HOME)/include/cuda.h ]; then \
+	  $(CC) $(PDC_CFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include -o $(BUILD)/test/gpu_cuda_abi test/gpu/cuda_abi.c \
+	    $(STLIB) $(LDLIBS) && $(BUILD)/test/gpu_cuda_abi; \
+	else echo "cuda abi: skipped ($(CUDA_HOME)/include/cuda.h absent)"; fi
 
 test-cli: $(TOOL) $(DEMO_GEN)
 	@sh test/cli.sh $(BUILD)

@@ -9,13 +9,16 @@
  *     out_perm), plus the ONNX test models.
  * (b) The PTX of every op kind and of the test models passes ptxas -arch=sm_80 and -arch=sm_90
  *     (/usr/local/cuda/bin/ptxas or $PDC_PTXAS; skipped with a message where absent).
- * (c) Loader errors: a missing driver library, the toolkit's stub libcuda.so (cuInit fails with
- *     CUDA_ERROR_STUB_LIBRARY), bad gpu_arch values, pdc_model_emit "nvptx".
+ * (c) Loader errors: a missing driver library, the toolkit's stub libcuda.so (it exports every
+ *     symbol pdc resolves; cuInit fails with CUDA_ERROR_STUB_LIBRARY and the library is unloaded
+ *     again), bad gpu_arch values, pdc_model_emit "nvptx", the PTX ISA per arch and the driver it
+ *     needs.
  * (d) With PDC_TEST_GPU=1 (make test-gpu) the emulation is off and every test of (a) runs on the
  *     real device; without a usable device those tests then fail instead of being skipped.
  */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
+#include <dlfcn.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -26,6 +29,7 @@
 #include <sys/wait.h>
 
 #include "test/testutil.h"
+#include "backends/gpu/cuda_api.h"
 
 #define NAMES(...) (sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), ((const char *const[]){__VA_ARGS__})
 #define DIMS(...) (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((const int64_t[]){__VA_ARGS__})
@@ -1038,20 +1042,67 @@ START_TEST(stub_driver_is_no_device)
         fprintf(stderr, "test_gpu: %s absent, stub-driver test skipped\n", stub);
         return;
     }
+    /* the stub exports every symbol pdc resolves (a missing one would fail before cuInit) */
+    void *h = dlopen(stub, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "dlopen %s: %s", stub, dlerror());
+    size_t n = 0;
+    for (; cuda_api_symbols[n]; n++)
+        ck_assert_msg(dlsym(h, cuda_api_symbols[n]) != NULL, "the stub lacks %s", cuda_api_symbols[n]);
+    ck_assert_uint_eq(n, 20);
+    dlclose(h);
+    ck_assert_msg(dlopen(stub, RTLD_NOW | RTLD_NOLOAD) == NULL, "the stub is still loaded before the test");
+
     small_model();
     unsetenv("PDC_GPU_EMULATE");
     setenv("PDC_CUDA_LIBRARY", stub, 1);
     pdc_program *p = NULL;
     ck_assert_status(ctx, pdc_compile(ctx, mdl, "gpu", &p), PDC_ERR_NO_DEVICE);
-    ck_assert_msg(strstr(pdc_context_last_error(ctx), "CUDA_ERROR_STUB_LIBRARY") ||
-                      strstr(pdc_context_last_error(ctx), "(34)"),
-                  "message: %s", pdc_context_last_error(ctx));
-    ck_assert_error_has(ctx, "cuInit");
+    ck_assert_error_has(ctx, "cuInit failed with CUDA_ERROR_STUB_LIBRARY (34)");
+    ck_assert_error_has(ctx, "stub library");
     ck_assert_ptr_null(p);
-    /* twice: nothing stays half-loaded */
+    /* the failed cuInit left no handle: the library is unloaded again */
+    h = dlopen(stub, RTLD_NOW | RTLD_NOLOAD);
+    if (h) dlclose(h);
+    ck_assert_msg(h == NULL, "the stub library stayed loaded after the failed cuInit");
+    /* twice: nothing stays half-loaded, the load is retried and fails the same way */
     ck_assert_status(ctx, pdc_compile(ctx, mdl, "gpu", &p), PDC_ERR_NO_DEVICE);
+    ck_assert_error_has(ctx, "CUDA_ERROR_STUB_LIBRARY");
     ck_assert_ok(ctx, pdc_compile(ctx, mdl, "cpu", &p));
     pdc_program_destroy(p);
+}
+END_TEST
+
+/* The PTX ISA LLVM emits per arch, and the driver each needs (README "GPU backend": minimum driver). */
+START_TEST(ptx_isa_and_minimum_driver)
+{
+    static const struct {
+        const char *arch, *isa;
+        int driver;
+    } want[] = {{"sm_75", "6.3", 10000}, {"sm_80", "7.0", 11000}, {"sm_86", "7.1", 11010},
+                {"sm_89", "7.8", 11080}, {"sm_90", "7.8", 11080}};
+    small_model();
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s/isa-XXXXXX", cache_dir);
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        char *ptx = emit_ptx(want[i].arch, dir);
+        char line[64];
+        snprintf(line, sizeof line, ".version %s\n.target %s\n.address_size 64", want[i].isa, want[i].arch);
+        ck_assert_msg(strstr(ptx, line) != NULL, "%s: expected '%s' in the PTX header", want[i].arch, line);
+        /* 64-bit index arithmetic: the global index is widened before the multiply-add */
+        ck_assert_msg(strstr(ptx, "mul.wide.u32") != NULL || strstr(ptx, "mad.wide.u32") != NULL,
+                      "%s: no 64-bit index arithmetic", want[i].arch);
+        free(ptx);
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        ck_assert_int_eq(cuda_driver_for_ptx_isa(want[i].isa), want[i].driver);
+    }
+    ck_assert_int_eq(cuda_driver_for_ptx_isa("8.5"), 12050);
+    ck_assert_int_eq(cuda_driver_for_ptx_isa("8.6"), 12070);
+    ck_assert_int_eq(cuda_driver_for_ptx_isa("9.0"), 13000);
+    ck_assert_int_eq(cuda_driver_for_ptx_isa("x"), 0);
+    char buf[96];
+    ck_assert_str_eq(cuda_error_text(NULL, 222, buf, sizeof buf), "CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)");
+    ck_assert_str_eq(cuda_error_text(NULL, 9999, buf, sizeof buf), "CUDA error (9999)");
 }
 END_TEST
 
@@ -1180,6 +1231,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(tc, every_op_has_a_gpu_kernel);
     tcase_add_test(tc, missing_driver_library_is_no_device);
     tcase_add_test(tc, stub_driver_is_no_device);
+    tcase_add_test(tc, ptx_isa_and_minimum_driver);
     tcase_add_test(tc, gpu_arch_option);
     tcase_add_test(tc, nvptx_emit_files);
     tcase_add_test(tc, failed_run_leaves_outputs);

@@ -194,8 +194,9 @@ typedef struct gpu_module gpu_module;
 
 /*
  * Opens the device: the emulated one when PDC_GPU_EMULATE=1, else the CUDA driver (library
- * PDC_CUDA_LIBRARY or libcuda.so.1), device 0, its primary context. PDC_ERR_NO_DEVICE with the
- * reason (library missing, cuInit's error name, no device) and what to do.
+ * PDC_CUDA_LIBRARY or libcuda.so.1), device 0, its primary context (retained, not made current:
+ * see gpu_device_bind). PDC_ERR_NO_DEVICE with the reason (library missing, cuInit's error name,
+ * no device) and what to do.
  */
 pdc_status gpu_device_open(pdc_context *ctx, gpu_device **out);
 void gpu_device_close(gpu_device *d);
@@ -203,8 +204,11 @@ int gpu_device_emulated(const gpu_device *d);
 /* "sm_XY" of the device (emulated: ""). */
 const char *gpu_device_arch(const gpu_device *d);
 const char *gpu_device_name(const gpu_device *d);
-/* Makes the device's context current on the calling thread (CUDA contexts are per thread). */
+/* Pushes the device's context onto the calling thread's context stack (CUDA's current context is
+ * per thread: compile, run and destroy may come from different threads); every successful bind is
+ * paired with an unbind on the same thread, which pops it, restoring what was current before. */
 pdc_status gpu_device_bind(gpu_device *d);
+void gpu_device_unbind(gpu_device *d);
 /* Device memory (a plain cuMemAlloc); *addr is a device address. Out of memory: PDC_ERR_OUT_OF_MEMORY naming bytes. */
 pdc_status gpu_mem_alloc(gpu_device *d, size_t bytes, uint64_t *addr);
 void gpu_mem_free(gpu_device *d, uint64_t addr);

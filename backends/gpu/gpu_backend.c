@@ -9,6 +9,8 @@
  *
  * Thread safety: the program owns one activation arena on the device, so runs of one program are
  * serialised by a mutex (several threads may call run; they take turns). Programs are independent.
+ * Compile, run and destroy each push the device's primary context onto the calling thread and pop
+ * it at the end, so any thread may run a program compiled on another.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -33,10 +35,12 @@ static void gpu_destroy(pdc_program *prog)
     gpu_state *s = prog->state;
     if (!s) return;
     if (s->dev) {
-        gpu_device_bind(s->dev);
+        /* module and memory belong to the context: free them with it current, then release it */
+        int bound = gpu_device_bind(s->dev) == PDC_OK;
         gpu_module_unload(s->dev, s->mod);
         gpu_mem_free(s->dev, s->act);
         gpu_mem_free(s->dev, s->wts);
+        if (bound) gpu_device_unbind(s->dev);
         gpu_device_close(s->dev);
     }
     gpu_plan_destroy(s->plan);
@@ -90,10 +94,13 @@ static pdc_status gpu_compile(pdc_program *prog)
     if (!st) st = pick_arch(s, ctx);
     if (!st) st = gpu_plan_create(ctx, prog->model, &s->plan);
     if (!st) st = gpu_kgen_ptx(ctx, s->plan, s->arch, &s->ptx, &s->ptx_len);
+    int bound = 0;
+    if (!st) bound = !(st = gpu_device_bind(s->dev));
     if (!st) st = gpu_module_load(s->dev, s->plan, s->ptx, &s->mod);
     if (!st) st = gpu_mem_alloc(s->dev, s->plan->wts_words * sizeof(float), &s->wts);
     if (!st) st = gpu_mem_alloc(s->dev, s->plan->act_words * sizeof(float), &s->act);
     if (!st) st = gpu_mem_upload(s->dev, s->wts, s->plan->wts, s->plan->wts_words * sizeof(float));
+    if (bound) gpu_device_unbind(s->dev);
     if (st) return st; /* pdc_compile destroys the half-built state */
     /* the host copy of the weights is on the device now */
     pdc_free(s->plan->wts);
@@ -106,6 +113,7 @@ static pdc_status run_locked(const pdc_program *prog, gpu_state *s, const float 
 {
     const ir_model *m = prog->model;
     pdc_status st = gpu_device_bind(s->dev);
+    if (st) return st;
     for (size_t i = 0; i < m->n_inputs && !st; i++) {
         int t = m->inputs[i];
         st = gpu_mem_upload(s->dev, s->act + (uint64_t)s->plan->tref[t].off * 4, inputs[i],
@@ -126,6 +134,7 @@ static pdc_status run_locked(const pdc_program *prog, gpu_state *s, const float 
         else st = gpu_mem_download(s->dev, staging + at, s->act + (uint64_t)r.off * 4, n * sizeof(float));
         at += n;
     }
+    gpu_device_unbind(s->dev);
     return st;
 }
 

@@ -1,14 +1,18 @@
 /*
  * gpu_device.c - the device the gpu backend runs on, in two implementations behind one interface:
- *  - CUDA: device 0 through the driver API (cuda_loader.c), its primary context, plain cuMemAlloc
- *    device memory, the plan's PTX loaded with cuModuleLoadDataEx, cuLaunchKernel;
+ *  - CUDA: device 0 through the driver API (cuda_loader.c), its primary context (retained once per
+ *    program, pushed onto the calling thread around every compile, run and destroy and popped again,
+ *    so runs may come from any thread and a caller's own current context is left as it was), plain
+ *    cuMemAlloc device memory, the plan's PTX loaded with cuModuleLoadDataEx (with an error-log
+ *    buffer, so the JIT's message reaches the user), cuLaunchKernel;
  *  - emulated (PDC_GPU_EMULATE=1, a testing aid): "device memory" is host memory and the module is
  *    the same kernels generated in their host flavour (every (block, thread) index in a loop) and
  *    JIT-compiled through backends/llvm. Everything above this file - planning, PTX generation,
  *    arenas, uploads, the launch list, downloads - runs unchanged, so tests check it without a GPU.
  * Error statuses: no driver / no device -> PDC_ERR_NO_DEVICE; PTX the driver cannot take ->
- * PDC_ERR_NO_DEVICE "driver too old for PTX ISA x.y"; out of device memory -> PDC_ERR_OUT_OF_MEMORY
- * naming the bytes; failed launches and copies -> PDC_ERR_INTERNAL with the CUDA error name.
+ * PDC_ERR_NO_DEVICE ("driver too old for PTX ISA x.y, needs CUDA a.b", or "arch newer than the
+ * device"); out of device memory -> PDC_ERR_OUT_OF_MEMORY naming the bytes; failed launches and
+ * copies -> PDC_ERR_INTERNAL with the CUDA error name.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,18 +26,19 @@ struct gpu_device {
     int emulated;
     char arch[16];
     char name[128];
-    cuda_api api;
-    CUdevice dev;
-    CUcontext cu;
+    const cuda_api *api;     /* the process's driver table (cuda_loader.c); NULL when emulated */
+    pdc_CUdevice dev;
+    pdc_CUcontext cu;
     int retained;
+    int max_grid_x, max_block;
 };
 
 typedef void (*host_kernel)(float *act, float *wts, int32_t arg, int32_t grid, int32_t block);
 
 struct gpu_module {
     size_t n;
-    CUmodule mod;
-    CUfunction *fns;     /* CUDA */
+    pdc_CUmodule mod;
+    pdc_CUfunction *fns; /* CUDA */
     void **host;         /* emulated */
 };
 
@@ -43,10 +48,10 @@ static int env_on(const char *name)
     return v && *v && strcmp(v, "0");
 }
 
-static pdc_status cu_fail(gpu_device *d, pdc_status st, CUresult r, const char *what)
+static pdc_status cu_fail(gpu_device *d, pdc_status st, pdc_CUresult r, const char *what)
 {
     char e[96];
-    return pdc_error(d->ctx, st, "gpu: %s failed: %s", what, cuda_error_text(&d->api, r, e, sizeof e));
+    return pdc_error(d->ctx, st, "gpu: %s failed: %s", what, cuda_error_text(d->api, r, e, sizeof e));
 }
 
 pdc_status gpu_device_open(pdc_context *ctx, gpu_device **out)
@@ -61,34 +66,41 @@ pdc_status gpu_device_open(pdc_context *ctx, gpu_device **out)
         *out = d;
         return PDC_OK;
     }
-    pdc_status st = cuda_api_load(ctx, &d->api);
+    pdc_status st = cuda_api_get(ctx, &d->api);
     if (st) {
         pdc_free(d);
         return st;
     }
+    const cuda_api *api = d->api;
     int n = 0, major = 0, minor = 0;
-    CUresult r = d->api.cuDeviceGetCount(&n);
-    if (r != CUDA_SUCCESS || n < 1) {
+    pdc_CUresult r = api->cuDeviceGetCount(&n);
+    if (r != PDC_CUDA_SUCCESS || n < 1) {
         char e[96];
         st = pdc_error(ctx, PDC_ERR_NO_DEVICE, "gpu: the CUDA driver sees no device (%s): check nvidia-smi and "
                        "CUDA_VISIBLE_DEVICES, or use target \"cpu\"",
-                       r != CUDA_SUCCESS ? cuda_error_text(&d->api, r, e, sizeof e) : "0 devices");
-    } else if ((r = d->api.cuDeviceGet(&d->dev, 0)) != CUDA_SUCCESS ||
-               (r = d->api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev)) ||
-               (r = d->api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev))) {
+                       r != PDC_CUDA_SUCCESS ? cuda_error_text(api, r, e, sizeof e) : "0 devices");
+    } else if ((r = api->cuDeviceGet(&d->dev, 0)) != PDC_CUDA_SUCCESS ||
+               (r = api->cuDeviceGetAttribute(&major, PDC_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev)) ||
+               (r = api->cuDeviceGetAttribute(&minor, PDC_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev)) ||
+               (r = api->cuDeviceGetAttribute(&d->max_grid_x, PDC_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, d->dev)) ||
+               (r = api->cuDeviceGetAttribute(&d->max_block, PDC_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->dev))) {
         st = cu_fail(d, PDC_ERR_NO_DEVICE, r, "querying device 0");
-    } else if ((r = d->api.cuDevicePrimaryCtxRetain(&d->cu, d->dev)) != CUDA_SUCCESS) {
-        st = cu_fail(d, r == CUDA_ERROR_OUT_OF_MEMORY ? PDC_ERR_OUT_OF_MEMORY : PDC_ERR_NO_DEVICE, r,
+    } else if (d->max_block < GPU_BLOCK) {
+        st = pdc_error(ctx, PDC_ERR_NO_DEVICE, "gpu: device 0 takes at most %d threads per block; pdc launches %d",
+                       d->max_block, GPU_BLOCK);
+    } else if ((r = api->cuDevicePrimaryCtxRetain(&d->cu, d->dev)) != PDC_CUDA_SUCCESS) {
+        st = cu_fail(d, r == PDC_CUDA_ERROR_OUT_OF_MEMORY ? PDC_ERR_OUT_OF_MEMORY : PDC_ERR_NO_DEVICE, r,
                      "creating the device context (cuDevicePrimaryCtxRetain)");
     } else {
         d->retained = 1;
-        if ((r = d->api.cuCtxSetCurrent(d->cu)) != CUDA_SUCCESS) st = cu_fail(d, PDC_ERR_NO_DEVICE, r, "cuCtxSetCurrent");
     }
     if (st) {
         gpu_device_close(d);
         return st;
     }
-    if (d->api.cuDeviceGetName(d->name, (int)sizeof d->name, d->dev) != CUDA_SUCCESS) snprintf(d->name, sizeof d->name, "device 0");
+    if (api->cuDeviceGetName(d->name, (int)sizeof d->name, d->dev) != PDC_CUDA_SUCCESS)
+        snprintf(d->name, sizeof d->name, "device 0");
+    d->name[sizeof d->name - 1] = 0;
     snprintf(d->arch, sizeof d->arch, "sm_%d%d", major, minor);
     *out = d;
     return PDC_OK;
@@ -97,10 +109,8 @@ pdc_status gpu_device_open(pdc_context *ctx, gpu_device **out)
 void gpu_device_close(gpu_device *d)
 {
     if (!d) return;
-    if (!d->emulated) {
-        if (d->retained) d->api.cuDevicePrimaryCtxRelease(d->dev);
-        cuda_api_unload(&d->api);
-    }
+    /* the primary context is reset when its last retainer releases it; the driver library stays */
+    if (!d->emulated && d->retained) d->api->cuDevicePrimaryCtxRelease(d->dev);
     pdc_free(d);
 }
 
@@ -111,8 +121,14 @@ const char *gpu_device_name(const gpu_device *d) { return d->name; }
 pdc_status gpu_device_bind(gpu_device *d)
 {
     if (d->emulated) return PDC_OK;
-    CUresult r = d->api.cuCtxSetCurrent(d->cu);
-    return r == CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "cuCtxSetCurrent");
+    pdc_CUresult r = d->api->cuCtxPushCurrent(d->cu);
+    return r == PDC_CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "making the device context current (cuCtxPushCurrent)");
+}
+
+void gpu_device_unbind(gpu_device *d)
+{
+    pdc_CUcontext popped = NULL;
+    if (!d->emulated) d->api->cuCtxPopCurrent(&popped);
 }
 
 pdc_status gpu_mem_alloc(gpu_device *d, size_t bytes, uint64_t *addr)
@@ -127,12 +143,12 @@ pdc_status gpu_mem_alloc(gpu_device *d, size_t bytes, uint64_t *addr)
         *addr = (uint64_t)(uintptr_t)p;
         return PDC_OK;
     }
-    CUdeviceptr p = 0;
-    CUresult r = d->api.cuMemAlloc(&p, bytes ? bytes : 4);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    pdc_CUdeviceptr p = 0;
+    pdc_CUresult r = d->api->cuMemAlloc(&p, bytes ? bytes : 4);
+    if (r == PDC_CUDA_ERROR_OUT_OF_MEMORY)
         return pdc_error(d->ctx, PDC_ERR_OUT_OF_MEMORY, "gpu: out of device memory allocating %zu bytes on %s", bytes,
                          d->name);
-    if (r != CUDA_SUCCESS) return cu_fail(d, PDC_ERR_INTERNAL, r, "cuMemAlloc");
+    if (r != PDC_CUDA_SUCCESS) return cu_fail(d, PDC_ERR_INTERNAL, r, "cuMemAlloc");
     *addr = p;
     return PDC_OK;
 }
@@ -141,7 +157,7 @@ void gpu_mem_free(gpu_device *d, uint64_t addr)
 {
     if (!addr) return;
     if (d->emulated) pdc_free((void *)(uintptr_t)addr);
-    else d->api.cuMemFree(addr);
+    else d->api->cuMemFree(addr);
 }
 
 pdc_status gpu_mem_upload(gpu_device *d, uint64_t dst, const void *src, size_t bytes)
@@ -151,8 +167,8 @@ pdc_status gpu_mem_upload(gpu_device *d, uint64_t dst, const void *src, size_t b
         memcpy((void *)(uintptr_t)dst, src, bytes);
         return PDC_OK;
     }
-    CUresult r = d->api.cuMemcpyHtoD(dst, src, bytes);
-    return r == CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "copy to the device (cuMemcpyHtoD)");
+    pdc_CUresult r = d->api->cuMemcpyHtoD(dst, src, bytes);
+    return r == PDC_CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "copy to the device (cuMemcpyHtoD)");
 }
 
 pdc_status gpu_mem_download(gpu_device *d, void *dst, uint64_t src, size_t bytes)
@@ -162,8 +178,8 @@ pdc_status gpu_mem_download(gpu_device *d, void *dst, uint64_t src, size_t bytes
         memcpy(dst, (const void *)(uintptr_t)src, bytes);
         return PDC_OK;
     }
-    CUresult r = d->api.cuMemcpyDtoH(dst, src, bytes);
-    return r == CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "copy from the device (cuMemcpyDtoH)");
+    pdc_CUresult r = d->api->cuMemcpyDtoH(dst, src, bytes);
+    return r == PDC_CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "copy from the device (cuMemcpyDtoH)");
 }
 
 /* The emulated module: the plan's kernels in their host flavour, JIT'd. */
@@ -200,12 +216,43 @@ static pdc_status load_emulated(gpu_device *d, const gpu_plan *p, const char *pt
     return st;
 }
 
-/* ".version 7.8" of the PTX text, for messages. */
-static void ptx_isa(const char *ptx, char *buf, size_t cap)
+/* The word after `directive` in the PTX text (".version 7.8", ".target sm_90"), for messages. */
+static void ptx_word(const char *ptx, const char *directive, char *buf, size_t cap)
 {
-    const char *v = strstr(ptx, ".version ");
+    const char *v = strstr(ptx, directive);
     snprintf(buf, cap, "?");
-    if (v) sscanf(v + 9, "%15s", buf);
+    if (v) sscanf(v + strlen(directive), " %15s", buf);
+}
+
+/* The message for a PTX image the driver refused. */
+static pdc_status ptx_refused(gpu_device *d, const char *ptx, pdc_CUresult r, const char *log)
+{
+    char isa[16], target[16], e[96];
+    int ver = 0, cc = 0, want = 0;
+    ptx_word(ptx, ".version", isa, sizeof isa);
+    ptx_word(ptx, ".target", target, sizeof target);
+    d->api->cuDriverGetVersion(&ver);
+    cuda_error_text(d->api, r, e, sizeof e);
+    int need = cuda_driver_for_ptx_isa(isa);
+    sscanf(d->arch, "sm_%d", &cc);
+    sscanf(target, "sm_%d", &want);
+    if (r == PDC_CUDA_ERROR_JIT_COMPILER_NOT_FOUND)
+        return pdc_error(d->ctx, PDC_ERR_NO_DEVICE,
+                         "gpu: the driver cannot compile PTX (%s): the driver's PTX JIT (libnvidia-ptxjitcompiler) "
+                         "is not installed; install the full NVIDIA driver, or use target \"cpu\"", e);
+    if (want > cc && cc > 0)
+        return pdc_error(d->ctx, PDC_ERR_NO_DEVICE,
+                         "gpu: the driver cannot load the PTX (%s): it targets %s but device '%s' is %s; set option "
+                         "gpu_arch to auto or at most %s %.300s",
+                         e, target, d->name, d->arch, d->arch, log);
+    if (r == PDC_CUDA_ERROR_UNSUPPORTED_PTX_VERSION || (need && ver < need))
+        return pdc_error(d->ctx, PDC_ERR_NO_DEVICE,
+                         "gpu: the driver cannot load the PTX (%s): driver too old for PTX ISA %s (needs CUDA %d.%d, "
+                         "the driver is CUDA %d.%d); update the NVIDIA driver, or set option gpu_arch lower than %s "
+                         "%.300s",
+                         e, isa, need / 1000, need % 1000 / 10, ver / 1000, ver % 1000 / 10, target, log);
+    return pdc_error(d->ctx, PDC_ERR_NO_DEVICE, "gpu: the driver cannot load the PTX (%s) for %s (%s, driver CUDA %d.%d): "
+                     "%.300s", e, d->name, d->arch, ver / 1000, ver % 1000 / 10, log[0] ? log : "no JIT log");
 }
 
 pdc_status gpu_module_load(gpu_device *d, const gpu_plan *p, const char *ptx, gpu_module **out)
@@ -221,32 +268,32 @@ pdc_status gpu_module_load(gpu_device *d, const gpu_plan *p, const char *ptx, gp
         st = mod->host ? load_emulated(d, p, ptx, mod) : PDC_ERR_OUT_OF_MEMORY;
     } else {
         mod->fns = pdc_calloc(d->ctx, n, sizeof *mod->fns);
-        char log[2048] = "";
-        int opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+        /* the JIT writes its error log (NUL-terminated) here; the size option's value is the number
+         * itself cast to a pointer, as cuda.h documents for scalar options */
+        char log[4096] = "";
+        unsigned int opts[2] = {PDC_CU_JIT_ERROR_LOG_BUFFER, PDC_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
         void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
-        CUresult r = mod->fns ? d->api.cuModuleLoadDataEx(&mod->mod, ptx, 2, opts, vals) : CUDA_SUCCESS;
+        pdc_CUresult r = mod->fns ? d->api->cuModuleLoadDataEx(&mod->mod, ptx, 2, opts, vals) : PDC_CUDA_SUCCESS;
+        log[sizeof log - 1] = 0;
         if (!mod->fns) {
             st = PDC_ERR_OUT_OF_MEMORY;
-        } else if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
-                   r == CUDA_ERROR_INVALID_PTX) {
-            char isa[16], e[96];
-            int ver = 0;
-            ptx_isa(ptx, isa, sizeof isa);
-            d->api.cuDriverGetVersion(&ver);
-            st = pdc_error(d->ctx, PDC_ERR_NO_DEVICE,
-                           "gpu: the driver cannot load the PTX (%s): driver too old for PTX ISA %s (driver CUDA "
-                           "%d.%d; update the driver, or set option gpu_arch lower than %s) %.300s",
-                           cuda_error_text(&d->api, r, e, sizeof e), isa, ver / 1000, ver % 1000 / 10, d->arch, log);
-        } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        } else if (r == PDC_CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == PDC_CUDA_ERROR_NO_BINARY_FOR_GPU ||
+                   r == PDC_CUDA_ERROR_INVALID_PTX || r == PDC_CUDA_ERROR_INVALID_IMAGE ||
+                   r == PDC_CUDA_ERROR_JIT_COMPILER_NOT_FOUND) {
+            mod->mod = NULL;
+            st = ptx_refused(d, ptx, r, log);
+        } else if (r == PDC_CUDA_ERROR_OUT_OF_MEMORY) {
+            mod->mod = NULL;
             st = pdc_error(d->ctx, PDC_ERR_OUT_OF_MEMORY, "gpu: out of device memory loading the module (%zu bytes of PTX)",
                            strlen(ptx));
-        } else if (r != CUDA_SUCCESS) {
+        } else if (r != PDC_CUDA_SUCCESS) {
             char e[96];
+            mod->mod = NULL;
             st = pdc_error(d->ctx, PDC_ERR_INTERNAL, "gpu: cuModuleLoadDataEx failed: %s %.300s",
-                           cuda_error_text(&d->api, r, e, sizeof e), log);
+                           cuda_error_text(d->api, r, e, sizeof e), log);
         }
         for (size_t i = 0; i < mod->n && !st; i++)
-            if ((r = d->api.cuModuleGetFunction(&mod->fns[i], mod->mod, p->kernels[i].name)) != CUDA_SUCCESS)
+            if ((r = d->api->cuModuleGetFunction(&mod->fns[i], mod->mod, p->kernels[i].name)) != PDC_CUDA_SUCCESS)
                 st = cu_fail(d, PDC_ERR_INTERNAL, r, p->kernels[i].name);
     }
     if (st) {
@@ -260,7 +307,7 @@ pdc_status gpu_module_load(gpu_device *d, const gpu_plan *p, const char *ptx, gp
 void gpu_module_unload(gpu_device *d, gpu_module *mod)
 {
     if (!mod) return;
-    if (mod->mod) d->api.cuModuleUnload(mod->mod);
+    if (mod->mod) d->api->cuModuleUnload(mod->mod);
     pdc_free(mod->fns);
     pdc_free(mod->host); /* host code belongs to the context's JIT session */
     pdc_free(mod);
@@ -272,22 +319,26 @@ pdc_status gpu_launch_kernel(gpu_device *d, gpu_module *mod, const gpu_plan *p, 
     const gpu_kernel *K = &p->kernels[k];
     if (K->total <= 0) return PDC_OK;
     int64_t grid = (K->total + GPU_BLOCK - 1) / GPU_BLOCK;
-    if (grid > INT32_MAX)
-        return pdc_error(d->ctx, PDC_ERR_UNSUPPORTED, "gpu: kernel %s needs %lld blocks (at most %d)", K->name,
-                         (long long)grid, INT32_MAX);
+    /* gridDim.x is at most 2^31 - 1 on every SM pdc targets (the device's own limit when known) */
+    int64_t max_grid = !d->emulated && d->max_grid_x > 0 ? d->max_grid_x : INT32_MAX;
+    if (grid > max_grid)
+        return pdc_error(d->ctx, PDC_ERR_UNSUPPORTED, "gpu: kernel %s needs %lld blocks of %d threads (at most %lld)",
+                         K->name, (long long)grid, GPU_BLOCK, (long long)max_grid);
     if (d->emulated) {
         ((host_kernel)mod->host[k])((float *)(uintptr_t)act, (float *)(uintptr_t)wts, arg, (int32_t)grid, GPU_BLOCK);
         return PDC_OK;
     }
-    CUdeviceptr a = act, w = wts;
-    void *params[3] = {&a, &w, &arg};
-    CUresult r = d->api.cuLaunchKernel(mod->fns[k], (unsigned)grid, 1, 1, GPU_BLOCK, 1, 1, 0, NULL, params, NULL);
-    return r == CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "kernel launch");
+    /* kernelParams: one pointer per PTX parameter, to a value of exactly its size (.u64, .u64, .u32) */
+    pdc_CUdeviceptr a = act, w = wts;
+    int32_t a3 = arg;
+    void *params[3] = {&a, &w, &a3};
+    pdc_CUresult r = d->api->cuLaunchKernel(mod->fns[k], (unsigned)grid, 1, 1, GPU_BLOCK, 1, 1, 0, NULL, params, NULL);
+    return r == PDC_CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "kernel launch");
 }
 
 pdc_status gpu_device_sync(gpu_device *d)
 {
     if (d->emulated) return PDC_OK;
-    CUresult r = d->api.cuCtxSynchronize();
-    return r == CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "running the kernels (cuCtxSynchronize)");
+    pdc_CUresult r = d->api->cuCtxSynchronize();
+    return r == PDC_CUDA_SUCCESS ? PDC_OK : cu_fail(d, PDC_ERR_INTERNAL, r, "running the kernels (cuCtxSynchronize)");
 }
