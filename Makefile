@@ -76,6 +76,7 @@ help:
 	@echo "make bench-train   training step time: pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
 	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time"
+	@echo "make bench-gpu  the gpu target vs cuDNN on the 3x3 layers, whole models gpu vs cpu (needs a GPU and cuDNN)"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
 	@echo "make deps       install missing Debian packages (apt-get)"
 
@@ -279,6 +280,22 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_E2E)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
 	    --out test/bench/results.tsv
 	$(BENCH_E2E) --out test/bench/results_e2e.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
+
+# The gpu target against cuDNN (test/bench/gpu_bench.c, README "GPU backend"): built only where
+# $(CUDA_HOME)/include/cudnn.h exists; it links libpdc.a (for the internal device-time hook) and
+# cuDNN + the CUDA runtime from $(CUDA_HOME)/lib64 (rpath) - libpdc itself links no CUDA library.
+# Without a GPU it prints "no GPU: skipped" and exits 0.
+BENCH_GPU := $(BUILD)/gpu_bench
+$(BUILD)/obj/test/bench/gpu_bench.o: PDC_CFLAGS += $(JIT_CFLAGS) -isystem $(CUDA_HOME)/include
+$(BENCH_GPU): $(BUILD)/obj/test/bench/gpu_bench.o $(BUILD)/obj/test/bench/models.o $(STLIB)
+	$(CC) -o $@ $(filter %.o,$^) $(STLIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcudart \
+	    $(LDLIBS)
+
+.PHONY: bench-gpu
+bench-gpu: deps
+	@if [ -f $(CUDA_HOME)/include/cudnn.h ]; then \
+	  $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(BENCH_GPU) && $(BENCH_GPU) --out test/bench/results_gpu.tsv; \
+	else echo "bench-gpu: skipped ($(CUDA_HOME)/include/cudnn.h absent)"; fi
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

@@ -222,4 +222,12 @@ pdc_status gpu_launch_kernel(gpu_device *d, gpu_module *mod, const gpu_plan *p, 
                              int32_t arg);
 pdc_status gpu_device_sync(gpu_device *d);
 
+/* ------------------------------------------------------------------ benchmark hook (gpu_backend.c) */
+
+/* Device execution only, for test/bench/gpu_bench.c (internal: not exported by libpdc.so, the
+ * benchmark links libpdc.a): `reps` times, the program's whole launch list then cuCtxSynchronize,
+ * no host<->device copies; secs[r] is each repetition's wall time (launch overhead included). The
+ * arenas keep whatever the last pdc_program_run uploaded, so run once first. */
+pdc_status gpu_program_time_launches(const pdc_program *prog, int reps, double *secs);
+
 #endif

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/gpu/gpu.h"
 
@@ -161,6 +162,36 @@ static pdc_status gpu_run(const pdc_program *prog, const float *const *inputs, f
         pdc_error_prefix(prog->ctx, "gpu");
     }
     pdc_free(staging);
+    return st;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+pdc_status gpu_program_time_launches(const pdc_program *prog, int reps, double *secs)
+{
+    if (!prog || prog->backend != &pdc_backend_gpu || !prog->state || reps < 1 || !secs)
+        return pdc_error(prog ? prog->ctx : NULL, PDC_ERR_INVALID_ARG,
+                         "gpu: timing needs a program compiled for \"gpu\" and reps >= 1");
+    gpu_state *s = prog->state;
+    pthread_mutex_lock(&s->lock);
+    pdc_status st = gpu_device_bind(s->dev);
+    int bound = !st;
+    for (int r = 0; r < reps && !st; r++) {
+        double t0 = now_s();
+        for (size_t i = 0; i < s->plan->n_launches && !st; i++) {
+            const gpu_launch *L = &s->plan->launches[i];
+            st = gpu_launch_kernel(s->dev, s->mod, s->plan, L->kernel, s->act, s->wts, L->arg);
+        }
+        if (!st) st = gpu_device_sync(s->dev);
+        secs[r] = now_s() - t0;
+    }
+    if (bound) gpu_device_unbind(s->dev);
+    pthread_mutex_unlock(&s->lock);
     return st;
 }
 
