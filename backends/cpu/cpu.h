@@ -75,10 +75,17 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
 typedef void (*cpu_bsr_fn)(const float *x, const int64_t *rowptr, const int32_t *col, const float *wpk,
                            const float *bias, float *y, int64_t r0, int64_t r1, int64_t o);
 
+/* Everything the generated code depends on (hashed: the planner zeroes it before filling). */
+typedef struct cpu_bsr_key {
+    char tag[8];                 /* "spfcN": bump N when the generated code changes */
+    int32_t vec, bh, bw;
+} cpu_bsr_key;
+
 /* Rows of a block- or unstructured-pruned constant weight's matrix view (ir_weight_matrix_view),
  * kept blocks packed in execution order, multiplied by code specialised on the block shape. */
 typedef struct cpu_bsr {
-    cpu_bsr_fn fn;
+    cpu_bsr_fn fn;               /* JIT'd code (cpu_bsr_plan); NULL after cpu_bsr_plan_pack alone */
+    cpu_bsr_key key;             /* the code's key, cpu_bsr_emit's argument */
     int64_t k, o;                /* columns, rows of the slice */
     int64_t bh, bw, nbr;         /* block shape, block-rows */
     int64_t *rowptr;             /* per block-row: first block, nbr + 1 entries */
@@ -87,8 +94,16 @@ typedef struct cpu_bsr {
     size_t kept, total;          /* weights kept, weights in the slice */
 } cpu_bsr;
 
-/* Plans rows [row0, row0 + rows) of wt; PDC_ERR_UNSUPPORTED (b zeroed, nothing on ctx) if wt is not
- * block/unstructured sparse, too dense to gain, or the slice does not fall on block-row bounds. */
+/* Plans rows [row0, row0 + rows) of wt for target t (block rows, packed kept blocks, the code key; no
+ * code): PDC_ERR_UNSUPPORTED (b zeroed, nothing on ctx) if wt is not block/unstructured sparse, too
+ * dense to gain, or the slice does not fall on block-row bounds. The AArch64 emitter calls it too. */
+pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0,
+                             int64_t rows, cpu_bsr *b);
+/* Emits the kernel of key arg (a cpu_bsr_key *) as "<prefix>_run" (signature cpu_bsr_fn) into m (a
+ * pdc_kernel_emit_fn). */
+pdc_status cpu_bsr_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
+                        LLVMModuleRef m, const char *prefix);
+/* cpu_bsr_plan_pack, then the kernel through the JIT (b->fn). */
 pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, cpu_bsr *b);
 void cpu_bsr_release(cpu_bsr *b);
 /* Columns x must hold: k rounded up to bw, zeros past k. */

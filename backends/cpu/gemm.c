@@ -9,7 +9,9 @@
  * block-row it keeps bh accumulators of bw lanes, loads each block's slice of x once and uses it
  * for all bh rows, and reduces the lanes at the end of the row. Unstructured sparsity is the
  * bh = bw = 1 case. A block-row's whole list runs in one loop, so there is one data-dependent loop
- * exit per bh outputs.
+ * exit per bh outputs. The planner (cpu_bsr_plan_pack: block rows, packed kept blocks) and the code
+ * generator (cpu_bsr_emit) are separate so the AArch64 emitter (backends/arm) retargets them;
+ * cpu_bsr_plan adds the JIT.
  *
  * Determinism: BLAS blocks split the output only, never the K reduction, so every output element
  * is computed by the same sequence of operations whatever the thread count.
@@ -174,11 +176,6 @@ static pdc_status matmul_plan(const cpu_compile *cc, const ir_model *m, const ir
 
 /* ------------------------------------------------------------------ block-sparse fc (JIT) */
 
-typedef struct spfc_key {
-    char tag[8];            /* "spfcN": bump N when the generated code changes */
-    int32_t vec, bh, bw;
-} spfc_key;
-
 typedef struct spfc_state {
     cpu_bsr w;
     int64_t n;
@@ -204,11 +201,11 @@ static void spfc_free(void *p)
     pdc_free(s);
 }
 
-static pdc_status spfc_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
-                            LLVMModuleRef m, const char *prefix)
+pdc_status cpu_bsr_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
+                        LLVMModuleRef m, const char *prefix)
 {
     (void)ctx;
-    const spfc_key *k = arg;
+    const cpu_bsr_key *k = arg;
     pdc_irb irb;
     pdc_irb_init(&irb, c, m, t->vec);
     LLVMBuilderRef B = irb.b;
@@ -287,7 +284,8 @@ void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y,
     if (r0 < r1) b->fn(x, b->rowptr, b->col, b->wpk, bias, y, r0, r1, b->o);
 }
 
-pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, cpu_bsr *b)
+pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0,
+                             int64_t rows, cpu_bsr *b)
 {
     memset(b, 0, sizeof *b);
     const ir_sparsity *sp = &wt->sparsity;
@@ -315,7 +313,6 @@ pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0
         }
     const size_t total = (size_t)(rows * k);
     if ((double)nblk * (double)(bh * bw) > SPFC_DENSITY_MAX * (double)total) return PDC_ERR_UNSUPPORTED;
-    pdc_context *ctx = cc->ctx;
     b->k = k;
     b->o = rows;
     b->bh = bh;
@@ -346,17 +343,21 @@ pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0
         }
     }
     b->rowptr[nbr] = (int64_t)bi;
-    spfc_key key;
-    memset(&key, 0, sizeof key);
-    memcpy(key.tag, "spfc1", 6);
-    key.vec = cc->target->vec;
-    key.bh = (int32_t)bh;
-    key.bw = (int32_t)bw;
+    memcpy(b->key.tag, "spfc1", 6);
+    b->key.vec = t->vec;
+    b->key.bh = (int32_t)bh;
+    b->key.bw = (int32_t)bw;
+    return PDC_OK;
+}
+
+pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, cpu_bsr *b)
+{
+    pdc_status st = cpu_bsr_plan_pack(cc->ctx, cc->target, wt, row0, rows, b);
+    if (st) return st;
     static const char *const syms[] = {"run"};
-    pdc_kernel_desc d = {&key, sizeof key, spfc_emit, &key, 1, syms};
+    pdc_kernel_desc d = {&b->key, sizeof b->key, cpu_bsr_emit, &b->key, 1, syms};
     void *addr = NULL;
-    pdc_status st = pdc_jit_kernel(cc->jit, ctx, &d, &addr, NULL);
-    if (st) {
+    if ((st = pdc_jit_kernel(cc->jit, cc->ctx, &d, &addr, NULL))) {
         cpu_bsr_release(b);
         return st;
     }
