@@ -92,6 +92,36 @@ static void constant_rand(const char *name, size_t rank, const int64_t *dims, fl
     free(v);
 }
 
+/* A constant of random values pruned over its matrix view (all dims but the last x the last): kind 1
+ * bh x bw blocks, 2 unstructured; keep_pct of the blocks (elements) kept, chosen by a fixed LCG. */
+static void constant_pruned(const char *name, size_t rank, const int64_t *dims, int kind, int64_t bh, int64_t bw,
+                            int keep_pct, uint32_t seed)
+{
+    int64_t rows = 1, cols = dims[rank - 1];
+    for (size_t i = 0; i + 1 < rank; i++) rows *= dims[i];
+    size_t n = (size_t)(rows * cols);
+    float *v = malloc(n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    test_fill_random(v, n, seed);
+    if (kind == 2) bh = bw = 1;
+    int64_t nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw;
+    uint8_t *mask = malloc((size_t)(nbr * nbc));
+    ck_assert_ptr_nonnull(mask);
+    uint32_t r = seed * 2654435761u + 1u;
+    for (int64_t b = 0; b < nbr * nbc; b++) {
+        r = r * 1664525u + 1013904223u;
+        mask[b] = (int)((r >> 8) % 100) < keep_pct;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t q = 0; q < cols; q++)
+            if (!mask[(i / bh) * nbc + q / bw]) v[i * cols + q] = 0.0f;
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, name, rank, dims, v));
+    if (kind == 1) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, name, bh, bw, (size_t)(nbr * nbc), mask));
+    else ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, name, n, mask));
+    free(mask);
+    free(v);
+}
+
 static pdc_attrs *attrs(void)
 {
     pdc_attrs *a = NULL;
@@ -465,6 +495,166 @@ START_TEST(rnn_cells_match_ref)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ block-sparse fc, gemm, rnn */
+
+/* Symbols of tmp/libNAME.a whose nm line matches the extended regex re, or -1 without the cross nm. */
+static int symbols(const char *name, const char *re)
+{
+    if (system("command -v aarch64-linux-gnu-nm >/dev/null 2>&1") != 0) return -1;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-nm %s/lib%s.a | grep -c -E '%s' > %s/count.txt", tmp, name, re, tmp);
+    (void)sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s/count.txt", tmp);
+    FILE *f = fopen(cmd, "r");
+    int n = -1;
+    if (f && fscanf(f, "%d", &n) != 1) n = -1;
+    if (f) fclose(f);
+    return n;
+}
+
+START_TEST(sparse_fc_gemm_match_ref)
+{
+    /* batch 3; K = 37 and N = 22 or 13, so edge blocks in both directions and a zero-padded copy of
+     * every input row; block shapes 4x4, 1x8, 3x2, 8x1, unstructured; gemm with transB, alpha, beta
+     * and a broadcast C; a fused activation; one fc too dense to gain (dense loops, still right) */
+    input("x", DIMS(3, 37));
+    constant_pruned("w44", DIMS(22, 37), 1, 4, 4, 35, 1);
+    constant_rand("b44", DIMS(22), 0.5f, 2);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+    layer("fc", a, "f44", NAMES("x", "w44", "b44"));
+    constant_pruned("w18", DIMS(13, 37), 1, 1, 8, 30, 3);
+    layer("fc", NULL, "f18", NAMES("x", "w18"));
+    constant_pruned("w32", DIMS(13, 37), 1, 3, 2, 40, 4);
+    constant_rand("b32", DIMS(13), 0.5f, 5);
+    layer("fc", NULL, "f32", NAMES("x", "w32", "b32"));
+    constant_pruned("w81", DIMS(22, 37), 1, 8, 1, 25, 6);
+    layer("fc", NULL, "f81", NAMES("x", "w81"));
+    constant_pruned("wu", DIMS(22, 37), 2, 1, 1, 20, 7);
+    constant_rand("bu", DIMS(22), 0.5f, 8);
+    layer("fc", NULL, "fu", NAMES("x", "wu", "bu"));
+    constant_pruned("gw", DIMS(13, 37), 1, 2, 4, 30, 9);
+    constant_rand("gc", DIMS(13), 1.0f, 10);
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "transB", 1));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.75f));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", -1.5f));
+    layer("gemm", a, "gm", NAMES("x", "gw", "gc"));
+    constant_pruned("wd", DIMS(13, 37), 1, 4, 4, 90, 11);
+    layer("fc", NULL, "fd", NAMES("x", "wd"));
+    const char *outs[] = {"f44", "f18", "f32", "f81", "fu", "gm", "fd"};
+    for (size_t i = 0; i < 7; i++) output(outs[i]);
+    check_arm_matches_ref("sp", NULL, "block-sparse fc/gemm", 41);
+    /* the packed blocks are there (small kernels may be inlined, so their symbols are not counted),
+     * and nothing but sp_run and sp_version is global */
+    int n = symbols("sp", " r .*bsr_w$");
+    if (n >= 0) ck_assert_int_ge(n, 1);
+    if (n >= 0) ck_assert_int_eq(symbols("sp", "^[0-9a-f]+ [A-Z] "), 2);
+}
+END_TEST
+
+START_TEST(sparse_rnn_match_ref)
+{
+    /* H = 6, I = 7 with 4-wide blocks: the input and the state are read through zero-padded copies;
+     * bidirectional block-pruned LSTM (w, r), reverse GRU with block-pruned w, r and
+     * linear_before_reset, forward GRU with unstructured r and dense w */
+    if (quick()) return; /* sparse_fc_gemm_match_ref covers the kernel there */
+    const int64_t T = 4, B = 2, I = 7, H = 6;
+    input("x", DIMS(T, B, I));
+    input("h0", DIMS(2, B, H));
+    input("c0", DIMS(2, B, H));
+    constant_pruned("w", DIMS(2, 4 * H, I), 1, 4, 4, 35, 1);
+    constant_pruned("r", DIMS(2, 4 * H, H), 1, 2, 4, 35, 2);
+    constant_rand("b", DIMS(2, 8 * H), 0.5f, 3);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "bidirectional"));
+    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "lstm", "lstm", NAMES("x", "w", "r", "b", "", "h0", "c0"),
+                                          NAMES("y", "yh", "yc"), a));
+    pdc_attrs_destroy(a);
+    constant_pruned("gw", DIMS(1, 3 * H, I), 1, 2, 4, 35, 4);
+    constant_pruned("gr", DIMS(1, 3 * H, H), 1, 2, 4, 40, 5);
+    constant_rand("gb", DIMS(1, 6 * H), 0.5f, 6);
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "reverse"));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "linear_before_reset", 1));
+    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "gru", "gru", NAMES("x", "gw", "gr", "gb"), NAMES("gy", "gyh"), a));
+    pdc_attrs_destroy(a);
+    constant_rand("hw", DIMS(1, 3 * H, I), 0.5f, 7);
+    constant_pruned("hr", DIMS(1, 3 * H, H), 2, 1, 1, 30, 8);
+    constant_rand("hb", DIMS(1, 6 * H), 0.5f, 9);
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "gru2", "gru", NAMES("x", "hw", "hr", "hb"), NAMES("hy"), a));
+    pdc_attrs_destroy(a);
+    const char *outs[] = {"y", "yh", "yc", "gy", "gyh", "hy"};
+    for (size_t i = 0; i < 6; i++) output(outs[i]);
+    check_arm_matches_ref("sprnn", NULL, "block-sparse lstm + gru", 51);
+    int n = symbols("sprnn", " r .*bsr_w$");
+    if (n >= 0) ck_assert_int_ge(n, 1);
+}
+END_TEST
+
+static long file_size(const char *path)
+{
+    struct stat sb;
+    ck_assert_msg(stat(path, &sb) == 0, "%s missing", path);
+    return (long)sb.st_size;
+}
+
+START_TEST(sparse_fc_stores_no_zeros)
+{
+    /* 90% of the 4x4 blocks of a 128x256 fc pruned: the library holds the kept blocks (and their
+     * indices), not the zeros, so it is far smaller than the dense one (128 KiB of weights) */
+    input("x", DIMS(1, 256));
+    constant_rand("w", DIMS(128, 256), 0.5f, 1);
+    layer("fc", NULL, "y", NAMES("x", "w"));
+    output("y");
+    emit_as("fcd", NULL, tmp);
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "pruned", &mdl));
+    input("x", DIMS(1, 256));
+    constant_pruned("w", DIMS(128, 256), 1, 4, 4, 10, 1);
+    layer("fc", NULL, "y", NAMES("x", "w"));
+    output("y");
+    emit_as("fcp", NULL, tmp);
+    char pd[512], pp[512];
+    snprintf(pd, sizeof pd, "%s/libfcd.a", tmp);
+    snprintf(pp, sizeof pp, "%s/libfcp.a", tmp);
+    long dense = file_size(pd), pruned = file_size(pp);
+    ck_assert_msg(dense > 128 * 256 * 4, "dense library %ld bytes, expected the weights in it", dense);
+    ck_assert_msg(pruned * 4 < dense, "pruned library %ld bytes, dense %ld: zeros stored?", pruned, dense);
+    if (system("command -v aarch64-linux-gnu-size >/dev/null 2>&1") == 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "aarch64-linux-gnu-size -A %s | awk '$1 ~ /^\\.rodata/ { s += $2 } END { exit !(s < 128 * 256 * 4 * 0.2) }'",
+                 pp);
+        ck_assert_msg(sh(cmd) == 0, "pruned fc's .rodata is not under 20%% of the dense weights: %s", cmd);
+    }
+    check_arm_matches_ref("fcp", NULL, "90%-pruned fc", 61);
+    if (!cross_tools()) return;
+    /* the same pruned model twice (fcp, fcq) in one program: the kernels and packed arrays are
+     * local, so nothing clashes */
+    emit_as("fcq", "cortex-a55", tmp);
+    static const char prog[] =
+        "#include <string.h>\n#include \"fcp.h\"\n#include \"fcq.h\"\n"
+        "int main(void) {\n"
+        "  static float x[fcp_INPUT0_SIZE], y1[fcp_OUTPUT0_SIZE], y2[fcq_OUTPUT0_SIZE];\n"
+        "  for (int i = 0; i < fcp_INPUT0_SIZE; i++) x[i] = (float)(i % 7) - 3.0f;\n"
+        "  if (fcp_run(x, y1) || fcq_run(x, y2)) return 3;\n"
+        "  return memcmp(y1, y2, sizeof y1) != 0; }\n";
+    char path[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/two.c", tmp);
+    write_file(path, prog, strlen(prog));
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s %s/two.c %s/libfcp.a %s/libfcq.a -lm -o %s/two",
+             tmp, tmp, tmp, tmp, tmp);
+    ck_assert_msg(sh(cmd) == 0, "linking two block-sparse models failed: %s", cmd);
+    snprintf(cmd, sizeof cmd, QEMU " %s/two", tmp);
+    ck_assert_msg(sh(cmd) == 0, "two block-sparse models disagree: %s", cmd);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ linking, code, header */
 
 static void small_cnn(const char *wname, uint32_t seed)
@@ -651,6 +841,9 @@ static Suite *arm_suite(void)
     tcase_add_test(tc, conv_variants_pruned_reordered);
     tcase_add_test(tc, other_ops_match_ref);
     tcase_add_test(tc, rnn_cells_match_ref);
+    tcase_add_test(tc, sparse_fc_gemm_match_ref);
+    tcase_add_test(tc, sparse_rnn_match_ref);
+    tcase_add_test(tc, sparse_fc_stores_no_zeros);
     tcase_add_test(tc, two_models_link_into_one_program);
     tcase_add_test(tc, archive_and_code);
     tcase_add_test(tc, bad_input_fails_cleanly);

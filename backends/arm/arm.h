@@ -78,6 +78,23 @@ void arm_act_inplace(arm_gen *G, const ir_fused_params *p, LLVMValueRef y, int64
 /* Error naming the layer: "emit: layer 'X' (op Y): why". */
 pdc_status arm_unsupported(arm_gen *G, const ir_layer *l, const char *why);
 
+/* A block-sparse product y[0, o) = bias + W x over rows of a block- or unstructured-pruned constant
+ * (arm_sparse.c, the cpu target's generator retargeted): kernel and packed arrays in the module. */
+typedef struct arm_bsr {
+    LLVMValueRef fn, rowptr, col, wpk;
+    LLVMTypeRef fty;
+    int64_t k, kpad, o, nbr, bh, bw;  /* columns, columns x must hold (zeros past k), rows, block-rows, block */
+    size_t kept, total;               /* weights kept, weights in the rows */
+} arm_bsr;
+/* Plans rows [row0, row0 + rows) of wt's matrix view; PDC_ERR_UNSUPPORTED (nothing on ctx) where the
+ * cpu target would run them dense too (not pruned by blocks or elements, too dense, misaligned). */
+pdc_status arm_bsr_plan(arm_gen *G, const ir_tensor *wt, int64_t row0, int64_t rows, arm_bsr *S);
+/* x itself if it may be read kpad floats far, else its k floats copied into buf (kpad floats) with
+ * zeros after them. */
+LLVMValueRef arm_bsr_input(arm_gen *G, const arm_bsr *S, LLVMValueRef x, LLVMValueRef buf);
+/* y[0, o) = bias[0, o) + W x (x: kpad floats; y must not overlap x or bias). */
+void arm_bsr_call(arm_gen *G, const arm_bsr *S, LLVMValueRef x, LLVMValueRef bias, LLVMValueRef y);
+
 /* Per-op generators: build the body of the current function for layer l. */
 pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l);
 pdc_status arm_emit_op(arm_gen *G, const ir_layer *l);          /* everything but conv (arm_ops.c) */

@@ -6,9 +6,9 @@
  * constant address; innermost loops run along unit-stride data so LLVM's loop vectoriser turns them
  * into NEON code (fmla on v.4s). Constant matrices of fc/gemm are transposed at emit time where
  * that makes the inner loop unit-stride (y[i, :] += a[i, k] * B[k, :], no reduction, so no
- * reassociation is needed to vectorise). Block-sparse fc/gemm weights run as dense loops over the
- * stored zeros (the block-sparse generator of gemm.c is not retargeted yet). exp and tanh are libm's
- * expf/tanhf. Semantics follow backends/ref (accumulation is in float here, not double).
+ * reassociation is needed to vectorise). Block- or unstructured-pruned constant weights of fc (and
+ * gemm with transB) go through gemm.c's block-sparse generator (arm_sparse.c) where the cpu target's
+ * conditions hold, one matrix-vector product per row. exp and tanh are libm's expf/tanhf. Semantics follow backends/ref (accumulation is in float here, not double).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -569,6 +569,34 @@ static void emit_matmul_core(arm_gen *G, LLVMValueRef a, LLVMValueRef aoff, int6
     arm_loop_end(G, &Li);
 }
 
+static pdc_status emit_gemm_epilogue(arm_gen *G, const ir_layer *l, const ir_gemm_params *pp, LLVMValueRef y);
+
+/* y[i, :] = bias + W a[i, :] for every row i through the block-sparse kernel; bias: fc's (constant)
+ * or zeros. */
+static pdc_status emit_gemm_sparse(arm_gen *G, const ir_layer *l, const ir_gemm_params *p, const arm_bsr *S,
+                                   LLVMValueRef a, LLVMValueRef y)
+{
+    LLVMValueRef bias;
+    pdc_status st;
+    if (l->op == IR_OP_FC && l->n_inputs > 2 && l->inputs[2] >= 0) {
+        if ((st = arm_tensor_ptr(G, l->inputs[2], &bias))) return st;
+    } else {
+        float *z = pdc_calloc(G->ctx, (size_t)p->n, sizeof *z);
+        if (!z) return PDC_ERR_OUT_OF_MEMORY;
+        bias = arm_const_bytes(G, z, (size_t)p->n * sizeof *z, "zeros");
+        pdc_free(z);
+    }
+    /* rows of A are read kpad floats far: through a zero-padded copy where kpad > k */
+    LLVMValueRef buf = S->kpad != S->k ? arm_scratch(G, (size_t)S->kpad) : NULL;
+    arm_loop L;
+    LLVMValueRef i = arm_loop_begin(G, p->m, &L);
+    LLVMValueRef xi = pdc_irb_gep(&G->irb, G->irb.f32, a, arm_mulc(G, i, p->k));
+    LLVMValueRef yi = pdc_irb_gep(&G->irb, G->irb.f32, y, arm_mulc(G, i, p->n));
+    arm_bsr_call(G, S, arm_bsr_input(G, S, xi, buf), bias, yi);
+    arm_loop_end(G, &L);
+    return PDC_OK;
+}
+
 static pdc_status emit_gemm(arm_gen *G, const ir_layer *l)
 {
     const ir_model *m = G->m;
@@ -578,6 +606,20 @@ static pdc_status emit_gemm(arm_gen *G, const ir_layer *l)
     const ir_tensor *tb = &m->tensors[l->inputs[1]];
     LLVMValueRef a, b, y;
     if ((st = arm_tensor_ptr(G, l->inputs[0], &a)) || (st = arm_tensor_ptr(G, l->outputs[0], &y))) return st;
+    const int fc = l->op == IR_OP_FC, has_c = l->n_inputs > 2 && l->inputs[2] >= 0;
+    /* block- or unstructured-pruned constant B = W^T (fc; gemm with transB, without transA): the
+     * block-sparse kernel, one y row = bias + W x per row of A, as the cpu target does for fc */
+    const ir_tensor *tc = has_c ? &m->tensors[l->inputs[2]] : NULL;
+    if (tb->kind == IR_TENSOR_CONST && p.trans_b && !p.trans_a && tb->rank == 2 && tb->dims[0] == p.n &&
+        tb->dims[1] == p.k && (!fc || !tc || tc->kind == IR_TENSOR_CONST)) {
+        arm_bsr S;
+        st = arm_bsr_plan(G, tb, 0, p.n, &S);
+        if (st != PDC_ERR_UNSUPPORTED) {
+            if (!st) st = emit_gemm_sparse(G, l, &p, &S, a, y);
+            if (st || fc) return st; /* fc: the bias was the kernel's; gemm: alpha and C below */
+            return emit_gemm_epilogue(G, l, &p, y);
+        }
+    }
     int64_t sbk = p.trans_b ? 1 : p.n, sbn = p.trans_b ? p.k : 1;
     if (tb->kind == IR_TENSOR_CONST && p.trans_b) {
         /* constant B^T: stored as [K, N] so the inner loop runs along unit-stride rows */
@@ -593,6 +635,15 @@ static pdc_status emit_gemm(arm_gen *G, const ir_layer *l)
     }
     LLVMValueRef zero = arm_i64(G, 0);
     emit_matmul_core(G, a, zero, p.trans_a ? 1 : p.k, p.trans_a ? p.m : 1, b, zero, sbk, sbn, y, zero, p.m, p.k, p.n);
+    return emit_gemm_epilogue(G, l, &p, y);
+}
+
+/* y = alpha * y + beta * C (C broadcast; fc: the bias) where that is not the identity. */
+static pdc_status emit_gemm_epilogue(arm_gen *G, const ir_layer *l, const ir_gemm_params *pp, LLVMValueRef y)
+{
+    const ir_model *m = G->m;
+    const ir_gemm_params p = *pp;
+    pdc_status st;
     int has_c = l->n_inputs > 2 && l->inputs[2] >= 0;
     if (p.alpha != 1.0f || has_c) {
         LLVMValueRef c = NULL;

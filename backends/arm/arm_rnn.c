@@ -2,9 +2,12 @@
  * arm_rnn.c - LSTM and GRU cells as LLVM IR loops for the AArch64 module, with the semantics of
  * backends/ref/rnn.c (ONNX opset 13, sigmoid/tanh, gates i,o,f,c and z,r,h).
  *
- * The weight matrices are transposed at emit time ([I, G*H] and [H, G*H]) so every gate product
+ * Dense weight matrices are transposed at emit time ([I, G*H] and [H, G*H]) so every gate product
  * is y[:] += x[k] * W^T[k, :] along unit-stride rows (vectorised without reassociation); the two
- * biases are added together at emit time. Hidden and cell state and the gate pre-activations live
+ * biases are added together at emit time. A block- or unstructured-pruned w or r (sparse enough,
+ * blocks not straddling a direction or GRU's h gate: the cpu target's conditions) goes through the
+ * block-sparse kernel instead (arm_sparse.c), one matrix-vector product per step and sample, each
+ * matrix choosing on its own. Hidden and cell state and the gate pre-activations live
  * in the module's scratch area. Sequence steps run in a loop; directions are unrolled.
  */
 #include <string.h>
@@ -81,18 +84,49 @@ pdc_status arm_emit_rnn(arm_gen *G, const ir_layer *l)
     if (lstm && in_at(l, 6) >= 0 && (st = arm_tensor_ptr(G, in_at(l, 6), &c0))) return st;
     if (out_at(l, 1) >= 0 && (st = arm_tensor_ptr(G, out_at(l, 1), &yh))) return st;
     if (lstm && out_at(l, 2) >= 0 && (st = arm_tensor_ptr(G, out_at(l, 2), &yc))) return st;
-    /* scratch: h[B*H], c[B*H], a[G*H], rh[H] */
-    LLVMValueRef scr = arm_scratch(G, (size_t)(2 * B * H + Gn * H + H));
+    const int64_t GH = Gn * H, RC = lstm ? GH : 2 * H; /* recurrent columns in the joint product */
+    /* block-sparse forms where the weights allow, per direction and matrix (cpu target's choice):
+     * w's gates, r's gates (GRU: z and r), GRU's h gate of r */
+    const ir_tensor *wten = &m->tensors[in_at(l, 1)], *rten = &m->tensors[in_at(l, 2)];
+    arm_bsr sw[2], sr[2], srh[2];
+    int use_w[2] = {0, 0}, use_r[2] = {0, 0}, use_rh[2] = {0, 0};
+    int64_t pad = 0;
+    for (int64_t d = 0; d < D; d++) {
+        struct {
+            arm_bsr *S;
+            int *use;
+            const ir_tensor *t;
+            int64_t row0, rows;
+        } q[3] = {{&sw[d], &use_w[d], wten, d * GH, GH}, {&sr[d], &use_r[d], rten, d * GH, RC},
+                  {&srh[d], &use_rh[d], rten, d * GH + 2 * H, H}};
+        for (int j = 0; j < (lstm ? 2 : 3); j++) {
+            st = arm_bsr_plan(G, q[j].t, q[j].row0, q[j].rows, q[j].S);
+            if (st == PDC_ERR_UNSUPPORTED) continue;
+            if (st) return st;
+            *q[j].use = 1;
+            if (q[j].S->kpad > pad) pad = q[j].S->kpad;
+        }
+    }
+    /* scratch: h[B*H], c[B*H], a[G*H], rh[H], then for the sparse products tmp[G*H] (the kernel's
+     * output may not overlap its bias), xp[pad] (zero-padded input), hv[pad] (GRU's r*h) */
+    LLVMValueRef scr = arm_scratch(G, (size_t)(2 * B * H + 2 * GH + H + 2 * pad));
     LLVMValueRef h = scr, c = pdc_irb_gepc(&G->irb, G->irb.f32, scr, B * H);
     LLVMValueRef a = pdc_irb_gepc(&G->irb, G->irb.f32, scr, 2 * B * H);
-    LLVMValueRef rh = pdc_irb_gepc(&G->irb, G->irb.f32, scr, 2 * B * H + Gn * H);
-    const int64_t GH = Gn * H, RC = lstm ? GH : 2 * H; /* recurrent columns in the joint product */
+    LLVMValueRef rh = pdc_irb_gepc(&G->irb, G->irb.f32, scr, 2 * B * H + GH);
+    LLVMValueRef tmp = pdc_irb_gepc(&G->irb, G->irb.f32, scr, 2 * B * H + GH + H);
+    LLVMValueRef xp = pdc_irb_gepc(&G->irb, G->irb.f32, scr, 2 * B * H + 2 * GH + H);
+    LLVMValueRef hv = pdc_irb_gepc(&G->irb, G->irb.f32, scr, 2 * B * H + 2 * GH + H + pad);
     for (int64_t d = 0; d < D; d++) {
         const int rev = p.reverse_only || d == 1;
-        LLVMValueRef wt, rt, rht = NULL, bsum, rbh = NULL;
-        if ((st = const_of(G, transpose_rows(G, w + d * GH * I, I, 0, GH), (size_t)(GH * I), "w", &wt))) return st;
-        if ((st = const_of(G, transpose_rows(G, r + d * GH * H, H, 0, RC), (size_t)(RC * H), "r", &rt))) return st;
-        if (!lstm && (st = const_of(G, transpose_rows(G, r + d * GH * H, H, 2 * H, H), (size_t)(H * H), "rh", &rht)))
+        LLVMValueRef wt = NULL, rt = NULL, rht = NULL, bsum, rbh = NULL;
+        if (!use_w[d] &&
+            (st = const_of(G, transpose_rows(G, w + d * GH * I, I, 0, GH), (size_t)(GH * I), "w", &wt)))
+            return st;
+        if (!use_r[d] &&
+            (st = const_of(G, transpose_rows(G, r + d * GH * H, H, 0, RC), (size_t)(RC * H), "r", &rt)))
+            return st;
+        if (!lstm && !use_rh[d] &&
+            (st = const_of(G, transpose_rows(G, r + d * GH * H, H, 2 * H, H), (size_t)(H * H), "rh", &rht)))
             return st;
         /* gate biases: Wb + Rb (GRU's h gate: Wb only; its Rb goes with the recurrent part) */
         float *bs = pdc_calloc(G->ctx, (size_t)(GH + H), sizeof *bs);
@@ -118,12 +152,24 @@ pdc_status arm_emit_rnn(arm_gen *G, const ir_layer *l)
         LLVMValueRef hb = pdc_irb_gep(&G->irb, G->irb.f32, h, arm_mulc(G, bb, H));
         LLVMValueRef cb = pdc_irb_gep(&G->irb, G->irb.f32, c, arm_mulc(G, bb, H));
         /* a = biases + x_t W^T + h R^T (GRU: z and r gates only) */
-        arm_loop Lj;
-        LLVMValueRef j = arm_loop_begin(G, GH, &Lj);
-        arm_stf(G, a, j, arm_ldf(G, bsum, j));
-        arm_loop_end(G, &Lj);
-        gate_product(G, x, arm_affine(G, t, B * I, bb, I, 0), I, wt, GH, a);
-        gate_product(G, hb, arm_i64(G, 0), H, rt, RC, a);
+        LLVMValueRef xoff = arm_affine(G, t, B * I, bb, I, 0);
+        if (use_w[d]) {
+            LLVMValueRef xt = pdc_irb_gep(&G->irb, G->irb.f32, x, xoff);
+            arm_bsr_call(G, &sw[d], arm_bsr_input(G, &sw[d], xt, xp), bsum, a);
+        } else {
+            arm_loop Lj;
+            LLVMValueRef j = arm_loop_begin(G, GH, &Lj);
+            arm_stf(G, a, j, arm_ldf(G, bsum, j));
+            arm_loop_end(G, &Lj);
+            gate_product(G, x, xoff, I, wt, GH, a);
+        }
+        if (use_r[d]) {
+            /* tmp = a + R h, then back into a */
+            arm_bsr_call(G, &sr[d], arm_bsr_input(G, &sr[d], hb, xp), a, tmp);
+            arm_move(G, a, tmp, RC);
+        } else {
+            gate_product(G, hb, arm_i64(G, 0), H, rt, RC, a);
+        }
         arm_loop Lk;
         LLVMValueRef k = arm_loop_begin(G, H, &Lk);
         if (lstm) {
@@ -138,17 +184,33 @@ pdc_status arm_emit_rnn(arm_gen *G, const ir_layer *l)
             arm_stf(G, rh, k, arm_ldf(G, rbh, k));
         }
         arm_loop_end(G, &Lk);
-        if (!lstm) {
+        if (!lstm && use_rh[d]) {
+            /* rh = Rbh + Rh hv with hv = h (linear_before_reset) or r*h, zero-padded to kpad */
+            LLVMValueRef xin = hb;
+            if (!p.linear_before_reset || srh[d].kpad != H) {
+                arm_loop Lq;
+                LLVMValueRef q = arm_loop_begin(G, H, &Lq);
+                LLVMValueRef v = arm_ldf(G, hb, q);
+                if (!p.linear_before_reset) v = LLVMBuildFMul(G->irb.b, arm_ldf(G, a, arm_addc(G, q, H)), v, "");
+                arm_stf(G, hv, q, v);
+                arm_loop_end(G, &Lq);
+                arm_zero(G, pdc_irb_gepc(&G->irb, G->irb.f32, hv, H), srh[d].kpad - H);
+                xin = hv;
+            }
+            arm_bsr_call(G, &srh[d], xin, rbh, rh);
+        } else if (!lstm) {
             /* rh = Rbh + (linear_before_reset ? H Rh^T (then times r) : (r*H) Rh^T) */
             arm_loop Lq, Lk2;
             LLVMValueRef q = arm_loop_begin(G, H, &Lq);
-            LLVMValueRef hv = arm_ldf(G, hb, q);
-            if (!p.linear_before_reset) hv = LLVMBuildFMul(G->irb.b, arm_ldf(G, a, arm_addc(G, q, H)), hv, "");
+            LLVMValueRef hq = arm_ldf(G, hb, q);
+            if (!p.linear_before_reset) hq = LLVMBuildFMul(G->irb.b, arm_ldf(G, a, arm_addc(G, q, H)), hq, "");
             LLVMValueRef row = arm_mulc(G, q, H);
             LLVMValueRef k2 = arm_loop_begin(G, H, &Lk2);
-            arm_stf(G, rh, k2, pdc_irb_fma(&G->irb, hv, arm_ldf(G, rht, arm_add(G, row, k2)), arm_ldf(G, rh, k2)));
+            arm_stf(G, rh, k2, pdc_irb_fma(&G->irb, hq, arm_ldf(G, rht, arm_add(G, row, k2)), arm_ldf(G, rh, k2)));
             arm_loop_end(G, &Lk2);
             arm_loop_end(G, &Lq);
+        }
+        if (!lstm) {
             arm_loop Lk3;
             LLVMValueRef k3 = arm_loop_begin(G, H, &Lk3);
             LLVMValueRef rv = arm_ldf(G, rh, k3);
