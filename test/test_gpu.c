@@ -709,6 +709,77 @@ START_TEST(matmul_broadcast_matches_ref)
 }
 END_TEST
 
+static char *emit_ptx(const char *arch, const char *dir);
+static void check_ptxas(const char *what);
+
+/* Dense fc / gemm / matmul with M, N >= 16 take the shared-memory tiled kernel (16x16 tiles, phases
+ * separated by barriers; the emulated device runs each phase for the whole block before the next):
+ * sizes around and off the tile multiples, transposes, broadcast batches, and its PTX through ptxas. */
+START_TEST(tiled_gemm_matches_ref)
+{
+    static const struct {
+        int64_t m, k, n;
+        int ta, tb;
+    } g[] = {{16, 16, 16, 0, 0}, {17, 33, 31, 0, 1}, {40, 7, 16, 1, 0}, {64, 90, 50, 1, 1}, {31, 1, 47, 0, 0}};
+    for (size_t c = 0; c < sizeof g / sizeof g[0]; c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "tiled", &mdl));
+        if (g[c].ta) input("a", DIMS(g[c].k, g[c].m));
+        else input("a", DIMS(g[c].m, g[c].k));
+        if (g[c].tb) constant_rand("b", DIMS(g[c].n, g[c].k), 1.0f, 5);
+        else input("b", DIMS(g[c].k, g[c].n));
+        constant_rand("c", DIMS(g[c].n), 1.0f, 6);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "transA", g[c].ta));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "transB", g[c].tb));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.5f));
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+        layer("gemm", a, "y", NAMES("a", "b", "c"));
+        output("y");
+        char what[96];
+        snprintf(what, sizeof what, "tiled gemm %lldx%lldx%lld ta%d tb%d", (long long)g[c].m, (long long)g[c].k,
+                 (long long)g[c].n, g[c].ta, g[c].tb);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        ck_assert_kernel(p, "y", "shared-memory tiles 16x16");
+        pdc_program_destroy(p);
+    }
+    /* fc at batch 20 (tiled) and batch 3 (thread per output) */
+    for (int n = 3; n <= 20; n += 17) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "fc", &mdl));
+        input("x", DIMS(n, 75));
+        constant_rand("w", DIMS(37, 75), 0.5f, 7);
+        constant_rand("bias", DIMS(37), 0.5f, 8);
+        layer("fc", NULL, "y", NAMES("x", "w", "bias"));
+        output("y");
+        pdc_program *p = check_matches_ref(n == 20 ? "tiled fc" : "small fc", 9);
+        ck_assert_kernel(p, "y", n == 20 ? "shared-memory tiles" : "thread per output");
+        pdc_program_destroy(p);
+    }
+    /* matmul with broadcast batch dims: a block per (batch, tile) */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "mm", &mdl));
+    input("a", DIMS(2, 1, 37, 45));
+    input("b", DIMS(3, 45, 33));
+    layer("matmul", NULL, "y", NAMES("a", "b"));
+    output("y");
+    pdc_program *p = check_matches_ref("tiled matmul [2,1,37,45] x [3,45,33]", 10);
+    ck_assert_kernel(p, "y", "shared-memory tiles");
+    pdc_program_destroy(p);
+    /* the PTX: shared arrays, bar.sync, accepted by ptxas */
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/tiled-XXXXXX", cache_dir);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *ptx = emit_ptx("sm_80", dir);
+    ck_assert_msg(strstr(ptx, ".shared .align 16 .b8 L0_matmul_smem0[1088]") != NULL, "no shared tile in the PTX");
+    const char *bar = strstr(ptx, "bar");
+    ck_assert_msg(bar != NULL && strstr(ptx, "bar.sync") != NULL, "no barrier in the PTX: %.60s", bar ? bar : "-");
+    free(ptx);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    check_ptxas("tiled matmul");
+}
+END_TEST
+
 START_TEST(rnn_random_matches_ref)
 {
     /* LSTM and GRU: directions, initial states, optional outputs, linear_before_reset */
@@ -1208,6 +1279,7 @@ static Suite *gpu_suite(void)
     tcase_add_loop_test(tc, fc_random_matches_ref, 0, 3);
     tcase_add_test(tc, gemm_random_matches_ref);
     tcase_add_test(tc, matmul_broadcast_matches_ref);
+    tcase_add_test(tc, tiled_gemm_matches_ref);
     tcase_add_test(tc, rnn_random_matches_ref);
     suite_add_tcase(s, tc);
 

@@ -61,6 +61,10 @@ typedef void (*gpu_gen_fn)(gpu_kb *kb, const void *params);
 
 typedef struct gpu_kernel {
     char name[40];        /* "L<layer>_<what>", a valid PTX identifier */
+    int tiled;            /* 0: gen writes one thread's work for kb->idx (< total, checked);
+                           * 1: gen writes a whole block's work for kb->block in phases separated by
+                           *    barriers (kb_phase_begin/end), with shared memory; total is then
+                           *    blocks * GPU_BLOCK and every thread runs every phase */
     gpu_gen_fn gen;
     void *params;         /* the generator's, owned (pdc_free; free_params first if set) */
     void (*free_params)(void *params);
@@ -105,6 +109,9 @@ int gpu_plan_kernel(gpu_plan *p, int layer, const char *what, gpu_gen_fn gen, vo
                     void (*free_params)(void *), int64_t total);
 int gpu_plan_kernel1(gpu_plan *p, int layer, const char *what, gpu_gen_fn gen, void *params,
                      void (*free_params)(void *), int64_t total);
+/* A tiled kernel of `blocks` blocks (and one launch of it). */
+int gpu_plan_tiled1(gpu_plan *p, int layer, const char *what, gpu_gen_fn gen, void *params,
+                    void (*free_params)(void *), int64_t blocks);
 pdc_status gpu_plan_launch(gpu_plan *p, int kernel, int32_t arg);
 /* The tensor reference of layer input/output slot (absent: off = -1). */
 gpu_ref gpu_in(const gpu_plan *p, const ir_layer *l, size_t i);
@@ -126,8 +133,19 @@ struct gpu_kb {
     int ptx;                    /* 1: NVPTX flavour, 0: host emulation */
     LLVMValueRef fn, act, wts;  /* current function and its arena pointers */
     LLVMValueRef arg;           /* i64 */
-    LLVMValueRef idx;           /* i64 global thread index */
+    LLVMValueRef idx;           /* i64 global thread index (per-thread kernels) */
     LLVMBasicBlockRef entry;    /* allocas go here */
+    /* tiled kernels */
+    LLVMValueRef block;         /* i64 block index */
+    LLVMValueRef tid;           /* i64 thread index in the block: valid inside a phase only */
+    LLVMValueRef ptx_tid;       /* PTX: tid.x, read once at entry */
+    int in_phase;
+    int n_shared;               /* shared arrays made so far (their names) */
+    const char *kname;
+    struct {
+        LLVMValueRef var;
+        LLVMBasicBlockRef head, exit;
+    } tloop;                    /* host: the open phase's loop over the block's threads */
 };
 
 /* Builds every kernel of the plan into m: flavour ptx (entries "<name>(act, wts, arg)" marked as
@@ -172,6 +190,28 @@ LLVMValueRef kb_sel(gpu_kb *kb, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef kb_var(gpu_kb *kb, LLVMTypeRef t, LLVMValueRef init);
 LLVMValueRef kb_get(gpu_kb *kb, LLVMTypeRef t, LLVMValueRef var);
 void kb_set(gpu_kb *kb, LLVMValueRef var, LLVMValueRef v);
+/*
+ * Tiled kernels (gpu_kernel.tiled). The generator writes a block's work as a sequence of phases:
+ *   kb_phase_begin(kb); ...one thread's code for thread kb->tid...; kb_phase_end(kb, barrier);
+ * with block-uniform code (and block-uniform loops, e.g. over K tiles) around them. On PTX a phase is
+ * just the thread's code followed by bar.sync 0 (llvm.nvvm.barrier0) when barrier is set; on the
+ * emulated device it is a loop over all GPU_BLOCK threads of the block, so every thread finishes a
+ * phase before any starts the next - exactly the barrier's semantics. Hence a value computed inside
+ * a phase must not be used in a later one (the host IR would not even verify): keep it in a kb_tvar
+ * or recompute it. Shared memory: kb_shared (PTX: an addrspace(3) array; host: a stack array of the
+ * kernel call, one block at a time).
+ */
+void kb_phase_begin(gpu_kb *kb);
+void kb_phase_end(gpu_kb *kb, int barrier);
+/* A float array of n elements in shared memory; kb_sld / kb_sst access element i. */
+LLVMValueRef kb_shared(gpu_kb *kb, int64_t n);
+LLVMValueRef kb_sld(gpu_kb *kb, LLVMValueRef base, LLVMValueRef i);
+void kb_sst(gpu_kb *kb, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v);
+/* A per-thread float that lives across phases (PTX: a register; host: one slot per thread). */
+LLVMValueRef kb_tvar(gpu_kb *kb);
+LLVMValueRef kb_tget(gpu_kb *kb, LLVMValueRef var);
+void kb_tset(gpu_kb *kb, LLVMValueRef var, LLVMValueRef v);
+
 /* for (i = begin; i < end; i++) { ... }: kb_for returns i and leaves the builder in the body. */
 typedef struct kb_loop {
     LLVMValueRef var;

@@ -8,7 +8,11 @@
  *    unstructured-pruned): the kept blocks of each block-row in CSR form (rowptr, first column,
  *    bh x bw weights packed block by block; unstructured = 1x1 blocks); one thread per output
  *    (row i, output o) walks only the kept blocks of o's block-row, bw taps unrolled.
- * No shared-memory tiling (see README "GPU backend").
+ *  - dense and large enough (M, N >= GEMM_TILE_MIN): shared-memory tiling, a block of 16 x 16
+ *    threads per 16 x 16 output tile; per K step of 16 each thread stages one element of the A tile
+ *    and one of the B tile into shared memory (loaded along the operand's contiguous axis, so a
+ *    warp's loads are coalesced whichever operand is transposed; rows padded to 17 floats against
+ *    bank conflicts), barrier, 16 fma from shared memory, barrier.
  */
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +32,7 @@ typedef struct gemm_p {
     int nb;                                                   /* matmul batch dims */
     int64_t bd[PDC_MAX_RANK], sa[PDC_MAX_RANK], sb[PDC_MAX_RANK];
     /* block-sparse: B is [N, K] in kept blocks of bh x bw */
-    int bsr;
+    int bsr, tiled;
     int64_t bh, bw;
     gpu_ref rowptr, col, wpk;
 } gemm_p;
@@ -69,6 +73,88 @@ static void gen_gemm(gpu_kb *kb, const void *vp)
     kb_set(kb, acc, kb_fma(kb, av, bv, kb_get(kb, kb->f32, acc)));
     kb_endfor(kb, &L);
     kb_st(kb, p->y, kb->idx, finish(kb, p, kb_get(kb, kb->f32, acc), i, j));
+}
+
+#define TILE 16                  /* GPU_BLOCK = TILE * TILE */
+#define TILE_LD (TILE + 1)       /* shared row stride: padded */
+#define GEMM_TILE_MIN 16         /* M and N from which the tiled kernel is used */
+_Static_assert(TILE * TILE == GPU_BLOCK, "one thread per tile element");
+
+/* Batch offsets of operand A and B for batch index bt (matmul's broadcast batch dims). */
+static void batch_offsets(gpu_kb *kb, const gemm_p *p, LLVMValueRef bt, LLVMValueRef *oa, LLVMValueRef *ob)
+{
+    *oa = kb_i64(kb, 0);
+    *ob = kb_i64(kb, 0);
+    for (int d = p->nb - 1; d >= 0; d--) {
+        LLVMValueRef id = d ? kb_remc(kb, bt, p->bd[d]) : bt;
+        *oa = kb_add(kb, *oa, kb_mulc(kb, id, p->sa[d]));
+        *ob = kb_add(kb, *ob, kb_mulc(kb, id, p->sb[d]));
+        if (d) bt = kb_divc(kb, bt, p->bd[d]);
+    }
+}
+
+/* Stages element (r, c) of a tile of `src` (rows from r0 with stride rs, columns from c0 with stride
+ * cs, limits rn x cn; outside: 0) into sh[r * TILE_LD + c]. The thread's (u, v) = (tid / TILE,
+ * tid % TILE) become (r, c) or (c, r) so that v, the fastest thread index, walks the contiguous axis. */
+static void stage(gpu_kb *kb, gpu_ref src, LLVMValueRef base, LLVMValueRef r0, LLVMValueRef c0, int64_t rs, int64_t cs,
+                  int64_t rn, int64_t cn, LLVMValueRef sh)
+{
+    LLVMValueRef u = kb_divc(kb, kb->tid, TILE), v = kb_remc(kb, kb->tid, TILE);
+    int swap = cs != 1 && rs == 1;
+    LLVMValueRef r = swap ? v : u, c = swap ? u : v;
+    LLVMValueRef gr = kb_add(kb, r0, r), gc = kb_add(kb, c0, c);
+    LLVMValueRef ok = kb_and(kb, kb_icmp(kb, LLVMIntSLT, gr, kb_i64(kb, rn)), kb_icmp(kb, LLVMIntSLT, gc, kb_i64(kb, cn)));
+    LLVMValueRef val = kb_var(kb, kb->f32, kb_f32(kb, 0.0f));
+    kb_if I = {0};
+    kb_if_begin(kb, &I, ok);
+    kb_set(kb, val, kb_ld(kb, src, kb_add(kb, base, kb_add(kb, kb_mulc(kb, gr, rs), kb_mulc(kb, gc, cs)))));
+    kb_if_end(kb, &I);
+    kb_sst(kb, sh, kb_add(kb, kb_mulc(kb, r, TILE_LD), c), kb_get(kb, kb->f32, val));
+}
+
+static void gen_gemm_tiled(gpu_kb *kb, const void *vp)
+{
+    const gemm_p *p = vp;
+    const int64_t tm = (p->M + TILE - 1) / TILE, tn = (p->N + TILE - 1) / TILE;
+    /* block-uniform: which tile of which batch */
+    LLVMValueRef bj = kb_remc(kb, kb->block, tn), bi = kb_remc(kb, kb_divc(kb, kb->block, tn), tm);
+    LLVMValueRef bt = kb_divc(kb, kb->block, tm * tn);
+    LLVMValueRef oa, ob;
+    batch_offsets(kb, p, bt, &oa, &ob);
+    LLVMValueRef i0 = kb_mulc(kb, bi, TILE), j0 = kb_mulc(kb, bj, TILE);
+    LLVMValueRef As = kb_shared(kb, TILE * TILE_LD), Bs = kb_shared(kb, TILE * TILE_LD);
+    LLVMValueRef acc = kb_tvar(kb);
+    kb_phase_begin(kb);
+    kb_tset(kb, acc, kb_f32(kb, 0.0f));
+    kb_phase_end(kb, 0);
+    kb_loop L;
+    LLVMValueRef kt = kb_for(kb, &L, kb_i64(kb, 0), kb_i64(kb, (p->K + TILE - 1) / TILE));
+    LLVMValueRef k0 = kb_mulc(kb, kt, TILE);
+    kb_phase_begin(kb);
+    /* As[r][c] = A(i0 + r, k0 + c), Bs[r][c] = B(k0 + r, j0 + c) */
+    stage(kb, p->a, oa, i0, k0, p->a_si, p->a_sk, p->M, p->K, As);
+    stage(kb, p->b, ob, k0, j0, p->b_sk, p->b_sj, p->K, p->N, Bs);
+    kb_phase_end(kb, 1);
+    kb_phase_begin(kb);
+    {
+        LLVMValueRef u = kb_divc(kb, kb->tid, TILE), v = kb_remc(kb, kb->tid, TILE);
+        LLVMValueRef arow = kb_mulc(kb, u, TILE_LD), a = kb_tget(kb, acc);
+        for (int64_t k = 0; k < TILE; k++)
+            a = kb_fma(kb, kb_sld(kb, As, kb_addc(kb, arow, k)), kb_sld(kb, Bs, kb_addc(kb, v, k * TILE_LD)), a);
+        kb_tset(kb, acc, a);
+    }
+    kb_phase_end(kb, 1);
+    kb_endfor(kb, &L);
+    kb_phase_begin(kb);
+    {
+        LLVMValueRef i = kb_add(kb, i0, kb_divc(kb, kb->tid, TILE)), j = kb_add(kb, j0, kb_remc(kb, kb->tid, TILE));
+        kb_if I = {0};
+        kb_if_begin(kb, &I, kb_and(kb, kb_icmp(kb, LLVMIntSLT, i, kb_i64(kb, p->M)), kb_icmp(kb, LLVMIntSLT, j, kb_i64(kb, p->N))));
+        LLVMValueRef at = kb_add(kb, kb_mulc(kb, kb_add(kb, kb_mulc(kb, bt, p->M), i), p->N), j);
+        kb_st(kb, p->y, at, finish(kb, p, kb_tget(kb, acc), i, j));
+        kb_if_end(kb, &I);
+    }
+    kb_phase_end(kb, 0);
 }
 
 static void gen_bsr(gpu_kb *kb, const void *vp)
@@ -186,6 +272,7 @@ pdc_status gpu_plan_gemm(gpu_plan *pl, const ir_model *m, size_t li)
         }
         for (int i = 0; i < p->nb; i++) p->bd[i] = ty->dims[i];
         snprintf(info, sizeof pl->info[0], "ptx dense matmul, thread per output element");
+        p->tiled = p->M >= GEMM_TILE_MIN && p->N >= GEMM_TILE_MIN;
     } else {
         ir_gemm_params g;
         if ((st = ir_gemm_params_get(m, l, &g))) {
@@ -227,7 +314,14 @@ pdc_status gpu_plan_gemm(gpu_plan *pl, const ir_model *m, size_t li)
                      op, (long long)p->bh, (long long)p->bw, kept, nblocks);
         } else {
             snprintf(info, sizeof pl->info[0], "ptx dense %s, thread per output element", op);
+            p->tiled = p->M >= GEMM_TILE_MIN && p->N >= GEMM_TILE_MIN;
         }
+    }
+    if (p->tiled) {
+        int64_t blocks = total / (p->M * p->N) * ((p->M + TILE - 1) / TILE) * ((p->N + TILE - 1) / TILE);
+        snprintf(info, sizeof pl->info[0], "ptx dense %s, shared-memory tiles %dx%d (block per output tile)", op, TILE,
+                 TILE);
+        return gpu_plan_tiled1(pl, (int)li, op, gen_gemm_tiled, p, NULL, blocks) < 0 ? PDC_ERR_OUT_OF_MEMORY : PDC_OK;
     }
     return gpu_plan_kernel1(pl, (int)li, p->bsr ? "bsr" : op, p->bsr ? gen_bsr : gen_gemm, p, NULL, total) < 0
                ? PDC_ERR_OUT_OF_MEMORY

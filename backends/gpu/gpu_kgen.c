@@ -258,6 +258,97 @@ void kb_if_end(gpu_kb *kb, kb_if *I)
     LLVMPositionBuilderAtEnd(kb->b, I->done);
 }
 
+/* ------------------------------------------------------------------ tiled kernels: phases, shared memory */
+
+void kb_phase_begin(gpu_kb *kb)
+{
+    kb->in_phase = 1;
+    if (kb->ptx) {
+        kb->tid = kb->ptx_tid;
+        return;
+    }
+    kb_loop L;
+    kb->tid = kb_for(kb, &L, kb_i64(kb, 0), kb_i64(kb, GPU_BLOCK));
+    kb->tloop.var = L.var;
+    kb->tloop.head = L.head;
+    kb->tloop.exit = L.exit;
+}
+
+void kb_phase_end(gpu_kb *kb, int barrier)
+{
+    kb->in_phase = 0;
+    kb->tid = NULL;
+    if (!kb->ptx) {
+        kb_loop L = {kb->tloop.var, kb->tloop.head, kb->tloop.exit};
+        kb_endfor(kb, &L);
+        return;
+    }
+    if (!barrier) return;
+    /* the declaration from the intrinsic table carries its attributes (convergent, nounwind) */
+    static const char name[] = "llvm.nvvm.barrier0";
+    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(kb->m, id, NULL, 0);
+    LLVMBuildCall2(kb->b, LLVMIntrinsicGetType(kb->c, id, NULL, 0), f, NULL, 0, "");
+}
+
+/* An alloca in the entry block (before its first instruction). */
+static LLVMValueRef entry_alloca(gpu_kb *kb, LLVMTypeRef t)
+{
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(kb->b);
+    LLVMValueRef first = LLVMGetFirstInstruction(kb->entry);
+    if (first) LLVMPositionBuilderBefore(kb->b, first);
+    else LLVMPositionBuilderAtEnd(kb->b, kb->entry);
+    LLVMValueRef v = LLVMBuildAlloca(kb->b, t, "");
+    LLVMSetAlignment(v, 16);
+    LLVMPositionBuilderAtEnd(kb->b, cur);
+    return v;
+}
+
+LLVMValueRef kb_shared(gpu_kb *kb, int64_t n)
+{
+    LLVMTypeRef at = LLVMArrayType2(kb->f32, (uint64_t)n);
+    if (!kb->ptx) return entry_alloca(kb, at);
+    char name[64];
+    snprintf(name, sizeof name, "%s_smem%d", kb->kname, kb->n_shared++);
+    LLVMValueRef g = LLVMAddGlobalInAddressSpace(kb->m, at, name, 3);
+    LLVMSetInitializer(g, LLVMGetUndef(at));
+    LLVMSetLinkage(g, LLVMInternalLinkage);
+    LLVMSetAlignment(g, 16);
+    return g;
+}
+
+static LLVMValueRef saddr(gpu_kb *kb, LLVMValueRef base, LLVMValueRef i)
+{
+    return LLVMBuildInBoundsGEP2(kb->b, kb->f32, base, &i, 1, "");
+}
+
+LLVMValueRef kb_sld(gpu_kb *kb, LLVMValueRef base, LLVMValueRef i)
+{
+    LLVMValueRef v = LLVMBuildLoad2(kb->b, kb->f32, saddr(kb, base, i), "");
+    LLVMSetAlignment(v, 4);
+    return v;
+}
+
+void kb_sst(gpu_kb *kb, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v)
+{
+    LLVMSetAlignment(LLVMBuildStore(kb->b, v, saddr(kb, base, i)), 4);
+}
+
+LLVMValueRef kb_tvar(gpu_kb *kb)
+{
+    return entry_alloca(kb, kb->ptx ? kb->f32 : LLVMArrayType2(kb->f32, GPU_BLOCK));
+}
+
+LLVMValueRef kb_tget(gpu_kb *kb, LLVMValueRef var)
+{
+    return LLVMBuildLoad2(kb->b, kb->f32, kb->ptx ? var : saddr(kb, var, kb->tid), "");
+}
+
+void kb_tset(gpu_kb *kb, LLVMValueRef var, LLVMValueRef v)
+{
+    LLVMBuildStore(kb->b, v, kb->ptx ? var : saddr(kb, var, kb->tid));
+}
+
 /* ------------------------------------------------------------------ entries */
 
 static LLVMValueRef sreg(gpu_kb *kb, const char *name)
@@ -272,6 +363,16 @@ static void add_attr(gpu_kb *kb, LLVMValueRef f, unsigned idx, const char *name)
 {
     unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
     LLVMAddAttributeAtIndex(f, idx, LLVMCreateEnumAttribute(kb->c, kind, 0));
+}
+
+/* !nvvm.annotations: kb->fn is a kernel entry, launched with exactly GPU_BLOCK threads (.maxntid,
+ * so ptxas allocates registers for that block size; a larger launch would fail). */
+static void mark_kernel(gpu_kb *kb)
+{
+    LLVMValueRef md[3] = {kb->fn, LLVMMDStringInContext(kb->c, "kernel", 6), kb_i32(kb, 1)};
+    LLVMAddNamedMetadataOperand(kb->m, "nvvm.annotations", LLVMMDNodeInContext(kb->c, md, 3));
+    LLVMValueRef nt[3] = {kb->fn, LLVMMDStringInContext(kb->c, "maxntidx", 8), kb_i32(kb, GPU_BLOCK)};
+    LLVMAddNamedMetadataOperand(kb->m, "nvvm.annotations", LLVMMDNodeInContext(kb->c, nt, 3));
 }
 
 static void build_kernel(gpu_kb *kb, const gpu_kernel *k, const char *prefix)
@@ -291,10 +392,31 @@ static void build_kernel(gpu_kb *kb, const gpu_kernel *k, const char *prefix)
     LLVMBasicBlockRef ret = LLVMAppendBasicBlockInContext(kb->c, kb->fn, "ret");
     LLVMPositionBuilderAtEnd(kb->b, kb->entry);
     kb->arg = LLVMBuildSExt(kb->b, LLVMGetParam(kb->fn, 2), kb->i64, "");
+    kb->kname = k->name;
+    kb->n_shared = 0;
+    kb->idx = kb->block = kb->tid = kb->ptx_tid = NULL;
     kb_loop L = {0};
+    if (k->tiled) {
+        /* the whole block's phases: every thread reaches every barrier, so no early exit */
+        if (kb->ptx) {
+            mark_kernel(kb);
+            kb->block = sreg(kb, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+            kb->ptx_tid = sreg(kb, "llvm.nvvm.read.ptx.sreg.tid.x");
+        } else {
+            LLVMValueRef grid = LLVMBuildZExt(kb->b, LLVMGetParam(kb->fn, 3), kb->i64, "");
+            kb->block = kb_for(kb, &L, kb_i64(kb, 0), grid);
+        }
+        LLVMBuildBr(kb->b, work);
+        LLVMPositionBuilderAtEnd(kb->b, work);
+        k->gen(kb, k->params);
+        if (!kb->ptx) kb_endfor(kb, &L);
+        LLVMBuildBr(kb->b, ret);
+        LLVMPositionBuilderAtEnd(kb->b, ret);
+        LLVMBuildRetVoid(kb->b);
+        return;
+    }
     if (kb->ptx) {
-        LLVMValueRef md[3] = {kb->fn, LLVMMDStringInContext(kb->c, "kernel", 6), kb_i32(kb, 1)};
-        LLVMAddNamedMetadataOperand(kb->m, "nvvm.annotations", LLVMMDNodeInContext(kb->c, md, 3));
+        mark_kernel(kb);
         kb->idx = kb_add(kb, kb_mul(kb, sreg(kb, "llvm.nvvm.read.ptx.sreg.ctaid.x"),
                                     sreg(kb, "llvm.nvvm.read.ptx.sreg.ntid.x")),
                          sreg(kb, "llvm.nvvm.read.ptx.sreg.tid.x"));

@@ -65,6 +65,14 @@ int gpu_plan_kernel1(gpu_plan *p, int layer, const char *what, gpu_gen_fn gen, v
     return k < 0 || gpu_plan_launch(p, k, 0) ? -1 : k;
 }
 
+int gpu_plan_tiled1(gpu_plan *p, int layer, const char *what, gpu_gen_fn gen, void *params,
+                    void (*free_params)(void *), int64_t blocks)
+{
+    int k = gpu_plan_kernel1(p, layer, what, gen, params, free_params, blocks * GPU_BLOCK);
+    if (k >= 0) p->kernels[k].tiled = 1;
+    return k;
+}
+
 pdc_status gpu_plan_launch(gpu_plan *p, int kernel, int32_t arg)
 {
     pdc_status st = pdc_grow(p->ctx, (void **)&p->launches, &p->cap_launches, p->n_launches + 1, sizeof *p->launches);
