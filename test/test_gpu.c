@@ -257,6 +257,10 @@ static const char *kernel_of(const pdc_program *prog, const char *name)
     } while (0)
 
 
+/* PTX through ptxas (defined below). */
+static char *emit_ptx(const char *arch, const char *dir);
+static void check_ptxas(const char *what);
+
 /* ------------------------------------------------------------------ elementwise */
 
 static const char *const unary_ops[] = {"relu", "clip", "leaky_relu", "hardswish", "hardsigmoid", "sigmoid", "tanh"};
@@ -490,6 +494,47 @@ START_TEST(conv_random_matches_ref)
 END_TEST
 
 
+/* Dense 2-D convs with >= 256 output pixels take the shared-memory tiled kernel: input tile + halo
+ * and 8 filters' weights staged per step of input channels, phases separated by barriers (run phase
+ * by phase over the block on the emulated device). Strides, dilation, asymmetric pads, 1x1 and 5x5,
+ * channel counts off the step and group sizes, batch 2, bias, activation, out_perm; PTX via ptxas. */
+START_TEST(tiled_conv_matches_ref)
+{
+    static const struct {
+        int64_t n, c, o, h, w, kh, kw, s, d, pt, pl, pb, pr;
+        int bias, perm;
+    } cs[] = {{2, 5, 13, 20, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}, {1, 17, 8, 33, 35, 5, 5, 2, 1, 2, 2, 2, 2, 0, 1},
+              {1, 3, 9, 24, 12, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},  {1, 12, 16, 18, 30, 3, 3, 1, 2, 2, 1, 2, 3, 1, 1},
+              {1, 9, 7, 16, 16, 3, 3, 1, 1, 0, 1, 2, 1, 0, 0}};
+    for (size_t q = 0; q < sizeof cs / sizeof cs[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "tconv", &mdl));
+        input("x", DIMS(cs[q].n, cs[q].c, cs[q].h, cs[q].w));
+        constant_rand("w", DIMS(cs[q].o, cs[q].c, cs[q].kh, cs[q].kw), 0.5f, 11 + (uint32_t)q);
+        if (cs[q].bias) constant_rand("b", DIMS(cs[q].o), 0.5f, 3);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){cs[q].s, cs[q].s}));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", 2, (const int64_t[]){cs[q].d, cs[q].d}));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){cs[q].pt, cs[q].pl, cs[q].pb, cs[q].pr}));
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", q % 2 ? "relu" : "sigmoid"));
+        if (cs[q].perm) {
+            int64_t pv[32];
+            for (int64_t i = 0; i < cs[q].o; i++) pv[i] = (i * 5 + 3) % cs[q].o;
+            ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)cs[q].o, pv));
+        }
+        if (cs[q].bias) layer("conv", a, "y", NAMES("x", "w", "b"));
+        else layer("conv", a, "y", NAMES("x", "w"));
+        output("y");
+        char what[96];
+        snprintf(what, sizeof what, "tiled conv case %zu", q);
+        pdc_program *p = check_matches_ref(what, 40 + (uint32_t)q);
+        ck_assert_kernel(p, "y", "shared-memory tiles");
+        pdc_program_destroy(p);
+        if (q == 1) check_ptxas("tiled conv 5x5 stride 2");
+    }
+}
+END_TEST
+
 START_TEST(conv_vgg_like_pattern_layer)
 {
     /* 8 four-entry patterns with the centre, 50% connectivity: the layer shape the benchmarks time,
@@ -708,9 +753,6 @@ START_TEST(matmul_broadcast_matches_ref)
     pdc_program_destroy(p);
 }
 END_TEST
-
-static char *emit_ptx(const char *arch, const char *dir);
-static void check_ptxas(const char *what);
 
 /* Dense fc / gemm / matmul with M, N >= 16 take the shared-memory tiled kernel (16x16 tiles, phases
  * separated by barriers; the emulated device runs each phase for the whole block before the next):
@@ -1269,6 +1311,7 @@ static Suite *gpu_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, conv_random_matches_ref, SP_DENSE, SP_UNSTRUCTURED + 1);
     tcase_add_test(tc, conv_vgg_like_pattern_layer);
+    tcase_add_test(tc, tiled_conv_matches_ref);
     tcase_add_test(tc, demo_model_matches_ref);
     tcase_add_test(tc, onnx_test_models_match_ref);
     suite_add_tcase(s, tc);
