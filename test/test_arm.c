@@ -634,20 +634,20 @@ START_TEST(sparse_fc_stores_no_zeros)
     }
     check_arm_matches_ref("fcp", NULL, "90%-pruned fc", 61);
     if (!cross_tools()) return;
-    /* the same pruned model twice (fcp, fcq) in one program: the kernels and packed arrays are
-     * local, so nothing clashes */
-    emit_as("fcq", "cortex-a55", tmp);
+    /* the same pruned model twice in one program, the second named like the 4x4 kernel's prefix
+     * (bsr4x4): the kernels and packed arrays are local and named apart from any NAME_run */
+    emit_as("bsr4x4", "cortex-a55", tmp);
     static const char prog[] =
-        "#include <string.h>\n#include \"fcp.h\"\n#include \"fcq.h\"\n"
+        "#include <string.h>\n#include \"fcp.h\"\n#include \"bsr4x4.h\"\n"
         "int main(void) {\n"
-        "  static float x[fcp_INPUT0_SIZE], y1[fcp_OUTPUT0_SIZE], y2[fcq_OUTPUT0_SIZE];\n"
+        "  static float x[fcp_INPUT0_SIZE], y1[fcp_OUTPUT0_SIZE], y2[bsr4x4_OUTPUT0_SIZE];\n"
         "  for (int i = 0; i < fcp_INPUT0_SIZE; i++) x[i] = (float)(i % 7) - 3.0f;\n"
-        "  if (fcp_run(x, y1) || fcq_run(x, y2)) return 3;\n"
+        "  if (fcp_run(x, y1) || bsr4x4_run(x, y2)) return 3;\n"
         "  return memcmp(y1, y2, sizeof y1) != 0; }\n";
     char path[512], cmd[2048];
     snprintf(path, sizeof path, "%s/two.c", tmp);
     write_file(path, prog, strlen(prog));
-    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s %s/two.c %s/libfcp.a %s/libfcq.a -lm -o %s/two",
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s %s/two.c %s/libfcp.a %s/libbsr4x4.a -lm -o %s/two",
              tmp, tmp, tmp, tmp, tmp);
     ck_assert_msg(sh(cmd) == 0, "linking two block-sparse models failed: %s", cmd);
     snprintf(cmd, sizeof cmd, QEMU " %s/two", tmp);
@@ -761,6 +761,68 @@ START_TEST(archive_and_code)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ odd models */
+
+START_TEST(odd_names_and_no_inputs)
+{
+    /* tensor names with quotes, backslashes, comment marks, trigraphs, '%' and UTF-8: NAME.h keeps
+     * them as escaped string literals (checked by a host program that compares them byte for byte) */
+    static const char in_name[] = "in \"q\" \\ */ ?\?/ x", out_name[] = "out%s '\xc3\xa9' /* ?\?= */";
+    input(in_name, DIMS(2, 3));
+    const char *outs[1] = {out_name};
+    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "r", "relu", NAMES(in_name), 1, outs, NULL));
+    output(out_name);
+    emit_as("odd", NULL, tmp);
+    static const char prog[] =
+        "#include <string.h>\n#include \"odd.h\"\n"
+        "int main(void) {\n"
+        "  static const char want_in[] = \"in \\\"q\\\" \\\\ */ ?\\?/ x\", want_out[] = \"out%s '\\xc3\\xa9' /* ?\\?= */\";\n"
+        "  static const int dims[] = odd_INPUT0_DIMS;\n"
+        "  return strcmp(odd_INPUT0_NAME, want_in) || strcmp(odd_OUTPUT0_NAME, want_out) || dims[1] != 3; }\n";
+    char path[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/names.c", tmp);
+    write_file(path, prog, strlen(prog));
+    snprintf(cmd, sizeof cmd, "gcc -std=c99 -trigraphs -Wall -Wextra -Werror -I %s %s -o %s/names && %s/names", tmp, path,
+             tmp, tmp);
+    ck_assert_msg(sh(cmd) == 0, "NAME.h does not keep odd tensor names: %s", cmd);
+    check_arm_matches_ref("odd", NULL, "odd names", 71);
+    /* no graph input at all: a constant through two layers (the arrays ABI with no inputs) */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "noin", &mdl));
+    constant_rand("c", DIMS(3, 5), 1.0f, 1);
+    layer("relu", NULL, "r", NAMES("c"));
+    layer("sigmoid", NULL, "s", NAMES("r"));
+    output("s");
+    emit_as("noin", NULL, tmp);
+    if (!cross_tools()) return;
+    pdc_program *p = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &p));
+    float want[15];
+    pdc_tensor *to = NULL;
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 2, (const int64_t[]){3, 5}, want, &to));
+    ck_assert_ok(ctx, pdc_program_run(p, 0, NULL, 1, &to));
+    pdc_tensor_destroy(to);
+    pdc_program_destroy(p);
+    static const char prog2[] =
+        "#include <stdio.h>\n#include \"noin.h\"\n"
+        "int main(int argc, char **argv) {\n"
+        "  static float y[noin_OUTPUT0_SIZE]; float *outs[1] = {y};\n"
+        "  if (noin_NUM_INPUTS != 0 || noin_run(NULL, outs)) return 3;\n"
+        "  FILE *f = fopen(argv[1], \"wb\"); fwrite(y, sizeof y, 1, f); fclose(f); (void)argc; return 0; }\n";
+    snprintf(path, sizeof path, "%s/noin.c", tmp);
+    write_file(path, prog2, strlen(prog2));
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s %s %s/libnoin.a -lm -o %s/noin", tmp, path, tmp,
+             tmp);
+    ck_assert_msg(sh(cmd) == 0, "no-input model does not link: %s", cmd);
+    snprintf(cmd, sizeof cmd, QEMU " %s/noin %s/noin.bin", tmp, tmp);
+    ck_assert_msg(sh(cmd) == 0, "no-input model failed: %s", cmd);
+    snprintf(path, sizeof path, "%s/noin.bin", tmp);
+    float *got = read_floats(path, 15);
+    ck_assert_floats_near(got, want, 15, 1e-5f);
+    free(got);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ failures leave nothing behind */
 
 static int dir_entries(const char *dir)
@@ -827,6 +889,24 @@ START_TEST(bad_input_fails_cleanly)
     ck_assert_int_eq(access(sub, F_OK), -1); /* the directory was not even made */
     ck_assert_status(ctx, emit_opts(TARGET, NULL, tmp), PDC_ERR_UNSUPPORTED);
     ck_assert_int_eq(dir_entries(tmp), 1);
+    /* activations beyond what the small code model addresses (2.4 GB): refused before codegen; the
+     * shapes alone are checked, nothing that large is allocated */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "huge", &mdl));
+    input("h", DIMS(2, 300000000));
+    layer("relu", NULL, "hy", NAMES("h"));
+    output("hy");
+    ck_assert_status(ctx, emit_opts(TARGET, NULL, tmp), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "bytes of activations");
+    ck_assert_error_has(ctx, "small code model");
+    ck_assert_int_eq(dir_entries(tmp), 1);
+    /* no layers, so no outputs: the model check refuses it */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "empty", &mdl));
+    input("e", DIMS(1, 4));
+    ck_assert_status(ctx, emit_opts(TARGET, NULL, tmp), PDC_ERR_INVALID_MODEL);
+    ck_assert_error_has(ctx, "no outputs");
+    ck_assert_int_eq(dir_entries(tmp), 1);
 }
 END_TEST
 
@@ -846,6 +926,7 @@ static Suite *arm_suite(void)
     tcase_add_test(tc, sparse_fc_stores_no_zeros);
     tcase_add_test(tc, two_models_link_into_one_program);
     tcase_add_test(tc, archive_and_code);
+    tcase_add_test(tc, odd_names_and_no_inputs);
     tcase_add_test(tc, bad_input_fails_cleanly);
     suite_add_tcase(s, tc);
     return s;

@@ -40,7 +40,9 @@ pdc_status arm_archive(pdc_context *ctx, const char *member, const void *obj, si
     size_t idx_padded = idx_size + (idx_size & 1);
     size_t obj_at = 8 + AR_HDR + idx_padded;
     size_t total = obj_at + AR_HDR + obj_size + (obj_size & 1);
-    if (obj_at > UINT32_MAX) return pdc_error(ctx, PDC_ERR_OVERFLOW, "emit: archive too large");
+    /* the index holds 32-bit offsets; a member header has 10 digits for the size */
+    if (obj_at > UINT32_MAX || obj_size > (size_t)9999999999ULL)
+        return pdc_error(ctx, PDC_ERR_OVERFLOW, "emit: object of %zu bytes is too large for an ar archive", obj_size);
     char *a = pdc_calloc(ctx, 1, total);
     if (!a) return PDC_ERR_OUT_OF_MEMORY;
     memcpy(a, "!<arch>\n", 8);

@@ -16,6 +16,7 @@
  * NAME_run copies the inputs in, runs the layers in order, copies the outputs out, returns 0. The
  * arena is static: one call at a time (not reentrant).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,17 @@
 #include "ir/arena.h"
 
 #define ARM_ALIGN_FLOATS 16
+/* Activations plus constants the module may hold: the small code model reaches its data with ADRP
+ * (+-4 GiB from the code), so pdc keeps the whole image well inside that. */
+#define ARM_MAX_DATA_BYTES ((uint64_t)2 << 30)
+
+static pdc_status too_large(arm_gen *G, uint64_t arena_floats, uint64_t const_bytes)
+{
+    return pdc_error(G->ctx, PDC_ERR_UNSUPPORTED,
+                     "emit: the model needs %" PRIu64 " bytes of activations and %" PRIu64 " bytes of constants; "
+                     "an AArch64 library holds at most %" PRIu64 " bytes of them (small code model)",
+                     arena_floats * 4, const_bytes, (uint64_t)ARM_MAX_DATA_BYTES);
+}
 
 LLVMValueRef arm_arena_at(arm_gen *G, size_t off)
 {
@@ -87,6 +99,9 @@ static pdc_status layout(arm_gen *G)
         if (!n && tt->kind != IR_TENSOR_CONST)
             return pdc_error(G->ctx, PDC_ERR_UNSUPPORTED, "emit: tensor '%s' is empty or has a symbolic shape",
                              tt->name);
+        /* every later size (slots, byte counts of copies, loop bounds) fits once this holds */
+        if (tt->kind != IR_TENSOR_CONST && (n > ARM_MAX_DATA_BYTES / 4 || total > ARM_MAX_DATA_BYTES / 4))
+            return too_large(G, (uint64_t)total + n, 0);
         if (!planned) G->off[t] = ARM_NO_SLOT;
         if (tt->kind == IR_TENSOR_CONST) {
             G->off[t] = ARM_NO_SLOT;
@@ -97,6 +112,7 @@ static pdc_status layout(arm_gen *G)
             total += (n + ARM_ALIGN_FLOATS - 1) / ARM_ALIGN_FLOATS * ARM_ALIGN_FLOATS;
         }
     }
+    if (total > ARM_MAX_DATA_BYTES / 4) return too_large(G, total, 0);
     G->scratch_off = total;
     return PDC_OK;
 }
@@ -143,6 +159,10 @@ static pdc_status emit_run(arm_gen *G, const char *name, LLVMValueRef *layer_fns
     snprintf(full, sizeof full, "%s_run", name);
     LLVMTypeRef params[2] = {G->irb.ptr, G->irb.ptr};
     LLVMValueRef f = LLVMAddFunction(G->irb.m, full, LLVMFunctionType(G->irb.i32, params, 2, 0));
+    /* LLVM renames a clashing name silently: the library would then lack NAME_run */
+    size_t len = 0;
+    if (strcmp(LLVMGetValueName2(f, &len), full))
+        return pdc_error(G->ctx, PDC_ERR_INTERNAL, "emit: '%s' clashes with a symbol of the module", full);
     G->fn = f;
     LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->irb.c, f, "entry"));
     const int single = m->n_inputs == 1 && m->n_outputs == 1;
@@ -213,6 +233,8 @@ pdc_status arm_build_object(pdc_context *ctx, const ir_model *m, const char *nam
     }
     for (size_t li = 0; !st && li < m->n_layers; li++) st = emit_layer(&G, li, &fns[li]);
     if (!st) st = emit_run(&G, name, fns);
+    if (!st && ((uint64_t)G.scratch_off + G.scratch_floats + G.const_bytes / 4 > ARM_MAX_DATA_BYTES / 4))
+        st = too_large(&G, (uint64_t)G.scratch_off + G.scratch_floats, G.const_bytes);
     if (!st) {
         emit_version(&G, name, cpu);
         uint64_t total = G.scratch_off + G.scratch_floats;
