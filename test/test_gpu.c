@@ -67,8 +67,16 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 
 /* Every test of this process shares one fresh kernel cache (made in main, removed at exit), so a
  * kernel compiled by one test is loaded by the next, as it would be for a user. */
+static int real_gpu; /* make test-gpu: PDC_TEST_GPU=1 */
+
 static void setup(void)
 {
+    /* the loader tests change these; with CK_FORK=no (make test-valgrind) they must not leak into
+     * the next test */
+    if (!real_gpu) {
+        setenv("PDC_GPU_EMULATE", "1", 1);
+        unsetenv("PDC_CUDA_LIBRARY");
+    }
     ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", cache_dir));
     ck_assert_ok(ctx, pdc_model_create(ctx, "gpu_test", &mdl));
@@ -1362,7 +1370,8 @@ int main(void)
         return EXIT_FAILURE;
     }
     /* (a) runs on the emulated device unless make test-gpu asks for the real one */
-    if (getenv("PDC_TEST_GPU") && strcmp(getenv("PDC_TEST_GPU"), "0")) unsetenv("PDC_GPU_EMULATE");
+    real_gpu = getenv("PDC_TEST_GPU") && strcmp(getenv("PDC_TEST_GPU"), "0");
+    if (real_gpu) unsetenv("PDC_GPU_EMULATE");
     else {
         unsetenv("PDC_TEST_GPU");
         setenv("PDC_GPU_EMULATE", "1", 1);
