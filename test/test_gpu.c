@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -1282,6 +1283,56 @@ START_TEST(nvptx_emit_files)
 }
 END_TEST
 
+/* A program compiled on this thread runs on others (each run makes the device context current on
+ * its own thread: on a real GPU, make test-gpu, this is what it checks). */
+typedef struct thread_run {
+    pdc_program *prog;
+    pdc_tensor *x, *y;
+    pdc_status st;
+} thread_run;
+
+static void *run_in_thread(void *arg)
+{
+    thread_run *t = arg;
+    t->st = pdc_program_run(t->prog, 1, &t->x, 1, &t->y);
+    return NULL;
+}
+
+START_TEST(run_from_other_threads)
+{
+    input("x", DIMS(2, 40));
+    constant_rand("w", DIMS(24, 40), 0.5f, 3);
+    layer("fc", NULL, "h", NAMES("x", "w"));
+    layer("relu", NULL, "y", NAMES("h"));
+    output("y");
+    pdc_program *pr = NULL, *pg = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "gpu", &pg));
+    thread_run t[3];
+    pdc_tensor *want = NULL;
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(2, 24), &want));
+    for (int i = 0; i < 3; i++) {
+        t[i].prog = pg;
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(2, 40), &t[i].x));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(2, 24), &t[i].y));
+        test_fill_random(pdc_tensor_data(t[i].x), 80, 100u + (uint32_t)i);
+    }
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, run_in_thread, &t[i]), 0);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(t[i].st == PDC_OK, "run on thread %d: %s", i, pdc_context_last_error(ctx));
+        ck_assert_ok(ctx, pdc_program_run(pr, 1, &t[i].x, 1, &want));
+        assert_close(pdc_tensor_data(t[i].y), pdc_tensor_data(want), 48, "run on another thread");
+        pdc_tensor_destroy(t[i].x);
+        pdc_tensor_destroy(t[i].y);
+    }
+    pdc_tensor_destroy(want);
+    pdc_program_destroy(pg); /* destroyed on this thread, after runs on others */
+    pdc_program_destroy(pr);
+}
+END_TEST
+
 START_TEST(failed_run_leaves_outputs)
 {
     /* shape errors are caught before the device is touched; the output keeps its bytes */
@@ -1358,6 +1409,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(tc, gpu_arch_option);
     tcase_add_test(tc, nvptx_emit_files);
     tcase_add_test(tc, failed_run_leaves_outputs);
+    tcase_add_test(tc, run_from_other_threads);
     suite_add_tcase(s, tc);
     return s;
 }
