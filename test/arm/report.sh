@@ -2,7 +2,10 @@
 # report.sh - sizes and instruction counts of emitted AArch64 libraries, dense vs pruned (make arm-report).
 #
 # For each test model: `pdc prune` (pattern + connectivity pruning, reorder, plan for the CNNs; 4x4
-# blocks for the LSTM), `pdc compile --target aarch64-linux-gnu`, then
+# blocks for the LSTM), `pdc compile --target aarch64-linux-gnu`, then the same for two larger
+# models written here as .pdcir with uniform random weights (fixed seed): fc_big, an fc 512 -> 256
+# at batch 1 with 10% of its 4x4 blocks kept, and lstm_big, an LSTM with input and hidden 128 over 16
+# steps with 25% of the 4x4 blocks of both gate matrices kept; then
 #   code   bytes of .text of libNAME.a (aarch64-linux-gnu-size -A)
 #   consts bytes of .rodata (packed weights, index arrays; .data is empty)
 #   fmla   fmla instructions on vector registers (v.4s / v.s[]) in the disassembly
@@ -33,17 +36,34 @@ insns() {
         END { printf "%d\n", total }' "$T/log" | tr -d ' '
 }
 
+# gen NAME: writes $T/NAME.pdcir (dense weights, uniform in [-0.5, 0.5), awk's fixed seed)
+gen() {
+    case $1 in
+        fc_big) awk 'BEGIN { srand(7); printf "pdcir 1\nmodel \"fc_big\"\ninput x : f32[1,512]\nconst w : f32[256,512] = [";
+                   for (i = 0; i < 256 * 512; i++) printf "%s%.4f", i ? ", " : "", rand() - 0.5;
+                   printf "]\nlayer fc = fc(x, w) -> (y)\noutput y\n" }' > "$T/$1.pdcir" ;;
+        lstm_big) awk 'BEGIN { srand(8); printf "pdcir 1\nmodel \"lstm_big\"\ninput x : f32[16,1,128]\n";
+                     for (m = 0; m < 2; m++) { printf "const %s : f32[1,512,128] = [", m ? "r" : "w";
+                         for (i = 0; i < 512 * 128; i++) printf "%s%.4f", i ? ", " : "", (rand() - 0.5) / 4; printf "]\n" }
+                     printf "layer lstm = lstm(x, w, r) -> (y) {hidden_size=128}\noutput y\n" }' > "$T/$1.pdcir" ;;
+    esac
+}
+
 printf '%-18s %-7s %10s %10s %6s %14s\n' model variant code_B consts_B fmla insns/inference
-for model in resnet_small mobilenetv2_small lstm pattern_cnn; do
-    [ -f "$DATA/$model.onnx" ] || { echo "report.sh: $DATA/$model.onnx missing"; exit 1; }
+for model in resnet_small mobilenetv2_small lstm pattern_cnn fc_big lstm_big; do
     case $model in
-        lstm) passes="prune-block" ; popt="--block 4x4:0.75" ;;
+        *_big) gen $model; orig="$T/$model.pdcir" ;;
+        *) orig="$DATA/$model.onnx"; [ -f "$orig" ] || { echo "report.sh: $orig missing"; exit 1; } ;;
+    esac
+    case $model in
+        lstm|lstm_big) passes="prune-block" ; popt="--block 4x4:0.75" ;;
+        fc_big) passes="prune-block" ; popt="--block 4x4:0.9" ;;
         *) passes="canonicalize,prune-pattern,prune-connectivity,reorder,plan"; popt="" ;;
     esac
-    $PDC prune "$DATA/$model.onnx" -o "$T/${model}_p.pdc" --passes "$passes" $popt >/dev/null
+    $PDC prune "$orig" -o "$T/${model}_p.pdc" --passes "$passes" $popt >/dev/null
     for variant in dense pruned; do
         name=${model}_$variant
-        src="$DATA/$model.onnx"; [ $variant = pruned ] && src="$T/${model}_p.pdc"
+        src="$orig"; [ $variant = pruned ] && src="$T/${model}_p.pdc"
         $PDC compile "$src" --target aarch64-linux-gnu --cpu "$CPU" --name "$name" -o "$T/$name" >/dev/null
         lib="$T/$name/lib$name.a"
         code=$(aarch64-linux-gnu-size -A "$lib" | awk '$1 == ".text" { s += $2 } END { print s + 0 }')
