@@ -264,8 +264,8 @@ bench-train: all $(TRAIN_BENCH)
 BENCH_CONV := $(BUILD)/bench_conv
 BENCH_E2E  := $(BUILD)/bench_e2e
 $(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
-$(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(SHLIB)
-	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
+$(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
 $(BENCH_E2E): $(BUILD)/obj/test/bench/bench_e2e.o $(BUILD)/obj/test/bench/models.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
@@ -287,7 +287,8 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_E2E)
 # Without a GPU it prints "no GPU: skipped" and exits 0.
 BENCH_GPU := $(BUILD)/gpu_bench
 $(BUILD)/obj/test/bench/gpu_bench.o: PDC_CFLAGS += $(JIT_CFLAGS) -isystem $(CUDA_HOME)/include
-$(BENCH_GPU): $(BUILD)/obj/test/bench/gpu_bench.o $(BUILD)/obj/test/bench/models.o $(STLIB)
+$(BENCH_GPU): $(BUILD)/obj/test/bench/gpu_bench.o $(BUILD)/obj/test/bench/models.o $(BUILD)/obj/test/bench/layers.o \
+              $(STLIB)
 	$(CC) -o $@ $(filter %.o,$^) $(STLIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcudart \
 	    $(LDLIBS)
 

@@ -29,6 +29,7 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "layers.h"
 #include "pdc.h"
 
 #define DN(x)                                                                                       \
@@ -48,87 +49,6 @@
             exit(1);                                                                                    \
         }                                                                                               \
     } while (0)
-
-typedef struct layer_case {
-    const char *name;
-    int c, o, h, w;
-} layer_case;
-
-/* VGG-16 conv1_2 ... conv5_2 (3_3, 4_3, 5_2 repeat 3_2, 4_2, 5_1's shapes) and ResNet-50's 3x3 layers. */
-static const layer_case cases[] = {
-    {"vgg16.conv1_2", 64, 64, 224, 224},     {"vgg16.conv2_1", 64, 128, 112, 112},
-    {"vgg16.conv2_2", 128, 128, 112, 112},   {"vgg16.conv3_1", 128, 256, 56, 56},
-    {"vgg16.conv3_2+3_3", 256, 256, 56, 56}, {"vgg16.conv4_1", 256, 512, 28, 28},
-    {"vgg16.conv4_2+4_3", 512, 512, 28, 28}, {"vgg16.conv5_1+5_2", 512, 512, 14, 14},
-    {"resnet50.64@56", 64, 64, 56, 56},      {"resnet50.128@28", 128, 128, 28, 28},
-    {"resnet50.256@14", 256, 256, 14, 14},   {"resnet50.512@7", 512, 512, 7, 7},
-};
-#define N_CASES (sizeof cases / sizeof cases[0])
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double urand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The 8 four-entry patterns over the 3x3 window, each with the centre (bit = row*3 + col). */
-static const uint64_t patterns[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
-
-/* He-uniform weights projected onto the best pattern per kernel; the weakest `prune` fraction of
- * kernels removed. Fills w (zeros where pruned) and kernel_pattern. */
-static void make_weights(int o, int c, double prune, float *w, int32_t *kp)
-{
-    size_t nk = (size_t)o * (size_t)c;
-    double bound = sqrt(6.0 / (9.0 * c));
-    double *score = malloc(nk * sizeof *score);
-    for (size_t k = 0; k < nk; k++) {
-        float *kw = w + 9 * k;
-        for (int i = 0; i < 9; i++) kw[i] = (float)((2.0 * urand() - 1.0) * bound);
-        double best = -1;
-        int bp = 0;
-        for (int p = 0; p < 8; p++) {
-            double e = 0;
-            for (int i = 0; i < 9; i++)
-                if (patterns[p] >> i & 1) e += (double)kw[i] * kw[i];
-            if (e > best) best = e, bp = p;
-        }
-        kp[k] = bp;
-        score[k] = best;
-        for (int i = 0; i < 9; i++)
-            if (!(patterns[bp] >> i & 1)) kw[i] = 0.0f;
-    }
-    /* threshold at the prune quantile of kernel energy */
-    double *sorted = malloc(nk * sizeof *sorted);
-    memcpy(sorted, score, nk * sizeof *sorted);
-    qsort(sorted, nk, sizeof *sorted, cmpd);
-    size_t drop = (size_t)(prune * (double)nk);
-    double thr = drop ? sorted[drop - 1] : -1.0;
-    size_t dropped = 0;
-    for (size_t k = 0; k < nk && drop; k++)
-        if (score[k] <= thr && dropped < drop) {
-            kp[k] = -1;
-            memset(w + 9 * k, 0, 9 * sizeof *w);
-            dropped++;
-        }
-    free(sorted);
-    free(score);
-}
 
 /* ------------------------------------------------------------------ oneDNN */
 
@@ -291,7 +211,7 @@ static void pdc_make(pdc_case *p, const layer_case *L, int threads, const float 
     int64_t xd[4] = {1, L->c, L->h, L->w}, wd[4] = {L->o, L->c, 3, 3}, bd[1] = {L->o};
     PDC(ctx, pdc_model_add_input(m, "x", 4, xd));
     PDC(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
-    if (sparse) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, patterns, (size_t)L->o * L->c, kp));
+    if (sparse) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, bench_patterns, (size_t)L->o * L->c, kp));
     PDC(ctx, pdc_model_add_constant(m, "b", 1, bd, b));
     pdc_attrs *a;
     PDC(ctx, pdc_attrs_create(ctx, &a));
@@ -333,12 +253,6 @@ static double max_rel_err(const float *a, const float *b, size_t n)
 /* pdc at 4.5x, 9x and dense; oneDNN direct and Winograd; OpenBLAS im2col + sgemm */
 enum { M_PDC45, M_PDC9, M_PDC1, M_DIRECT, M_WINO, M_BLAS, N_METHODS };
 
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmpd);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv)
 {
     const char *out_path = "test/bench/results.tsv", *filter = NULL, *threads_list = "1,2";
@@ -367,8 +281,8 @@ int main(int argc, char **argv)
     printf("%-20s %2s %6s %9s %9s %9s %9s %9s %9s  %7s %7s %7s %6s\n", "case", "th", "compr", "pdc", "direct", "wino",
            "openblas", "best", "ideal", "xdirect", "xbest", "%ideal", "kGF/s");
 
-    for (size_t ci = 0; ci < N_CASES; ci++) {
-        const layer_case *L = &cases[ci];
+    for (size_t ci = 0; ci < bench_n_layers; ci++) {
+        const layer_case *L = &bench_layers[ci];
         if (filter && !strstr(L->name, filter)) continue;
         size_t nx = (size_t)L->c * L->h * L->w, ny = (size_t)L->o * L->h * L->w, nw = (size_t)L->o * L->c * 9;
         float *x = malloc(nx * sizeof *x), *b = malloc((size_t)L->o * sizeof *b);
@@ -376,15 +290,15 @@ int main(int argc, char **argv)
         int32_t *kp45 = malloc((size_t)L->o * L->c * sizeof *kp45), *kp9 = malloc((size_t)L->o * L->c * sizeof *kp9);
         float *yref = malloc(ny * sizeof *yref), *ytmp = malloc(ny * sizeof *ytmp);
         float *col = malloc((size_t)L->c * 9 * L->h * L->w * sizeof *col), *yb = malloc(ny * sizeof *yb);
-        for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * urand() - 1);
-        for (int i = 0; i < L->o; i++) b[i] = (float)(0.1 * (2 * urand() - 1));
-        uint64_t seed = rng;
-        make_weights(L->o, L->c, 0.5, w45, kp45);
-        rng = seed; /* the same kernels, more of them removed */
-        make_weights(L->o, L->c, 0.75, w9, kp9);
-        rng = seed;
+        for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * bench_urand() - 1);
+        for (int i = 0; i < L->o; i++) b[i] = (float)(0.1 * (2 * bench_urand() - 1));
+        uint64_t seed = bench_rng_save();
+        bench_pattern_weights(L->o, L->c, 0.5, w45, kp45);
+        bench_rng_restore(seed); /* the same kernels, more of them removed */
+        bench_pattern_weights(L->o, L->c, 0.75, w9, kp9);
+        bench_rng_restore(seed);
         int32_t *kpd = malloc((size_t)L->o * L->c * sizeof *kpd);
-        make_weights(L->o, L->c, 0.0, wd, kpd); /* dense layer: the unpruned projected weights */
+        bench_pattern_weights(L->o, L->c, 0.0, wd, kpd); /* dense layer: the unpruned projected weights */
         free(kpd);
         size_t kept45 = 0, kept9 = 0;
         for (size_t k = 0; k < (size_t)L->o * L->c; k++) kept45 += kp45[k] >= 0, kept9 += kp9[k] >= 0;
@@ -439,7 +353,7 @@ int main(int argc, char **argv)
                         samples[mth][nr] = mth == M_WINO ? INFINITY : 0.0;
                         continue;
                     }
-                    double t0 = now();
+                    double t0 = bench_now();
                     switch (mth) {
                     case M_PDC45: pdc_run(&p45); break;
                     case M_PDC9: pdc_run(&p9); break;
@@ -448,7 +362,7 @@ int main(int argc, char **argv)
                     case M_WINO: dconv_run(&dw); break;
                     case M_BLAS: im2col_sgemm(L, x, w45, b, col, yb); break;
                     }
-                    double dt = now() - t0;
+                    double dt = bench_now() - t0;
                     samples[mth][nr] = dt;
                     spent[mth] += dt;
                 }
@@ -461,9 +375,9 @@ int main(int argc, char **argv)
                 im2col_sgemm(L, x, w45, b, col, yb);
                 double sb = 0;
                 for (; nb < MAXR && (nb < 7 || sb < min_time); nb++) {
-                    double t0 = now();
+                    double t0 = bench_now();
                     im2col_sgemm(L, x, w45, b, col, yb);
-                    samples[M_BLAS][nb] = now() - t0;
+                    samples[M_BLAS][nb] = bench_now() - t0;
                     sb += samples[M_BLAS][nb];
                 }
                 openblas_set_num_threads(1);
@@ -473,7 +387,7 @@ int main(int argc, char **argv)
                 samples[M_BLAS][nb++] = 0.0;
             }
             double med[N_METHODS];
-            for (int mth = 0; mth < N_METHODS; mth++) med[mth] = median(samples[mth], mth == M_BLAS ? nb : nr) * 1e3;
+            for (int mth = 0; mth < N_METHODS; mth++) med[mth] = bench_median(samples[mth], mth == M_BLAS ? nb : nr) * 1e3;
             double best = fmin(med[M_DIRECT], med[M_WINO]);
             const struct {
                 int m;

@@ -42,6 +42,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "layers.h"
 #include "pdc.h"
 #include "backends/gpu/gpu.h"
 #include "models.h"
@@ -70,97 +71,6 @@
             exit(1);                                                                                  \
         }                                                                                             \
     } while (0)
-
-typedef struct layer_case {
-    const char *name;
-    int c, o, h, w;
-} layer_case;
-
-/* bench_conv.c's list: VGG-16 conv1_2 ... conv5_2 and the ResNet 3x3 layers (ResNet-18 and -50 share
- * these shapes: 64@56, 128@28, 256@14, 512@7). */
-static const layer_case cases[] = {
-    {"vgg16.conv1_2", 64, 64, 224, 224},     {"vgg16.conv2_1", 64, 128, 112, 112},
-    {"vgg16.conv2_2", 128, 128, 112, 112},   {"vgg16.conv3_1", 128, 256, 56, 56},
-    {"vgg16.conv3_2+3_3", 256, 256, 56, 56}, {"vgg16.conv4_1", 256, 512, 28, 28},
-    {"vgg16.conv4_2+4_3", 512, 512, 28, 28}, {"vgg16.conv5_1+5_2", 512, 512, 14, 14},
-    {"resnet.64@56", 64, 64, 56, 56},        {"resnet.128@28", 128, 128, 28, 28},
-    {"resnet.256@14", 256, 256, 14, 14},     {"resnet.512@7", 512, 512, 7, 7},
-};
-#define N_CASES (sizeof cases / sizeof cases[0])
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double urand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    if (n < 1) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmpd);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* bench_conv.c's pruning, unchanged: the 8 four-entry patterns with the centre (bit = row*3 + col);
- * He-uniform weights projected onto the best pattern per kernel, the weakest `prune` fraction of
- * kernels removed. Fills w (zeros where pruned) and kernel_pattern (-1: removed). */
-static const uint64_t patterns[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
-
-static void make_weights(int o, int c, double prune, float *w, int32_t *kp)
-{
-    size_t nk = (size_t)o * (size_t)c;
-    double bound = sqrt(6.0 / (9.0 * c));
-    double *score = malloc(nk * sizeof *score), *sorted = malloc(nk * sizeof *sorted);
-    if (!score || !sorted) {
-        fprintf(stderr, "gpu_bench: out of memory\n");
-        exit(1);
-    }
-    for (size_t k = 0; k < nk; k++) {
-        float *kw = w + 9 * k;
-        for (int i = 0; i < 9; i++) kw[i] = (float)((2.0 * urand() - 1.0) * bound);
-        double best = -1;
-        int bp = 0;
-        for (int p = 0; p < 8; p++) {
-            double e = 0;
-            for (int i = 0; i < 9; i++)
-                if (patterns[p] >> i & 1) e += (double)kw[i] * kw[i];
-            if (e > best) best = e, bp = p;
-        }
-        kp[k] = bp;
-        score[k] = best;
-        for (int i = 0; i < 9; i++)
-            if (!(patterns[bp] >> i & 1)) kw[i] = 0.0f;
-    }
-    memcpy(sorted, score, nk * sizeof *sorted);
-    qsort(sorted, nk, sizeof *sorted, cmpd);
-    size_t drop = (size_t)(prune * (double)nk);
-    double thr = drop ? sorted[drop - 1] : -1.0;
-    size_t dropped = 0;
-    for (size_t k = 0; k < nk && drop; k++)
-        if (score[k] <= thr && dropped < drop) {
-            kp[k] = -1;
-            memset(w + 9 * k, 0, 9 * sizeof *w);
-            dropped++;
-        }
-    free(sorted);
-    free(score);
-}
 
 /* ------------------------------------------------------------------ pdc */
 
@@ -203,7 +113,7 @@ static void pdc_case_make(pdc_case *p, pdc_context *ctx, pdc_model *m, const cha
         PDC(ctx, pdc_tensor_create(ctx, rank, dims, &p->x[i]));
         float *d = pdc_tensor_data(p->x[i]);
         size_t n = pdc_tensor_size(p->x[i]);
-        for (size_t j = 0; j < n; j++) d[j] = in ? in[at + j] : (float)(2 * urand() - 1);
+        for (size_t j = 0; j < n; j++) d[j] = in ? in[at + j] : (float)(2 * bench_urand() - 1);
         at += n;
     }
     for (size_t i = 0; i < p->ny; i++) {
@@ -245,7 +155,7 @@ static pdc_model *conv_model(pdc_context *ctx, const layer_case *L, const float 
     int64_t xd[4] = {1, L->c, L->h, L->w}, wd[4] = {L->o, L->c, 3, 3}, bd[1] = {L->o};
     PDC(ctx, pdc_model_add_input(m, "x", 4, xd));
     PDC(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
-    if (kp) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, patterns, (size_t)L->o * L->c, kp));
+    if (kp) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, bench_patterns, (size_t)L->o * L->c, kp));
     PDC(ctx, pdc_model_add_constant(m, "b", 1, bd, b));
     pdc_attrs *a;
     PDC(ctx, pdc_attrs_create(ctx, &a));
@@ -412,22 +322,22 @@ static void time_methods(int nm, timed_fn *fn, void **arg, double min_time, doub
         }
         nr++;
     }
-    for (int m = 0; m < nm; m++) med[m] = fn[m] ? median(samples[m], nr) * 1e3 : NAN;
+    for (int m = 0; m < nm; m++) med[m] = fn[m] ? bench_median(samples[m], nr) * 1e3 : NAN;
 }
 
 static double t_run(void *a)
 {
-    double t0 = now();
+    double t0 = bench_now();
     pdc_case_run(a);
-    return now() - t0;
+    return bench_now() - t0;
 }
 static double t_kern(void *a) { return pdc_case_kern(a); }
 static cudnnHandle_t dnn_handle;
 static double t_dnn(void *a)
 {
-    double t0 = now();
+    double t0 = bench_now();
     dnn_run(dnn_handle, a);
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 /* Whole model: gpu run, gpu kern and cpu run medians (ms). */
@@ -444,9 +354,9 @@ static void bench_model(FILE *tsv, const char *name, pdc_model *(*build)(pdc_con
         exit(1);
     }
     pdc_case g, c;
-    double t0 = now();
+    double t0 = bench_now();
     pdc_case_make(&g, cg, mg, "gpu", in);
-    double compile_g = now() - t0;
+    double compile_g = bench_now() - t0;
     if (with_cpu) pdc_case_make(&c, cc, mc, "cpu", in);
     timed_fn fn[3] = {t_run, t_kern, with_cpu ? t_run : NULL};
     void *arg[3] = {&g, &g, &c};
@@ -578,22 +488,22 @@ int main(int argc, char **argv)
     printf("%-20s %6s %9s %9s %9s %7s %7s %8s  %s\n", "case", "compr", "run", "kern", "cudnn", "x_kern", "x_run",
            "kGF/s", "cudnn algo");
 
-    for (size_t ci = 0; ci < N_CASES; ci++) {
-        const layer_case *L = &cases[ci];
+    for (size_t ci = 0; ci < bench_n_layers; ci++) {
+        const layer_case *L = &bench_layers[ci];
         if (filter && !strstr(L->name, filter)) continue;
         size_t nx = (size_t)L->c * L->h * L->w, ny = (size_t)L->o * L->h * L->w, nw = (size_t)L->o * L->c * 9;
         size_t nk = (size_t)L->o * L->c;
         float *x = xmalloc(nx * sizeof *x), *b = xmalloc((size_t)L->o * sizeof *b), *w45 = xmalloc(nw * sizeof *w45);
         float *w9 = xmalloc(nw * sizeof *w9), *wd = xmalloc(nw * sizeof *wd), *ydnn = xmalloc(ny * sizeof *ydnn);
         int32_t *kp45 = xmalloc(nk * sizeof *kp45), *kp9 = xmalloc(nk * sizeof *kp9), *kpd = xmalloc(nk * sizeof *kpd);
-        for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * urand() - 1);
-        for (int i = 0; i < L->o; i++) b[i] = (float)(0.1 * (2 * urand() - 1));
-        uint64_t seed = rng;
-        make_weights(L->o, L->c, 0.5, w45, kp45);
-        rng = seed; /* the same kernels, more of them removed */
-        make_weights(L->o, L->c, 0.75, w9, kp9);
-        rng = seed;
-        make_weights(L->o, L->c, 0.0, wd, kpd); /* dense layer: the unpruned projected weights */
+        for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * bench_urand() - 1);
+        for (int i = 0; i < L->o; i++) b[i] = (float)(0.1 * (2 * bench_urand() - 1));
+        uint64_t seed = bench_rng_save();
+        bench_pattern_weights(L->o, L->c, 0.5, w45, kp45);
+        bench_rng_restore(seed); /* the same kernels, more of them removed */
+        bench_pattern_weights(L->o, L->c, 0.75, w9, kp9);
+        bench_rng_restore(seed);
+        bench_pattern_weights(L->o, L->c, 0.0, wd, kpd); /* dense layer: the unpruned projected weights */
         size_t kept45 = 0, kept9 = 0;
         for (size_t k = 0; k < nk; k++) kept45 += kp45[k] >= 0, kept9 += kp9[k] >= 0;
         double compr45 = 9.0 * nk / (4.0 * kept45), compr9 = 9.0 * nk / (4.0 * kept9);

@@ -1,0 +1,39 @@
+/*
+ * layers.h - what the layer benchmarks share (bench_conv: cpu vs oneDNN/OpenBLAS; gpu_bench: gpu vs
+ * cuDNN): the 3x3 layer list, the pattern pruning applied to them, a seeded random stream and timing.
+ */
+#ifndef PDC_TEST_BENCH_LAYERS_H
+#define PDC_TEST_BENCH_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct layer_case {
+    const char *name;
+    int c, o, h, w;
+} layer_case;
+
+/* VGG-16 conv1_2 ... conv5_2 (3_3, 4_3, 5_2 repeat 3_2, 4_2, 5_1's shapes) and ResNet-50's 3x3 layers
+ * (ResNet-18 shares their shapes). */
+extern const layer_case bench_layers[];
+extern const size_t bench_n_layers;
+
+/* The 8 four-entry patterns over the 3x3 window, each with the centre (bit = row*3 + col). */
+extern const uint64_t bench_patterns[8];
+
+/* Uniform in [0, 1) from one fixed-seed xorshift stream per process (runs are repeatable). */
+double bench_urand(void);
+/* The stream's state, to replay it (the same kernels pruned at two rates). */
+uint64_t bench_rng_save(void);
+void bench_rng_restore(uint64_t state);
+/* Monotonic seconds. */
+double bench_now(void);
+/* Sorts v; the median of n >= 1 values (NAN for n < 1). */
+double bench_median(double *v, int n);
+
+/* He-uniform weights [o][c][3][3] projected onto the best pattern per kernel; the weakest `prune`
+ * fraction of kernels (by kept energy) removed. Fills w (zeros where pruned) and kp (pattern index,
+ * -1 where removed). Exits with a message when out of memory. */
+void bench_pattern_weights(int o, int c, double prune, float *w, int32_t *kp);
+
+#endif
