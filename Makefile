@@ -126,7 +126,7 @@ $(BUILD)/test/test_api: test/test_api.c test/testutil.h $(SHLIB)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' \
 	    $(CHECK_LIBS) $(LDLIBS)
-$(BUILD)/test/test_%: test/test_%.c test/testutil.h $(STLIB)
+$(BUILD)/test/test_%: test/test_%.c test/testutil.h test/model_builder.h test/backend_cases.h $(STLIB)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 

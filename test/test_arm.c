@@ -23,14 +23,11 @@
 #include <valgrind/valgrind.h>
 
 #include "test/testutil.h"
+#include "test/model_builder.h"
 
-#define NAMES(...) (sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), ((const char *const[]){__VA_ARGS__})
-#define DIMS(...) (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((const int64_t[]){__VA_ARGS__})
 #define TARGET "aarch64-linux-gnu"
 #define QEMU "qemu-aarch64 -L /usr/aarch64-linux-gnu"
 
-static pdc_context *ctx;
-static pdc_model *mdl;
 static char tmp[256];     /* this test's directory */
 static int have_cross = -1;
 
@@ -75,67 +72,19 @@ static void teardown(void)
 
 /* ------------------------------------------------------------------ builder helpers */
 
-static void input(const char *name, size_t rank, const int64_t *dims)
+/* constant_pruned's masks: a fixed LCG from the constant's seed. */
+static uint32_t draw_lcg(uint32_t *state)
 {
-    ck_assert_ok(ctx, pdc_model_add_input(mdl, name, rank, dims));
+    *state = *state * 1664525u + 1013904223u;
+    return *state >> 8;
 }
 
-static void constant_rand(const char *name, size_t rank, const int64_t *dims, float scale, uint32_t seed)
-{
-    size_t n = 1;
-    for (size_t i = 0; i < rank; i++) n *= (size_t)dims[i];
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    test_fill_random(v, n, seed);
-    for (size_t i = 0; i < n; i++) v[i] *= scale;
-    ck_assert_ok(ctx, pdc_model_add_constant(mdl, name, rank, dims, v));
-    free(v);
-}
-
-/* A constant of random values pruned over its matrix view (all dims but the last x the last): kind 1
- * bh x bw blocks, 2 unstructured; keep_pct of the blocks (elements) kept, chosen by a fixed LCG. */
+/* kind 1 bh x bw blocks, 2 unstructured; keep_pct of the blocks (elements) kept. */
 static void constant_pruned(const char *name, size_t rank, const int64_t *dims, int kind, int64_t bh, int64_t bw,
                             int keep_pct, uint32_t seed)
 {
-    int64_t rows = 1, cols = dims[rank - 1];
-    for (size_t i = 0; i + 1 < rank; i++) rows *= dims[i];
-    size_t n = (size_t)(rows * cols);
-    float *v = malloc(n * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    test_fill_random(v, n, seed);
-    if (kind == 2) bh = bw = 1;
-    int64_t nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw;
-    uint8_t *mask = malloc((size_t)(nbr * nbc));
-    ck_assert_ptr_nonnull(mask);
-    uint32_t r = seed * 2654435761u + 1u;
-    for (int64_t b = 0; b < nbr * nbc; b++) {
-        r = r * 1664525u + 1013904223u;
-        mask[b] = (int)((r >> 8) % 100) < keep_pct;
-    }
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t q = 0; q < cols; q++)
-            if (!mask[(i / bh) * nbc + q / bw]) v[i * cols + q] = 0.0f;
-    ck_assert_ok(ctx, pdc_model_add_constant(mdl, name, rank, dims, v));
-    if (kind == 1) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, name, bh, bw, (size_t)(nbr * nbc), mask));
-    else ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, name, n, mask));
-    free(mask);
-    free(v);
+    constant_pruned_by(name, rank, dims, kind, bh, bw, keep_pct, seed, draw_lcg);
 }
-
-static pdc_attrs *attrs(void)
-{
-    pdc_attrs *a = NULL;
-    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
-    return a;
-}
-
-static void layer(const char *op, pdc_attrs *a, const char *out, size_t n_in, const char *const *ins)
-{
-    ck_assert_ok(ctx, pdc_model_add_layer(mdl, out, op, n_in, ins, 1, &out, a));
-    pdc_attrs_destroy(a);
-}
-
-static void output(const char *name) { ck_assert_ok(ctx, pdc_model_mark_output(mdl, name)); }
 
 static pdc_attrs *conv_attrs(int64_t sy, int64_t sx, int64_t dy, int64_t dx, const int64_t pads[4], int64_t group)
 {
@@ -253,16 +202,9 @@ static void check_arm_matches_ref(const char *name, const char *cpu, const char 
         snprintf(path, sizeof path, "%s/out%zu.bin", tmp, i);
         size_t n = pdc_tensor_size(tout[i]);
         float *got = read_floats(path, n);
-        const float *want = pdc_tensor_data(tout[i]);
-        float scale = 0.0f, worst = 0.0f;
-        size_t wi = 0;
-        for (size_t k = 0; k < n; k++) scale = fmaxf(scale, fabsf(want[k]));
-        for (size_t k = 0; k < n; k++) {
-            float d = fabsf(got[k] - want[k]);
-            if (!(d <= worst)) worst = d, wi = k;
-        }
-        ck_assert_msg(worst <= 1e-4f * scale, "%s, output %zu: element %zu of %zu: arm %.9g, ref %.9g (|diff| %.3g > 1e-4 x %.3g)",
-                      what, i, wi, n, (double)got[wi], (double)want[wi], (double)worst, (double)scale);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s, output %zu", what, i);
+        test_assert_close(got, pdc_tensor_data(tout[i]), n, 1e-4f, "arm", msg);
         free(got);
         pdc_tensor_destroy(tout[i]);
     }

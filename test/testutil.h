@@ -41,6 +41,25 @@ static inline void ck_assert_floats_near(const float *got, const float *want, si
                   (double)got[at], (double)want[at], (double)worst, (double)(tol * scale));
 }
 
+/* A target's output against the reference: max |got - want| <= tol * max |want| (exact when want is
+ * all zeros); the message names the worst element, as `who` (the target) got it, and `what`. */
+static inline void test_assert_close(const float *got, const float *want, size_t n, float tol, const char *who,
+                                     const char *what)
+{
+    float scale = 0.0f, worst = 0.0f;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(got[i] - want[i]);
+        if (!(d <= worst)) {
+            worst = d;
+            at = i;
+        }
+    }
+    ck_assert_msg(worst <= tol * scale, "%s: element %zu of %zu: %s %.9g, ref %.9g (|diff| %.3g > %g x %.3g)", what, at,
+                  n, who, (double)got[at], (double)want[at], (double)worst, (double)tol, (double)scale);
+}
+
 /* Deterministic pseudo-random floats in [-1, 1). */
 static inline void test_fill_random(float *x, size_t n, uint32_t seed)
 {

@@ -1,0 +1,858 @@
+/*
+ * backend_cases.h - the cases test_cpu.c and test_gpu.c share: a model is built with the public API,
+ * compiled for "ref" and for the suite's target (bc_target), run on the same pseudo-random inputs, and
+ * every output must match: max |target - ref| <= bc_tolerance x max |ref|. Shapes are drawn at random
+ * (odd sizes, strides, pads, dilations, groups, sparsity kinds, fused activations, out_perm, channel
+ * counts off the vector width) from fixed seeds, so a failure names a reproducible case; plus the
+ * ONNX test models and the demo model. Under valgrind and in ASan builds the random sweeps run fewer
+ * cases.
+ *
+ * Which kernel a layer must get differs per target: each shared case hands its program to the
+ * suite's bc_expect_kernels(case, program, variant), which asserts the target's kernel strings.
+ *
+ * The including suite defines bc_expect_kernels, calls bc_add_cases (the shared tcases, to which it
+ * adds its own tests) and runs through bc_main, which sets bc_target / bc_tolerance and the kernel
+ * cache directory every test of the process shares.
+ */
+#ifndef PDC_TEST_BACKEND_CASES_H
+#define PDC_TEST_BACKEND_CASES_H
+
+#include <ftw.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <valgrind/valgrind.h>
+
+#include "test/model_builder.h"
+
+static const char *bc_target = "";  /* "cpu", "gpu": set by bc_main */
+static float bc_tolerance = 1e-5f; /* relative to max |ref| */
+static char cache_dir[256];         /* a fresh kernel cache for the whole process */
+
+/* Random sweeps: number of cases, fewer under valgrind and sanitizers. */
+static int sweep(int n)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    n = (n + 2) / 3;
+#endif
+    if (RUNNING_ON_VALGRIND) n = (n + 7) / 8;
+    return n < 1 ? 1 : n;
+}
+
+#define BC_RNG_SEED 12345u
+static uint32_t rng = BC_RNG_SEED;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng;
+}
+/* Uniform in [lo, hi]. */
+static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint32_t)(hi - lo + 1)); }
+
+/* constant_pruned's masks come from the shared stream rnd(). */
+static uint32_t draw_rnd(uint32_t *state)
+{
+    (void)state;
+    return rnd();
+}
+
+/* kind 0 dense, 1 bh x bw blocks, 2 unstructured; keep_pct of the blocks (elements) kept. */
+static void constant_pruned(const char *name, size_t rank, const int64_t *dims, int kind, int64_t bh, int64_t bw,
+                            int keep_pct, uint32_t seed)
+{
+    constant_pruned_by(name, rank, dims, kind, bh, bw, keep_pct, seed, draw_rnd);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+/* Every test of this process shares one fresh kernel cache (made in bc_main, removed at exit), so a
+ * kernel compiled by one test is loaded by the next, as it would be for a user. The random stream
+ * restarts per test, so a test draws the same cases whether tests fork or not (CK_FORK=no). */
+static void bc_setup(void)
+{
+    rng = BC_RNG_SEED;
+    char name[32];
+    snprintf(name, sizeof name, "%s_test", bc_target);
+    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", cache_dir));
+    ck_assert_ok(ctx, pdc_model_create(ctx, name, &mdl));
+}
+
+static void bc_teardown(void)
+{
+    pdc_model_destroy(mdl);
+    mdl = NULL;
+    pdc_context_destroy(ctx);
+    ctx = NULL;
+}
+
+/* ------------------------------------------------------------------ running and comparing */
+
+/* max |got - want| <= bc_tolerance * max |want| (exact when want is all zeros). */
+static void assert_close(const float *got, const float *want, size_t n, const char *what)
+{
+    test_assert_close(got, want, n, bc_tolerance, bc_target, what);
+}
+
+/* Runs prog on inputs seeded with seed; returns the outputs (malloc'd, caller frees each and the array). */
+static float **run_prog(pdc_program *prog, uint32_t seed, size_t *n_out_ret, size_t **sizes_ret)
+{
+    size_t n_in, n_out;
+    ck_assert_ok(ctx, pdc_program_num_inputs(prog, &n_in));
+    ck_assert_ok(ctx, pdc_program_num_outputs(prog, &n_out));
+    pdc_tensor **tin = calloc(n_in + 1, sizeof *tin), **tout = calloc(n_out + 1, sizeof *tout);
+    float **res = calloc(n_out + 1, sizeof *res);
+    size_t *sizes = calloc(n_out + 1, sizeof *sizes);
+    for (size_t i = 0; i < n_in; i++) {
+        size_t rank;
+        int64_t dims[PDC_MAX_RANK];
+        ck_assert_ok(ctx, pdc_program_input_info(prog, i, NULL, &rank, dims));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &tin[i]));
+        test_fill_random(pdc_tensor_data(tin[i]), pdc_tensor_size(tin[i]), seed + 17u * (uint32_t)i);
+    }
+    for (size_t i = 0; i < n_out; i++) {
+        size_t rank;
+        int64_t dims[PDC_MAX_RANK];
+        ck_assert_ok(ctx, pdc_program_output_info(prog, i, NULL, &rank, dims));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &tout[i]));
+    }
+    ck_assert_ok(ctx, pdc_program_run(prog, n_in, tin, n_out, tout));
+    for (size_t i = 0; i < n_out; i++) {
+        sizes[i] = pdc_tensor_size(tout[i]);
+        res[i] = malloc((sizes[i] ? sizes[i] : 1) * sizeof(float));
+        memcpy(res[i], pdc_tensor_data(tout[i]), sizes[i] * sizeof(float));
+        pdc_tensor_destroy(tout[i]);
+    }
+    for (size_t i = 0; i < n_in; i++) pdc_tensor_destroy(tin[i]);
+    free(tin);
+    free(tout);
+    *n_out_ret = n_out;
+    *sizes_ret = sizes;
+    return res;
+}
+
+static void free_outputs(float **r, size_t n, size_t *sizes)
+{
+    for (size_t i = 0; i < n; i++) free(r[i]);
+    free(r);
+    free(sizes);
+}
+
+/* Compiles mdl for bc_target and ref, runs both, compares every output. Returns the target's program. */
+static pdc_program *check_matches_ref(const char *what, uint32_t seed)
+{
+    pdc_program *pr = NULL, *pc = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, bc_target, &pc));
+    ck_assert_str_eq(pdc_program_target(pc), bc_target);
+    size_t nr, nc, *sr, *sc;
+    float **want = run_prog(pr, seed, &nr, &sr);
+    float **got = run_prog(pc, seed, &nc, &sc);
+    ck_assert_uint_eq(nr, nc);
+    for (size_t i = 0; i < nr; i++) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s, output %zu", what, i);
+        ck_assert_uint_eq(sr[i], sc[i]);
+        assert_close(got[i], want[i], sr[i], msg);
+    }
+    free_outputs(want, nr, sr);
+    free_outputs(got, nc, sc);
+    pdc_program_destroy(pr);
+    return pc;
+}
+
+/* The kernel text of the layer named `name` in prog. */
+static const char *kernel_of(const pdc_program *prog, const char *name)
+{
+    size_t n;
+    ck_assert_ok(ctx, pdc_program_num_layers(prog, &n));
+    for (size_t i = 0; i < n; i++) {
+        const char *ln, *k;
+        ck_assert_ok(ctx, pdc_program_layer_kernel(prog, i, &ln, &k));
+        if (!strcmp(ln, name)) return k;
+    }
+    ck_abort_msg("no layer %s", name);
+    return "";
+}
+
+#define ck_assert_kernel(prog, layer_name, needle)                                                          \
+    do {                                                                                                    \
+        const char *k__ = kernel_of((prog), (layer_name));                                                  \
+        ck_assert_msg(strstr(k__, (needle)) != NULL, "layer %s: kernel \"%s\" lacks \"%s\"", (layer_name), k__, \
+                      (needle));                                                                            \
+    } while (0)
+
+/* The shared cases whose kernels the suite checks (bc_expect_kernels); variant as noted. */
+typedef enum {
+    BC_UNARY,          /* layers y0 (relu) .. y6 (tanh) */
+    BC_BINARY,         /* y */
+    BC_CONST_OPERAND,  /* y = c - x, c per channel */
+    BC_BATCHNORM,      /* y */
+    BC_CONV_RANDOM,    /* y; variant: sp_kind */
+    BC_CONV_PATTERN,   /* y: 3x3, 8 patterns, 50% kernels kept */
+    BC_FC,             /* y; variant: 0 dense, 1 block, 2 unstructured */
+    BC_GEMM,           /* y */
+    BC_MATMUL,         /* y */
+    BC_RNN,            /* rnn; variant: weights 0 dense, 1 block, 2 unstructured */
+    BC_POOL,           /* y max/avg pool, g global average pool */
+    BC_EVERY_OP,       /* s softmax, t transpose, c concat, f flatten, r reshape */
+} bc_case;
+
+/* Defined by the suite: asserts (ck_assert_kernel) the kernels its target gave case `which`. */
+static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant);
+
+/* ------------------------------------------------------------------ elementwise */
+
+static const char *const unary_ops[] = {"relu", "clip", "leaky_relu", "hardswish", "hardsigmoid", "sigmoid", "tanh"};
+
+START_TEST(unary_ops_match_ref)
+{
+    /* n = 1 .. 70: vector bodies, tails, and both */
+    int64_t n = 1 + _i * 13 % 70;
+    input("x", DIMS(1, n));
+    char prev[16] = "x";
+    for (size_t k = 0; k < sizeof unary_ops / sizeof unary_ops[0]; k++) {
+        pdc_attrs *a = NULL;
+        if (!strcmp(unary_ops[k], "clip")) {
+            a = attrs();
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "min", -0.25f));
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "max", 0.5f));
+        }
+        char out[16];
+        snprintf(out, sizeof out, "y%zu", k);
+        layer(unary_ops[k], a, out, 1, (const char *const[]){prev});
+        output(out);
+        snprintf(prev, sizeof prev, "%s", out);
+    }
+    pdc_program *p = check_matches_ref("unary chain", 7u + (uint32_t)_i);
+    bc_expect_kernels(BC_UNARY, p, 0);
+    pdc_program_destroy(p);
+}
+END_TEST
+
+START_TEST(binary_broadcast_matches_ref)
+{
+    static const char *const ops[] = {"add", "sub", "mul", "div"};
+    for (int c = 0; c < sweep(24); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "bcast", &mdl));
+        int64_t d[4] = {rnd_in(1, 2), rnd_in(1, 5), rnd_in(1, 9), rnd_in(1, 21)};
+        int64_t e[4];
+        for (int i = 0; i < 4; i++) e[i] = rnd() % 3 == 0 ? 1 : d[i];
+        int rb = (int)rnd_in(1, 4); /* b may have lower rank */
+        input("a", 4, d);
+        input("b", (size_t)rb, e + 4 - rb);
+        const char *op = ops[c % 4];
+        layer(op, NULL, "y", NAMES("a", "b"));
+        output("y");
+        char what[128];
+        snprintf(what, sizeof what, "%s %lldx%lldx%lldx%lld with rank-%d operand", op, (long long)d[0], (long long)d[1],
+                 (long long)d[2], (long long)d[3], rb);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        bc_expect_kernels(BC_BINARY, p, 0);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(constant_operand)
+{
+    /* a per-channel constant, as a bias add after a conv */
+    input("x", DIMS(2, 19, 5, 7));
+    constant_rand("c", DIMS(19, 1, 1), 1.0f, 9);
+    layer("sub", NULL, "y", NAMES("c", "x"));
+    output("y");
+    pdc_program *p = check_matches_ref("c - x", 4);
+    bc_expect_kernels(BC_CONST_OPERAND, p, 0);
+    pdc_program_destroy(p);
+}
+END_TEST
+
+START_TEST(batchnorm_matches_ref)
+{
+    input("x", DIMS(2, 5, 7, 3));
+    constant_rand("scale", DIMS(5), 1.0f, 1);
+    constant_rand("bias", DIMS(5), 1.0f, 2);
+    constant_rand("mean", DIMS(5), 1.0f, 3);
+    float var[5] = {0.5f, 1.0f, 2.0f, 0.1f, 3.0f};
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, "var", 1, (const int64_t[]){5}, var));
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "epsilon", 1e-3f));
+    layer("batchnorm", a, "y", NAMES("x", "scale", "bias", "mean", "var"));
+    output("y");
+    pdc_program *p = check_matches_ref("batchnorm", 5);
+    bc_expect_kernels(BC_BATCHNORM, p, 0);
+    pdc_program_destroy(p);
+}
+END_TEST
+
+START_TEST(same_input_twice)
+{
+    input("a", DIMS(3, 37));
+    layer("mul", NULL, "y", NAMES("a", "a"));
+    output("y");
+    pdc_program_destroy(check_matches_ref("a*a", 3));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ convolution */
+
+typedef enum { SP_DENSE, SP_PATTERN, SP_BLOCK, SP_UNSTRUCTURED } sp_kind;
+static const char *const sp_names[] = {"dense", "pattern", "block", "unstructured"};
+
+/* A random conv layer "y" = conv(x, w[, b]) with fused activation / out_perm / sparsity as drawn;
+ * describes it in desc. nsp: 1 or 2 spatial dims. */
+static void random_conv(int nsp, sp_kind sp, char *desc, size_t cap)
+{
+    int64_t n = rnd_in(1, 2), g = rnd() % 4 == 0 ? rnd_in(2, 3) : 1;
+    int64_t cg = rnd_in(1, 7), og = rnd_in(1, 13);
+    if (rnd() % 6 == 0) cg = 1, og = 1, g = rnd_in(2, 9); /* depthwise */
+    int64_t c = cg * g, o = og * g;
+    int64_t k[2], st[2], dl[2], pb[2], pe[2], in[2];
+    for (int d = 0; d < 2; d++) {
+        k[d] = rnd_in(1, 5);
+        st[d] = rnd() % 3 == 0 ? rnd_in(2, 3) : 1;
+        dl[d] = rnd() % 4 == 0 ? 2 : 1;
+        pb[d] = rnd_in(0, 2);
+        pe[d] = rnd_in(0, 2);
+        int64_t span = dl[d] * (k[d] - 1) + 1;
+        in[d] = rnd_in(span > pb[d] + pe[d] ? span - pb[d] - pe[d] : 1, 23);
+    }
+    if (nsp == 1) k[0] = 1, st[0] = 1, dl[0] = 1, pb[0] = pe[0] = 0, in[0] = 1;
+    if (nsp == 1 && sp == SP_PATTERN) sp = SP_DENSE; /* pattern sparsity is for 2-D convs */
+    int has_bias = rnd() % 3 != 0;
+    static const char *const acts[] = {NULL, "relu", "clip", "leaky_relu", "sigmoid", "hardswish"};
+    const char *act = acts[rnd() % 6];
+    int perm = g == 1 && rnd() % 3 == 0;
+
+    if (nsp == 2) input("x", DIMS(n, c, in[0], in[1]));
+    else input("x", DIMS(n, c, in[1]));
+    int64_t wd[4] = {o, cg, k[0], k[1]};
+    size_t wn = (size_t)(o * cg * k[0] * k[1]), taps = (size_t)(k[0] * k[1]);
+    float *w = malloc(wn * sizeof *w);
+    test_fill_random(w, wn, rnd());
+    /* sparsity: zero what is pruned, then describe it */
+    uint64_t pats[6];
+    int32_t *kp = malloc((size_t)(o * cg) * sizeof *kp);
+    uint8_t *mask = malloc(wn);
+    size_t n_pat = (size_t)rnd_in(1, 6), nb = 0;
+    int64_t bh = rnd_in(1, 4), bw = rnd_in(1, 4);
+    if (sp == SP_PATTERN) {
+        for (size_t p = 0; p < n_pat; p++) {
+            pats[p] = (uint64_t)rnd() | (uint64_t)rnd() << 32;
+            pats[p] &= taps == 64 ? ~0ull : (1ull << taps) - 1;
+            if (!pats[p]) pats[p] = 1;
+        }
+        for (int64_t q = 0; q < o * cg; q++) {
+            kp[q] = rnd() % 3 == 0 ? -1 : (int32_t)(rnd() % n_pat);
+            for (size_t b = 0; b < taps; b++)
+                if (kp[q] < 0 || !(pats[kp[q]] >> b & 1)) w[(size_t)q * taps + b] = 0.0f;
+        }
+    } else if (sp == SP_BLOCK) {
+        /* the matrix view: [O, C/g*kh*kw] for 2-D weights, [O*C/g, kw] for 1-D ones */
+        int64_t rows = nsp == 2 ? o : o * cg, cols = nsp == 2 ? cg * k[0] * k[1] : k[1];
+        int64_t nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw;
+        nb = (size_t)(nbr * nbc);
+        for (size_t b = 0; b < nb; b++) mask[b] = rnd() % 2;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t q = 0; q < cols; q++)
+                if (!mask[(r / bh) * nbc + q / bw]) w[r * cols + q] = 0.0f;
+    } else if (sp == SP_UNSTRUCTURED) {
+        for (size_t i = 0; i < wn; i++) {
+            mask[i] = rnd() % 3 != 0;
+            if (!mask[i]) w[i] = 0.0f;
+        }
+    }
+    if (nsp == 2) ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, wd, w));
+    else ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 3, (const int64_t[]){o, cg, k[1]}, w));
+    if (sp == SP_PATTERN)
+        ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", k[0], k[1], n_pat, pats, (size_t)(o * cg), kp));
+    else if (sp == SP_BLOCK) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, "w", bh, bw, nb, mask));
+    else if (sp == SP_UNSTRUCTURED) ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
+    free(w);
+    free(kp);
+    free(mask);
+    if (has_bias) constant_rand("b", DIMS(o), 0.5f, rnd());
+
+    pdc_attrs *a = attrs();
+    int nd = nsp == 2 ? 2 : 1, d0 = 2 - nd;
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", (size_t)nd, st + d0));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", (size_t)nd, dl + d0));
+    int64_t pads[4] = {pb[d0], nd == 2 ? pb[1] : pe[1], pe[0], pe[1]};
+    if (nd == 1) pads[0] = pb[1], pads[1] = pe[1];
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", (size_t)(2 * nd), pads));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", g));
+    if (act) {
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", act));
+        if (!strcmp(act, "clip")) {
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
+        }
+        if (!strcmp(act, "leaky_relu")) ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.2f));
+    }
+    if (perm) {
+        int64_t *pv = malloc((size_t)o * sizeof *pv);
+        for (int64_t i = 0; i < o; i++) pv[i] = i;
+        for (int64_t i = o - 1; i > 0; i--) {
+            int64_t j = (int64_t)(rnd() % (uint32_t)(i + 1)), tmp = pv[i];
+            pv[i] = pv[j];
+            pv[j] = tmp;
+        }
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)o, pv));
+        free(pv);
+    }
+    if (has_bias) layer("conv", a, "y", NAMES("x", "w", "b"));
+    else layer("conv", a, "y", NAMES("x", "w"));
+    output("y");
+    snprintf(desc, cap,
+             "conv%dd n%lld c%lld o%lld g%lld in %lldx%lld k %lldx%lld s %lldx%lld d %lldx%lld pads %lld,%lld,%lld,%lld "
+             "%s%s act %s%s",
+             nsp, (long long)n, (long long)c, (long long)o, (long long)g, (long long)in[0], (long long)in[1],
+             (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], (long long)dl[0], (long long)dl[1],
+             (long long)pb[0], (long long)pb[1], (long long)pe[0], (long long)pe[1], sp_names[sp],
+             has_bias ? " bias" : "", act ? act : "none", perm ? " out_perm" : "");
+}
+
+START_TEST(conv_random_matches_ref)
+{
+    /* _i: sparsity kind; 2-D and 1-D convs of random shape */
+    sp_kind sp = (sp_kind)_i;
+    rng = 1000u + (uint32_t)_i * 7919u;
+    for (int c = 0; c < sweep(30); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "conv", &mdl));
+        char desc[512];
+        random_conv(c % 5 == 4 ? 1 : 2, sp, desc, sizeof desc);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)c);
+        bc_expect_kernels(BC_CONV_RANDOM, p, _i);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(conv_vgg_like_pattern_layer)
+{
+    /* 8 four-entry patterns with the centre, 50% connectivity: the layer shape the benchmarks time,
+     * small enough for a unit test; channel counts that are not multiples of 16 */
+    static const uint64_t pats[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
+    int64_t c = 21, o = 38, h = 19, w = 23;
+    input("x", DIMS(1, c, h, w));
+    size_t wn = (size_t)(o * c * 9);
+    float *wv = malloc(wn * sizeof *wv);
+    int32_t *kp = malloc((size_t)(o * c) * sizeof *kp);
+    test_fill_random(wv, wn, 99);
+    for (int64_t q = 0; q < o * c; q++) {
+        kp[q] = q % 2 ? -1 : (int32_t)(rnd() % 8);
+        for (int b = 0; b < 9; b++)
+            if (kp[q] < 0 || !(pats[kp[q]] >> b & 1)) wv[q * 9 + b] = 0.0f;
+    }
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, (const int64_t[]){o, c, 3, 3}, wv));
+    ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", 3, 3, 8, pats, (size_t)(o * c), kp));
+    free(wv);
+    free(kp);
+    constant_rand("b", DIMS(o), 0.1f, 5);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+    layer("conv", a, "y", NAMES("x", "w", "b"));
+    output("y");
+    pdc_program *p = check_matches_ref("pattern 3x3 21->38 @19x23", 11);
+    bc_expect_kernels(BC_CONV_PATTERN, p, 0);
+    pdc_program_destroy(p);
+}
+END_TEST
+
+START_TEST(onnx_test_models_match_ref)
+{
+    /* the ONNX import test models (test/data/onnx): ResNet-, VGG-, MobileNetV2-like nets, a pattern-
+     * pruned CNN, block-pruned fc, LSTM, GRU; symbolic dims set to 1 */
+    static const char *const names[] = {"resnet_small", "vgg_small",   "mobilenetv2_small", "pattern_cnn",
+                                        "block_fc",     "autopad",     "lstm",              "gru",
+                                        "softmax_v11"};
+    int found = 0;
+    for (size_t q = 0; q < sizeof names / sizeof names[0]; q++) {
+        char file[64];
+        snprintf(file, sizeof file, "onnx/%s.onnx", names[q]);
+        const char *path = test_data_path(file);
+        if (access(path, R_OK) != 0) continue;
+        found++;
+        pdc_model_destroy(mdl);
+        mdl = NULL;
+        ck_assert_ok(ctx, pdc_model_load(ctx, path, &mdl));
+        size_t n_in = 0;
+        ck_assert_ok(ctx, pdc_model_num_inputs(mdl, &n_in));
+        for (size_t i = 0; i < n_in; i++) {
+            const char *nm;
+            size_t rank;
+            int64_t dims[PDC_MAX_RANK];
+            ck_assert_ok(ctx, pdc_model_input_info(mdl, i, &nm, &rank, dims));
+            int sym = 0;
+            for (size_t d = 0; d < rank; d++)
+                if (dims[d] < 0) dims[d] = 1, sym = 1;
+            if (sym) ck_assert_ok(ctx, pdc_model_set_input_shape(mdl, nm, rank, dims));
+        }
+        pdc_program *p = check_matches_ref(names[q], (uint32_t)q);
+        pdc_program_destroy(p);
+    }
+    if (!found) fprintf(stderr, "test_%s: no ONNX test models under %s, skipped\n", bc_target, test_data_path("onnx"));
+}
+END_TEST
+
+START_TEST(demo_model_matches_ref)
+{
+    /* the model examples/make_demo_model.c builds: dense conv, pattern conv, block-sparse fc, softmax */
+    pdc_model_destroy(mdl);
+    mdl = NULL;
+    const char *path = getenv("PDC_DEMO_MODEL");
+    if (!path) {
+        /* build the same structure here (weights random) when the demo file is not given */
+        ck_assert_ok(ctx, pdc_model_create(ctx, "demo", &mdl));
+        input("image", DIMS(1, 1, 8, 8));
+        constant_rand("w1", DIMS(16, 1, 3, 3), 1.0f, 1);
+        constant_rand("b1", DIMS(16), 0.05f, 2);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+        layer("conv", a, "c1", NAMES("image", "w1", "b1"));
+        layer("relu", NULL, "r1", NAMES("c1"));
+        static const uint64_t pats[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
+        float w2[32 * 16 * 9];
+        int32_t kp[32 * 16];
+        test_fill_random(w2, 32 * 16 * 9, 3);
+        for (int q = 0; q < 32 * 16; q++) {
+            kp[q] = (q * 7) % 3 == 0 ? -1 : q % 8;
+            for (int b = 0; b < 9; b++)
+                if (kp[q] < 0 || !(pats[kp[q]] >> b & 1)) w2[q * 9 + b] = 0.0f;
+        }
+        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w2", 4, (const int64_t[]){32, 16, 3, 3}, w2));
+        ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w2", 3, 3, 8, pats, 32 * 16, kp));
+        constant_rand("b2", DIMS(32), 0.05f, 4);
+        a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+        layer("conv", a, "c2", NAMES("r1", "w2", "b2"));
+        layer("relu", NULL, "r2", NAMES("c2"));
+        layer("flatten", NULL, "f", NAMES("r2"));
+        constant_rand("w3", DIMS(10, 2048), 0.05f, 5);
+        constant_rand("b3", DIMS(10), 0.05f, 6);
+        layer("fc", NULL, "logits", NAMES("f", "w3", "b3"));
+        layer("softmax", NULL, "probs", NAMES("logits"));
+        output("probs");
+    } else {
+        ck_assert_ok(ctx, pdc_model_load(ctx, path, &mdl));
+    }
+    pdc_program_destroy(check_matches_ref("demo model", 21));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ fc, gemm, matmul, rnn */
+
+START_TEST(fc_random_matches_ref)
+{
+    /* _i: 0 dense, 1 block-sparse, 2 unstructured */
+    rng = 77u + (uint32_t)_i;
+    for (int c = 0; c < sweep(16); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "fc", &mdl));
+        int64_t n = rnd_in(1, 3), k = rnd_in(1, 300), o = rnd_in(1, 70), bh = rnd_in(1, 4), bw = rnd_in(1, 8);
+        int has_bias = rnd() % 2;
+        input("x", DIMS(n, k));
+        size_t wn = (size_t)(o * k);
+        float *w = malloc(wn * sizeof *w);
+        test_fill_random(w, wn, rnd());
+        if (_i == 1) {
+            int64_t nbr = (o + bh - 1) / bh, nbc = (k + bw - 1) / bw;
+            uint8_t *mask = malloc((size_t)(nbr * nbc));
+            for (int64_t b = 0; b < nbr * nbc; b++) mask[b] = rnd() % 10 < 3;
+            for (int64_t r = 0; r < o; r++)
+                for (int64_t q = 0; q < k; q++)
+                    if (!mask[(r / bh) * nbc + q / bw]) w[r * k + q] = 0.0f;
+            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
+            ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, "w", bh, bw, (size_t)(nbr * nbc), mask));
+            free(mask);
+        } else if (_i == 2) {
+            uint8_t *mask = malloc(wn);
+            for (size_t q = 0; q < wn; q++) {
+                mask[q] = rnd() % 10 < 2;
+                if (!mask[q]) w[q] = 0.0f;
+            }
+            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
+            ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
+            free(mask);
+        } else {
+            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
+        }
+        free(w);
+        pdc_attrs *a = attrs();
+        if (rnd() % 2) ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", rnd() % 2 ? "relu" : "tanh"));
+        if (has_bias) {
+            constant_rand("b", DIMS(o), 0.5f, rnd());
+            layer("fc", a, "y", NAMES("x", "w", "b"));
+        } else {
+            layer("fc", a, "y", NAMES("x", "w"));
+        }
+        output("y");
+        char what[128];
+        snprintf(what, sizeof what, "fc n%lld k%lld o%lld %s %lldx%lld", (long long)n, (long long)k, (long long)o,
+                 _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        bc_expect_kernels(BC_FC, p, (int)_i);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(gemm_random_matches_ref)
+{
+    rng = 4242u;
+    for (int c = 0; c < sweep(16); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "gemm", &mdl));
+        int64_t mm = rnd_in(1, 40), kk = rnd_in(1, 90), nn = rnd_in(1, 50);
+        int ta = rnd() % 2, tb = rnd() % 2, cform = (int)(rnd() % 5);
+        if (ta) input("a", DIMS(kk, mm));
+        else input("a", DIMS(mm, kk));
+        if (tb) constant_rand("b", DIMS(nn, kk), 1.0f, rnd());
+        else input("b", DIMS(kk, nn));
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "transA", ta));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "transB", tb));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.75f));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", -1.5f));
+        /* C: absent, scalar, [N], [M,1], [M,N] */
+        if (cform == 1) constant_rand("c", DIMS(1), 1.0f, 3);
+        else if (cform == 2) constant_rand("c", DIMS(nn), 1.0f, 3);
+        else if (cform == 3) input("c", DIMS(mm, 1));
+        else if (cform == 4) input("c", DIMS(mm, nn));
+        if (cform) layer("gemm", a, "y", NAMES("a", "b", "c"));
+        else layer("gemm", a, "y", NAMES("a", "b"));
+        output("y");
+        char what[96];
+        snprintf(what, sizeof what, "gemm %lldx%lldx%lld ta%d tb%d c%d", (long long)mm, (long long)kk, (long long)nn, ta,
+                 tb, cform);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        bc_expect_kernels(BC_GEMM, p, 0);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(matmul_broadcast_matches_ref)
+{
+    input("a", DIMS(2, 1, 5, 7));
+    input("b", DIMS(3, 7, 4));
+    layer("matmul", NULL, "y", NAMES("a", "b"));
+    output("y");
+    pdc_program *p = check_matches_ref("matmul [2,1,5,7] x [3,7,4]", 8);
+    bc_expect_kernels(BC_MATMUL, p, 0);
+    pdc_program_destroy(p);
+}
+END_TEST
+
+START_TEST(rnn_random_matches_ref)
+{
+    /* LSTM and GRU: directions, initial states, optional outputs, linear_before_reset */
+    rng = 31337u;
+    for (int c = 0; c < sweep(12); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "rnn", &mdl));
+        int lstm = c % 2 == 0;
+        int64_t T = rnd_in(1, 5), B = rnd_in(1, 3), I = rnd_in(1, 9), H = rnd_in(1, 7), G = lstm ? 4 : 3;
+        static const char *const dirs[] = {"forward", "reverse", "bidirectional"};
+        int di = (int)(rnd() % 3);
+        int64_t D = di == 2 ? 2 : 1;
+        /* weights: dense, block-pruned (blocks of 1 or H rows: aligned with the gates; or any) or unstructured */
+        int kind = c % 3;
+        int64_t bh = rnd() % 3 == 0 ? rnd_in(1, 4) : rnd() % 2 ? H : 1, bw = rnd_in(1, 8);
+        input("x", DIMS(T, B, I));
+        constant_pruned("w", DIMS(D, G * H, I), kind, bh, bw, 30, rnd());
+        constant_pruned("r", DIMS(D, G * H, H), kind, bh, bw, 30, rnd());
+        constant_rand("b", DIMS(D, 2 * G * H), 0.5f, rnd());
+        input("h0", DIMS(D, B, H));
+        if (lstm) input("c0", DIMS(D, B, H));
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", dirs[di]));
+        if (!lstm) ck_assert_ok(ctx, pdc_attrs_set_int(a, "linear_before_reset", (c / 2) % 2));
+        const char *outs[3] = {"y", "yh", "yc"};
+        if (lstm)
+            ck_assert_ok(ctx, pdc_model_add_layer(mdl, "rnn", "lstm", 7, (const char *const[]){"x", "w", "r", "b", "", "h0", "c0"},
+                                                  3, outs, a));
+        else
+            ck_assert_ok(ctx, pdc_model_add_layer(mdl, "rnn", "gru", 6, (const char *const[]){"x", "w", "r", "b", "", "h0"},
+                                                  2, outs, a));
+        pdc_attrs_destroy(a);
+        output("y");
+        output("yh");
+        if (lstm) output("yc");
+        char what[128];
+        snprintf(what, sizeof what, "%s T%lld B%lld I%lld H%lld %s %s %lldx%lld", lstm ? "lstm" : "gru", (long long)T,
+                 (long long)B, (long long)I, (long long)H, dirs[di],
+                 kind == 0 ? "dense" : kind == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        bc_expect_kernels(BC_RNN, p, kind);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ pooling */
+
+START_TEST(pool_random_matches_ref)
+{
+    rng = 555u;
+    for (int c = 0; c < sweep(24); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "pool", &mdl));
+        int64_t k[2] = {rnd_in(1, 4), rnd_in(1, 4)}, st[2] = {rnd_in(1, 3), rnd_in(1, 3)}, dl[2], pads[4], in[2];
+        for (int d = 0; d < 2; d++) {
+            dl[d] = rnd() % 4 == 0 ? 2 : 1;
+            pads[d] = rnd_in(0, k[d] - 1 < 2 ? k[d] - 1 : 2);
+            pads[d + 2] = rnd_in(0, k[d] - 1 < 2 ? k[d] - 1 : 2);
+            in[d] = rnd_in(dl[d] * (k[d] - 1) + 1, 20);
+        }
+        input("x", DIMS(rnd_in(1, 2), rnd_in(1, 5), in[0], in[1]));
+        int is_max = rnd() % 2;
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 2, k));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, st));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", 2, dl));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, pads));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "ceil_mode", rnd() % 2));
+        if (!is_max) ck_assert_ok(ctx, pdc_attrs_set_int(a, "count_include_pad", rnd() % 2));
+        layer(is_max ? "maxpool" : "avgpool", a, "y", NAMES("x"));
+        layer("global_avgpool", NULL, "g", NAMES("y"));
+        output("y");
+        output("g");
+        char what[128];
+        snprintf(what, sizeof what, "%s k%lldx%lld s%lldx%lld d%lldx%lld in %lldx%lld", is_max ? "maxpool" : "avgpool",
+                 (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], (long long)dl[0],
+                 (long long)dl[1], (long long)in[0], (long long)in[1]);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        bc_expect_kernels(BC_POOL, p, 0);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ API */
+
+START_TEST(layer_kernel_api)
+{
+    input("x", DIMS(2, 3));
+    layer("relu", NULL, "y", NAMES("x"));
+    output("y");
+    pdc_program *pr = NULL, *pc = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, bc_target, &pc));
+    size_t n = 0;
+    ck_assert_ok(ctx, pdc_program_num_layers(pc, &n));
+    ck_assert_uint_eq(n, 1);
+    const char *name = NULL, *k = NULL;
+    ck_assert_ok(ctx, pdc_program_layer_kernel(pr, 0, &name, &k));
+    ck_assert_str_eq(name, "y");
+    ck_assert_str_eq(k, "reference interpreter");
+    ck_assert_ok(ctx, pdc_program_layer_kernel(pc, 0, NULL, NULL));
+    ck_assert_status(ctx, pdc_program_layer_kernel(pc, 1, &name, &k), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "out of range");
+    ck_assert_status(ctx, pdc_program_layer_kernel(NULL, 0, &name, &k), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_program_num_layers(pc, NULL), PDC_ERR_INVALID_ARG);
+    pdc_program_destroy(pr);
+    pdc_program_destroy(pc);
+}
+END_TEST
+
+START_TEST(every_op_matches_ref)
+{
+    /* ops the target may run on its own kernels or on the reference one (bc_expect_kernels says
+     * which): never an error */
+    input("x", DIMS(1, 4, 5, 6));
+    layer("softmax", NULL, "s", NAMES("x"));
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "perm", DIMS(0, 2, 3, 1)));
+    layer("transpose", a, "t", NAMES("s"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 1));
+    layer("concat", a, "c", NAMES("t", "t"));
+    layer("flatten", NULL, "f", NAMES("c"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "shape", DIMS(2, -1)));
+    layer("reshape", a, "r", NAMES("f"));
+    output("r");
+    pdc_program *p = check_matches_ref("softmax/transpose/concat/flatten/reshape", 5);
+    bc_expect_kernels(BC_EVERY_OP, p, 0);
+    pdc_program_destroy(p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ the suite and main */
+
+/* The shared tcases (added to s in this order, each with the fixture and its timeout); the suite adds
+ * its own tests to them and its own tcases after them. */
+typedef struct {
+    TCase *eltwise, *conv, *gemm, *pool, *api;
+} bc_tcases;
+
+static TCase *bc_tcase(Suite *s, const char *name, double timeout, SFun setup, SFun teardown)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+/* setup must call bc_setup, teardown bc_teardown (or be them). */
+static bc_tcases bc_add_cases(Suite *s, SFun setup, SFun teardown)
+{
+    bc_tcases t;
+    t.eltwise = bc_tcase(s, "eltwise", 120, setup, teardown);
+    tcase_add_loop_test(t.eltwise, unary_ops_match_ref, 0, 6);
+    tcase_add_test(t.eltwise, binary_broadcast_matches_ref);
+    tcase_add_test(t.eltwise, constant_operand);
+    tcase_add_test(t.eltwise, same_input_twice);
+    tcase_add_test(t.eltwise, batchnorm_matches_ref);
+
+    t.conv = bc_tcase(s, "conv", 300, setup, teardown);
+    tcase_add_loop_test(t.conv, conv_random_matches_ref, SP_DENSE, SP_UNSTRUCTURED + 1);
+    tcase_add_test(t.conv, conv_vgg_like_pattern_layer);
+    tcase_add_test(t.conv, demo_model_matches_ref);
+    tcase_add_test(t.conv, onnx_test_models_match_ref);
+
+    t.gemm = bc_tcase(s, "gemm", 300, setup, teardown);
+    tcase_add_loop_test(t.gemm, fc_random_matches_ref, 0, 3);
+    tcase_add_test(t.gemm, gemm_random_matches_ref);
+    tcase_add_test(t.gemm, matmul_broadcast_matches_ref);
+    tcase_add_test(t.gemm, rnn_random_matches_ref);
+
+    t.pool = bc_tcase(s, "pool", 120, setup, teardown);
+    tcase_add_test(t.pool, pool_random_matches_ref);
+
+    t.api = bc_tcase(s, "api", 120, setup, teardown);
+    tcase_add_test(t.api, layer_kernel_api);
+    tcase_add_test(t.api, every_op_matches_ref);
+    return t;
+}
+
+/* Runs suite s for target with tolerance tol in a fresh kernel cache, removed afterwards. */
+static int bc_main(const char *target, float tol, Suite *s)
+{
+    bc_target = target;
+    bc_tolerance = tol;
+    snprintf(cache_dir, sizeof cache_dir, "%s/pdc-test-%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             target);
+    if (!mkdtemp(cache_dir)) {
+        perror("mkdtemp");
+        return EXIT_FAILURE;
+    }
+    int rc = test_run_suite(s);
+    nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
+
+#endif
