@@ -1,5 +1,7 @@
 /*
- * fuzz_cpu_gen.c - libFuzzer target: structure-aware differential testing of the "cpu" target. The
+ * fuzz_cpu_gen.c - libFuzzer target: structure-aware differential testing of the "cpu" target and of
+ * the "gpu" target's kernel generators (on the emulated device, PDC_GPU_EMULATE=1: the same kernel
+ * bodies as the PTX, JIT'd for the host, so no GPU is needed). The
  * input bytes are not a model file but the choices of a model generator: an op family (conv 2-D or
  * 1-D with groups, depthwise, strides, pads, dilations; fc; gemm; matmul; max/avg pooling; global
  * average pooling; batchnorm; broadcasting add/sub/mul/div; the activations; softmax; concat), its
@@ -10,7 +12,8 @@
  * Properties: the model compiles for ref and for cpu; outputs agree, |cpu - ref| <= 1e-4 x max(1,
  * max |ref|) (the cpu suite demands 1e-5 on its models; weights here are scaled by 1/sqrt(fan-in) so
  * sums stay moderate); two cpu runs are bit-identical, and so is a run of the same model compiled in
- * a context with threads = 1. The kernel cache is off (cache_dir under /dev/null).
+ * a context with threads = 1. The gpu target's outputs agree with ref within the same tolerance. The
+ * kernel cache is off (cache_dir under /dev/null).
  * Seeds: test/fuzz/corpus/cpu_gen/, one per op family.
  */
 #include <math.h>
@@ -376,8 +379,23 @@ static pdc_context *cpu_context(const char *threads)
     return ctx;
 }
 
+/* Outputs of `target` within REL_TOL x max(1, max |ref|) of ref's. */
+static void check_close(const char *target, pdc_tensor **y, pdc_tensor **yr, size_t n_out)
+{
+    for (size_t o = 0; o < n_out; o++) {
+        const float *r = pdc_tensor_data(yr[o]), *c = pdc_tensor_data(y[o]);
+        size_t ne = pdc_tensor_size(yr[o]);
+        float scale = 1.0f;
+        for (size_t i = 0; i < ne; i++) scale = fmaxf(scale, fabsf(r[i]));
+        for (size_t i = 0; i < ne; i++)
+            fuzz_check(fabsf(c[i] - r[i]) <= REL_TOL * scale, "element %zu of %zu: %s %.9g, ref %.9g (scale %.3g)", i,
+                       ne, target, (double)c[i], (double)r[i], (double)scale);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    setenv("PDC_GPU_EMULATE", "1", 1);
     pdc_context *ctx = cpu_context("0");
     bytes b = {data, size, 0};
     gen g = {.ctx = ctx, .b = &b, .seed = size ? data[size - 1] : 0};
@@ -399,16 +417,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(x);
         }
         pdc_tensor **yr = run(ctx, ref, in, &n_out), **yc = run(ctx, cpu, in, &n_out2), **yc2 = run(ctx, cpu, in, &n_out3);
-        for (size_t o = 0; o < n_out; o++) {
-            const float *r = pdc_tensor_data(yr[o]), *c = pdc_tensor_data(yc[o]);
-            size_t ne = pdc_tensor_size(yr[o]);
-            float scale = 1.0f;
-            for (size_t i = 0; i < ne; i++) scale = fmaxf(scale, fabsf(r[i]));
-            for (size_t i = 0; i < ne; i++)
-                fuzz_check(fabsf(c[i] - r[i]) <= REL_TOL * scale, "element %zu of %zu: cpu %.9g, ref %.9g (scale %.3g)",
-                           i, ne, (double)c[i], (double)r[i], (double)scale);
-            fuzz_check(!memcmp(c, pdc_tensor_data(yc2[o]), 4 * ne), "two cpu runs differ");
-        }
+        check_close("cpu", yc, yr, n_out);
+        for (size_t o = 0; o < n_out; o++)
+            fuzz_check(!memcmp(pdc_tensor_data(yc[o]), pdc_tensor_data(yc2[o]), 4 * pdc_tensor_size(yc[o])),
+                       "two cpu runs differ");
+        /* the gpu target's kernels, on the emulated device */
+        pdc_program *gpu = compile(ctx, g.m, "gpu");
+        fuzz_check(gpu != NULL, "gpu (emulated) refused a generated model");
+        size_t n_outg = 0;
+        pdc_tensor **yg = run(ctx, gpu, in, &n_outg);
+        check_close("gpu", yg, yr, n_out);
+        free_outputs(yg, n_outg);
+        pdc_program_destroy(gpu);
         /* the same model in a context with one thread gives the same bits */
         pdc_context *one = cpu_context("1");
         pdc_program *cpu1 = compile(one, g.m, "cpu");
