@@ -222,7 +222,7 @@ FUZZ_NAMES   := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_CLI_OBJ  = $(BUILD)/obj/examples/pdc/args.o $(BUILD)/obj/examples/pdc/rawio.o
 REPLAY_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/fuzz_%)
 
-$(BUILD)/fuzz-replay/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/replay.c test/fuzz/fuzz.h $(STLIB) $(FUZZ_CLI_OBJ)
+$(BUILD)/fuzz-replay/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/replay.c test/fuzz/fuzz.h test/fuzz/model_gen.h $(STLIB) $(FUZZ_CLI_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -o $@ $< test/fuzz/replay.c $(FUZZ_CLI_OBJ) $(STLIB) $(LDLIBS)
 
@@ -239,7 +239,7 @@ fuzz-build:
 
 fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)
 
-$(BUILD)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(STLIB) $(FUZZ_CLI_OBJ)
+$(BUILD)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h test/fuzz/model_gen.h $(STLIB) $(FUZZ_CLI_OBJ)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_CLI_OBJ) $(STLIB) $(LDLIBS)
 
 fuzz: fuzz-build

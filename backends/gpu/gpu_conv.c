@@ -77,7 +77,10 @@ static void gen_conv(gpu_kb *kb, const void *vp)
             LLVMValueRef okq = NULL, offq = kb_i64(kb, 0);
             for (int a = 0; a < 3; a++) {
                 LLVMValueRef i = kb_addc(kb, pos[a], tap[3 * q + a] * p->d[a]);
-                if (p->in[a] > 1 || p->pb[a] || p->k[a] > 1) {
+                /* checked unless every output position keeps this tap inside the input (the end pad
+                 * alone can push it out: a 1x1 kernel on a 1x1 plane with a bottom pad) */
+                int64_t lo = tap[3 * q + a] * p->d[a] - p->pb[a], hi = lo + (p->out[a] - 1) * p->s[a];
+                if (lo < 0 || hi >= p->in[a]) {
                     LLVMValueRef v = kb_and(kb, kb_icmp(kb, LLVMIntSGE, i, kb_i64(kb, 0)),
                                             kb_icmp(kb, LLVMIntSLT, i, kb_i64(kb, p->in[a])));
                     okq = okq ? kb_and(kb, okq, v) : v;
