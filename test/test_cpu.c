@@ -68,6 +68,64 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
 
 /* ------------------------------------------------------------------ convolution */
 
+START_TEST(conv_wide_rows_shift_mode)
+{
+    /* rows wider than half a vector: on AVX-512 each input row is loaded as aligned vectors and the
+     * other columns shuffled out of them, with the most used column aligned by a lead of zeros. Cases:
+     * several column tiles, a partial last vector, strides (phase planes), dilation, asymmetric pads,
+     * 5x5 windows, a pattern set whose taps sit mostly in column 0 or 2 (other leads), dense windows */
+    static const struct {
+        int64_t c, o, h, w, k, sy, sx, dil, pl, pr, which;
+    } cases[] = {{9, 20, 6, 70, 3, 1, 1, 1, 1, 1, 0},  {7, 11, 9, 129, 3, 1, 1, 1, 1, 1, 1}, {5, 13, 7, 61, 3, 2, 2, 1, 1, 0, 0},
+                 {6, 9, 8, 40, 3, 1, 3, 2, 2, 1, 2},   {4, 6, 9, 33, 5, 1, 1, 1, 2, 2, 3},  {5, 7, 5, 50, 3, 1, 1, 1, 0, 2, 2},
+                 {3, 17, 11, 18, 3, 1, 1, 1, 1, 1, 1}, {8, 8, 4, 96, 3, 1, 2, 1, 1, 1, 4}};
+    /* 0: the benchmark's 8 patterns (centre column most used); 1: left columns; 2: right columns;
+     * 3: unstructured 5x5; 4: dense 3x3 windows with some kernels removed */
+    static const uint64_t sets[3][4] = {{0x1b, 0x3a, 0xb2, 0x9a}, {0x49, 0x9, 0x41, 0x1b}, {0x124, 0x24, 0x104, 0x36}};
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "wide", &mdl));
+        int64_t c = cases[q].c, o = cases[q].o, k = cases[q].k, which = cases[q].which;
+        input("x", DIMS(2, c, cases[q].h, cases[q].w));
+        size_t wn = (size_t)(o * c * k * k);
+        float *w = malloc(wn * sizeof *w);
+        int32_t *kp = malloc((size_t)(o * c) * sizeof *kp);
+        uint8_t *mask = malloc(wn);
+        test_fill_random(w, wn, (uint32_t)q + 41);
+        for (int64_t i = 0; i < o * c; i++) {
+            kp[i] = i % 3 == 1 ? -1 : (int32_t)(i * 7 % 4);
+            for (int64_t b = 0; b < k * k; b++) {
+                size_t e = (size_t)(i * k * k + b);
+                int keep = which < 3 ? kp[i] >= 0 && (sets[which][kp[i]] >> b & 1) : which == 3 ? e * 7 % 5 < 2 : kp[i] >= 0;
+                mask[e] = (uint8_t)keep;
+                if (!keep) w[e] = 0.0f;
+            }
+        }
+        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, (const int64_t[]){o, c, k, k}, w));
+        if (which < 3) ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", 3, 3, 4, sets[which], (size_t)(o * c), kp));
+        else ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
+        free(mask);
+        free(w);
+        free(kp);
+        constant_rand("b", DIMS(o), 0.2f, 7);
+        pdc_attrs *a = attrs();
+        int64_t pt = (k / 2) * cases[q].dil;
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pt, cases[q].pl, pt, cases[q].pr)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(cases[q].sy, cases[q].sx)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(cases[q].dil, cases[q].dil)));
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "leaky_relu"));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.1f));
+        layer("conv", a, "y", NAMES("x", "w", "b"));
+        output("y");
+        char desc[96];
+        snprintf(desc, sizeof desc, "wide case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q);
+        if (!strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "y", "aligned rows + lane shifts");
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
 START_TEST(conv_small_planes_flat)
 {
     /* planes of <= 8 columns run as flat vectors spanning rows: pattern and dense, 7x7 and odd shapes,
@@ -411,6 +469,7 @@ static Suite *cpu_suite(void)
     Suite *s = suite_create("cpu");
     bc_tcases t = bc_add_cases(s, bc_setup, bc_teardown);
     tcase_add_test(t.conv, conv_small_planes_flat);
+    tcase_add_test(t.conv, conv_wide_rows_shift_mode);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.api, isa_follows_host_and_override);

@@ -82,6 +82,69 @@ typedef struct conv_gen {
 static LLVMValueRef acc_load(conv_gen *G, int idx) { return LLVMBuildLoad2(G->irb.b, G->irb.vf, G->acc[idx], ""); }
 static void acc_store(conv_gen *G, int idx, LLVMValueRef v) { LLVMBuildStore(G->irb.b, v, G->acc[idx]); }
 
+/* Does tap (ky, kx) feed output row r/sy of a ty-row tile from input row q? Returns the row or -1. */
+static int tap_row(const conv_key *k, int ty, int64_t q, int ky)
+{
+    int64_t r = q - (int64_t)ky * k->dy;
+    return r >= 0 && r % k->sy == 0 && r / k->sy < ty ? (int)(r / k->sy) : -1;
+}
+
+/*
+ * Shift mode (AVX-512): each input row a kernel needs is loaded once as aligned vectors A[i] (16 floats
+ * at column 16i of the tile's row), and a column offset e = lead + cx that is not a multiple of 16 is
+ * taken out of two of them with one lane shuffle (valignd): an unaligned 512-bit load spans two cache
+ * lines and costs two load slots, the shuffle runs beside the FMAs. Every column of the pattern then
+ * reuses the row's loads (load-redundancy elimination across columns as well as rows).
+ */
+static void emit_shift_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMValueRef x, LLVMValueRef w,
+                            const int *widx, LLVMValueRef *cur)
+{
+    const conv_key *k = G->k;
+    pdc_irb *irb = &G->irb;
+    LLVMBuilderRef B = irb->b;
+    enum { MAXV = 40 };
+    LLVMValueRef wv[CONV_MAX_TAPS];
+    int max_ky = 0;
+    for (int b = 0; b < k->kh * k->kw; b++)
+        if (widx[b] >= 0) {
+            wv[b] = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, widx[b]));
+            if (b / k->kw > max_ky) max_ky = b / k->kw;
+        }
+    LLVMValueRef idx[64];
+    int64_t qmax = (int64_t)(ty - 1) * k->sy + (int64_t)max_ky * k->dy;
+    for (int64_t q = 0; q <= qmax; q++) {
+        LLVMValueRef A[8][MAXV]; /* [phase][vector] of row q, loaded on first use */
+        memset(A, 0, sizeof A);
+        for (int kx = 0; kx < k->kw; kx++) {
+            int rows[CONV_MAX_TAPS], any = 0;
+            for (int ky = 0; ky < k->kh; ky++) {
+                rows[ky] = mask >> (ky * k->kw + kx) & 1 ? tap_row(k, ty, q, ky) : -1;
+                any |= rows[ky] >= 0;
+            }
+            if (!any) continue;
+            int64_t phase = (int64_t)kx * k->dx % k->sx, e = k->lead + (int64_t)kx * k->dx / k->sx;
+            int64_t v0 = e / 16, sh = e % 16;
+            for (int j = 0; j < tx; j++) {
+                for (int64_t vi = v0 + j; vi <= v0 + j + (sh ? 1 : 0); vi++)
+                    if (!A[phase][vi]) {
+                        int64_t off = phase * k->pstride + q * k->wq + vi * 16;
+                        A[phase][vi] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
+                    }
+                LLVMValueRef v = A[phase][v0 + j];
+                if (sh) {
+                    for (int l = 0; l < 16; l++) idx[l] = pdc_irb_i32(irb, (int32_t)(sh + l));
+                    v = LLVMBuildShuffleVector(B, v, A[phase][v0 + j + 1], LLVMConstVector(idx, 16), "");
+                }
+                for (int ky = 0; ky < k->kh; ky++) {
+                    if (rows[ky] < 0) continue;
+                    int a = rows[ky] * tx + j;
+                    cur[a] = pdc_irb_fma(irb, wv[ky * k->kw + kx], v, cur[a]);
+                }
+            }
+        }
+    }
+}
+
 /* The body of one kernel of pattern `mask`: x points at the kernel's input channel (tile origin),
  * w at its weights (popcount(mask) floats, in tap order). */
 static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMValueRef x, LLVMValueRef w)
@@ -113,6 +176,11 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
             }
         }
         for (int a = 0; a < tx * k->ksets; a++) acc_store(G, a, cur[a]);
+        return;
+    }
+    if (k->shift) {
+        emit_shift_body(G, mask, ty, tx, x, w, widx, cur);
+        for (int a = 0; a < ty * tx; a++) acc_store(G, a, cur[a]);
         return;
     }
     for (int kx = 0; kx < k->kw; kx++) {
@@ -154,25 +222,49 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
     for (int a = 0; a < ty * tx; a++) acc_store(G, a, cur[a]);
 }
 
-/* Inline activation of the epilogue. */
-static LLVMValueRef emit_act(conv_gen *G, LLVMValueRef v)
+/* Inline activation of an epilogue (relu, clip, leaky_relu; anything else is left to run after). */
+LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v)
 {
-    pdc_irb *irb = &G->irb;
     LLVMBuilderRef B = irb->b;
     LLVMValueRef zero = LLVMConstNull(irb->vf);
-    switch ((ir_act_kind)G->k->act) {
+    switch ((ir_act_kind)act) {
     case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, zero, ""), v, zero, "");
     case IR_ACT_CLIP: {
-        LLVMValueRef lo = pdc_irb_splat(irb, pdc_irb_f32(irb, G->k->act_min));
-        LLVMValueRef hi = pdc_irb_splat(irb, pdc_irb_f32(irb, G->k->act_max));
+        LLVMValueRef lo = pdc_irb_splat(irb, pdc_irb_f32(irb, act_min));
+        LLVMValueRef hi = pdc_irb_splat(irb, pdc_irb_f32(irb, act_max));
         v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v, lo, ""), lo, v, "");
         return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, hi, ""), hi, v, "");
     }
     case IR_ACT_LEAKY_RELU: {
-        LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, G->k->act_alpha));
+        LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, act_alpha));
         return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, LLVMBuildFMul(B, al, v, ""), "");
     }
     default: return v;
+    }
+}
+
+static LLVMValueRef emit_act(conv_gen *G, LLVMValueRef v)
+{
+    return cpu_conv_emit_act(&G->irb, G->k->act, G->k->act_min, G->k->act_max, G->k->act_alpha, v);
+}
+
+void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
+                              int64_t rows)
+{
+    LLVMBuilderRef B = irb->b;
+    for (int64_t y = p0 / wq; y < rows && y * wq < p0 + irb->vec; y++) {
+        LLVMValueRef lanes[64];
+        int any = 0;
+        for (int l = 0; l < irb->vec; l++) {
+            int64_t p = p0 + l;
+            int on = p >= y * wq && p < y * wq + ow;
+            any |= on;
+            lanes[l] = LLVMConstInt(irb->i1, (unsigned long long)on, 0);
+        }
+        if (!any) continue;
+        LLVMValueRef off = pdc_irb_i64(irb, p0 + y * (ow - wq));
+        LLVMValueRef dst = LLVMBuildGEP2(B, irb->f32, yk, &off, 1, ""); /* may point before yk: not inbounds */
+        pdc_irb_store_masked(irb, v, dst, LLVMConstVector(lanes, (unsigned)irb->vec));
     }
 }
 
@@ -257,21 +349,7 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
             LLVMValueRef v = acc_load(G, j);
             for (int q = 1; q < k->ksets; q++) v = LLVMBuildFAdd(B, v, acc_load(G, q * tx + j), "");
             v = emit_act(G, v);
-            int64_t p0 = (int64_t)j * k->vec;
-            for (int64_t y = p0 / k->wq; y < k->oh && y * k->wq < p0 + k->vec; y++) {
-                LLVMValueRef lanes[64];
-                int any = 0;
-                for (int l = 0; l < k->vec; l++) {
-                    int64_t p = p0 + l;
-                    int on = p >= y * k->wq && p < y * k->wq + k->ow;
-                    any |= on;
-                    lanes[l] = LLVMConstInt(irb->i1, (unsigned long long)on, 0);
-                }
-                if (!any) continue;
-                LLVMValueRef off = pdc_irb_i64(irb, p0 + y * (k->ow - k->wq));
-                LLVMValueRef dst = LLVMBuildGEP2(B, irb->f32, yk, &off, 1, ""); /* may point before yk: not inbounds */
-                pdc_irb_store_masked(irb, v, dst, LLVMConstVector(lanes, (unsigned)k->vec));
-            }
+            cpu_conv_emit_flat_store(irb, v, yk, (int64_t)j * k->vec, k->wq, k->ow, k->oh);
         }
     } else {
         for (int i = 0; i < ty; i++)
@@ -353,34 +431,52 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
     g->nty = (g->oh + g->ty - 1) / g->ty;
     g->nph = g->sx;
     int64_t max_cx = (g->kw - 1) * g->dx / g->sx;
-    g->wq = (g->nvx * vec + max_cx + 15) / 16 * 16;
+    g->wq = (g->lead + g->nvx * vec + max_cx + 15) / 16 * 16;
     g->hq = (g->oh - 1) * g->sy + (g->kh - 1) * g->dy + 1;
     g->pstride = g->hq * g->wq;
     g->ps = (g->nph * g->pstride + 15) / 16 * 16;
     g->flat = 0;
 }
 
+void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
+{
+    int64_t max_cx = (g->kw - 1) * g->dx / g->sx, max_ry = (g->kh - 1) * g->dy / g->sy;
+    g->flat = 1;
+    g->wq = g->ow + max_cx;
+    g->hq = g->oh + max_ry;
+    g->nph = g->sx * g->sy;
+    /* a phase plane must cover every read: `lanes` lanes past the largest tap offset */
+    int64_t reach = lanes + max_ry * g->wq + max_cx;
+    g->pstride = (reach > g->hq * g->wq ? reach : g->hq * g->wq);
+    g->pstride = (g->pstride + 15) / 16 * 16;
+    g->ps = g->nph * g->pstride;
+}
+
 int cpu_conv_layout_flat(conv_geom *g, int vec, int max_vectors)
 {
     if (g->ow * 2 > vec) return 0;
-    int64_t max_cx = (g->kw - 1) * g->dx / g->sx, max_ry = (g->kh - 1) * g->dy / g->sy;
-    int64_t wq = g->ow + max_cx, nv = (g->oh * wq + vec - 1) / vec;
+    int64_t wq = g->ow + (g->kw - 1) * g->dx / g->sx, nv = (g->oh * wq + vec - 1) / vec;
     if (nv > max_vectors) return 0;
-    g->flat = 1;
-    g->wq = wq;
-    g->hq = g->oh + max_ry;
-    g->nph = g->sx * g->sy;
-    /* a phase plane must cover every read: nv*vec lanes past the largest tap offset */
-    int64_t reach = nv * vec + max_ry * wq + max_cx;
-    g->pstride = (reach > g->hq * wq ? reach : g->hq * wq);
-    g->pstride = (g->pstride + 15) / 16 * 16;
-    g->ps = g->nph * g->pstride;
+    cpu_conv_flat_planes(g, nv * vec);
     g->nvx = nv;
     g->tx = nv;
     g->ntx = 1;
     g->ty = g->oh; /* one tile: the whole plane */
     g->nty = 1;
     return 1;
+}
+
+/* Shift mode's lead: zeros before each row's data that align the column offset with the most kept taps. */
+static int64_t shift_lead(const conv_geom *g, const uint64_t *kmask)
+{
+    int64_t count[16] = {0}, taps = g->kh * g->kw;
+    for (int64_t i = 0; i < g->o * g->cg; i++)
+        for (int64_t b = 0; b < taps; b++)
+            if (kmask[i] >> b & 1) count[(b % g->kw) * g->dx / g->sx % 16]++;
+    int64_t best = 0;
+    for (int64_t c = 1; c < 16; c++)
+        if (count[c] > count[best]) best = c;
+    return (16 - best) % 16;
 }
 
 /* Pattern kernels: TY rows x TX vectors of one filter within an accumulator budget. PDC_CONV_TILE
@@ -506,13 +602,20 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     for (size_t p = 0; p < n_pat; p++)
         if (popcount64(pats[p]) > max_taps) max_taps = popcount64(pats[p]);
     int budget = t->n_vregs >= 32 ? (max_taps <= 4 ? 28 : 20) : (max_taps <= 4 ? 12 : 10);
-    int ksets = 1;
+    int ksets = 1, shift = 0;
     if (cpu_conv_layout_flat(&g, t->vec, t->n_vregs >= 32 ? 7 : 4)) {
         /* at least 8 independent accumulation chains (FMA latency 4, two per cycle) */
         ksets = (int)((8 + g.tx - 1) / g.tx);
         if (ksets * g.tx > budget) ksets = (int)(budget / g.tx);
         if (ksets < 1) ksets = 1;
     } else {
+        shift = t->vec == 16;
+        if (shift) {
+            /* the column offset most kept taps read becomes aligned; the tile keeps registers for
+             * the row's aligned vectors and the shuffled one */
+            g.lead = shift_lead(&g, kmask);
+            budget = max_taps <= 4 ? 16 : 12;
+        }
         conv_tiling(&g, t->vec, budget);
     }
     P->g = g;
@@ -520,7 +623,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv8", 6);
+    memcpy(k->tag, "conv9", 6);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -540,6 +643,8 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     k->ohw = g.oh * g.ow;
     k->flat = g.flat;
     k->ksets = ksets;
+    k->shift = shift;
+    k->lead = g.lead;
     P->post = fp;
     if (fp.act == IR_ACT_RELU || fp.act == IR_ACT_CLIP || fp.act == IR_ACT_LEAKY_RELU) {
         k->act = (int32_t)fp.act;
@@ -631,7 +736,8 @@ void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *
         snprintf(tile, sizeof tile, "plane as %" PRId64 " flat vector%s x%d%s", g.tx, g.tx == 1 ? "" : "s", P->ksets,
                  P->ksets > 1 ? " accumulator sets" : "");
     else
-        snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d", g.ty, g.tx, t->vec);
+        snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d%s", g.ty, g.tx, t->vec,
+                 P->key.shift ? ", aligned rows + lane shifts" : "");
     if (P->as_dense || (P->n_pat == 1 && P->pats[0] == P->full && P->kept_kernels == g.o * g.cg))
         snprintf(buf, cap, "jit %sdirect conv %" PRId64 "x%" PRId64 "%s, %s, %s",
                  P->as_dense ? "dense (sparsity too irregular to specialise) " : "dense ", g.kh, g.kw,
@@ -697,15 +803,16 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                 }
                 const float *src = xc + iy * g->w;
                 if (g->sx == 1) {
-                    /* dst[j] = src[j - pl] */
-                    int64_t j0 = g->pl < g->wq ? g->pl : g->wq;          /* first column with data */
-                    int64_t j1 = g->pl + g->w < g->wq ? g->pl + g->w : g->wq;
+                    /* dst[j] = src[j - pl - lead] */
+                    int64_t pl = g->pl + g->lead;
+                    int64_t j0 = pl < g->wq ? pl : g->wq;          /* first column with data */
+                    int64_t j1 = pl + g->w < g->wq ? pl + g->w : g->wq;
                     if (j0 > 0) memset(dst, 0, (size_t)j0 * sizeof *dst);
-                    if (j1 > j0) memcpy(dst + j0, src + (j0 - g->pl), (size_t)(j1 - j0) * sizeof *dst);
+                    if (j1 > j0) memcpy(dst + j0, src + (j0 - pl), (size_t)(j1 - j0) * sizeof *dst);
                     if (j1 < g->wq) memset(dst + (j1 > j0 ? j1 : j0), 0, (size_t)(g->wq - (j1 > j0 ? j1 : j0)) * sizeof *dst);
                 } else {
                     for (int64_t j = 0; j < g->wq; j++) {
-                        int64_t ix = g->sx * j + cph - g->pl;
+                        int64_t ix = g->sx * (j - g->lead) + cph - g->pl;
                         dst[j] = ix >= 0 && ix < g->w ? src[ix] : 0.0f;
                     }
                 }

@@ -6,8 +6,9 @@
  * Packed input: channel c's planes start at c * ps floats; a column stride sx splits every padded
  * input row into sx phase planes (phase ph holds padded columns sx*j + ph; flat layouts below split
  * the rows into sy phases too), each hq rows of wq floats
- * (wq a multiple of 16), pstride floats apart. Tap (ky, kx) of output (y, x) then reads phase
- * (kx*dx) % sx, row y*sy + ky*dy, column x + (kx*dx) / sx: constant offsets from the tile origin.
+ * (wq a multiple of 16), pstride floats apart, each row's data after `lead` extra zeros. Tap (ky, kx) of
+ * output (y, x) then reads phase (kx*dx) % sx, row y*sy + ky*dy, column lead + x + (kx*dx) / sx:
+ * constant offsets from the tile origin.
  */
 #ifndef PDC_BACKENDS_CPU_CONV_H
 #define PDC_BACKENDS_CPU_CONV_H
@@ -23,6 +24,7 @@ typedef struct conv_geom {
     int64_t nph, hq, wq, ps;     /* phases (sx; flat: sx*sy), rows and row stride of a phase plane, channel stride */
     int64_t pstride;             /* floats from one phase plane to the next (>= hq * wq) */
     int flat;                    /* small planes: output rows laid end to end, see cpu_conv_layout_flat */
+    int64_t lead;                /* zero floats before each packed row's data (not flat): moves a column to alignment */
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
     int64_t nvx, tx, ty, ntx, nty;
 } conv_geom;
@@ -42,6 +44,8 @@ typedef struct conv_key {
     float act_min, act_max, act_alpha;
     int64_t hq, wq, ps, pstride, ow, ohw, oh;
     int32_t flat, ksets;         /* flat small-plane layout; partial accumulator sets per output vector */
+    int32_t shift;               /* rows read as aligned vectors, other columns shuffled out of them */
+    int64_t lead;
     int32_t n_var;
     int32_t var_ty[CONV_MAX_VARIANTS], var_tx[CONV_MAX_VARIANTS], var_last[CONV_MAX_VARIANTS]; /* last: lanes of the final vector */
     uint64_t pat[CONV_MAX_PATTERNS];
@@ -110,8 +114,18 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
 {
     return (ky * dy % sy * sx + kx * dx % sx) * pstride + ky * dy / sy * wq + kx * dx / sx;
 }
+/* The flat layout's planes (as cpu_conv_layout_flat) for reads of up to `lanes` lanes from any
+ * tap's offset; tiling is the caller's. */
+void cpu_conv_flat_planes(conv_geom *g, int64_t lanes);
 /* Packs channels [c0, c1) of one image x into xp (layout above). */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1);
+
+/* Epilogue pieces the conv generators share: an inline relu/clip/leaky_relu (others: v unchanged),
+ * and the masked stores of a flat vector whose first lane is flat position p0 (row p0 / wq) to the
+ * rows [0, rows) of output channel yk (row stride ow). */
+LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v);
+void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
+                              int64_t rows);
 
 /*
  * Dense convolution with several filters per register tile (conv_dense.c): PDC_ERR_UNSUPPORTED if
