@@ -163,6 +163,9 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
         /* every tap one constant offset over the flattened plane; the t-th tap accumulates into
          * set t % ksets (more independent FMA chains than vectors); equal loads are merged by CSE */
         int tn = 0;
+        /* shift mode: the plane's aligned vectors, each loaded once for every tap that reads it */
+        LLVMValueRef *A = k->shift ? calloc((size_t)(k->ps / 16 + tx + 2), sizeof *A) : NULL;
+        LLVMValueRef idx[16];
         for (int b = 0; b < k->kh * k->kw; b++) {
             if (widx[b] < 0) continue;
             int ky = b / k->kw, kx = b % k->kw;
@@ -170,11 +173,24 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
             int64_t off = cpu_conv_flat_offset(k->sy, k->sx, k->dy, k->dx, k->wq, k->pstride, ky, kx);
             int set = tn++ % k->ksets;
             for (int j = 0; j < tx; j++) {
-                LLVMValueRef v = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off + (int64_t)j * k->vec));
+                LLVMValueRef v;
+                if (A) {
+                    int64_t v0 = off / 16 + j, sh = off % 16;
+                    for (int64_t vi = v0; vi <= v0 + (sh ? 1 : 0); vi++)
+                        if (!A[vi]) A[vi] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, vi * 16));
+                    v = A[v0];
+                    if (sh) {
+                        for (int l = 0; l < 16; l++) idx[l] = pdc_irb_i32(irb, (int32_t)(sh + l));
+                        v = LLVMBuildShuffleVector(irb->b, v, A[v0 + 1], LLVMConstVector(idx, 16), "");
+                    }
+                } else {
+                    v = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off + (int64_t)j * k->vec));
+                }
                 int a = set * tx + j;
                 cur[a] = pdc_irb_fma(irb, w1, v, cur[a]);
             }
         }
+        free(A);
         for (int a = 0; a < tx * k->ksets; a++) acc_store(G, a, cur[a]);
         return;
     }
@@ -604,6 +620,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     int budget = t->n_vregs >= 32 ? (max_taps <= 4 ? 28 : 20) : (max_taps <= 4 ? 12 : 10);
     int ksets = 1, shift = 0;
     if (cpu_conv_layout_flat(&g, t->vec, t->n_vregs >= 32 ? 7 : 4)) {
+        shift = t->vec == 16 && g.ps / 16 < 4096; /* the generator's table of the plane's vectors */
         /* at least 8 independent accumulation chains (FMA latency 4, two per cycle) */
         ksets = (int)((8 + g.tx - 1) / g.tx);
         if (ksets * g.tx > budget) ksets = (int)(budget / g.tx);
@@ -623,7 +640,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv9", 6);
+    memcpy(k->tag, "conv10", 7);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -731,10 +748,10 @@ void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *
 {
     const conv_geom g = P->g;
     double dense_taps = (double)(g.o * g.cg * g.kh * g.kw), kept_taps = (double)P->kept_taps;
-    char tile[64];
+    char tile[96];
     if (g.flat)
-        snprintf(tile, sizeof tile, "plane as %" PRId64 " flat vector%s x%d%s", g.tx, g.tx == 1 ? "" : "s", P->ksets,
-                 P->ksets > 1 ? " accumulator sets" : "");
+        snprintf(tile, sizeof tile, "plane as %" PRId64 " flat vector%s x%d%s%s", g.tx, g.tx == 1 ? "" : "s", P->ksets,
+                 P->ksets > 1 ? " accumulator sets" : "", P->key.shift ? ", aligned + lane shifts" : "");
     else
         snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d%s", g.ty, g.tx, t->vec,
                  P->key.shift ? ", aligned rows + lane shifts" : "");
