@@ -180,7 +180,7 @@ START_TEST(conv_small_planes_flat)
         /* (case 3's dilated 8-column plane wastes about as many lanes flat as along rows: either is fine) */
         if (strcmp(expected_isa(), "avx512") == 0 && q != 3) {
             ck_assert_kernel(p, "y", "flat vector");
-            ck_assert_kernel(p, "y", "aligned + lane shifts");
+            if (cases[q].sparse) ck_assert_kernel(p, "y", "aligned + lane shifts"); /* dense: conv_dense.c */
         }
         pdc_program_destroy(p);
     }
