@@ -8,12 +8,12 @@
  *    stride Wq that is a multiple of the vector width; a column stride sx > 1 is split into sx phase
  *    planes, so every tap becomes (phase, constant row offset, constant column offset) and output
  *    pixels along a row are contiguous vectors whatever the stride or dilation.
- *  - Register tile: TY output rows x TX vectors of one output channel stay in registers (up to 28
- *    of AVX-512's 32 registers). For each kept kernel, the pattern's code loads each input row
- *    vector once and uses it for every tap of the same column that falls in the tile (rows q =
- *    i*sy + ky*dy coincide for different (i, ky)): load-redundancy elimination, 1.2-2.3 FMAs per
- *    loaded vector for 4-tap patterns, more for dense windows. Weights are broadcast once per
- *    kernel and reused across the whole tile.
+ *  - Register tile: TY output rows x TX vectors of one output channel stay in registers. For each
+ *    kept kernel, the pattern's code loads each input row vector once and uses it for every tap
+ *    that falls in the tile (rows q = i*sy + ky*dy coincide for different (i, ky)): load-redundancy
+ *    elimination. With AVX-512 ("shift mode", emit_shift_body) rows are loaded as aligned vectors
+ *    and every column is shuffled out of them, so one load serves all columns as well; elsewhere
+ *    each column loads its own unaligned vectors. Weights are broadcast once per kernel.
  *  - Filter-kernel reorder: filters run in order of decreasing kernel count (balanced chunks,
  *    similar loop trip counts back to back); within a filter its kernels are grouped by pattern, so
  *    each pattern's loop runs its kernels together; weights are packed in exactly that order, so
