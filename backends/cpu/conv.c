@@ -89,6 +89,19 @@ static int tap_row(const conv_key *k, int ty, int64_t q, int ky)
     return r >= 0 && r % k->sy == 0 && r / k->sy < ty ? (int)(r / k->sy) : -1;
 }
 
+/* The vector at float e + base of x, from the aligned vectors A[i] (at base + 16i, loaded on first
+ * use): as loaded when e is a multiple of 16, else one lane shuffle (valignd) of two of them. */
+static LLVMValueRef aligned_at(pdc_irb *irb, LLVMValueRef *A, LLVMValueRef x, int64_t base, int64_t e)
+{
+    int64_t v0 = e / 16, sh = e % 16;
+    for (int64_t vi = v0; vi <= v0 + (sh ? 1 : 0); vi++)
+        if (!A[vi]) A[vi] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, base + vi * 16));
+    if (!sh) return A[v0];
+    LLVMValueRef idx[16];
+    for (int l = 0; l < 16; l++) idx[l] = pdc_irb_i32(irb, (int32_t)(sh + l));
+    return LLVMBuildShuffleVector(irb->b, A[v0], A[v0 + 1], LLVMConstVector(idx, 16), "");
+}
+
 /*
  * Shift mode (AVX-512): each input row a kernel needs is loaded once as aligned vectors A[i] (16 floats
  * at column 16i of the tile's row), and a column offset e = lead + cx that is not a multiple of 16 is
@@ -101,8 +114,7 @@ static void emit_shift_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMValu
 {
     const conv_key *k = G->k;
     pdc_irb *irb = &G->irb;
-    LLVMBuilderRef B = irb->b;
-    enum { MAXV = 40 };
+    enum { MAXV = CONV_SHIFT_MAX_VECTORS };
     LLVMValueRef wv[CONV_MAX_TAPS];
     int max_ky = 0;
     for (int b = 0; b < k->kh * k->kw; b++)
@@ -110,7 +122,6 @@ static void emit_shift_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMValu
             wv[b] = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, widx[b]));
             if (b / k->kw > max_ky) max_ky = b / k->kw;
         }
-    LLVMValueRef idx[64];
     int64_t qmax = (int64_t)(ty - 1) * k->sy + (int64_t)max_ky * k->dy;
     for (int64_t q = 0; q <= qmax; q++) {
         LLVMValueRef A[8][MAXV]; /* [phase][vector] of row q, loaded on first use */
@@ -123,18 +134,8 @@ static void emit_shift_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMValu
             }
             if (!any) continue;
             int64_t phase = (int64_t)kx * k->dx % k->sx, e = k->lead + (int64_t)kx * k->dx / k->sx;
-            int64_t v0 = e / 16, sh = e % 16;
             for (int j = 0; j < tx; j++) {
-                for (int64_t vi = v0 + j; vi <= v0 + j + (sh ? 1 : 0); vi++)
-                    if (!A[phase][vi]) {
-                        int64_t off = phase * k->pstride + q * k->wq + vi * 16;
-                        A[phase][vi] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
-                    }
-                LLVMValueRef v = A[phase][v0 + j];
-                if (sh) {
-                    for (int l = 0; l < 16; l++) idx[l] = pdc_irb_i32(irb, (int32_t)(sh + l));
-                    v = LLVMBuildShuffleVector(B, v, A[phase][v0 + j + 1], LLVMConstVector(idx, 16), "");
-                }
+                LLVMValueRef v = aligned_at(irb, A[phase], x, phase * k->pstride + q * k->wq, e + (int64_t)j * 16);
                 for (int ky = 0; ky < k->kh; ky++) {
                     if (rows[ky] < 0) continue;
                     int a = rows[ky] * tx + j;
@@ -165,7 +166,6 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
         int tn = 0;
         /* shift mode: the plane's aligned vectors, each loaded once for every tap that reads it */
         LLVMValueRef *A = k->shift ? calloc((size_t)(k->ps / 16 + tx + 2), sizeof *A) : NULL;
-        LLVMValueRef idx[16];
         for (int b = 0; b < k->kh * k->kw; b++) {
             if (widx[b] < 0) continue;
             int ky = b / k->kw, kx = b % k->kw;
@@ -175,14 +175,7 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
             for (int j = 0; j < tx; j++) {
                 LLVMValueRef v;
                 if (A) {
-                    int64_t v0 = off / 16 + j, sh = off % 16;
-                    for (int64_t vi = v0; vi <= v0 + (sh ? 1 : 0); vi++)
-                        if (!A[vi]) A[vi] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, vi * 16));
-                    v = A[v0];
-                    if (sh) {
-                        for (int l = 0; l < 16; l++) idx[l] = pdc_irb_i32(irb, (int32_t)(sh + l));
-                        v = LLVMBuildShuffleVector(irb->b, v, A[v0 + 1], LLVMConstVector(idx, 16), "");
-                    }
+                    v = aligned_at(irb, A, x, 0, off + (int64_t)j * 16);
                 } else {
                     v = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off + (int64_t)j * k->vec));
                 }
@@ -239,7 +232,7 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
 }
 
 /* Inline activation of an epilogue (relu, clip, leaky_relu; anything else is left to run after). */
-LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v)
+static LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v)
 {
     LLVMBuilderRef B = irb->b;
     LLVMValueRef zero = LLVMConstNull(irb->vf);
@@ -264,8 +257,8 @@ static LLVMValueRef emit_act(conv_gen *G, LLVMValueRef v)
     return cpu_conv_emit_act(&G->irb, G->k->act, G->k->act_min, G->k->act_max, G->k->act_alpha, v);
 }
 
-void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
-                              int64_t rows)
+static void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
+                                     int64_t rows)
 {
     LLVMBuilderRef B = irb->b;
     for (int64_t y = p0 / wq; y < rows && y * wq < p0 + irb->vec; y++) {
@@ -454,7 +447,7 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
     g->flat = 0;
 }
 
-void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
+static void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
 {
     int64_t max_cx = (g->kw - 1) * g->dx / g->sx, max_ry = (g->kh - 1) * g->dy / g->sy;
     g->flat = 1;
@@ -634,6 +627,12 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
             budget = max_taps <= 4 ? 16 : 12;
         }
         conv_tiling(&g, t->vec, budget);
+        if (shift && (g.lead + (g.kw - 1) * g.dx / g.sx) / 16 + g.tx + 2 > CONV_SHIFT_MAX_VECTORS) {
+            /* columns too far apart for the generator's row table (wide dilation): unaligned loads */
+            shift = 0;
+            g.lead = 0;
+            conv_tiling(&g, t->vec, max_taps <= 4 ? 28 : 20);
+        }
     }
     P->g = g;
     P->ksets = ksets;

@@ -33,6 +33,7 @@ typedef struct conv_geom {
 #define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
 #define CONV_FILTER_CHUNK 16      /* filters per work item */
 #define CONV_MAX_VARIANTS 4
+#define CONV_SHIFT_MAX_VECTORS 40 /* shift mode: aligned vectors of one packed row the generator tracks */
 
 /* Everything the generated code depends on (hashed: zero it before filling). */
 typedef struct conv_key {
@@ -114,18 +115,8 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
 {
     return (ky * dy % sy * sx + kx * dx % sx) * pstride + ky * dy / sy * wq + kx * dx / sx;
 }
-/* The flat layout's planes (as cpu_conv_layout_flat) for reads of up to `lanes` lanes from any
- * tap's offset; tiling is the caller's. */
-void cpu_conv_flat_planes(conv_geom *g, int64_t lanes);
 /* Packs channels [c0, c1) of one image x into xp (layout above). */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1);
-
-/* Epilogue pieces the conv generators share: an inline relu/clip/leaky_relu (others: v unchanged),
- * and the masked stores of a flat vector whose first lane is flat position p0 (row p0 / wq) to the
- * rows [0, rows) of output channel yk (row stride ow). */
-LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v);
-void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
-                              int64_t rows);
 
 /*
  * Dense convolution with several filters per register tile (conv_dense.c): PDC_ERR_UNSUPPORTED if
