@@ -339,7 +339,7 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
             int64_t rows = (int64_t)(ty - 1) * k->sy + (int64_t)(k->kh - 1) * k->dy + 1;
             for (int64_t ph = 0; ph < k->sx; ph++)
                 for (int64_t q = 0; q < rows; q++)
-                    pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->pstride + q * k->wq));
+                    pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->pstride + q * k->wq + k->lead));
         }
         emit_pattern_body(G, mask, ty, tx, x, wp);
         LLVMValueRef i1 = LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "");
@@ -439,11 +439,15 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
     g->ty = (g->oh + nty - 1) / nty; /* balanced row tiles */
     g->nty = (g->oh + g->ty - 1) / g->ty;
     g->nph = g->sx;
+    /* rows as dense as alignment allows: a row holds the columns valid outputs read; the vectors of
+     * a row's last tile read on into the next row for lanes past ow, which are never stored */
     int64_t max_cx = (g->kw - 1) * g->dx / g->sx;
-    g->wq = (g->lead + g->nvx * vec + max_cx + 15) / 16 * 16;
+    g->wq = (g->ow + max_cx + 15) / 16 * 16;
     g->hq = (g->oh - 1) * g->sy + (g->kh - 1) * g->dy + 1;
-    g->pstride = g->hq * g->wq;
-    g->ps = (g->nph * g->pstride + 15) / 16 * 16;
+    /* one past the last float the last row's vectors read; aligned loads may touch the next 16 */
+    int64_t reach = g->lead + (g->hq - 1) * g->wq + g->nvx * vec + max_cx;
+    g->pstride = (reach + 15) / 16 * 16 + 16;
+    g->ps = g->nph * g->pstride;
     g->flat = 0;
 }
 
@@ -639,7 +643,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv10", 7);
+    memcpy(k->tag, "conv11", 7);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -809,8 +813,10 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
         const float *xc = x + c * g->h * g->w;
         float *pc = xp + c * g->ps;
         for (int64_t ph = 0; ph < g->nph; ph++) {
+            float *pp = pc + ph * g->pstride;
+            memset(pp, 0, (size_t)g->lead * sizeof *pp);
             for (int64_t r = 0; r < g->hq; r++) {
-                float *dst = pc + ph * g->pstride + r * g->wq;
+                float *dst = pp + g->lead + r * g->wq;
                 /* flat layouts split rows into sy phases as well: plane ph = row phase * sx + column phase */
                 int64_t iy = (g->flat ? r * g->sy + ph / g->sx : r) - g->pt, cph = ph % g->sx;
                 if (iy < 0 || iy >= g->h) {
@@ -819,8 +825,8 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                 }
                 const float *src = xc + iy * g->w;
                 if (g->sx == 1) {
-                    /* dst[j] = src[j - pl - lead] */
-                    int64_t pl = g->pl + g->lead;
+                    /* dst[j] = src[j - pl] */
+                    int64_t pl = g->pl;
                     int64_t j0 = pl < g->wq ? pl : g->wq;          /* first column with data */
                     int64_t j1 = pl + g->w < g->wq ? pl + g->w : g->wq;
                     if (j0 > 0) memset(dst, 0, (size_t)j0 * sizeof *dst);
@@ -828,16 +834,17 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                     if (j1 < g->wq) memset(dst + (j1 > j0 ? j1 : j0), 0, (size_t)(g->wq - (j1 > j0 ? j1 : j0)) * sizeof *dst);
                 } else {
                     for (int64_t j = 0; j < g->wq; j++) {
-                        int64_t ix = g->sx * (j - g->lead) + cph - g->pl;
+                        int64_t ix = g->sx * j + cph - g->pl;
                         dst[j] = ix >= 0 && ix < g->w ? src[ix] : 0.0f;
                     }
                 }
             }
         }
-        /* past each phase plane's rows: zeros (flat layouts read there for lanes they discard) */
-        for (int64_t ph = 0; ph < g->nph; ph++)
-            if (g->pstride > g->hq * g->wq)
-                memset(pc + ph * g->pstride + g->hq * g->wq, 0, (size_t)(g->pstride - g->hq * g->wq) * sizeof *pc);
+        /* past each phase plane's rows: zeros (read for lanes that are discarded) */
+        for (int64_t ph = 0; ph < g->nph; ph++) {
+            int64_t end = g->lead + g->hq * g->wq;
+            if (g->pstride > end) memset(pc + ph * g->pstride + end, 0, (size_t)(g->pstride - end) * sizeof *pc);
+        }
         int64_t used = g->nph * g->pstride;
         if (g->ps > used) memset(pc + used, 0, (size_t)(g->ps - used) * sizeof *pc);
     }

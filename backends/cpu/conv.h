@@ -5,10 +5,12 @@
  *
  * Packed input: channel c's planes start at c * ps floats; a column stride sx splits every padded
  * input row into sx phase planes (phase ph holds padded columns sx*j + ph; flat layouts below split
- * the rows into sy phases too), each hq rows of wq floats
- * (wq a multiple of 16), pstride floats apart, each row's data after `lead` extra zeros. Tap (ky, kx) of
- * output (y, x) then reads phase (kx*dx) % sx, row y*sy + ky*dy, column lead + x + (kx*dx) / sx:
- * constant offsets from the tile origin.
+ * the rows into sy phases too), each hq rows of wq floats (wq a multiple of 16, just enough for the
+ * columns valid outputs read), pstride floats apart. A plane starts with `lead` zeros, which shift
+ * every row by lead floats from alignment. Tap (ky, kx) of output (y, x) then reads phase
+ * (kx*dx) % sx, row y*sy + ky*dy, column lead + x + (kx*dx) / sx: constant offsets from the tile
+ * origin. Lanes of outputs past ow read on into the next row; zeros after the last row keep every
+ * such read inside the plane.
  */
 #ifndef PDC_BACKENDS_CPU_CONV_H
 #define PDC_BACKENDS_CPU_CONV_H
@@ -24,7 +26,7 @@ typedef struct conv_geom {
     int64_t nph, hq, wq, ps;     /* phases (sx; flat: sx*sy), rows and row stride of a phase plane, channel stride */
     int64_t pstride;             /* floats from one phase plane to the next (>= hq * wq) */
     int flat;                    /* small planes: output rows laid end to end, see cpu_conv_layout_flat */
-    int64_t lead;                /* zero floats before each packed row's data (not flat): moves a column to alignment */
+    int64_t lead;                /* zeros before a plane's rows (not flat): moves a column to alignment */
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
     int64_t nvx, tx, ty, ntx, nty;
 } conv_geom;
