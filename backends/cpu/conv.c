@@ -97,9 +97,13 @@ static LLVMValueRef aligned_at(pdc_irb *irb, LLVMValueRef *A, LLVMValueRef x, in
     for (int64_t vi = v0; vi <= v0 + (sh ? 1 : 0); vi++)
         if (!A[vi]) A[vi] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, base + vi * 16));
     if (!sh) return A[v0];
-    LLVMValueRef idx[16];
-    for (int l = 0; l < 16; l++) idx[l] = pdc_irb_i32(irb, (int32_t)(sh + l));
-    return LLVMBuildShuffleVector(irb->b, A[v0], A[v0 + 1], LLVMConstVector(idx, 16), "");
+    /* valignd, as inline asm: LLVM lowers the equivalent shufflevector to vpermt2ps, which
+     * overwrites a source (a register copy per shuffle) and is slower on Zen 5 */
+    char text[48];
+    snprintf(text, sizeof text, "valignd $$%d, $1, $2, $0", (int)sh);
+    LLVMTypeRef ft = LLVMFunctionType(irb->vf, (LLVMTypeRef[]){irb->vf, irb->vf}, 2, 0);
+    LLVMValueRef asmv = LLVMGetInlineAsm(ft, text, strlen(text), "=v,v,v", 6, 0, 0, LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(irb->b, ft, asmv, (LLVMValueRef[]){A[v0], A[v0 + 1]}, 2, "");
 }
 
 /*
@@ -643,7 +647,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv11", 7);
+    memcpy(k->tag, "conv12", 7);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;

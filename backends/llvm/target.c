@@ -26,7 +26,8 @@ static void fatal_handler(const char *reason)
 
 static void init_native(void)
 {
-    if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
+    /* the asm parser: kernels may carry inline asm for an instruction LLVM would not pick */
+    if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter() || LLVMInitializeNativeAsmParser()) {
         init_failed = 1;
         return;
     }
