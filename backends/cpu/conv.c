@@ -496,12 +496,13 @@ static int64_t shift_lead(const conv_geom *g, const uint64_t *kmask)
     return (16 - best) % 16;
 }
 
-/* Pattern kernels: TY rows x TX vectors of one filter within an accumulator budget. PDC_CONV_TILE
- * = "TYxTX" overrides the choice (for tuning experiments; clamped to the budget). */
-static void conv_tiling(conv_geom *g, int vec, int budget)
+/* Pattern kernels: TY rows x TX vectors of one filter within an accumulator budget, at most max_tx
+ * vectors across. PDC_CONV_TILE = "TYxTX" overrides the choice (for tuning experiments; clamped to
+ * the budget). */
+static void conv_tiling(conv_geom *g, int vec, int budget, int max_tx)
 {
     int64_t nvx = (g->ow + vec - 1) / vec;
-    int64_t ntx = (nvx + 6) / 7; /* at most 7 vectors across */
+    int64_t ntx = (nvx + max_tx - 1) / max_tx;
     int64_t tx = (nvx + ntx - 1) / ntx;
     if (tx > budget) tx = budget;
     int64_t ty = budget / tx;
@@ -634,12 +635,13 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
             g.lead = shift_lead(&g, kmask);
             budget = max_taps <= 4 ? 16 : 12;
         }
-        conv_tiling(&g, t->vec, budget);
+        /* shift mode: taller tiles, fewer rows loaded (and shuffled) per output row */
+        conv_tiling(&g, t->vec, budget, shift ? 4 : 7);
         if (shift && (g.lead + (g.kw - 1) * g.dx / g.sx) / 16 + g.tx + 2 > CONV_SHIFT_MAX_VECTORS) {
             /* columns too far apart for the generator's row table (wide dilation): unaligned loads */
             shift = 0;
             g.lead = 0;
-            conv_tiling(&g, t->vec, max_taps <= 4 ? 28 : 20);
+            conv_tiling(&g, t->vec, max_taps <= 4 ? 28 : 20, 7);
         }
     }
     P->g = g;
