@@ -68,6 +68,28 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
 
 /* ------------------------------------------------------------------ convolution */
 
+static void check_thread_invariance(const char *what)
+{
+    float *res[2] = {NULL, NULL};
+    size_t n0 = 0;
+    for (int t = 0; t < 2; t++) {
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", t ? "2" : "1"));
+        pdc_program *p = NULL;
+        ck_assert_ok(ctx, pdc_compile(ctx, mdl, "cpu", &p));
+        size_t no, *sz;
+        float **r = run_prog(p, 5, &no, &sz);
+        res[t] = r[0];
+        n0 = sz[0];
+        for (size_t i = 1; i < no; i++) free(r[i]);
+        free(r);
+        free(sz);
+        pdc_program_destroy(p);
+    }
+    ck_assert_msg(memcmp(res[0], res[1], n0 * sizeof(float)) == 0, "%s: threads 1 and 2 differ", what);
+    free(res[0]);
+    free(res[1]);
+}
+
 START_TEST(conv_wide_rows_shift_mode)
 {
     /* rows wider than half a vector: on AVX-512 each input row is loaded as aligned vectors and the
@@ -122,6 +144,51 @@ START_TEST(conv_wide_rows_shift_mode)
         pdc_program *p = check_matches_ref(desc, (uint32_t)q);
         if (!strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "y", "aligned rows + lane shifts");
         pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(conv_large_inputs_packed_in_bands)
+{
+    /* a packed input larger than the band budget (512 KiB) is packed and computed band by band,
+     * into a buffer per thread: pattern-sparse and dense kernels, stride 2, dilation, batch 2;
+     * the output must match the reference and not depend on the thread count */
+    static const struct {
+        int64_t n, c, o, h, w, s, dil;
+        int dense;
+    } cases[] = {{2, 64, 20, 24, 70, 1, 1, 0}, {1, 48, 16, 50, 60, 2, 1, 1}, {1, 40, 12, 28, 100, 1, 2, 0}};
+    static const uint64_t pats[4] = {0x1b, 0x3a, 0xb2, 0x9a};
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "bands", &mdl));
+        int64_t c = cases[q].c, o = cases[q].o, d = cases[q].dil;
+        input("x", DIMS(cases[q].n, c, cases[q].h, cases[q].w));
+        float *w = malloc((size_t)(o * c * 9) * sizeof *w);
+        int32_t *kp = malloc((size_t)(o * c) * sizeof *kp);
+        test_fill_random(w, (size_t)(o * c * 9), (uint32_t)q + 3);
+        for (int64_t i = 0; i < o * c; i++) {
+            kp[i] = i % 3 == 1 ? -1 : (int32_t)(i * 7 % 4);
+            for (int b = 0; b < 9 && !cases[q].dense; b++)
+                if (kp[i] < 0 || !(pats[kp[i]] >> b & 1)) w[i * 9 + b] = 0.0f;
+        }
+        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, (const int64_t[]){o, c, 3, 3}, w));
+        if (!cases[q].dense) ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", 3, 3, 4, pats, (size_t)(o * c), kp));
+        free(w);
+        free(kp);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(d, d, d, d)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(cases[q].s, cases[q].s)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(d, d)));
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+        layer("conv", a, "y", NAMES("x", "w"));
+        output("y");
+        char desc[64];
+        snprintf(desc, sizeof desc, "banded case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 9);
+        ck_assert_kernel(p, "y", cases[q].dense ? "jit dense conv" : "jit pattern-sparse conv");
+        ck_assert_kernel(p, "y", "packed in row bands");
+        pdc_program_destroy(p);
+        check_thread_invariance(desc);
     }
 }
 END_TEST
@@ -190,28 +257,6 @@ END_TEST
 /* ------------------------------------------------------------------ threads, rnn */
 
 /* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs. */
-static void check_thread_invariance(const char *what)
-{
-    float *res[2] = {NULL, NULL};
-    size_t n0 = 0;
-    for (int t = 0; t < 2; t++) {
-        ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", t ? "2" : "1"));
-        pdc_program *p = NULL;
-        ck_assert_ok(ctx, pdc_compile(ctx, mdl, "cpu", &p));
-        size_t no, *sz;
-        float **r = run_prog(p, 5, &no, &sz);
-        res[t] = r[0];
-        n0 = sz[0];
-        for (size_t i = 1; i < no; i++) free(r[i]);
-        free(r);
-        free(sz);
-        pdc_program_destroy(p);
-    }
-    ck_assert_msg(memcmp(res[0], res[1], n0 * sizeof(float)) == 0, "%s: threads 1 and 2 differ", what);
-    free(res[0]);
-    free(res[1]);
-}
-
 START_TEST(results_do_not_depend_on_threads)
 {
     input("x", DIMS(1, 24, 30, 30));
@@ -473,6 +518,7 @@ static Suite *cpu_suite(void)
     bc_tcases t = bc_add_cases(s, bc_setup, bc_teardown);
     tcase_add_test(t.conv, conv_small_planes_flat);
     tcase_add_test(t.conv, conv_wide_rows_shift_mode);
+    tcase_add_test(t.conv, conv_large_inputs_packed_in_bands);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.api, isa_follows_host_and_override);

@@ -432,6 +432,28 @@ pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g,
     return PDC_OK;
 }
 
+/* Plane stride for `rows` packed rows: one past the last float the last row's vectors read
+ * (aligned loads may touch the next 16). */
+static int64_t conv_rows_pstride(const conv_geom *g, int vec, int64_t rows)
+{
+    int64_t reach = g->lead + (rows - 1) * g->wq + g->nvx * vec + (g->kw - 1) * g->dx / g->sx;
+    return (reach + 15) / 16 * 16 + 16;
+}
+
+static int64_t conv_band_pstride(const conv_geom *g, int vec, int64_t bt)
+{
+    int64_t rows = (bt * g->ty - 1) * g->sy + (g->kh - 1) * g->dy + 1;
+    return conv_rows_pstride(g, vec, rows < g->hq ? rows : g->hq);
+}
+
+/* Buffers of `rows` packed rows per phase plane. */
+static void conv_plane_rows(conv_geom *g, int vec, int64_t rows)
+{
+    g->band_rows = rows < g->hq ? rows : g->hq;
+    g->pstride = conv_rows_pstride(g, vec, g->band_rows);
+    g->ps = g->nph * g->pstride;
+}
+
 void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
 {
     g->nvx = (g->ow + vec - 1) / vec;
@@ -445,14 +467,23 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
     g->nph = g->sx;
     /* rows as dense as alignment allows: a row holds the columns valid outputs read; the vectors of
      * a row's last tile read on into the next row for lanes past ow, which are never stored */
-    int64_t max_cx = (g->kw - 1) * g->dx / g->sx;
-    g->wq = (g->ow + max_cx + 15) / 16 * 16;
+    g->wq = (g->ow + (g->kw - 1) * g->dx / g->sx + 15) / 16 * 16;
     g->hq = (g->oh - 1) * g->sy + (g->kh - 1) * g->dy + 1;
-    /* one past the last float the last row's vectors read; aligned loads may touch the next 16 */
-    int64_t reach = g->lead + (g->hq - 1) * g->wq + g->nvx * vec + max_cx;
-    g->pstride = (reach + 15) / 16 * 16 + 16;
-    g->ps = g->nph * g->pstride;
     g->flat = 0;
+    g->bt = g->nty;
+    g->nband = 1;
+    conv_plane_rows(g, vec, g->hq);
+}
+
+void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes)
+{
+    if (g->flat || g->c * g->ps * 4 <= band_bytes) return;
+    int64_t bt = 1;
+    while (bt < g->nty && g->c * g->nph * conv_band_pstride(g, vec, bt + 1) * 4 <= band_bytes) bt++;
+    if (bt >= g->nty) return;
+    g->bt = bt;
+    g->nband = (g->nty + bt - 1) / bt;
+    conv_plane_rows(g, vec, (bt * g->ty - 1) * g->sy + (g->kh - 1) * g->dy + 1);
 }
 
 static void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
@@ -467,6 +498,9 @@ static void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
     g->pstride = (reach > g->hq * g->wq ? reach : g->hq * g->wq);
     g->pstride = (g->pstride + 15) / 16 * 16;
     g->ps = g->nph * g->pstride;
+    g->bt = 1;
+    g->nband = 1;
+    g->band_rows = g->hq;
 }
 
 int cpu_conv_layout_flat(conv_geom *g, int vec, int max_vectors)
@@ -601,7 +635,7 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
 }
 
 pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_model *m, const ir_layer *l,
-                              cpu_conv_plan *P)
+                              int64_t band_bytes, cpu_conv_plan *P)
 {
     const ir_tensor *wt = &m->tensors[l->inputs[1]];
     const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
@@ -644,6 +678,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
             conv_tiling(&g, t->vec, max_taps <= 4 ? 28 : 20, 7);
         }
     }
+    if (band_bytes > 0) cpu_conv_band(&g, t->vec, band_bytes);
     P->g = g;
     P->ksets = ksets;
 
@@ -762,8 +797,8 @@ void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *
         snprintf(tile, sizeof tile, "plane as %" PRId64 " flat vector%s x%d%s%s", g.tx, g.tx == 1 ? "" : "s", P->ksets,
                  P->ksets > 1 ? " accumulator sets" : "", P->key.shift ? ", aligned + lane shifts" : "");
     else
-        snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d%s", g.ty, g.tx, t->vec,
-                 P->key.shift ? ", aligned rows + lane shifts" : "");
+        snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d%s%s", g.ty, g.tx, t->vec,
+                 P->key.shift ? ", aligned rows + lane shifts" : "", cpu_conv_band_info(&g));
     if (P->as_dense || (P->n_pat == 1 && P->pats[0] == P->full && P->kept_kernels == g.o * g.cg))
         snprintf(buf, cap, "jit %sdirect conv %" PRId64 "x%" PRId64 "%s, %s, %s",
                  P->as_dense ? "dense (sparsity too irregular to specialise) " : "dense ", g.kh, g.kw,
@@ -792,7 +827,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
         st = PDC_OK;
     }
-    if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, &s->p))) goto fail;
+    if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, CONV_BAND_BYTES, &s->p))) goto fail;
     static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
     pdc_kernel_desc d = {&s->p.key, sizeof s->p.key, cpu_conv_emit_tiles, &s->p.key, (size_t)s->p.key.n_var, syms};
     void *addrs[CONV_MAX_VARIANTS] = {0};
@@ -803,7 +838,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     L->run = conv_run;
     L->state = s;
     L->free_state = conv_free;
-    L->scratch_floats = (size_t)(s->p.g.c * s->p.g.ps);
+    L->scratch_floats = cpu_conv_scratch_floats(&s->p.g, cc->threads);
     cpu_conv_plan_info(&s->p, cc->target, L->info, sizeof L->info);
     return PDC_OK;
 fail:
@@ -813,7 +848,7 @@ fail:
 
 /* ------------------------------------------------------------------ running */
 
-void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1)
+void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1)
 {
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = x + c * g->h * g->w;
@@ -821,8 +856,8 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
         for (int64_t ph = 0; ph < g->nph; ph++) {
             float *pp = pc + ph * g->pstride;
             memset(pp, 0, (size_t)g->lead * sizeof *pp);
-            for (int64_t r = 0; r < g->hq; r++) {
-                float *dst = pp + g->lead + r * g->wq;
+            for (int64_t r = r0; r < r1; r++) {
+                float *dst = pp + g->lead + (r - r0) * g->wq;
                 /* flat layouts split rows into sy phases as well: plane ph = row phase * sx + column phase */
                 int64_t iy = (g->flat ? r * g->sy + ph / g->sx : r) - g->pt, cph = ph % g->sx;
                 if (iy < 0 || iy >= g->h) {
@@ -848,12 +883,71 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
         }
         /* past each phase plane's rows: zeros (read for lanes that are discarded) */
         for (int64_t ph = 0; ph < g->nph; ph++) {
-            int64_t end = g->lead + g->hq * g->wq;
+            int64_t end = g->lead + (r1 - r0) * g->wq;
             if (g->pstride > end) memset(pc + ph * g->pstride + end, 0, (size_t)(g->pstride - end) * sizeof *pc);
         }
         int64_t used = g->nph * g->pstride;
         if (g->ps > used) memset(pc + used, 0, (size_t)(g->ps - used) * sizeof *pc);
     }
+}
+
+void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, float *scratch, int nt,
+                        cpu_conv_tile_fn tile, const void *arg)
+{
+    if (g->nband > 1) {
+        /* a band at a time per thread: packed into the thread's buffer, then all its tiles while
+         * the buffer is in L2 (packing the whole input first would stream it through memory) */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+            float *xb = scratch + (size_t)omp_get_thread_num() * (size_t)(g->c * g->ps);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t b = 0; b < g->nband; b++) {
+                int64_t t0 = b * g->bt, t1 = t0 + g->bt < g->nty ? t0 + g->bt : g->nty, r0 = t0 * g->ty * g->sy;
+                cpu_conv_pack(g, xn, xb, 0, g->c, r0, r0 + g->band_rows < g->hq ? r0 + g->band_rows : g->hq);
+                for (int64_t tyi = t0; tyi < t1; tyi++)
+                    for (int64_t txi = 0; txi < g->ntx; txi++)
+                        for (int64_t ch = 0; ch < nchunk; ch++) tile(arg, xb + (tyi * g->ty * g->sy - r0) * g->wq, yn, tyi, txi, ch);
+            }
+        }
+        return;
+    }
+    /* small dynamic pieces everywhere: on a busy machine a thread that loses its core only delays
+     * the pieces it holds, the others take the rest (static shares would stall at the barrier for
+     * a whole scheduler time slice) */
+    int64_t cstep = (g->c + nt * 8 - 1) / (nt * 8), items = g->nty * g->ntx * nchunk;
+    if (cstep < 1) cstep = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t c0 = 0; c0 < g->c; c0 += cstep)
+            cpu_conv_pack(g, xn, scratch, c0, c0 + cstep < g->c ? c0 + cstep : g->c, 0, g->hq);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++) {
+            int64_t t = it / nchunk, tyi = t / g->ntx;
+            tile(arg, scratch + tyi * g->ty * g->sy * g->wq, yn, tyi, t % g->ntx, it % nchunk);
+        }
+    }
+}
+
+const char *cpu_conv_band_info(const conv_geom *g)
+{
+    return g->nband > 1 ? ", packed in row bands" : "";
+}
+
+size_t cpu_conv_scratch_floats(const conv_geom *g, int threads)
+{
+    return (size_t)(g->c * g->ps * (g->nband > 1 ? threads : 1));
+}
+
+/* Filters of chunk ch in the tile (tyi, txi); xr: the packed input at the tile's first row. */
+static void conv_tile(const void *arg, const float *xr, float *yn, int64_t tyi, int64_t txi, int64_t ch)
+{
+    const conv_state *s = arg;
+    const conv_geom *g = &s->p.g;
+    int v = s->p.var_of[tyi == g->nty - 1][txi == g->ntx - 1];
+    int64_t y0 = tyi * g->ty, x0 = txi * g->tx * s->p.key.vec;
+    int64_t k0 = ch * CONV_FILTER_CHUNK, k1 = k0 + CONV_FILTER_CHUNK < g->o ? k0 + CONV_FILTER_CHUNK : g->o;
+    s->fn[v](xr + x0, s->p.meta, s->p.cidx, s->p.wpk, s->p.bias, s->p.ochan, yn + y0 * g->ow + x0, k0, k1);
 }
 
 static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
@@ -862,38 +956,11 @@ static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer
     (void)m;
     const conv_state *s = L->state;
     const conv_geom *g = &s->p.g;
-    const conv_key *k = &s->p.key;
     const float *in = buf[l->inputs[0]];
     float *out = buf[l->outputs[0]];
-    float *xp = x->scratch;
-    const int64_t nchunk = (g->o + CONV_FILTER_CHUNK - 1) / CONV_FILTER_CHUNK;
-    const int64_t items = g->nty * g->ntx * nchunk;
-    int nt = x->threads;
-    for (int64_t n = 0; n < g->n; n++) {
-        const float *xn = in + n * g->c * g->h * g->w;
-        float *yn = out + n * g->o * g->oh * g->ow;
-        /* small dynamic pieces everywhere: on a busy machine a thread that loses its core only
-         * delays the pieces it holds, the others take the rest (static shares would stall at the
-         * barrier for a whole scheduler time slice) */
-        int64_t cstep = (g->c + nt * 8 - 1) / (nt * 8);
-        if (cstep < 1) cstep = 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-        {
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t c0 = 0; c0 < g->c; c0 += cstep) cpu_conv_pack(g, xn, xp, c0, c0 + cstep < g->c ? c0 + cstep : g->c);
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < items; it++) {
-                int64_t tile = it / nchunk, ch = it % nchunk;
-                int64_t tyi = tile / g->ntx, txi = tile % g->ntx;
-                int v = s->p.var_of[tyi == g->nty - 1][txi == g->ntx - 1];
-                int64_t y0 = tyi * g->ty, x0 = txi * g->tx * k->vec;
-                const float *xt = xp + y0 * g->sy * g->wq + x0;
-                float *yt = yn + y0 * g->ow + x0;
-                int64_t k0 = ch * CONV_FILTER_CHUNK, k1 = k0 + CONV_FILTER_CHUNK < g->o ? k0 + CONV_FILTER_CHUNK : g->o;
-                s->fn[v](xt, s->p.meta, s->p.cidx, s->p.wpk, s->p.bias, s->p.ochan, yt, k0, k1);
-            }
-        }
-    }
+    for (int64_t n = 0; n < g->n; n++)
+        cpu_conv_run_image(g, (g->o + CONV_FILTER_CHUNK - 1) / CONV_FILTER_CHUNK, in + n * g->c * g->h * g->w,
+                           out + n * g->o * g->oh * g->ow, x->scratch, x->threads, conv_tile, s);
     if (s->p.post.act != IR_ACT_NONE) {
         size_t total = (size_t)(g->n * g->o * g->oh * g->ow);
         cpu_apply_activation(&s->p.post, out, total);

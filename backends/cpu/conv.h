@@ -29,11 +29,16 @@ typedef struct conv_geom {
     int64_t lead;                /* zeros before a plane's rows (not flat): moves a column to alignment */
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
     int64_t nvx, tx, ty, ntx, nty;
+    /* row bands (cpu_conv_band): when the packed input outgrows L2, each band of bt row tiles is
+     * packed into a per-thread buffer of band_rows rows and computed while it is in L2; nband 1:
+     * the whole input is packed (hq rows) before any tile runs */
+    int64_t bt, nband, band_rows;
 } conv_geom;
 
 #define CONV_MAX_PATTERNS 32
 #define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
 #define CONV_FILTER_CHUNK 16      /* filters per work item */
+#define CONV_BAND_BYTES (512 << 10) /* packed input per row band: half of a 1 MiB L2 */
 #define CONV_MAX_VARIANTS 4
 #define CONV_SHIFT_MAX_VECTORS 40 /* shift mode: aligned vectors of one packed row the generator tracks */
 
@@ -89,9 +94,11 @@ typedef struct cpu_conv_plan {
  * a reason in why (nothing on ctx) for what the generator does not take. Release P either way. */
 pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_layer *l, cpu_conv_plan *P, char *why,
                               size_t why_cap);
-/* Stage 2, for target t: tiling, the code key, filter order and the packed arrays. */
+/* Stage 2, for target t: tiling, the code key, filter order and the packed arrays. band_bytes > 0:
+ * row bands of at most about that many packed bytes when the whole input is larger (the caller
+ * packs band by band, cpu_conv_pack's r0/r1); 0: never banded. */
 pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_model *m, const ir_layer *l,
-                              cpu_conv_plan *P);
+                              int64_t band_bytes, cpu_conv_plan *P);
 void cpu_conv_plan_release(cpu_conv_plan *P);
 /* One line for pdc_program_layer_kernel. */
 void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *buf, size_t cap);
@@ -117,8 +124,23 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
 {
     return (ky * dy % sy * sx + kx * dx % sx) * pstride + ky * dy / sy * wq + kx * dx / sx;
 }
-/* Packs channels [c0, c1) of one image x into xp (layout above). */
-void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1);
+/* Packs channels [c0, c1) of one image x into xp (layout above): padded rows [r0, r1) of every
+ * phase plane become the buffer's rows 0.. (the whole input: 0, hq; a band: its rows). */
+void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1);
+/* One tile's share of a layer: filters (or filter groups) of chunk ch in row tile tyi, column tile
+ * txi; xr points at the packed input of the tile's first row (column 0), yn at the image's output. */
+typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, int64_t tyi, int64_t txi, int64_t ch);
+/* Runs one image: packs xn into scratch (whole, or band by band when g->nband > 1) and calls tile
+ * for every (tile, chunk) on nt threads. */
+void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, float *scratch, int nt,
+                        cpu_conv_tile_fn tile, const void *arg);
+/* ", packed in row bands" when g is banded, else "" (for the kernel description). */
+const char *cpu_conv_band_info(const conv_geom *g);
+/* Scratch cpu_conv_run_image needs (a band buffer per thread when banded). */
+size_t cpu_conv_scratch_floats(const conv_geom *g, int threads);
+/* Splits the tiles into row bands of at most band_bytes packed bytes (at least one row tile a band;
+ * none if the whole input fits), setting bt, nband, band_rows and the band buffer's pstride/ps. */
+void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes);
 
 /*
  * Dense convolution with several filters per register tile (conv_dense.c): PDC_ERR_UNSUPPORTED if

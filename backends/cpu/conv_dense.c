@@ -12,7 +12,6 @@
  * 1x1 convolutions are this kernel with one tap: a register-blocked GEMM over pixels.
  */
 #include <inttypes.h>
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -203,6 +202,16 @@ static pdc_status dc_emit(void *arg, const pdc_context *ctx, const pdc_llvm_targ
 
 /* ------------------------------------------------------------------ running */
 
+static void dconv_tile(const void *arg, const float *xr, float *yn, int64_t tyi, int64_t txi, int64_t ch)
+{
+    const dconv_state *s = arg;
+    const conv_geom *g = &s->g;
+    int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
+    int64_t y0 = tyi * g->ty, x0 = txi * g->tx * s->key.vec;
+    int64_t a = ch * DC_GROUP_CHUNK, b = a + DC_GROUP_CHUNK < s->n_fg ? a + DC_GROUP_CHUNK : s->n_fg;
+    s->fn[v](xr + x0, s->wpk, s->bias, s->ochan, s->cbase, yn + y0 * g->ow + x0, a, b);
+}
+
 static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
                             const cpu_exec *x)
 {
@@ -211,34 +220,9 @@ static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_laye
     const conv_geom *g = &s->g;
     const float *in = buf[l->inputs[0]];
     float *out = buf[l->outputs[0]];
-    float *xp = x->scratch;
-    const int64_t nchunk = (s->n_fg + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK;
-    const int64_t items = g->nty * g->ntx * nchunk;
-    const int nt = x->threads;
-    for (int64_t n = 0; n < g->n; n++) {
-        const float *xn = in + n * g->c * g->h * g->w;
-        float *yn = out + n * g->o * g->oh * g->ow;
-        /* small dynamic pieces everywhere: on a busy machine a thread that loses its core only
-         * delays the pieces it holds, the others take the rest (static shares would stall at the
-         * barrier for a whole scheduler time slice) */
-        int64_t cstep = (g->c + nt * 8 - 1) / (nt * 8);
-        if (cstep < 1) cstep = 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-        {
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t c0 = 0; c0 < g->c; c0 += cstep)
-                cpu_conv_pack(g, xn, xp, c0, c0 + cstep < g->c ? c0 + cstep : g->c);
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < items; it++) {
-                int64_t tile = it / nchunk, ch = it % nchunk;
-                int64_t tyi = tile / g->ntx, txi = tile % g->ntx;
-                int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
-                int64_t y0 = tyi * g->ty, x0 = txi * g->tx * s->key.vec;
-                int64_t a = ch * DC_GROUP_CHUNK, b = a + DC_GROUP_CHUNK < s->n_fg ? a + DC_GROUP_CHUNK : s->n_fg;
-                s->fn[v](xp + y0 * g->sy * g->wq + x0, s->wpk, s->bias, s->ochan, s->cbase, yn + y0 * g->ow + x0, a, b);
-            }
-        }
-    }
+    for (int64_t n = 0; n < g->n; n++)
+        cpu_conv_run_image(g, (s->n_fg + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK, in + n * g->c * g->h * g->w,
+                           out + n * g->o * g->oh * g->ow, x->scratch, x->threads, dconv_tile, s);
     if (s->post.act != IR_ACT_NONE) cpu_apply_activation(&s->post, out, (size_t)(g->n * g->o * g->oh * g->ow));
     return PDC_OK;
 }
@@ -281,7 +265,10 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
         double flat_eff = (double)(g.oh * g.ow) / (double)(gf.tx * t->vec);
         if (fto && flat_eff > 1.3 * row_eff) g = gf, bto = fto;
     }
-    if (!g.flat) cpu_conv_layout(&g, t->vec, btx, bty);
+    if (!g.flat) {
+        cpu_conv_layout(&g, t->vec, btx, bty);
+        cpu_conv_band(&g, t->vec, CONV_BAND_BYTES);
+    }
 
     pdc_context *ctx = cc->ctx;
     const ir_tensor *wt = &m->tensors[l->inputs[1]];
@@ -367,13 +354,13 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     L->run = dconv_run;
     L->state = s;
     L->free_state = dconv_free;
-    L->scratch_floats = (size_t)(g.c * g.ps);
+    L->scratch_floats = cpu_conv_scratch_floats(&g, cc->threads);
     if (g.flat)
         snprintf(L->info, sizeof L->info, "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x plane as %" PRId64
                  " flat vectors, %s", g.kh, g.kw, g.group > 1 ? " grouped" : "", bto, g.tx, pdc_isa_name(t->isa));
     else
         snprintf(L->info, sizeof L->info,
-                 "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x %" PRId64 "x%" PRId64 "x%d, %s", g.kh, g.kw,
-                 g.group > 1 ? " grouped" : "", bto, g.ty, g.tx, t->vec, pdc_isa_name(t->isa));
+                 "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x %" PRId64 "x%" PRId64 "x%d%s, %s", g.kh, g.kw,
+                 g.group > 1 ? " grouped" : "", bto, g.ty, g.tx, t->vec, cpu_conv_band_info(&g), pdc_isa_name(t->isa));
     return PDC_OK;
 }
