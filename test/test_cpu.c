@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "backends/cpu/cpu.h"
 #include "backends/llvm/llvm.h"
 #include "test/testutil.h"
 #include "test/backend_cases.h"
@@ -274,6 +275,28 @@ START_TEST(results_do_not_depend_on_threads)
 }
 END_TEST
 
+START_TEST(team_size_follows_free_cores)
+{
+    /* the runnable count of /proc/loadavg, and the team: at most `threads`, at most the cores other
+     * processes leave free, never below one */
+    ck_assert_int_eq(cpu_loadavg_running("0.31 0.71 0.77 2/150 12345\n"), 2);
+    ck_assert_int_eq(cpu_loadavg_running("1.00 1.00 1.00 17/903 1"), 17);
+    ck_assert_int_eq(cpu_loadavg_running("0.31 0.71 0.77"), -1);
+    ck_assert_int_eq(cpu_loadavg_running("garbage"), -1);
+    ck_assert_int_eq(cpu_loadavg_running(NULL), -1);
+    ck_assert_int_eq(cpu_team_for(2, 2, 0), 2);
+    ck_assert_int_eq(cpu_team_for(2, 2, 1), 1);
+    ck_assert_int_eq(cpu_team_for(2, 2, 5), 1);
+    ck_assert_int_eq(cpu_team_for(4, 16, 3), 4);
+    ck_assert_int_eq(cpu_team_for(8, 16, 10), 6);
+    ck_assert_int_eq(cpu_team_for(2, 2, -1), 2);
+    /* on this machine: within [1, threads] */
+    int n = cpu_team_size(2);
+    ck_assert(n >= 1 && n <= 2);
+    ck_assert_int_eq(cpu_team_size(1), 1);
+}
+END_TEST
+
 START_TEST(rnn_block_sparse_uses_jit)
 {
     /* block-pruned bidirectional LSTM and unstructured GRU: every gate product on the sparse kernel */
@@ -521,6 +544,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_large_inputs_packed_in_bands);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
+    tcase_add_test(t.api, team_size_follows_free_cores);
     tcase_add_test(t.api, isa_follows_host_and_override);
 
     TCase *tc = bc_tcase(s, "cache", 300, bc_setup, bc_teardown);

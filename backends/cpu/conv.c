@@ -475,15 +475,25 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
     conv_plane_rows(g, vec, g->hq);
 }
 
-void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes)
+void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads)
 {
     if (g->flat || g->c * g->ps * 4 <= band_bytes) return;
     int64_t bt = 1;
     while (bt < g->nty && g->c * g->nph * conv_band_pstride(g, vec, bt + 1) * 4 <= band_bytes) bt++;
     if (bt >= g->nty) return;
-    g->bt = bt;
-    g->nband = (g->nty + bt - 1) / bt;
-    conv_plane_rows(g, vec, (bt * g->ty - 1) * g->sy + (g->kh - 1) * g->dy + 1);
+    /* a multiple of the threads, near-equal bands: the threads' shares of row tiles stay even */
+    int64_t nband = (g->nty + bt - 1) / bt;
+    if (threads > 1) nband = (nband + threads - 1) / threads * threads;
+    if (nband > g->nty) nband = g->nty;
+    g->nband = nband;
+    g->bt = (g->nty + nband - 1) / nband;
+    conv_plane_rows(g, vec, (g->bt * g->ty - 1) * g->sy + (g->kh - 1) * g->dy + 1);
+}
+
+void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1)
+{
+    *t0 = b * g->nty / g->nband;
+    *t1 = (b + 1) * g->nty / g->nband;
 }
 
 static void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
@@ -635,7 +645,7 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
 }
 
 pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_model *m, const ir_layer *l,
-                              int64_t band_bytes, cpu_conv_plan *P)
+                              int64_t band_bytes, int threads, cpu_conv_plan *P)
 {
     const ir_tensor *wt = &m->tensors[l->inputs[1]];
     const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
@@ -678,7 +688,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
             conv_tiling(&g, t->vec, max_taps <= 4 ? 28 : 20, 7);
         }
     }
-    if (band_bytes > 0) cpu_conv_band(&g, t->vec, band_bytes);
+    if (band_bytes > 0) cpu_conv_band(&g, t->vec, band_bytes, threads);
     P->g = g;
     P->ksets = ksets;
 
@@ -827,7 +837,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
         st = PDC_OK;
     }
-    if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, CONV_BAND_BYTES, &s->p))) goto fail;
+    if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, CONV_BAND_BYTES, cc->threads, &s->p))) goto fail;
     static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
     pdc_kernel_desc d = {&s->p.key, sizeof s->p.key, cpu_conv_emit_tiles, &s->p.key, (size_t)s->p.key.n_var, syms};
     void *addrs[CONV_MAX_VARIANTS] = {0};
@@ -902,7 +912,9 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
             float *xb = scratch + (size_t)omp_get_thread_num() * (size_t)(g->c * g->ps);
 #pragma omp for schedule(dynamic, 1)
             for (int64_t b = 0; b < g->nband; b++) {
-                int64_t t0 = b * g->bt, t1 = t0 + g->bt < g->nty ? t0 + g->bt : g->nty, r0 = t0 * g->ty * g->sy;
+                int64_t t0, t1;
+                cpu_conv_band_tiles(g, b, &t0, &t1);
+                int64_t r0 = t0 * g->ty * g->sy;
                 cpu_conv_pack(g, xn, xb, 0, g->c, r0, r0 + g->band_rows < g->hq ? r0 + g->band_rows : g->hq);
                 for (int64_t tyi = t0; tyi < t1; tyi++)
                     for (int64_t txi = 0; txi < g->ntx; txi++)

@@ -29,9 +29,9 @@ typedef struct conv_geom {
     int64_t lead;                /* zeros before a plane's rows (not flat): moves a column to alignment */
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
     int64_t nvx, tx, ty, ntx, nty;
-    /* row bands (cpu_conv_band): when the packed input outgrows L2, each band of bt row tiles is
-     * packed into a per-thread buffer of band_rows rows and computed while it is in L2; nband 1:
-     * the whole input is packed (hq rows) before any tile runs */
+    /* row bands (cpu_conv_band): when the packed input outgrows L2, each band of at most bt row
+     * tiles is packed into a per-thread buffer of band_rows rows and computed while it is in L2;
+     * nband 1: the whole input is packed (hq rows) before any tile runs */
     int64_t bt, nband, band_rows;
 } conv_geom;
 
@@ -95,10 +95,10 @@ typedef struct cpu_conv_plan {
 pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_layer *l, cpu_conv_plan *P, char *why,
                               size_t why_cap);
 /* Stage 2, for target t: tiling, the code key, filter order and the packed arrays. band_bytes > 0:
- * row bands of at most about that many packed bytes when the whole input is larger (the caller
- * packs band by band, cpu_conv_pack's r0/r1); 0: never banded. */
+ * row bands of at most about that many packed bytes when the whole input is larger, for `threads`
+ * threads (the caller packs band by band, cpu_conv_pack's r0/r1); 0: never banded. */
 pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_model *m, const ir_layer *l,
-                              int64_t band_bytes, cpu_conv_plan *P);
+                              int64_t band_bytes, int threads, cpu_conv_plan *P);
 void cpu_conv_plan_release(cpu_conv_plan *P);
 /* One line for pdc_program_layer_kernel. */
 void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *buf, size_t cap);
@@ -139,8 +139,11 @@ const char *cpu_conv_band_info(const conv_geom *g);
 /* Scratch cpu_conv_run_image needs (a band buffer per thread when banded). */
 size_t cpu_conv_scratch_floats(const conv_geom *g, int threads);
 /* Splits the tiles into row bands of at most band_bytes packed bytes (at least one row tile a band;
- * none if the whole input fits), setting bt, nband, band_rows and the band buffer's pstride/ps. */
-void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes);
+ * none if the whole input fits), as many as a multiple of `threads`, setting bt (row tiles of the
+ * largest band), nband, band_rows and the band buffer's pstride/ps. */
+void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads);
+/* Row tiles [t0, t1) of band b. */
+void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1);
 
 /*
  * Dense convolution with several filters per register tile (conv_dense.c): PDC_ERR_UNSUPPORTED if

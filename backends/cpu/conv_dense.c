@@ -267,7 +267,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     }
     if (!g.flat) {
         cpu_conv_layout(&g, t->vec, btx, bty);
-        cpu_conv_band(&g, t->vec, CONV_BAND_BYTES);
+        cpu_conv_band(&g, t->vec, CONV_BAND_BYTES, cc->threads);
     }
 
     pdc_context *ctx = cc->ctx;

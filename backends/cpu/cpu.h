@@ -115,6 +115,13 @@ void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y,
 
 /* Number of threads for `threads` option value v (0 = all cores). */
 int cpu_threads_for(int v);
+/* Threads for this run (team.c): at most `threads`, no more than the cores other processes leave
+ * free right now, at least 1. PDC_OMP_STATIC=1 in the environment: always `threads`. */
+int cpu_team_size(int threads);
+/* The decision, for tests: min(threads, cpus - others), at least 1. */
+int cpu_team_for(int threads, int cpus, int others);
+/* The runnable-task count of a /proc/loadavg line ("0.31 0.71 0.77 2/150 1234" -> 2), -1 if malformed. */
+int cpu_loadavg_running(const char *text);
 /* Applies activation p (relu/clip/... from ir_fused_params) to n floats in place. */
 void cpu_apply_activation(const ir_fused_params *p, float *y, size_t n);
 /* Makes OpenBLAS single-threaded (pdc parallelises around it); once per process. */

@@ -173,13 +173,7 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
         else if (s->offset[t] != CPU_NO_SLOT) buf[t] = arena + s->offset[t];
         else buf[t] = NULL;
     }
-    cpu_exec x = {s->threads, arena + s->arena_floats};
-    /* Let the OpenMP runtime give fewer threads than asked when the machine is busy (libgomp looks
-     * at the load average): a team larger than the free cores waits whole time slices at every
-     * barrier (a pruned ResNet-18 ran 10x slower at 2 threads on 2 cores shared with other
-     * processes). The calling thread's setting is restored afterwards. */
-    int dyn = getenv("PDC_OMP_STATIC") ? -1 : omp_get_dynamic();
-    if (dyn == 0) omp_set_dynamic(1);
+    cpu_exec x = {cpu_team_size(s->threads), arena + s->arena_floats};
     pdc_status st = PDC_OK;
     /* PDC_CPU_PROFILE=1: per-layer wall time of each run on stderr (a tuning aid) */
     const char *prof = getenv("PDC_CPU_PROFILE");
@@ -202,7 +196,6 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
             int t = m->outputs[i];
             memmove(outputs[i], buf[t], s->numel[t] * sizeof(float));
         }
-    if (dyn == 0) omp_set_dynamic(0);
     pdc_free(buf);
     float *expected = NULL;
     if (!atomic_compare_exchange_strong(&s->spare, &expected, arena)) pdc_free(arena);
