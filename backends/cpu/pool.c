@@ -1,11 +1,15 @@
 /*
- * pool.c - 2-D max/average pooling and global average pooling for the cpu target: the reference
- * arithmetic, split so that the interior (every tap of the window inside the input: no bounds
- * checks, no divisor lookups) runs straight-line and the border keeps the reference's per-tap
- * checks; planes are spread over threads. Results equal the reference kernel's exactly for max
- * (same comparisons in the same order) and to rounding for averages (float sums per window).
+ * pool.c - 2-D max/average pooling and global average pooling for the cpu target, with the
+ * reference's semantics (padding, dilation, ceil_mode, count_include_pad). Max pooling runs
+ * separably: per output row, the max down the window's rows into a row buffer (contiguous passes),
+ * then across the window's columns (strided passes): kh + kw passes instead of kh * kw, and the
+ * padding costs nothing. The max of a set does not depend on the order, so results equal the
+ * reference's exactly (NaN inputs aside: the reference keeps a NaN only when it is a window's first
+ * valid tap). Average pooling splits the output so that the interior (every tap inside the input:
+ * no bounds checks, no divisor lookups) runs straight-line and the border keeps the reference's
+ * per-tap checks; equal to the reference to rounding (float sums). Planes are spread over threads.
  */
-#include <float.h>
+#include <math.h>
 #include <inttypes.h>
 #include <omp.h>
 #include <stdio.h>
@@ -17,18 +21,19 @@ typedef struct pool_state {
     ir_window_params p;
     int is_max, global;
     int64_t planes, sp;      /* global: planes and plane size */
-    /* interior output range: every tap valid */
+    /* average: interior output range, every tap valid */
     int64_t r0, r1, c0, c1;
+    /* max: output columns whose window has a valid column; the row buffer's floats (per thread) */
+    int64_t cv0, cv1, tw;
 } pool_state;
 
 static void pool_free(void *p) { pdc_free(p); }
 
-/* The reference computation of one output (checks every tap). */
-static float pool_one(const pool_state *s, const float *xp, int64_t r, int64_t c)
+/* The reference computation of one average-pool output (checks every tap). */
+static float avg_one(const pool_state *s, const float *xp, int64_t r, int64_t c)
 {
     const ir_window_params *p = &s->p;
     double sum = 0.0;
-    float mx = -FLT_MAX;
     int64_t valid = 0, padded = 0;
     for (int64_t kr = 0; kr < p->k[0]; kr++) {
         int64_t ir = r * p->stride[0] - p->pad_begin[0] + kr * p->dil[0];
@@ -39,53 +44,96 @@ static float pool_one(const pool_state *s, const float *xp, int64_t r, int64_t c
             if (ic >= p->in[1] + p->pad_end[1]) continue;
             padded++;
             if (!vr || ic < 0 || ic >= p->in[1]) continue;
-            float v = xp[ir * p->in[1] + ic];
             valid++;
-            sum += (double)v;
-            if (v > mx || valid == 1) mx = v;
+            sum += (double)xp[ir * p->in[1] + ic];
         }
     }
     if (valid == 0) return 0.0f;
-    if (s->is_max) return mx;
     return (float)(sum / (double)(p->count_include_pad ? padded : valid));
 }
 
-/* Interior of one output row, y[c] for c in [c0, c1): taps visited one at a time over the whole
- * row, so each loop is a (strided) vector loop. Compiled for AVX-512, AVX2 and baseline x86-64 and
- * picked at load time by the CPU (the library itself is built for baseline x86-64). */
+/* Interior of one output row of an average pool, y[c] for c in [c0, c1): taps visited one at a time
+ * over the whole row, so each loop is a (strided) vector loop. Compiled for AVX-512, AVX2 and
+ * baseline x86-64 and picked at load time by the CPU (the library itself is built for baseline
+ * x86-64). */
 PDC_ISA_CLONES __attribute__((optimize("O3")))
-static void pool_row(float *restrict y, const float *restrict x, int64_t iw, int64_t c0, int64_t c1, int64_t sx,
-                     int64_t kh, int64_t kw, int64_t dy, int64_t dx, int is_max, float inv)
+static void avg_row(float *restrict y, const float *restrict x, int64_t iw, int64_t c0, int64_t c1, int64_t sx,
+                    int64_t kh, int64_t kw, int64_t dy, int64_t dx, float inv)
 {
-    if (is_max) {
-        for (int64_t c = c0; c < c1; c++) y[c] = x[c * sx];
-        for (int64_t kr = 0; kr < kh; kr++)
-            for (int64_t kc = 0; kc < kw; kc++) {
-                const float *xr = x + kr * dy * iw + kc * dx;
-                if (sx == 1)
-                    for (int64_t c = c0; c < c1; c++) y[c] = xr[c] > y[c] ? xr[c] : y[c];
-                else if (sx == 2)
-                    for (int64_t c = c0; c < c1; c++) y[c] = xr[2 * c] > y[c] ? xr[2 * c] : y[c];
-                else
-                    for (int64_t c = c0; c < c1; c++) y[c] = xr[c * sx] > y[c] ? xr[c * sx] : y[c];
-            }
+    for (int64_t c = c0; c < c1; c++) y[c] = 0.0f;
+    for (int64_t kr = 0; kr < kh; kr++)
+        for (int64_t kc = 0; kc < kw; kc++) {
+            const float *xr = x + kr * dy * iw + kc * dx;
+            if (sx == 1)
+                for (int64_t c = c0; c < c1; c++) y[c] += xr[c];
+            else if (sx == 2)
+                for (int64_t c = c0; c < c1; c++) y[c] += xr[2 * c];
+            else
+                for (int64_t c = c0; c < c1; c++) y[c] += xr[c * sx];
+        }
+    for (int64_t c = c0; c < c1; c++) y[c] *= inv;
+}
+
+/* t[j] = max(t[j], row[j - pl]) over the row buffer's columns that are inside the input; first: the
+ * buffer starts here, -inf outside the input (never above a value inside). */
+PDC_ISA_CLONES __attribute__((optimize("O3")))
+static void max_down(float *restrict t, const float *restrict row, int64_t tw, int64_t pl, int64_t iw, int first)
+{
+    int64_t j0 = pl < 0 ? 0 : pl < tw ? pl : tw, j1 = pl + iw < tw ? pl + iw : tw;
+    if (j1 < j0) j1 = j0;
+    const float *src = row - pl;
+    if (first) {
+        for (int64_t j = 0; j < j0; j++) t[j] = -INFINITY;
+        for (int64_t j = j0; j < j1; j++) t[j] = src[j];
+        for (int64_t j = j1; j < tw; j++) t[j] = -INFINITY;
     } else {
-        for (int64_t c = c0; c < c1; c++) y[c] = 0.0f;
-        for (int64_t kr = 0; kr < kh; kr++)
-            for (int64_t kc = 0; kc < kw; kc++) {
-                const float *xr = x + kr * dy * iw + kc * dx;
-                if (sx == 1)
-                    for (int64_t c = c0; c < c1; c++) y[c] += xr[c];
-                else if (sx == 2)
-                    for (int64_t c = c0; c < c1; c++) y[c] += xr[2 * c];
-                else
-                    for (int64_t c = c0; c < c1; c++) y[c] += xr[c * sx];
-            }
-        for (int64_t c = c0; c < c1; c++) y[c] *= inv;
+        for (int64_t j = j0; j < j1; j++) t[j] = src[j] > t[j] ? src[j] : t[j];
     }
 }
 
-static void pool_plane(const pool_state *s, const float *xp, float *yp)
+/* y[c] = max over kc of t[c * sx + kc * dx], c in [0, ow). */
+PDC_ISA_CLONES __attribute__((optimize("O3")))
+static void max_across(float *restrict y, const float *restrict t, int64_t ow, int64_t sx, int64_t kw, int64_t dx)
+{
+    for (int64_t c = 0; c < ow; c++) y[c] = t[c * sx];
+    for (int64_t kc = 1; kc < kw; kc++) {
+        const float *tr = t + kc * dx;
+        if (sx == 1)
+            for (int64_t c = 0; c < ow; c++) y[c] = tr[c] > y[c] ? tr[c] : y[c];
+        else if (sx == 2)
+            for (int64_t c = 0; c < ow; c++) y[c] = tr[2 * c] > y[c] ? tr[2 * c] : y[c];
+        else
+            for (int64_t c = 0; c < ow; c++) y[c] = tr[c * sx] > y[c] ? tr[c * sx] : y[c];
+    }
+}
+
+/* One plane of a max pool; t: tw floats. A window with no tap inside the input gives 0, as in the
+ * reference. */
+static void max_plane(const pool_state *s, const float *xp, float *yp, float *t)
+{
+    const ir_window_params *p = &s->p;
+    const int64_t oh = p->out[0], ow = p->out[1];
+    for (int64_t r = 0; r < oh; r++) {
+        float *yr = yp + r * ow;
+        int any = 0;
+        for (int64_t kr = 0; kr < p->k[0]; kr++) {
+            int64_t ir = r * p->stride[0] - p->pad_begin[0] + kr * p->dil[0];
+            if (ir < 0 || ir >= p->in[0]) continue;
+            max_down(t, xp + ir * p->in[1], s->tw, p->pad_begin[1], p->in[1], !any);
+            any = 1;
+        }
+        if (!any) {
+            memset(yr, 0, (size_t)ow * sizeof *yr);
+            continue;
+        }
+        max_across(yr, t, ow, p->stride[1], p->k[1], p->dil[1]);
+        for (int64_t c = 0; c < s->cv0; c++) yr[c] = 0.0f;
+        for (int64_t c = s->cv1; c < ow; c++) yr[c] = 0.0f;
+    }
+}
+
+/* One plane of an average pool. */
+static void avg_plane(const pool_state *s, const float *xp, float *yp)
 {
     const ir_window_params *p = &s->p;
     const int64_t oh = p->out[0], ow = p->out[1], iw = p->in[1];
@@ -93,14 +141,14 @@ static void pool_plane(const pool_state *s, const float *xp, float *yp)
     for (int64_t r = 0; r < oh; r++) {
         float *yr = yp + r * ow;
         if (r < s->r0 || r >= s->r1 || s->c0 >= s->c1) {
-            for (int64_t c = 0; c < ow; c++) yr[c] = pool_one(s, xp, r, c);
+            for (int64_t c = 0; c < ow; c++) yr[c] = avg_one(s, xp, r, c);
             continue;
         }
-        for (int64_t c = 0; c < s->c0; c++) yr[c] = pool_one(s, xp, r, c);
+        for (int64_t c = 0; c < s->c0; c++) yr[c] = avg_one(s, xp, r, c);
         /* x points so that output column c's first tap is x[c * sx] */
         const float *x = xp + (r * p->stride[0] - p->pad_begin[0]) * iw - p->pad_begin[1];
-        pool_row(yr, x, iw, s->c0, s->c1, p->stride[1], p->k[0], p->k[1], p->dil[0], p->dil[1], s->is_max, inv);
-        for (int64_t c = s->c1; c < ow; c++) yr[c] = pool_one(s, xp, r, c);
+        avg_row(yr, x, iw, s->c0, s->c1, p->stride[1], p->k[0], p->k[1], p->dil[0], p->dil[1], inv);
+        for (int64_t c = s->c1; c < ow; c++) yr[c] = avg_one(s, xp, r, c);
     }
 }
 
@@ -125,8 +173,15 @@ static pdc_status pool_run(const cpu_layer *L, const ir_model *m, const ir_layer
     const ir_window_params *p = &s->p;
     int64_t isp = p->in[0] * p->in[1], osp = p->out[0] * p->out[1];
     int nt = s->planes * osp >= 16384 ? x->threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 4) if (nt > 1)
-    for (int64_t q = 0; q < s->planes; q++) pool_plane(s, in + q * isp, out + q * osp);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        float *t = x->scratch + (size_t)omp_get_thread_num() * (size_t)s->tw;
+#pragma omp for schedule(dynamic, 4)
+        for (int64_t q = 0; q < s->planes; q++) {
+            if (s->is_max) max_plane(s, in + q * isp, out + q * osp, t);
+            else avg_plane(s, in + q * isp, out + q * osp);
+        }
+    }
     return PDC_OK;
 }
 
@@ -174,10 +229,28 @@ pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_laye
         const ir_window_params *p = &s->p;
         interior(p->out[0], p->in[0], p->k[0], p->stride[0], p->pad_begin[0], p->dil[0], &s->r0, &s->r1);
         interior(p->out[1], p->in[1], p->k[1], p->stride[1], p->pad_begin[1], p->dil[1], &s->c0, &s->c1);
-        snprintf(L->info, sizeof L->info, "%s pool %" PRId64 "x%" PRId64 " stride %" PRId64 ", interior %" PRId64
-                 "x%" PRId64 " of %" PRId64 "x%" PRId64 " without border checks",
-                 s->is_max ? "max" : "average", p->k[0], p->k[1], p->stride[1], s->r1 - s->r0, s->c1 - s->c0,
-                 p->out[0], p->out[1]);
+        if (s->is_max) {
+            /* the row buffer spans every column a window reaches; windows with a valid column are a
+             * contiguous range */
+            s->tw = ((p->out[1] - 1) * p->stride[1] + (p->k[1] - 1) * p->dil[1] + 1 + 15) / 16 * 16;
+            s->cv0 = p->out[1];
+            s->cv1 = 0;
+            for (int64_t c = 0; c < p->out[1]; c++)
+                for (int64_t kc = 0; kc < p->k[1]; kc++) {
+                    int64_t ic = c * p->stride[1] - p->pad_begin[1] + kc * p->dil[1];
+                    if (ic < 0 || ic >= p->in[1]) continue;
+                    if (c < s->cv0) s->cv0 = c;
+                    s->cv1 = c + 1;
+                }
+            if (s->cv1 < s->cv0) s->cv1 = s->cv0;
+            L->scratch_floats = (size_t)(s->tw * cc->threads);
+            snprintf(L->info, sizeof L->info, "max pool %" PRId64 "x%" PRId64 " stride %" PRId64 ", separable (rows, then columns)",
+                     p->k[0], p->k[1], p->stride[1]);
+        } else {
+            snprintf(L->info, sizeof L->info, "average pool %" PRId64 "x%" PRId64 " stride %" PRId64 ", interior %" PRId64
+                     "x%" PRId64 " of %" PRId64 "x%" PRId64 " without border checks",
+                     p->k[0], p->k[1], p->stride[1], s->r1 - s->r0, s->c1 - s->c0, p->out[0], p->out[1]);
+        }
     }
     L->run = pool_run;
     L->state = s;
