@@ -345,6 +345,10 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
                 for (int64_t q = 0; q < rows; q++)
                     pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->pstride + q * k->wq + k->lead));
         }
+        /* and the weight stream ahead: read once per tile, from memory when the layer's weights
+         * outgrow the caches, sooner than the hardware prefetcher does (a line per kernel: all of
+         * the stream for patterns of up to 16 taps) */
+        pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, wp, CONV_WEIGHT_PREFETCH_FLOATS));
         emit_pattern_body(G, mask, ty, tx, x, wp);
         LLVMValueRef i1 = LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "");
         LLVMBuildStore(B, i1, iv);
@@ -694,7 +698,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv12", 7);
+    memcpy(k->tag, "conv13", 7);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;

@@ -39,6 +39,7 @@ typedef struct conv_geom {
 #define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
 #define CONV_FILTER_CHUNK 16      /* filters per work item */
 #define CONV_BAND_BYTES (512 << 10) /* packed input per row band: half of a 1 MiB L2 */
+#define CONV_WEIGHT_PREFETCH_FLOATS 2048 /* software prefetch distance in the weight stream (8 KiB) */
 #define CONV_MAX_VARIANTS 4
 #define CONV_SHIFT_MAX_VECTORS 40 /* shift mode: aligned vectors of one packed row the generator tracks */
 

@@ -126,6 +126,10 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
     LLVMValueRef wc = pdc_irb_gep(irb, irb->f32, wg, LLVMBuildMul(B, c, pdc_irb_i64(irb, taps * to), ""));
     LLVMValueRef cur[DC_MAX_ACC];
     for (int a = 0; a < to * na; a++) cur[a] = LLVMBuildLoad2(B, irb->vf, acc[a], "");
+    /* the weights stream from memory once per tile (a layer's weights outgrow the caches, and the
+     * hardware prefetcher falls behind): fetch the channel CONV_WEIGHT_PREFETCH_FLOATS ahead */
+    int64_t per = (int64_t)taps * to, ahead = (CONV_WEIGHT_PREFETCH_FLOATS + per - 1) / per * per;
+    for (int64_t f = 0; f < per; f += 16) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, wc, ahead + f));
     for (int ky = 0; ky < k->kh; ky++)
         for (int kx = 0; kx < k->kw; kx++) {
             int64_t phase = (int64_t)kx * k->dx % k->sx, cx = (int64_t)kx * k->dx / k->sx;
@@ -279,7 +283,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->post = *fp;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "dconv4", 7);
+    memcpy(k->tag, "dconv5", 7);
     k->vec = t->vec;
     k->to = bto;
     k->kh = (int32_t)g.kh;
