@@ -32,10 +32,11 @@ static void emit_pack(arm_gen *G, const conv_geom *g, LLVMValueRef x, LLVMValueR
     for (int64_t ph = 0; ph < g->nph; ph++) {
         LLVMValueRef pp = pdc_irb_gepc(&G->irb, G->irb.f32, pc, ph * g->pstride);
         /* padded row r reads image row iy = r*ra + rb */
-        int64_t ra = g->flat ? g->sy : 1, rb = (g->flat ? ph / g->sx : 0) - g->pt, cph = ph % g->sx;
+        int64_t ra = (g->flat ? g->sy : 1) * g->py, rb = (g->flat ? ph / g->sx : 0) * g->py - g->pt, cph = ph % g->sx;
         int64_t r0 = clamp64(cdiv(-rb, ra), 0, g->hq), r1 = clamp64(cdiv(g->h - rb, ra), r0, g->hq);
-        /* column j reads image column ix = sx*j + cph - pl */
-        int64_t j0 = clamp64(cdiv(g->pl - cph, g->sx), 0, g->wq), j1 = clamp64(cdiv(g->w + g->pl - cph, g->sx), j0, g->wq);
+        /* column j reads image column ix = ca*j + cb */
+        int64_t ca = g->sx * g->px, cb = cph * g->px - g->pl;
+        int64_t j0 = clamp64(cdiv(-cb, ca), 0, g->wq), j1 = clamp64(cdiv(g->w - cb, ca), j0, g->wq);
         arm_zero(G, pp, r0 * g->wq);
         arm_zero(G, pdc_irb_gepc(&G->irb, G->irb.f32, pp, r1 * g->wq), (g->hq - r1) * g->wq);
         if (r1 > r0) {
@@ -46,7 +47,7 @@ static void emit_pack(arm_gen *G, const conv_geom *g, LLVMValueRef x, LLVMValueR
             arm_zero(G, dst, j0);
             if (j1 > j0) {
                 LLVMValueRef j = arm_loop_begin(G, j1 - j0, &Lj);
-                arm_stf(G, dst, arm_addc(G, j, j0), arm_ldf(G, src, arm_affine(G, j, g->sx, NULL, 0, g->sx * j0 + cph - g->pl)));
+                arm_stf(G, dst, arm_addc(G, j, j0), arm_ldf(G, src, arm_affine(G, j, ca, NULL, 0, ca * j0 + cb)));
                 arm_loop_end(G, &Lj);
             }
             arm_zero(G, pdc_irb_gepc(&G->irb, G->irb.f32, dst, j1), g->wq - j1);

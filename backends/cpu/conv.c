@@ -425,6 +425,11 @@ pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g,
     g->pl = p.pad_begin[d];
     g->oh = p.nsp == 2 ? p.out[0] : 1;
     g->ow = p.out[d];
+    /* an axis with one tap (1x1 convs): its stride is taken by the packing, which copies only the
+     * rows/columns that tap reads, and the kernel sees stride 1 */
+    g->py = g->px = 1;
+    if (g->kh == 1) g->py = g->sy, g->sy = 1, g->dy = 1;
+    if (g->kw == 1) g->px = g->sx, g->sx = 1, g->dx = 1;
     if (g->kh * g->kw > CONV_MAX_TAPS) {
         snprintf(why, why_cap, "kernel window %" PRId64 "x%" PRId64 " has more than %d taps", g->kh, g->kw, CONV_MAX_TAPS);
         return PDC_ERR_UNSUPPORTED;
@@ -873,13 +878,13 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
             for (int64_t r = r0; r < r1; r++) {
                 float *dst = pp + g->lead + (r - r0) * g->wq;
                 /* flat layouts split rows into sy phases as well: plane ph = row phase * sx + column phase */
-                int64_t iy = (g->flat ? r * g->sy + ph / g->sx : r) - g->pt, cph = ph % g->sx;
+                int64_t iy = (g->flat ? r * g->sy + ph / g->sx : r) * g->py - g->pt, cph = ph % g->sx;
                 if (iy < 0 || iy >= g->h) {
                     memset(dst, 0, (size_t)g->wq * sizeof *dst);
                     continue;
                 }
                 const float *src = xc + iy * g->w;
-                if (g->sx == 1) {
+                if (g->sx == 1 && g->px == 1) {
                     /* dst[j] = src[j - pl] */
                     int64_t pl = g->pl;
                     int64_t j0 = pl < g->wq ? pl : g->wq;          /* first column with data */
@@ -889,7 +894,7 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                     if (j1 < g->wq) memset(dst + (j1 > j0 ? j1 : j0), 0, (size_t)(g->wq - (j1 > j0 ? j1 : j0)) * sizeof *dst);
                 } else {
                     for (int64_t j = 0; j < g->wq; j++) {
-                        int64_t ix = g->sx * j + cph - g->pl;
+                        int64_t ix = (g->sx * j + cph) * g->px - g->pl;
                         dst[j] = ix >= 0 && ix < g->w ? src[ix] : 0.0f;
                     }
                 }

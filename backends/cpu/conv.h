@@ -21,6 +21,7 @@
 typedef struct conv_geom {
     int64_t n, c, h, w, o, group, cg;
     int64_t kh, kw, sy, sx, dy, dx, pt, pl;
+    int64_t py, px;              /* image rows/columns per padded row/column: the stride of a one-tap axis */
     int64_t oh, ow;
     /* packing */
     int64_t nph, hq, wq, ps;     /* phases (sx; flat: sx*sy), rows and row stride of a phase plane, channel stride */
