@@ -2,8 +2,8 @@
  * team.c - how many threads a run uses. The option `threads` is an upper bound; each run takes the
  * cores nobody else is using right now, because a team larger than the free cores waits whole
  * scheduler time slices at every barrier (a pruned ResNet-18 ran 2-12x slower at 2 threads than at
- * 1 on a shared 2-core machine). Other work is sampled, not averaged: the kernel's count of runnable
- * tasks (/proc/loadavg) less this process's own runnable threads. libgomp's dynamic mode, used
+ * 1 on a shared 2-core machine). Other work is sampled: the kernel's count of runnable tasks
+ * (/proc/loadavg) less this process's own runnable threads, the least of the last few samples. libgomp's dynamic mode, used
  * before, looks at the 15-minute load average, which counts pdc's own past runs: after a few
  * minutes of steady 2-thread inference it ran everything on one thread.
  */
@@ -16,7 +16,7 @@
 
 #include "backends/cpu/cpu.h"
 
-#define TEAM_RESAMPLE_S 0.02 /* a sample serves the runs of the next 20 ms (reading it costs ~20 us) */
+#define TEAM_RESAMPLE_S 0.02 /* a new sample at most every 20 ms (reading one costs ~20 us) */
 
 int cpu_team_for(int threads, int cpus, int others)
 {
@@ -70,21 +70,29 @@ static int others_running(void)
     return running - own;
 }
 
+/* The last TEAM_WINDOW samples; the team follows their minimum, so a task that happened to be
+ * runnable at one sampling instant (a kernel worker, a short command) does not cost a thread, while a
+ * process that keeps a core busy is seen in every sample. */
+#define TEAM_WINDOW 4
 static _Atomic double sampled_at = -1.0;
-static atomic_int sampled_others;
+static atomic_int samples[TEAM_WINDOW];
+static atomic_uint next_sample;
 
 int cpu_team_size(int threads)
 {
     if (threads <= 1 || getenv("PDC_OMP_STATIC")) return threads < 1 ? 1 : threads;
     double now = omp_get_wtime(), at = atomic_load_explicit(&sampled_at, memory_order_relaxed);
-    int others;
     if (at < 0 || now - at > TEAM_RESAMPLE_S || now < at) {
-        others = others_running();
+        int others = others_running();
         if (others < 0) others = 0; /* no /proc: trust the option */
-        atomic_store_explicit(&sampled_others, others, memory_order_relaxed);
+        unsigned i = atomic_fetch_add_explicit(&next_sample, 1, memory_order_relaxed);
+        atomic_store_explicit(&samples[i % TEAM_WINDOW], others, memory_order_relaxed);
         atomic_store_explicit(&sampled_at, now, memory_order_relaxed);
-    } else {
-        others = atomic_load_explicit(&sampled_others, memory_order_relaxed);
+    }
+    int others = atomic_load_explicit(&samples[0], memory_order_relaxed);
+    for (int i = 1; i < TEAM_WINDOW; i++) {
+        int v = atomic_load_explicit(&samples[i], memory_order_relaxed);
+        if (v < others) others = v;
     }
     return cpu_team_for(threads, omp_get_num_procs(), others);
 }
