@@ -5,9 +5,12 @@
  * Per layer and per pattern, the generator emits code whose tap offsets are constants:
  *
  *  - Input packing (each run): every input channel is copied into zero-padded planes with a row
- *    stride Wq that is a multiple of the vector width; a column stride sx > 1 is split into sx phase
- *    planes, so every tap becomes (phase, constant row offset, constant column offset) and output
- *    pixels along a row are contiguous vectors whatever the stride or dilation.
+ *    stride Wq that is a multiple of 16 and just wide enough for the columns valid outputs read; a
+ *    column stride sx > 1 is split into sx phase planes (the stride of a one-tap axis is taken by the
+ *    packing instead), so every tap becomes (phase, constant row offset, constant column offset) and
+ *    output pixels along a row are contiguous vectors whatever the stride or dilation. An input whose
+ *    packed form outgrows half of L2 is packed and computed in row bands, a buffer per thread
+ *    (cpu_conv_run_image, shared with conv_dense.c).
  *  - Register tile: TY output rows x TX vectors of one output channel stay in registers. For each
  *    kept kernel, the pattern's code loads each input row vector once and uses it for every tap
  *    that falls in the tile (rows q = i*sy + ky*dy coincide for different (i, ky)): load-redundancy
@@ -19,7 +22,7 @@
  *    each pattern's loop runs its kernels together; weights are packed in exactly that order, so
  *    the weight stream is sequential. out_perm and our own order are both undone on the store.
  *  - Each kernel prefetches the first line of every row the next kernel reads (its channel is data,
- *    so the hardware prefetcher cannot follow).
+ *    so the hardware prefetcher cannot follow), and a line of the weight stream 8 KiB ahead.
  *  - Small planes (row stride 1, at most 7 vectors): rows laid end to end, every tap one offset over
  *    the whole plane, accumulation split over sets for independent FMA chains (conv.h).
  *  - Epilogue: bias (the accumulators start at it), relu/clip/leaky_relu inline, masked stores for
