@@ -69,6 +69,7 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
 
 /* ------------------------------------------------------------------ convolution */
 
+/* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs. */
 static void check_thread_invariance(const char *what)
 {
     float *res[2] = {NULL, NULL};
@@ -159,6 +160,7 @@ START_TEST(conv_large_inputs_packed_in_bands)
         int dense;
     } cases[] = {{2, 64, 20, 24, 70, 1, 1, 0}, {1, 48, 16, 50, 60, 2, 1, 1}, {1, 40, 12, 28, 100, 1, 2, 0}};
     static const uint64_t pats[4] = {0x1b, 0x3a, 0xb2, 0x9a};
+    setenv("PDC_OMP_STATIC", "1", 1); /* two threads even on a busy machine: both band buffers used */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "bands", &mdl));
@@ -191,6 +193,24 @@ START_TEST(conv_large_inputs_packed_in_bands)
         pdc_program_destroy(p);
         check_thread_invariance(desc);
     }
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
+START_TEST(maxpool_window_outside_input)
+{
+    /* padding and dilation wider than the input: output columns 1 and 2 have no tap inside it and
+     * must be 0 as in the reference (the separable max would leave -inf there) */
+    input("x", DIMS(1, 2, 3, 2));
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", DIMS(2, 2)));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(4, 4)));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(3, 3, 3, 3)));
+    layer("maxpool", a, "y", NAMES("x"));
+    output("y");
+    pdc_program *p = check_matches_ref("maxpool window outside the input", 3);
+    ck_assert_kernel(p, "y", "separable");
+    pdc_program_destroy(p);
 }
 END_TEST
 
@@ -257,7 +277,6 @@ END_TEST
 
 /* ------------------------------------------------------------------ threads, rnn */
 
-/* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs. */
 START_TEST(results_do_not_depend_on_threads)
 {
     input("x", DIMS(1, 24, 30, 30));
@@ -275,7 +294,7 @@ START_TEST(results_do_not_depend_on_threads)
 }
 END_TEST
 
-START_TEST(team_size_follows_free_cores)
+START_TEST(team_size_rule_and_loadavg_parsing)
 {
     /* the runnable count of /proc/loadavg, and the team: at most `threads`, at most the cores other
      * processes leave free, never below one */
@@ -283,6 +302,7 @@ START_TEST(team_size_follows_free_cores)
     ck_assert_int_eq(cpu_loadavg_running("1.00 1.00 1.00 17/903 1"), 17);
     ck_assert_int_eq(cpu_loadavg_running("0.31 0.71 0.77"), -1);
     ck_assert_int_eq(cpu_loadavg_running("garbage"), -1);
+    ck_assert_int_eq(cpu_loadavg_running("0,31 0,71 0,77 3/150 12345"), 3); /* any decimal point */
     ck_assert_int_eq(cpu_loadavg_running(NULL), -1);
     ck_assert_int_eq(cpu_team_for(2, 2, 0), 2);
     ck_assert_int_eq(cpu_team_for(2, 2, 1), 1);
@@ -542,9 +562,10 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_small_planes_flat);
     tcase_add_test(t.conv, conv_wide_rows_shift_mode);
     tcase_add_test(t.conv, conv_large_inputs_packed_in_bands);
+    tcase_add_test(t.pool, maxpool_window_outside_input);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
-    tcase_add_test(t.api, team_size_follows_free_cores);
+    tcase_add_test(t.api, team_size_rule_and_loadavg_parsing);
     tcase_add_test(t.api, isa_follows_host_and_override);
 
     TCase *tc = bc_tcase(s, "cache", 300, bc_setup, bc_teardown);

@@ -444,12 +444,14 @@ pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g,
     return PDC_OK;
 }
 
-/* Plane stride for `rows` packed rows: one past the last float the last row's vectors read
- * (aligned loads may touch the next 16). */
+/* Plane stride for `rows` packed rows: past the rows the packer writes (whole rows after the lead)
+ * and past the last float the last row's vectors read, rounded up to 16 (shift mode's aligned loads
+ * end there: the last vector, at e, is shuffled out of the aligned vectors that cover [e, e + 16)). */
 static int64_t conv_rows_pstride(const conv_geom *g, int vec, int64_t rows)
 {
     int64_t reach = g->lead + (rows - 1) * g->wq + g->nvx * vec + (g->kw - 1) * g->dx / g->sx;
-    return (reach + 15) / 16 * 16 + 16;
+    int64_t written = g->lead + rows * g->wq;
+    return ((reach > written ? reach : written) + 15) / 16 * 16;
 }
 
 static int64_t conv_band_pstride(const conv_geom *g, int vec, int64_t bt)
@@ -482,24 +484,24 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
     g->wq = (g->ow + (g->kw - 1) * g->dx / g->sx + 15) / 16 * 16;
     g->hq = (g->oh - 1) * g->sy + (g->kh - 1) * g->dy + 1;
     g->flat = 0;
-    g->bt = g->nty;
     g->nband = 1;
     conv_plane_rows(g, vec, g->hq);
 }
 
 void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads)
 {
-    if (g->flat || g->c * g->ps * 4 <= band_bytes) return;
+    /* a band's tiles run on one thread: with fewer than two row tiles per thread, keep the whole
+     * input and spread (tile, chunk) pieces instead */
+    if (g->flat || g->c * g->ps * 4 <= band_bytes || g->nty < 2 * (int64_t)threads) return;
     int64_t bt = 1;
     while (bt < g->nty && g->c * g->nph * conv_band_pstride(g, vec, bt + 1) * 4 <= band_bytes) bt++;
-    if (bt >= g->nty) return;
     /* a multiple of the threads, near-equal bands: the threads' shares of row tiles stay even */
     int64_t nband = (g->nty + bt - 1) / bt;
-    if (threads > 1) nband = (nband + threads - 1) / threads * threads;
+    nband = (nband + threads - 1) / threads * threads;
     if (nband > g->nty) nband = g->nty;
     g->nband = nband;
-    g->bt = (g->nty + nband - 1) / nband;
-    conv_plane_rows(g, vec, (g->bt * g->ty - 1) * g->sy + (g->kh - 1) * g->dy + 1);
+    bt = (g->nty + nband - 1) / nband; /* row tiles of the largest band */
+    conv_plane_rows(g, vec, (bt * g->ty - 1) * g->sy + (g->kh - 1) * g->dy + 1);
 }
 
 void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1)
@@ -520,7 +522,6 @@ static void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
     g->pstride = (reach > g->hq * g->wq ? reach : g->hq * g->wq);
     g->pstride = (g->pstride + 15) / 16 * 16;
     g->ps = g->nph * g->pstride;
-    g->bt = 1;
     g->nband = 1;
     g->band_rows = g->hq;
 }

@@ -6,11 +6,12 @@
  * Packed input: channel c's planes start at c * ps floats; a column stride sx splits every padded
  * input row into sx phase planes (phase ph holds padded columns sx*j + ph; flat layouts below split
  * the rows into sy phases too), each hq rows of wq floats (wq a multiple of 16, just enough for the
- * columns valid outputs read), pstride floats apart. A plane starts with `lead` zeros, which shift
- * every row by lead floats from alignment. Tap (ky, kx) of output (y, x) then reads phase
- * (kx*dx) % sx, row y*sy + ky*dy, column lead + x + (kx*dx) / sx: constant offsets from the tile
- * origin. Lanes of outputs past ow read on into the next row; zeros after the last row keep every
- * such read inside the plane.
+ * columns valid outputs read; a band buffer holds band_rows of them), pstride floats apart. A plane
+ * starts with `lead` zeros, which shift every row by lead floats from alignment. Tap (ky, kx) of
+ * output (y, x) then reads phase (kx*dx) % sx, row y*sy + ky*dy, column lead + x + (kx*dx) / sx:
+ * constant offsets from the tile origin. Lanes of outputs past ow read on into the next row; zeros
+ * after the last row keep every such read inside the plane. The stride of an axis with one tap is
+ * taken by the packing (py, px), so the kernels see stride 1 there.
  */
 #ifndef PDC_BACKENDS_CPU_CONV_H
 #define PDC_BACKENDS_CPU_CONV_H
@@ -24,16 +25,16 @@ typedef struct conv_geom {
     int64_t py, px;              /* image rows/columns per padded row/column: the stride of a one-tap axis */
     int64_t oh, ow;
     /* packing */
-    int64_t nph, hq, wq, ps;     /* phases (sx; flat: sx*sy), rows and row stride of a phase plane, channel stride */
-    int64_t pstride;             /* floats from one phase plane to the next (>= hq * wq) */
+    int64_t nph, hq, wq, ps;     /* phases (sx; flat: sx*sy), padded rows and row stride of a phase plane, channel stride */
+    int64_t pstride;             /* floats from one phase plane to the next (>= lead + band_rows * wq) */
     int flat;                    /* small planes: output rows laid end to end, see cpu_conv_layout_flat */
     int64_t lead;                /* zeros before a plane's rows (not flat): moves a column to alignment */
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
     int64_t nvx, tx, ty, ntx, nty;
-    /* row bands (cpu_conv_band): when the packed input outgrows L2, each band of at most bt row
-     * tiles is packed into a per-thread buffer of band_rows rows and computed while it is in L2;
-     * nband 1: the whole input is packed (hq rows) before any tile runs */
-    int64_t bt, nband, band_rows;
+    /* row bands (cpu_conv_band): when the packed input outgrows L2, each band of row tiles
+     * (cpu_conv_band_tiles) is packed into a per-thread buffer of band_rows rows and computed while
+     * it is in L2; nband 1: the whole input is packed (band_rows = hq) before any tile runs */
+    int64_t nband, band_rows;
 } conv_geom;
 
 #define CONV_MAX_PATTERNS 32
@@ -66,8 +67,9 @@ typedef struct conv_key {
  * emitter (backends/arm) share it. Tile variant v is a function
  *   void tile<v>(const float *xt, const int64_t *meta, const int32_t *cidx, const float *wpk,
  *                const float *bias, const int64_t *ochan, float *yt, int64_t k0, int64_t k1)
- * computing executed filters [k0, k1) of the tile whose packed input starts at xt (row y0*sy*wq +
- * column x0 of the packed planes) and whose output starts at yt (y0*ow + x0 of the image).
+ * computing executed filters [k0, k1) of the tile whose packed input starts at xt (the tile's first
+ * packed row, column x0, in the buffer holding it) and whose output starts at yt (y0*ow + x0 of the
+ * image).
  */
 typedef struct cpu_conv_plan {
     conv_geom g;
@@ -140,9 +142,9 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
 const char *cpu_conv_band_info(const conv_geom *g);
 /* Scratch cpu_conv_run_image needs (a band buffer per thread when banded). */
 size_t cpu_conv_scratch_floats(const conv_geom *g, int threads);
-/* Splits the tiles into row bands of at most band_bytes packed bytes (at least one row tile a band;
- * none if the whole input fits), as many as a multiple of `threads`, setting bt (row tiles of the
- * largest band), nband, band_rows and the band buffer's pstride/ps. */
+/* Splits the tiles into row bands of about band_bytes packed bytes or less (at least one row tile a
+ * band; none if the whole input fits or there are fewer than two row tiles per thread), as many as a
+ * multiple of `threads`, setting nband, band_rows and the band buffer's pstride/ps. */
 void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads);
 /* Row tiles [t0, t1) of band b. */
 void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1);

@@ -251,11 +251,11 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
             for (int ty = 1; ty <= 7 && ty <= g.oh; ty++) {
                 int n = to * ty * tx;
                 if ((to + 1) * ty * tx + 1 > regs || n > DC_MAX_ACC) continue;
-                /* equal: taller tiles at row stride 1 (the rows of a tile share input rows), wider
-                 * ones at larger strides (ResNet's 7x7/2 stem: 3 vectors across 1.08 ms, 3 rows
-                 * 1.38 ms) */
-                int shape = g.sy == 1 ? ty > bty : tx > btx;
-                if (n > best || (n == best && (to > bto || (to == bto && shape)))) best = n, bto = to, bty = ty, btx = tx;
+                /* equal: the first found is the tallest (the rows of a tile share input rows at
+                 * stride 1); at larger row strides the widest wins (ResNet's 7x7/2 stem: 3 vectors
+                 * across 1.07 ms, 3 rows 1.38 ms) */
+                int wider = g.sy > 1 && tx > btx;
+                if (n > best || (n == best && (to > bto || (to == bto && wider)))) best = n, bto = to, bty = ty, btx = tx;
             }
     }
     if (best == 0 || best < 6) return PDC_ERR_UNSUPPORTED; /* e.g. a prime number of filters per group */

@@ -116,7 +116,7 @@ void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y,
 /* Number of threads for `threads` option value v (0 = all cores). */
 int cpu_threads_for(int v);
 /* Threads for this run (team.c): at most `threads`, no more than the cores other processes leave
- * free right now, at least 1. PDC_OMP_STATIC=1 in the environment: always `threads`. */
+ * free right now, at least 1. PDC_OMP_STATIC set in the environment (any value): always `threads`. */
 int cpu_team_size(int threads);
 /* The decision, for tests: min(threads, cpus - others), at least 1. */
 int cpu_team_for(int threads, int cpus, int others);

@@ -9,8 +9,8 @@
  * no bounds checks, no divisor lookups) runs straight-line and the border keeps the reference's
  * per-tap checks; equal to the reference to rounding (float sums). Planes are spread over threads.
  */
-#include <math.h>
 #include <inttypes.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,11 +23,19 @@ typedef struct pool_state {
     int64_t planes, sp;      /* global: planes and plane size */
     /* average: interior output range, every tap valid */
     int64_t r0, r1, c0, c1;
-    /* max: output columns whose window has a valid column; the row buffer's floats (per thread) */
-    int64_t cv0, cv1, tw;
+    /* max: per output column, whether its window has a column inside the input; the row buffer's
+     * floats (per thread) */
+    uint8_t *col_valid;
+    int64_t tw;
 } pool_state;
 
-static void pool_free(void *p) { pdc_free(p); }
+static void pool_free(void *p)
+{
+    pool_state *s = p;
+    if (!s) return;
+    pdc_free(s->col_valid);
+    pdc_free(s);
+}
 
 /* The reference computation of one average-pool output (checks every tap). */
 static float avg_one(const pool_state *s, const float *xp, int64_t r, int64_t c)
@@ -127,8 +135,8 @@ static void max_plane(const pool_state *s, const float *xp, float *yp, float *t)
             continue;
         }
         max_across(yr, t, ow, p->stride[1], p->k[1], p->dil[1]);
-        for (int64_t c = 0; c < s->cv0; c++) yr[c] = 0.0f;
-        for (int64_t c = s->cv1; c < ow; c++) yr[c] = 0.0f;
+        for (int64_t c = 0; c < ow; c++)
+            if (!s->col_valid[c]) yr[c] = 0.0f;
     }
 }
 
@@ -230,19 +238,19 @@ pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_laye
         interior(p->out[0], p->in[0], p->k[0], p->stride[0], p->pad_begin[0], p->dil[0], &s->r0, &s->r1);
         interior(p->out[1], p->in[1], p->k[1], p->stride[1], p->pad_begin[1], p->dil[1], &s->c0, &s->c1);
         if (s->is_max) {
-            /* the row buffer spans every column a window reaches; windows with a valid column are a
-             * contiguous range */
+            /* the row buffer spans every column a window reaches; a window may miss the input
+             * altogether (padding and dilation wider than it), and then gives 0 */
             s->tw = ((p->out[1] - 1) * p->stride[1] + (p->k[1] - 1) * p->dil[1] + 1 + 15) / 16 * 16;
-            s->cv0 = p->out[1];
-            s->cv1 = 0;
+            s->col_valid = pdc_calloc(cc->ctx, (size_t)p->out[1], 1);
+            if (!s->col_valid) {
+                pool_free(s);
+                return PDC_ERR_OUT_OF_MEMORY;
+            }
             for (int64_t c = 0; c < p->out[1]; c++)
                 for (int64_t kc = 0; kc < p->k[1]; kc++) {
                     int64_t ic = c * p->stride[1] - p->pad_begin[1] + kc * p->dil[1];
-                    if (ic < 0 || ic >= p->in[1]) continue;
-                    if (c < s->cv0) s->cv0 = c;
-                    s->cv1 = c + 1;
+                    if (ic >= 0 && ic < p->in[1]) s->col_valid[c] = 1;
                 }
-            if (s->cv1 < s->cv0) s->cv1 = s->cv0;
             L->scratch_floats = (size_t)(s->tw * cc->threads);
             snprintf(L->info, sizeof L->info, "max pool %" PRId64 "x%" PRId64 " stride %" PRId64 ", separable (rows, then columns)",
                      p->k[0], p->k[1], p->stride[1]);

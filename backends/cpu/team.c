@@ -3,9 +3,12 @@
  * cores nobody else is using right now, because a team larger than the free cores waits whole
  * scheduler time slices at every barrier (a pruned ResNet-18 ran 2-12x slower at 2 threads than at
  * 1 on a shared 2-core machine). Other work is sampled: the kernel's count of runnable tasks
- * (/proc/loadavg) less this process's own runnable threads, the least of the last few samples. libgomp's dynamic mode, used
- * before, looks at the 15-minute load average, which counts pdc's own past runs: after a few
- * minutes of steady 2-thread inference it ran everything on one thread.
+ * (/proc/loadavg) less this process's own runnable threads, the least of the last few samples.
+ * libgomp's dynamic mode, used before, looks at the 15-minute load average, which counts pdc's own
+ * past runs: after a few minutes of steady 2-thread inference it ran everything on one thread.
+ * The count is machine-wide, so it is used only when this process may run on every online CPU
+ * (under taskset or a cpuset the option is trusted). Runs of this process count as its own: two
+ * concurrent runs do not shrink each other's teams.
  */
 #include <dirent.h>
 #include <omp.h>
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/cpu/cpu.h"
 
@@ -27,9 +31,9 @@ int cpu_team_for(int threads, int cpus, int others)
 
 int cpu_loadavg_running(const char *text)
 {
-    double a, b, c;
     int running, total;
-    if (!text || sscanf(text, "%lf %lf %lf %d/%d", &a, &b, &c, &running, &total) != 5 || running < 0) return -1;
+    /* the averages are skipped as words: their decimal point does not depend on the locale then */
+    if (!text || sscanf(text, "%*s %*s %*s %d/%d", &running, &total) != 2 || running < 0) return -1;
     return running;
 }
 
@@ -81,12 +85,17 @@ static atomic_uint next_sample;
 int cpu_team_size(int threads)
 {
     if (threads <= 1 || getenv("PDC_OMP_STATIC")) return threads < 1 ? 1 : threads;
+    int cpus = omp_get_num_procs();
+    if (cpus < sysconf(_SC_NPROCESSORS_ONLN)) return threads; /* the machine-wide count says nothing here */
     double now = omp_get_wtime(), at = atomic_load_explicit(&sampled_at, memory_order_relaxed);
     if (at < 0 || now - at > TEAM_RESAMPLE_S || now < at) {
         int others = others_running();
         if (others < 0) others = 0; /* no /proc: trust the option */
         unsigned i = atomic_fetch_add_explicit(&next_sample, 1, memory_order_relaxed);
-        atomic_store_explicit(&samples[i % TEAM_WINDOW], others, memory_order_relaxed);
+        if (at < 0) /* the first sample fills the window: a fresh process must not start from "all free" */
+            for (int k = 0; k < TEAM_WINDOW; k++) atomic_store_explicit(&samples[k], others, memory_order_relaxed);
+        else
+            atomic_store_explicit(&samples[i % TEAM_WINDOW], others, memory_order_relaxed);
         atomic_store_explicit(&sampled_at, now, memory_order_relaxed);
     }
     int others = atomic_load_explicit(&samples[0], memory_order_relaxed);
@@ -94,5 +103,5 @@ int cpu_team_size(int threads)
         int v = atomic_load_explicit(&samples[i], memory_order_relaxed);
         if (v < others) others = v;
     }
-    return cpu_team_for(threads, omp_get_num_procs(), others);
+    return cpu_team_for(threads, cpus, others);
 }
