@@ -238,8 +238,7 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
     for (int a = 0; a < ty * tx; a++) acc_store(G, a, cur[a]);
 }
 
-/* Inline activation of an epilogue (relu, clip, leaky_relu; anything else is left to run after). */
-static LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v)
+LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v)
 {
     LLVMBuilderRef B = irb->b;
     LLVMValueRef zero = LLVMConstNull(irb->vf);
@@ -264,7 +263,7 @@ static LLVMValueRef emit_act(conv_gen *G, LLVMValueRef v)
     return cpu_conv_emit_act(&G->irb, G->k->act, G->k->act_min, G->k->act_max, G->k->act_alpha, v);
 }
 
-static void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
+void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
                                      int64_t rows)
 {
     LLVMBuilderRef B = irb->b;
@@ -454,17 +453,18 @@ static int64_t conv_rows_pstride(const conv_geom *g, int vec, int64_t rows)
     return ((reach > written ? reach : written) + 15) / 16 * 16;
 }
 
-static int64_t conv_band_pstride(const conv_geom *g, int vec, int64_t bt)
+/* Packed rows that bt row tiles read. */
+static int64_t conv_band_rows(const conv_geom *g, int64_t bt)
 {
     int64_t rows = (bt * g->ty - 1) * g->sy + (g->kh - 1) * g->dy + 1;
-    return conv_rows_pstride(g, vec, rows < g->hq ? rows : g->hq);
+    return rows < g->hq ? rows : g->hq;
 }
 
 /* Buffers of `rows` packed rows per phase plane. */
 static void conv_plane_rows(conv_geom *g, int vec, int64_t rows)
 {
-    g->band_rows = rows < g->hq ? rows : g->hq;
-    g->pstride = conv_rows_pstride(g, vec, g->band_rows);
+    g->band_rows = rows;
+    g->pstride = conv_rows_pstride(g, vec, rows);
     g->ps = g->nph * g->pstride;
 }
 
@@ -494,14 +494,14 @@ void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads)
      * input and spread (tile, chunk) pieces instead */
     if (g->flat || g->c * g->ps * 4 <= band_bytes || g->nty < 2 * (int64_t)threads) return;
     int64_t bt = 1;
-    while (bt < g->nty && g->c * g->nph * conv_band_pstride(g, vec, bt + 1) * 4 <= band_bytes) bt++;
+    while (bt < g->nty && g->c * g->nph * conv_rows_pstride(g, vec, conv_band_rows(g, bt + 1)) * 4 <= band_bytes) bt++;
     /* a multiple of the threads, near-equal bands: the threads' shares of row tiles stay even */
     int64_t nband = (g->nty + bt - 1) / bt;
     nband = (nband + threads - 1) / threads * threads;
     if (nband > g->nty) nband = g->nty;
     g->nband = nband;
     bt = (g->nty + nband - 1) / nband; /* row tiles of the largest band */
-    conv_plane_rows(g, vec, (bt * g->ty - 1) * g->sy + (g->kh - 1) * g->dy + 1);
+    conv_plane_rows(g, vec, conv_band_rows(g, bt));
 }
 
 void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1)
@@ -890,11 +890,10 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                 const float *src = xc + iy * g->w;
                 if (g->sx == 1 && g->px == 1) {
                     /* dst[j] = src[j - pl] */
-                    int64_t pl = g->pl;
-                    int64_t j0 = pl < g->wq ? pl : g->wq;          /* first column with data */
-                    int64_t j1 = pl + g->w < g->wq ? pl + g->w : g->wq;
+                    int64_t j0 = g->pl < g->wq ? g->pl : g->wq;          /* first column with data */
+                    int64_t j1 = g->pl + g->w < g->wq ? g->pl + g->w : g->wq;
                     if (j0 > 0) memset(dst, 0, (size_t)j0 * sizeof *dst);
-                    if (j1 > j0) memcpy(dst + j0, src + (j0 - pl), (size_t)(j1 - j0) * sizeof *dst);
+                    if (j1 > j0) memcpy(dst + j0, src + (j0 - g->pl), (size_t)(j1 - j0) * sizeof *dst);
                     if (j1 < g->wq) memset(dst + (j1 > j0 ? j1 : j0), 0, (size_t)(g->wq - (j1 > j0 ? j1 : j0)) * sizeof *dst);
                 } else {
                     for (int64_t j = 0; j < g->wq; j++) {
@@ -903,11 +902,9 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                     }
                 }
             }
-        }
-        /* past each phase plane's rows: zeros (read for lanes that are discarded) */
-        for (int64_t ph = 0; ph < g->nph; ph++) {
+            /* past the plane's rows: zeros (read for lanes that are discarded) */
             int64_t end = g->lead + (r1 - r0) * g->wq;
-            if (g->pstride > end) memset(pc + ph * g->pstride + end, 0, (size_t)(g->pstride - end) * sizeof *pc);
+            if (g->pstride > end) memset(pp + end, 0, (size_t)(g->pstride - end) * sizeof *pp);
         }
         int64_t used = g->nph * g->pstride;
         if (g->ps > used) memset(pc + used, 0, (size_t)(g->ps - used) * sizeof *pc);

@@ -131,6 +131,13 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
 /* Packs channels [c0, c1) of one image x into xp (layout above): padded rows [r0, r1) of every
  * phase plane become the buffer's rows 0.. (the whole input: 0, hq; a band: its rows). */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1);
+/* Epilogue pieces both conv generators emit: the inline activation (relu, clip, leaky_relu; any
+ * other act is returned unchanged, to run after the kernel), and the store of flat vector v holding
+ * pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow), one masked store
+ * per output row it touches. */
+LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v);
+void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
+                              int64_t rows);
 /* One tile's share of a layer: filters (or filter groups) of chunk ch in row tile tyi, column tile
  * txi; xr points at the packed input of the tile's first row (column 0), yn at the image's output. */
 typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, int64_t tyi, int64_t txi, int64_t ch);

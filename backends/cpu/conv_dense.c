@@ -62,22 +62,7 @@ static void dconv_free(void *p)
 
 static LLVMValueRef dc_act(pdc_irb *irb, const dconv_key *k, LLVMValueRef v)
 {
-    LLVMBuilderRef B = irb->b;
-    LLVMValueRef zero = LLVMConstNull(irb->vf);
-    switch ((ir_act_kind)k->act) {
-    case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, zero, ""), v, zero, "");
-    case IR_ACT_CLIP: {
-        LLVMValueRef lo = pdc_irb_splat(irb, pdc_irb_f32(irb, k->act_min));
-        LLVMValueRef hi = pdc_irb_splat(irb, pdc_irb_f32(irb, k->act_max));
-        v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v, lo, ""), lo, v, "");
-        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, hi, ""), hi, v, "");
-    }
-    case IR_ACT_LEAKY_RELU: {
-        LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, k->act_alpha));
-        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, LLVMBuildFMul(B, al, v, ""), "");
-    }
-    default: return v;
-    }
+    return cpu_conv_emit_act(irb, k->act, k->act_min, k->act_max, k->act_alpha, v);
 }
 
 static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix, int var)
@@ -162,20 +147,7 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
             /* vector j holds flat pixels j*vec + lane = (y, x) with x < ow valid: a masked store per row */
             for (int j = 0; j < tx; j++) {
                 LLVMValueRef val = dc_act(irb, k, LLVMBuildLoad2(B, irb->vf, acc[f * na + j], ""));
-                int64_t p0 = (int64_t)j * k->vec;
-                for (int64_t y = p0 / k->wq; y < k->oh && y * k->wq < p0 + k->vec; y++) {
-                    LLVMValueRef lanes[64];
-                    int any = 0;
-                    for (int l = 0; l < k->vec; l++) {
-                        int on = p0 + l >= y * k->wq && p0 + l < y * k->wq + k->ow;
-                        any |= on;
-                        lanes[l] = LLVMConstInt(irb->i1, (unsigned long long)on, 0);
-                    }
-                    if (!any) continue;
-                    LLVMValueRef off = pdc_irb_i64(irb, p0 + y * (k->ow - k->wq));
-                    LLVMValueRef dst = LLVMBuildGEP2(B, irb->f32, yk, &off, 1, ""); /* may point before yk */
-                    pdc_irb_store_masked(irb, val, dst, LLVMConstVector(lanes, (unsigned)k->vec));
-                }
+                cpu_conv_emit_flat_store(irb, val, yk, (int64_t)j * k->vec, k->wq, k->ow, k->oh);
             }
         } else {
             for (int i = 0; i < ty; i++)
