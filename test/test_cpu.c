@@ -69,6 +69,17 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
 
 /* ------------------------------------------------------------------ convolution */
 
+/* Attributes of a 2-D conv: pads top = bottom = pt, left pl, right pr; strides; dilation; activation. */
+static pdc_attrs *conv_attrs(int64_t pt, int64_t pl, int64_t pr, int64_t sy, int64_t sx, int64_t dil, const char *act)
+{
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pt, pl, pt, pr)));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(sy, sx)));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(dil, dil)));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", act));
+    return a;
+}
+
 /* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs. */
 static void check_thread_invariance(const char *what)
 {
@@ -132,12 +143,8 @@ START_TEST(conv_wide_rows_shift_mode)
         free(w);
         free(kp);
         constant_rand("b", DIMS(o), 0.2f, 7);
-        pdc_attrs *a = attrs();
-        int64_t pt = (k / 2) * cases[q].dil;
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pt, cases[q].pl, pt, cases[q].pr)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(cases[q].sy, cases[q].sx)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(cases[q].dil, cases[q].dil)));
-        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "leaky_relu"));
+        pdc_attrs *a = conv_attrs((k / 2) * cases[q].dil, cases[q].pl, cases[q].pr, cases[q].sy, cases[q].sx,
+                                  cases[q].dil, "leaky_relu");
         ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.1f));
         layer("conv", a, "y", NAMES("x", "w", "b"));
         output("y");
@@ -178,12 +185,7 @@ START_TEST(conv_large_inputs_packed_in_bands)
         if (!cases[q].dense) ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", 3, 3, 4, pats, (size_t)(o * c), kp));
         free(w);
         free(kp);
-        pdc_attrs *a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(d, d, d, d)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(cases[q].s, cases[q].s)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(d, d)));
-        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-        layer("conv", a, "y", NAMES("x", "w"));
+        layer("conv", conv_attrs(d, d, d, cases[q].s, cases[q].s, d, "relu"), "y", NAMES("x", "w"));
         output("y");
         char desc[64];
         snprintf(desc, sizeof desc, "banded case %zu", q);
@@ -254,13 +256,8 @@ START_TEST(conv_small_planes_flat)
         free(w);
         free(kp);
         constant_rand("b", DIMS(o), 0.2f, 3);
-        pdc_attrs *a = attrs();
         int64_t pad = (k / 2) * cases[q].dil;
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pad, pad, pad, pad)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(cases[q].sy, cases[q].sx)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(cases[q].dil, cases[q].dil)));
-        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-        layer("conv", a, "y", NAMES("x", "w", "b"));
+        layer("conv", conv_attrs(pad, pad, pad, cases[q].sy, cases[q].sx, cases[q].dil, "relu"), "y", NAMES("x", "w", "b"));
         output("y");
         char what[96];
         snprintf(what, sizeof what, "flat case %zu", q);
