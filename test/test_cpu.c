@@ -219,13 +219,18 @@ END_TEST
 START_TEST(conv_small_planes_flat)
 {
     /* planes of <= 8 columns run as flat vectors spanning rows: pattern and dense, 7x7 and odd shapes,
-     * column and row strides (rows split into phase planes), dilation */
+     * column and row strides (rows split into phase planes), dilation; left/right pads other than
+     * the window's half (pl, pr; -1: the half), which decide how much padding rows can share */
     static const struct {
-        int64_t c, o, h, w, k, sx, dil, sparse, sy;
-    } cases[] = {{20, 24, 7, 7, 3, 1, 1, 1, 1},  {16, 16, 7, 7, 3, 1, 1, 0, 1},  {5, 9, 9, 6, 3, 2, 1, 1, 1},
-                 {6, 8, 5, 8, 3, 1, 2, 0, 1},    {3, 12, 4, 3, 1, 1, 1, 0, 1},   {7, 7, 10, 7, 5, 1, 1, 1, 1},
-                 {16, 24, 14, 14, 3, 2, 1, 1, 2}, {12, 16, 13, 13, 3, 2, 1, 0, 2}, {8, 8, 9, 5, 3, 1, 1, 1, 2},
-                 {6, 9, 15, 11, 3, 2, 2, 1, 3},  {5, 8, 11, 11, 5, 2, 1, 1, 2}};
+        int64_t c, o, h, w, k, sx, dil, sparse, sy, pl, pr;
+    } cases[] = {{20, 24, 7, 7, 3, 1, 1, 1, 1, -1, -1},  {16, 16, 7, 7, 3, 1, 1, 0, 1, -1, -1},
+                 {5, 9, 9, 6, 3, 2, 1, 1, 1, -1, -1},    {6, 8, 5, 8, 3, 1, 2, 0, 1, -1, -1},
+                 {3, 12, 4, 3, 1, 1, 1, 0, 1, -1, -1},   {7, 7, 10, 7, 5, 1, 1, 1, 1, -1, -1},
+                 {16, 24, 14, 14, 3, 2, 1, 1, 2, -1, -1}, {12, 16, 13, 13, 3, 2, 1, 0, 2, -1, -1},
+                 {8, 8, 9, 5, 3, 1, 1, 1, 2, -1, -1},    {6, 9, 15, 11, 3, 2, 2, 1, 3, -1, -1},
+                 {5, 8, 11, 11, 5, 2, 1, 1, 2, -1, -1},  {20, 24, 7, 6, 3, 1, 1, 1, 1, 1, 2},
+                 {16, 16, 7, 6, 3, 1, 1, 1, 1, 2, 0},    {12, 16, 6, 6, 3, 1, 1, 0, 1, 0, 1},
+                 {12, 20, 5, 5, 3, 1, 1, 1, 1, 2, 2},    {9, 16, 6, 4, 5, 1, 1, 0, 1, 3, 1}};
     static const uint64_t pats[4] = {0x1b, 0x3a, 0xb2, 0x92};
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
@@ -256,8 +261,8 @@ START_TEST(conv_small_planes_flat)
         free(w);
         free(kp);
         constant_rand("b", DIMS(o), 0.2f, 3);
-        int64_t pad = (k / 2) * cases[q].dil;
-        layer("conv", conv_attrs(pad, pad, pad, cases[q].sy, cases[q].sx, cases[q].dil, "relu"), "y", NAMES("x", "w", "b"));
+        int64_t pad = (k / 2) * cases[q].dil, pl = cases[q].pl < 0 ? pad : cases[q].pl, pr = cases[q].pr < 0 ? pad : cases[q].pr;
+        layer("conv", conv_attrs(pad, pl, pr, cases[q].sy, cases[q].sx, cases[q].dil, "relu"), "y", NAMES("x", "w", "b"));
         output("y");
         char what[96];
         snprintf(what, sizeof what, "flat case %zu", q);

@@ -42,6 +42,9 @@ typedef struct conv_geom {
 #define CONV_FILTER_CHUNK 16      /* filters per work item */
 #define CONV_BAND_BYTES (512 << 10) /* packed input per row band: half of a 1 MiB L2 */
 #define CONV_WEIGHT_PREFETCH_FLOATS 2048 /* software prefetch distance in the weight stream (8 KiB) */
+#define CONV_PREFETCH_VECTORS 16   /* input prefetch: as many kernels ahead as compute this many vectors */
+#define CONV_FLAT_MAX_LINES 4096   /* flat planes in shift mode: 16-float lines per packed channel */
+#define CONV_FLAT_LINE_COST 4      /* flat planes: a cache line read costs about 4 lane shuffles */
 #define CONV_MAX_VARIANTS 4
 #define CONV_SHIFT_MAX_VECTORS 40 /* shift mode: aligned vectors of one packed row the generator tracks */
 

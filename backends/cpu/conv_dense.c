@@ -259,7 +259,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->post = *fp;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "dconv5", 7);
+    memcpy(k->tag, "dconv6", 7);
     k->vec = t->vec;
     k->to = bto;
     k->kh = (int32_t)g.kh;
