@@ -199,6 +199,54 @@ START_TEST(conv_large_inputs_packed_in_bands)
 }
 END_TEST
 
+START_TEST(conv_dense_output_channel_vectors)
+{
+    /* dense convs whose rows would leave vector lanes idle run vectorised over output channels:
+     * 3x3, 5x5 and 1x1 windows, stride 2 and batch 2, dilation with a partial last pixel tile, three
+     * blocks of filters per tile (48), groups, out_perm, inline and after-kernel activations, an
+     * input packed in row bands (bit-identical at 1 and 2 threads), rows in several pixel tiles
+     * with a shorter last one (29 = 15 + 14) */
+    static const struct {
+        int64_t n, c, o, h, w, k, s, dil, group;
+        const char *act;
+        int perm;
+    } cases[] = {{1, 20, 32, 14, 14, 3, 1, 1, 1, "relu", 1},   {2, 12, 48, 9, 9, 3, 2, 1, 1, "clip", 0},
+                 {1, 16, 64, 11, 13, 3, 1, 2, 1, "sigmoid", 0}, {1, 32, 64, 6, 20, 1, 1, 1, 1, "relu", 1},
+                 {1, 16, 32, 10, 10, 3, 1, 1, 2, "leaky_relu", 0}, {1, 8, 16, 7, 12, 5, 1, 1, 1, "relu", 0},
+                 {1, 64, 32, 70, 28, 3, 1, 1, 1, "relu", 0},   {1, 16, 16, 5, 29, 3, 1, 1, 1, "relu", 1}};
+    setenv("PDC_OMP_STATIC", "1", 1);
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "ocvec", &mdl));
+        int64_t c = cases[q].c, o = cases[q].o, k = cases[q].k, d = cases[q].dil, pad = (k / 2) * d;
+        input("x", DIMS(cases[q].n, c, cases[q].h, cases[q].w));
+        constant_rand("w", DIMS(o, c / cases[q].group, k, k), 0.3f, (uint32_t)q + 5);
+        constant_rand("b", DIMS(o), 0.2f, (uint32_t)q + 6);
+        pdc_attrs *a = conv_attrs(pad, pad, pad, cases[q].s, cases[q].s, d, cases[q].act);
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", cases[q].group));
+        if (!strcmp(cases[q].act, "clip")) {
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
+        }
+        if (cases[q].perm) {
+            int64_t pv[64];
+            for (int64_t i = 0; i < o; i++) pv[i] = (i * 7 + 3) % o; /* o is a power of two: a permutation */
+            ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)o, pv));
+        }
+        layer("conv", a, "y", NAMES("x", "w", "b"));
+        output("y");
+        char desc[64];
+        snprintf(desc, sizeof desc, "output-channel case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 21);
+        ck_assert_kernel(p, "y", "output channels vectorised");
+        if (q == 6) ck_assert_kernel(p, "y", "packed in row bands");
+        pdc_program_destroy(p);
+        if (q == 1 || q == 6) check_thread_invariance(desc);
+    }
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 START_TEST(maxpool_window_outside_input)
 {
     /* padding and dilation wider than the input: output columns 1 and 2 have no tap inside it and
@@ -232,6 +280,7 @@ START_TEST(conv_small_planes_flat)
                  {16, 16, 7, 6, 3, 1, 1, 1, 1, 2, 0},    {12, 16, 6, 6, 3, 1, 1, 0, 1, 0, 1},
                  {12, 20, 5, 5, 3, 1, 1, 1, 1, 2, 2},    {9, 16, 6, 4, 5, 1, 1, 0, 1, 3, 1}};
     static const uint64_t pats[4] = {0x1b, 0x3a, 0xb2, 0x92};
+    setenv("PDC_CONV_OCVEC", "0", 1); /* dense cases: conv_dense.c's flat layout, not output-channel vectors */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "flat", &mdl));
@@ -274,6 +323,7 @@ START_TEST(conv_small_planes_flat)
         }
         pdc_program_destroy(p);
     }
+    unsetenv("PDC_CONV_OCVEC");
 }
 END_TEST
 
@@ -564,6 +614,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_small_planes_flat);
     tcase_add_test(t.conv, conv_wide_rows_shift_mode);
     tcase_add_test(t.conv, conv_large_inputs_packed_in_bands);
+    tcase_add_test(t.conv, conv_dense_output_channel_vectors);
     tcase_add_test(t.pool, maxpool_window_outside_input);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);

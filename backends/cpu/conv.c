@@ -938,7 +938,8 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     if (st) goto fail;
     /* Every kernel dense: the multi-filter dense kernel shares each input load across filters. */
     if (s->p.all_dense) {
-        st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
+        st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
+        if (st == PDC_ERR_UNSUPPORTED) st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
         if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
         st = PDC_OK;
     }

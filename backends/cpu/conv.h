@@ -165,5 +165,11 @@ void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1
  */
 pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g0,
                                const ir_fused_params *fp, cpu_layer *L);
+/*
+ * Dense convolution vectorised over output channels (conv_ocvec.c): PDC_ERR_UNSUPPORTED unless
+ * every group has whole vectors of filters and rows would leave lanes idle (14, 28, 56 wide...).
+ */
+pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g0,
+                               const ir_fused_params *fp, cpu_layer *L);
 
 #endif

@@ -115,6 +115,20 @@ void pdc_irb_store_masked(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, LLVMValu
     LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
 }
 
+void pdc_irb_scatter(pdc_irb *irb, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx)
+{
+    /* llvm.masked.scatter.v<N>f32.v<N>p0(value, <N x ptr>, i32 align, <N x i1> mask), all lanes */
+    LLVMValueRef ptrs = LLVMBuildGEP2(irb->b, irb->f32, base, &idx, 1, ""); /* scalar base, vector index */
+    LLVMTypeRef over[2] = {irb->vf, LLVMVectorType(irb->ptr, (unsigned)irb->vec)};
+    unsigned id = LLVMLookupIntrinsicID("llvm.masked.scatter", 19);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
+    LLVMValueRef ones[64];
+    for (int i = 0; i < irb->vec; i++) ones[i] = LLVMConstInt(irb->i1, 1, 0);
+    LLVMValueRef args[4] = {v, ptrs, pdc_irb_i32(irb, 4), LLVMConstVector(ones, (unsigned)irb->vec)};
+    LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+}
+
 void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid)
 {
     if (n_valid >= irb->vec) {

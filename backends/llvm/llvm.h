@@ -150,6 +150,8 @@ LLVMValueRef pdc_irb_load_i32_as_i64(pdc_irb *irb, LLVMValueRef p);
 LLVMValueRef pdc_irb_load_i64(pdc_irb *irb, LLVMValueRef p);
 /* Stores the lanes of v whose mask (a <vec x i1> constant) bit is set. */
 void pdc_irb_store_masked(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
+/* Stores lane l of v at base[idx[l]] (idx: <vec x i32>, element offsets from base). */
+void pdc_irb_scatter(pdc_irb *irb, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx);
 /* Stores a vector; lanes < n_valid only (a masked store) when n_valid < vec. */
 void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid);
 /* A read prefetch of the cache line at p (never faults). */
