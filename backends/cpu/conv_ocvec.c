@@ -23,6 +23,7 @@
 
 #define OC_MAX_VARIANTS 4
 #define OC_MAX_ACC 28
+#define OC_MIN_REDUCTION 256 /* input channels x taps per output below which scatters cost too much */
 
 typedef struct ocv_key {
     char tag[8];             /* "ocvN": bump N when the generated code changes */
@@ -257,13 +258,16 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
         }
     }
     if (!bob) return PDC_ERR_UNSUPPORTED;
-    /* taken where rows leave lanes idle: every lane is useful here, at the price of broadcasts and
-     * scatters (PDC_CONV_OCVEC=1/0 forces it on/off, for tuning experiments) */
+    /* taken where rows leave lanes idle: every lane is useful here, at the price of a broadcast per
+     * input float and a scatter per output vector. So not for 1x1 windows (a broadcast per FMA and
+     * block: ResNet-50's 64->256 1x1 at 56x56 took 1.19 ms against 0.53 along rows) nor for short
+     * reductions (the scatters: ResNet-18's 64->128 1x1/2, 0.119 against 0.104 ms).
+     * PDC_CONV_OCVEC=1/0 forces it on/off, for tuning experiments. */
     const char *force = getenv("PDC_CONV_OCVEC");
     double use = (double)g.ow / (double)((g.ow + bp - 1) / bp * bp);
     if (force && *force) {
         if (*force == '0') return PDC_ERR_UNSUPPORTED;
-    } else if (use < 1.05 * row_lane_use(&g, vec)) {
+    } else if (taps < 2 || g.cg * taps < OC_MIN_REDUCTION || use < 1.05 * row_lane_use(&g, vec)) {
         return PDC_ERR_UNSUPPORTED;
     }
     /* rows: all of them in one tile (the weights stream once per tile), unless the packed input
