@@ -122,8 +122,9 @@ pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
                 LLVMValueRef y0 = arm_mulc(G, tyi, g->ty), x0 = arm_mulc(G, txi, g->tx * k->vec);
                 LLVMValueRef xt = pdc_irb_gep(&G->irb, G->irb.f32, xp, arm_add(G, arm_mulc(G, y0, g->sy * g->wq), x0));
                 LLVMValueRef yt = pdc_irb_gep(&G->irb, G->irb.f32, yn, arm_add(G, arm_mulc(G, y0, g->ow), x0));
-                LLVMValueRef args[9] = {xt, meta, cidx, wpk, bias, ochan, yt, arm_i64(G, 0), arm_i64(G, g->o)};
-                LLVMBuildCall2(G->irb.b, tty, tile[v], args, 9, "");
+                LLVMValueRef args[10] = {xt, meta, cidx, wpk, bias, ochan, yt, LLVMConstNull(G->irb.ptr), /* no residual */
+                                         arm_i64(G, 0), arm_i64(G, g->o)};
+                LLVMBuildCall2(G->irb.b, tty, tile[v], args, 10, "");
                 arm_loop_end(G, &Lx);
                 arm_loop_end(G, &Ly);
             }

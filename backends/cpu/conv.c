@@ -48,7 +48,7 @@
 #include "backends/cpu/conv.h"
 
 typedef void (*conv_tile_fn)(const float *xt, const int64_t *meta, const int32_t *cidx, const float *wpk,
-                             const float *bias, const int64_t *ochan, float *yt, int64_t k0, int64_t k1);
+                             const float *bias, const int64_t *ochan, float *yt, const float *rt, int64_t k0, int64_t k1);
 
 typedef struct conv_state {
     cpu_conv_plan p;             /* geometry, key, packed arrays (conv.h) */
@@ -295,10 +295,11 @@ static LLVMValueRef emit_act(conv_gen *G, LLVMValueRef v)
     return cpu_conv_emit_act(&G->irb, G->k->act, G->k->act_min, G->k->act_max, G->k->act_alpha, v);
 }
 
-void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
-                                     int64_t rows)
+void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
+                              int64_t p0, int64_t wq, int64_t ow, int64_t rows)
 {
     LLVMBuilderRef B = irb->b;
+    if (!rk) v = cpu_conv_emit_act(irb, a->act, a->act_min, a->act_max, a->act_alpha, v);
     for (int64_t y = p0 / wq; y < rows && y * wq < p0 + irb->vec; y++) {
         LLVMValueRef lanes[64];
         int any = 0;
@@ -309,9 +310,17 @@ void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int
             lanes[l] = LLVMConstInt(irb->i1, (unsigned long long)on, 0);
         }
         if (!any) continue;
+        LLVMValueRef mask = LLVMConstVector(lanes, (unsigned)irb->vec);
         LLVMValueRef off = pdc_irb_i64(irb, p0 + y * (ow - wq));
         LLVMValueRef dst = LLVMBuildGEP2(B, irb->f32, yk, &off, 1, ""); /* may point before yk: not inbounds */
-        pdc_irb_store_masked(irb, v, dst, LLVMConstVector(lanes, (unsigned)irb->vec));
+        LLVMValueRef w = v;
+        if (rk) {
+            /* the residual's pixels of this row, read under the same mask as the store */
+            LLVMValueRef src = LLVMBuildGEP2(B, irb->f32, rk, &off, 1, "");
+            w = LLVMBuildFAdd(B, v, pdc_irb_load_masked(irb, src, mask), "");
+            w = cpu_conv_emit_act(irb, a->act, a->act_min, a->act_max, a->act_alpha, w);
+        }
+        pdc_irb_store_masked(irb, w, dst, mask);
     }
 }
 
@@ -324,12 +333,12 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
     int ty = k->var_ty[var], tx = k->var_tx[var], last = k->var_last[var];
     char name[32];
     snprintf(name, sizeof name, "tile%d", var);
-    LLVMTypeRef params[9] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
-    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 9, params);
+    LLVMTypeRef params[10] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
+    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 10, params);
     G->fn = fn;
     LLVMValueRef xt = LLVMGetParam(fn, 0), meta = LLVMGetParam(fn, 1), cidx = LLVMGetParam(fn, 2),
                  wpk = LLVMGetParam(fn, 3), bias = LLVMGetParam(fn, 4), ochan = LLVMGetParam(fn, 5),
-                 yt = LLVMGetParam(fn, 6), k0 = LLVMGetParam(fn, 7), k1 = LLVMGetParam(fn, 8);
+                 yt = LLVMGetParam(fn, 6), rt = LLVMGetParam(fn, 7), k0 = LLVMGetParam(fn, 8), k1 = LLVMGetParam(fn, 9);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(irb->c, fn, "entry");
     LLVMPositionBuilderAtEnd(B, entry);
     const int nacc = ty * tx * k->ksets, ahead = ty * tx >= CONV_PREFETCH_VECTORS ? 1 : CONV_PREFETCH_VECTORS / (ty * tx);
@@ -398,24 +407,28 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
         LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i1, hi, ""), loop, after);
         LLVMPositionBuilderAtEnd(B, after);
     }
-    /* epilogue: activation and stores to output channel ochan[k] */
+    /* epilogue: residual, activation and stores to output channel ochan[k] */
     LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, kk));
-    LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), ""));
+    LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), "");
+    LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff);
+    LLVMValueRef rk = k->residual ? pdc_irb_gep(irb, irb->f32, rt, ooff) : NULL;
     if (k->flat) {
         /* flat vector j holds pixels p = j*vec + lane, (y, x) = (p / wq, p % wq), valid for x < ow:
          * one masked store per output row it touches, placed so lane l lands at y*ow + x */
+        const conv_act a = {k->act, k->act_min, k->act_max, k->act_alpha};
         for (int j = 0; j < tx; j++) {
             LLVMValueRef v = acc_load(G, j);
             for (int q = 1; q < k->ksets; q++) v = LLVMBuildFAdd(B, v, acc_load(G, q * tx + j), "");
-            v = emit_act(G, v);
-            cpu_conv_emit_flat_store(irb, v, yk, (int64_t)j * k->vec, k->wq, k->ow, k->oh);
+            cpu_conv_emit_flat_store(irb, v, yk, rk, &a, (int64_t)j * k->vec, k->wq, k->ow, k->oh);
         }
     } else {
         for (int i = 0; i < ty; i++)
             for (int j = 0; j < tx; j++) {
-                LLVMValueRef v = emit_act(G, acc_load(G, i * tx + j));
-                LLVMValueRef dst = pdc_irb_gepc(irb, irb->f32, yk, (int64_t)i * k->ow + (int64_t)j * k->vec);
-                pdc_irb_store_vec(irb, v, dst, j == tx - 1 ? last : k->vec);
+                int64_t o = (int64_t)i * k->ow + (int64_t)j * k->vec;
+                int n = j == tx - 1 ? last : k->vec;
+                LLVMValueRef v = acc_load(G, i * tx + j);
+                if (rk) v = LLVMBuildFAdd(B, v, pdc_irb_load_vec_n(irb, pdc_irb_gepc(irb, irb->f32, rk, o), n), "");
+                pdc_irb_store_vec(irb, emit_act(G, v), pdc_irb_gepc(irb, irb->f32, yk, o), n);
             }
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, kk, pdc_irb_i64(irb, 1), ""), kv);
@@ -799,7 +812,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv14", 7);
+    memcpy(k->tag, "conv16", 7);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -943,7 +956,11 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
         st = PDC_OK;
     }
+    /* a fused residual add: before the activation, a relu after it becomes ours */
+    int res = cpu_conv_residual_wanted(cc, &s->p.fp);
+    if (res && cc->fuse->relu) s->p.fp.act = IR_ACT_RELU;
     if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, CONV_BAND_BYTES, cc->threads, &s->p))) goto fail;
+    s->p.key.residual = res;
     static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
     pdc_kernel_desc d = {&s->p.key, sizeof s->p.key, cpu_conv_emit_tiles, &s->p.key, (size_t)s->p.key.n_var, syms};
     void *addrs[CONV_MAX_VARIANTS] = {0};
@@ -955,6 +972,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     L->state = s;
     L->free_state = conv_free;
     L->scratch_floats = cpu_conv_scratch_floats(&s->p.g, cc->threads);
+    if (res) cpu_conv_take_residual(cc, L);
     cpu_conv_plan_info(&s->p, cc->target, L->info, sizeof L->info);
     return PDC_OK;
 fail:
@@ -1004,8 +1022,8 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
     }
 }
 
-void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, float *scratch, int nt,
-                        cpu_conv_tile_fn tile, const void *arg)
+void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,
+                        int nt, cpu_conv_tile_fn tile, const void *arg)
 {
     if (g->nband > 1) {
         /* a band at a time per thread: packed into the thread's buffer, then all its tiles while
@@ -1021,7 +1039,8 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
                 cpu_conv_pack(g, xn, xb, 0, g->c, r0, r0 + g->band_rows < g->hq ? r0 + g->band_rows : g->hq);
                 for (int64_t tyi = t0; tyi < t1; tyi++)
                     for (int64_t txi = 0; txi < g->ntx; txi++)
-                        for (int64_t ch = 0; ch < nchunk; ch++) tile(arg, xb + (tyi * g->ty * g->sy - r0) * g->wq, yn, tyi, txi, ch);
+                        for (int64_t ch = 0; ch < nchunk; ch++)
+                            tile(arg, xb + (tyi * g->ty * g->sy - r0) * g->wq, yn, rn, tyi, txi, ch);
             }
         }
         return;
@@ -1039,7 +1058,7 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             int64_t t = it / nchunk, tyi = t / g->ntx;
-            tile(arg, scratch + tyi * g->ty * g->sy * g->wq, yn, tyi, t % g->ntx, it % nchunk);
+            tile(arg, scratch + tyi * g->ty * g->sy * g->wq, yn, rn, tyi, t % g->ntx, it % nchunk);
         }
     }
 }
@@ -1055,14 +1074,16 @@ size_t cpu_conv_scratch_floats(const conv_geom *g, int threads)
 }
 
 /* Filters of chunk ch in the tile (tyi, txi); xr: the packed input at the tile's first row. */
-static void conv_tile(const void *arg, const float *xr, float *yn, int64_t tyi, int64_t txi, int64_t ch)
+static void conv_tile(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi,
+                      int64_t ch)
 {
     const conv_state *s = arg;
     const conv_geom *g = &s->p.g;
     int v = s->p.var_of[tyi == g->nty - 1][txi == g->ntx - 1];
     int64_t y0 = tyi * g->ty, x0 = txi * g->tx * s->p.key.vec;
     int64_t k0 = ch * CONV_FILTER_CHUNK, k1 = k0 + CONV_FILTER_CHUNK < g->o ? k0 + CONV_FILTER_CHUNK : g->o;
-    s->fn[v](xr + x0, s->p.meta, s->p.cidx, s->p.wpk, s->p.bias, s->p.ochan, yn + y0 * g->ow + x0, k0, k1);
+    s->fn[v](xr + x0, s->p.meta, s->p.cidx, s->p.wpk, s->p.bias, s->p.ochan, yn + y0 * g->ow + x0,
+             rn ? rn + y0 * g->ow + x0 : NULL, k0, k1);
 }
 
 static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
@@ -1071,11 +1092,12 @@ static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer
     (void)m;
     const conv_state *s = L->state;
     const conv_geom *g = &s->p.g;
-    const float *in = buf[l->inputs[0]];
-    float *out = buf[l->outputs[0]];
+    const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
+    float *out = cpu_conv_out(L, l, buf);
+    const int64_t oimg = g->o * g->oh * g->ow;
     for (int64_t n = 0; n < g->n; n++)
         cpu_conv_run_image(g, (g->o + CONV_FILTER_CHUNK - 1) / CONV_FILTER_CHUNK, in + n * g->c * g->h * g->w,
-                           out + n * g->o * g->oh * g->ow, x->scratch, x->threads, conv_tile, s);
+                           out + n * oimg, res ? res + n * oimg : NULL, x->scratch, x->threads, conv_tile, s);
     if (s->p.post.act != IR_ACT_NONE) {
         size_t total = (size_t)(g->n * g->o * g->oh * g->ow);
         cpu_apply_activation(&s->p.post, out, total);

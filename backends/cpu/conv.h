@@ -55,6 +55,7 @@ typedef struct conv_key {
     int32_t n_pat;
     int32_t kh, kw, sy, sx, dy, dx;
     int32_t act;                 /* IR_ACT_RELU / CLIP / LEAKY_RELU inline; others 0 (done after the kernel) */
+    int32_t residual;            /* a residual tensor (rt) added before the activation (cpu_residual) */
     float act_min, act_max, act_alpha;
     int64_t hq, wq, ps, pstride, ow, ohw, oh;
     int32_t flat, ksets;         /* flat small-plane layout; partial accumulator sets per output vector */
@@ -69,10 +70,10 @@ typedef struct conv_key {
  * A pattern conv planned for one target description (vec, n_vregs): the JIT (cpu) and the AArch64
  * emitter (backends/arm) share it. Tile variant v is a function
  *   void tile<v>(const float *xt, const int64_t *meta, const int32_t *cidx, const float *wpk,
- *                const float *bias, const int64_t *ochan, float *yt, int64_t k0, int64_t k1)
+ *                const float *bias, const int64_t *ochan, float *yt, const float *rt, int64_t k0, int64_t k1)
  * computing executed filters [k0, k1) of the tile whose packed input starts at xt (the tile's first
  * packed row, column x0, in the buffer holding it) and whose output starts at yt (y0*ow + x0 of the
- * image).
+ * image); with key.residual, rt is the residual at the same place (else unused).
  */
 typedef struct cpu_conv_plan {
     conv_geom g;
@@ -134,20 +135,48 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
 /* Packs channels [c0, c1) of one image x into xp (layout above): padded rows [r0, r1) of every
  * phase plane become the buffer's rows 0.. (the whole input: 0, hq; a band: its rows). */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1);
-/* Epilogue pieces both conv generators emit: the inline activation (relu, clip, leaky_relu; any
+/* Epilogue pieces the conv generators emit: the inline activation (relu, clip, leaky_relu; any
  * other act is returned unchanged, to run after the kernel), and the store of flat vector v holding
  * pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow), one masked store
- * per output row it touches. */
+ * per output row it touches, after adding the same pixels of residual channel rk (unless NULL) and
+ * the activation. */
+typedef struct conv_act {
+    int act;
+    float act_min, act_max, act_alpha;
+} conv_act;
 LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v);
-void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, int64_t p0, int64_t wq, int64_t ow,
-                              int64_t rows);
+void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
+                              int64_t p0, int64_t wq, int64_t ow, int64_t rows);
+/* A fused residual (cpu_residual) for a conv with fused params fp: wanted if the backend offers one
+ * and the conv has no activation of its own (the add comes before any activation). */
+static inline int cpu_conv_residual_wanted(const cpu_compile *cc, const ir_fused_params *fp)
+{
+    return cc->fuse && fp->act == IR_ACT_NONE;
+}
+/* On success with a residual: the layer takes it (its run writes res.out, adding res.residual). */
+static inline void cpu_conv_take_residual(const cpu_compile *cc, cpu_layer *L)
+{
+    L->fused = 1;
+    L->res = *cc->fuse;
+}
+/* The buffer a conv's run writes, and the residual it adds (NULL: none). */
+static inline float *cpu_conv_out(const cpu_layer *L, const ir_layer *l, float *const *buf)
+{
+    return buf[L->fused ? L->res.out : l->outputs[0]];
+}
+static inline const float *cpu_conv_residual(const cpu_layer *L, float *const *buf)
+{
+    return L->fused ? buf[L->res.residual] : NULL;
+}
 /* One tile's share of a layer: filters (or filter groups) of chunk ch in row tile tyi, column tile
- * txi; xr points at the packed input of the tile's first row (column 0), yn at the image's output. */
-typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, int64_t tyi, int64_t txi, int64_t ch);
+ * txi; xr points at the packed input of the tile's first row (column 0), yn at the image's output,
+ * rn at the image's residual (NULL without one). */
+typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi,
+                                 int64_t ch);
 /* Runs one image: packs xn into scratch (whole, or band by band when g->nband > 1) and calls tile
  * for every (tile, chunk) on nt threads. */
-void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, float *scratch, int nt,
-                        cpu_conv_tile_fn tile, const void *arg);
+void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,
+                        int nt, cpu_conv_tile_fn tile, const void *arg);
 /* ", packed in row bands" when g is banded, else "" (for the kernel description). */
 const char *cpu_conv_band_info(const conv_geom *g);
 /* Scratch cpu_conv_run_image needs (a band buffer per thread when banded). */

@@ -25,7 +25,7 @@ typedef struct dconv_key {
     char tag[8];             /* "dconvN": bump N when the generated code changes */
     int32_t vec, to;
     int32_t kh, kw, sy, sx, dy, dx;
-    int32_t act;
+    int32_t act, residual;   /* residual: rt added before the activation (cpu_residual) */
     float act_min, act_max, act_alpha;
     int64_t cg, hq, wq, ps, pstride, ow, ohw, oh;
     int32_t flat;            /* small plane: one row of flat vectors (conv.h) */
@@ -34,7 +34,7 @@ typedef struct dconv_key {
 } dconv_key;
 
 typedef void (*dconv_fn)(const float *xt, const float *wpk, const float *bias, const int64_t *ochan,
-                         const int64_t *cbase, float *yt, int64_t g0, int64_t g1);
+                         const int64_t *cbase, float *yt, const float *rt, int64_t g0, int64_t g1);
 
 typedef struct dconv_state {
     conv_geom g;
@@ -72,11 +72,11 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
     const int taps = k->kh * k->kw, na = ty * tx;
     char name[32];
     snprintf(name, sizeof name, "dtile%d", var);
-    LLVMTypeRef params[8] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
-    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 8, params);
+    LLVMTypeRef params[9] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
+    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 9, params);
     LLVMValueRef xt = LLVMGetParam(fn, 0), wpk = LLVMGetParam(fn, 1), bias = LLVMGetParam(fn, 2),
                  ochan = LLVMGetParam(fn, 3), cbase = LLVMGetParam(fn, 4), yt = LLVMGetParam(fn, 5),
-                 g0 = LLVMGetParam(fn, 6), g1 = LLVMGetParam(fn, 7);
+                 rt = LLVMGetParam(fn, 6), g0 = LLVMGetParam(fn, 7), g1 = LLVMGetParam(fn, 8);
     LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(irb->c, fn, "entry"));
     LLVMValueRef acc[DC_MAX_ACC];
     for (int a = 0; a < to * na; a++) acc[a] = LLVMBuildAlloca(B, irb->vf, "acc");
@@ -138,23 +138,27 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
     LLVMBuildStore(B, c1, cv);
     LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, c1, pdc_irb_i64(irb, k->cg), ""), cloop, gend);
 
-    /* epilogue: each filter to its output channel */
+    /* epilogue: each filter to its output channel, after its residual channel and activation */
     LLVMPositionBuilderAtEnd(B, gend);
+    const conv_act ca = {k->act, k->act_min, k->act_max, k->act_alpha};
     for (int f = 0; f < to; f++) {
         LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, pdc_irb_i64(irb, f), "")));
-        LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), ""));
+        LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), "");
+        LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff);
+        LLVMValueRef rk = k->residual ? pdc_irb_gep(irb, irb->f32, rt, ooff) : NULL;
         if (k->flat) {
             /* vector j holds flat pixels j*vec + lane = (y, x) with x < ow valid: a masked store per row */
-            for (int j = 0; j < tx; j++) {
-                LLVMValueRef val = dc_act(irb, k, LLVMBuildLoad2(B, irb->vf, acc[f * na + j], ""));
-                cpu_conv_emit_flat_store(irb, val, yk, (int64_t)j * k->vec, k->wq, k->ow, k->oh);
-            }
+            for (int j = 0; j < tx; j++)
+                cpu_conv_emit_flat_store(irb, LLVMBuildLoad2(B, irb->vf, acc[f * na + j], ""), yk, rk, &ca,
+                                         (int64_t)j * k->vec, k->wq, k->ow, k->oh);
         } else {
             for (int i = 0; i < ty; i++)
                 for (int j = 0; j < tx; j++) {
-                    LLVMValueRef val = dc_act(irb, k, LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], ""));
-                    LLVMValueRef dst = pdc_irb_gepc(irb, irb->f32, yk, (int64_t)i * k->ow + (int64_t)j * k->vec);
-                    pdc_irb_store_vec(irb, val, dst, j == tx - 1 ? last : k->vec);
+                    int64_t o = (int64_t)i * k->ow + (int64_t)j * k->vec;
+                    int n = j == tx - 1 ? last : k->vec;
+                    LLVMValueRef val = LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], "");
+                    if (rk) val = LLVMBuildFAdd(B, val, pdc_irb_load_vec_n(irb, pdc_irb_gepc(irb, irb->f32, rk, o), n), "");
+                    pdc_irb_store_vec(irb, dc_act(irb, k, val), pdc_irb_gepc(irb, irb->f32, yk, o), n);
                 }
         }
     }
@@ -178,14 +182,15 @@ static pdc_status dc_emit(void *arg, const pdc_context *ctx, const pdc_llvm_targ
 
 /* ------------------------------------------------------------------ running */
 
-static void dconv_tile(const void *arg, const float *xr, float *yn, int64_t tyi, int64_t txi, int64_t ch)
+static void dconv_tile(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi,
+                       int64_t ch)
 {
     const dconv_state *s = arg;
     const conv_geom *g = &s->g;
     int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
     int64_t y0 = tyi * g->ty, x0 = txi * g->tx * s->key.vec;
     int64_t a = ch * DC_GROUP_CHUNK, b = a + DC_GROUP_CHUNK < s->n_fg ? a + DC_GROUP_CHUNK : s->n_fg;
-    s->fn[v](xr + x0, s->wpk, s->bias, s->ochan, s->cbase, yn + y0 * g->ow + x0, a, b);
+    s->fn[v](xr + x0, s->wpk, s->bias, s->ochan, s->cbase, yn + y0 * g->ow + x0, rn ? rn + y0 * g->ow + x0 : NULL, a, b);
 }
 
 static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
@@ -194,11 +199,12 @@ static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_laye
     (void)m;
     const dconv_state *s = L->state;
     const conv_geom *g = &s->g;
-    const float *in = buf[l->inputs[0]];
-    float *out = buf[l->outputs[0]];
+    const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
+    float *out = cpu_conv_out(L, l, buf);
+    const int64_t oimg = g->o * g->oh * g->ow;
     for (int64_t n = 0; n < g->n; n++)
         cpu_conv_run_image(g, (s->n_fg + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK, in + n * g->c * g->h * g->w,
-                           out + n * g->o * g->oh * g->ow, x->scratch, x->threads, dconv_tile, s);
+                           out + n * oimg, res ? res + n * oimg : NULL, x->scratch, x->threads, dconv_tile, s);
     if (s->post.act != IR_ACT_NONE) cpu_apply_activation(&s->post, out, (size_t)(g->n * g->o * g->oh * g->ow));
     return PDC_OK;
 }
@@ -259,7 +265,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->post = *fp;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "dconv6", 7);
+    memcpy(k->tag, "dconv7", 7);
     k->vec = t->vec;
     k->to = bto;
     k->kh = (int32_t)g.kh;
@@ -277,11 +283,15 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     k->oh = g.oh;
     k->ohw = g.oh * g.ow;
     k->flat = g.flat;
-    if (fp->act == IR_ACT_RELU || fp->act == IR_ACT_CLIP || fp->act == IR_ACT_LEAKY_RELU) {
-        k->act = (int32_t)fp->act;
-        k->act_min = fp->act == IR_ACT_CLIP ? fp->act_min : 0.0f;
-        k->act_max = fp->act == IR_ACT_CLIP ? fp->act_max : 0.0f;
-        k->act_alpha = fp->act == IR_ACT_LEAKY_RELU ? fp->act_alpha : 0.0f;
+    /* a fused residual add: before the activation, a relu after it becomes ours */
+    k->residual = cpu_conv_residual_wanted(cc, fp);
+    if (k->residual && cc->fuse->relu) s->post.act = IR_ACT_RELU;
+    const ir_fused_params *fa = &s->post;
+    if (fa->act == IR_ACT_RELU || fa->act == IR_ACT_CLIP || fa->act == IR_ACT_LEAKY_RELU) {
+        k->act = (int32_t)fa->act;
+        k->act_min = fa->act == IR_ACT_CLIP ? fa->act_min : 0.0f;
+        k->act_max = fa->act == IR_ACT_CLIP ? fa->act_max : 0.0f;
+        k->act_alpha = fa->act == IR_ACT_LEAKY_RELU ? fa->act_alpha : 0.0f;
         s->post.act = IR_ACT_NONE;
     }
     int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.flat ? 1 : g.oh - (g.nty - 1) * g.ty;
@@ -335,6 +345,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     L->state = s;
     L->free_state = dconv_free;
     L->scratch_floats = cpu_conv_scratch_floats(&g, cc->threads);
+    if (k->residual) cpu_conv_take_residual(cc, L);
     if (g.flat)
         snprintf(L->info, sizeof L->info, "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x plane as %" PRId64
                  " flat vectors, %s", g.kh, g.kw, g.group > 1 ? " grouped" : "", bto, g.tx, pdc_isa_name(t->isa));

@@ -29,7 +29,7 @@ typedef struct ocv_key {
     char tag[8];             /* "ocvN": bump N when the generated code changes */
     int32_t vec, ob;
     int32_t kh, kw, sy, sx, dy, dx;
-    int32_t act;
+    int32_t act, residual;   /* residual: rt added before the activation (cpu_residual) */
     float act_min, act_max, act_alpha;
     int64_t cg, wq, ps, pstride, ow;
     int32_t n_var;
@@ -37,7 +37,7 @@ typedef struct ocv_key {
 } ocv_key;
 
 typedef void (*ocv_fn)(const float *xt, const float *wpk, const float *bias, const int32_t *oidx, const int64_t *cbase,
-                       float *yt, int64_t g0, int64_t g1);
+                       float *yt, const float *rt, int64_t g0, int64_t g1);
 
 typedef struct ocv_state {
     conv_geom g;
@@ -72,11 +72,11 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
     const int64_t per_c = (int64_t)taps * ob * vec; /* weights of one input channel */
     char name[32];
     snprintf(name, sizeof name, "octile%d", var);
-    LLVMTypeRef params[8] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
-    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 8, params);
+    LLVMTypeRef params[9] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
+    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 9, params);
     LLVMValueRef xt = LLVMGetParam(fn, 0), wpk = LLVMGetParam(fn, 1), bias = LLVMGetParam(fn, 2),
                  oidx = LLVMGetParam(fn, 3), cbase = LLVMGetParam(fn, 4), yt = LLVMGetParam(fn, 5),
-                 g0 = LLVMGetParam(fn, 6), g1 = LLVMGetParam(fn, 7);
+                 rt = LLVMGetParam(fn, 6), g0 = LLVMGetParam(fn, 7), g1 = LLVMGetParam(fn, 8);
     LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(irb->c, fn, "entry"));
     LLVMValueRef acc[OC_MAX_ACC];
     for (int a = 0; a < ob * np; a++) acc[a] = LLVMBuildAlloca(B, irb->vf, "acc");
@@ -157,9 +157,12 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
     LLVMBuildStore(B, c1, cv);
     LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, c1, pdc_irb_i64(irb, k->cg), ""), cloop, rend);
 
-    /* epilogue of the row: activation, then each pixel's channels scattered to their planes */
+    /* epilogue of the row: residual (gathered like the stores scatter), activation, then each
+     * pixel's channels scattered to their planes */
     LLVMPositionBuilderAtEnd(B, rend);
-    LLVMValueRef yr = pdc_irb_gep(irb, irb->f32, yt, LLVMBuildMul(B, r, pdc_irb_i64(irb, k->ow), ""));
+    LLVMValueRef roff = LLVMBuildMul(B, r, pdc_irb_i64(irb, k->ow), "");
+    LLVMValueRef yr = pdc_irb_gep(irb, irb->f32, yt, roff);
+    LLVMValueRef rr = k->residual ? pdc_irb_gep(irb, irb->f32, rt, roff) : NULL;
     LLVMTypeRef vi32 = LLVMVectorType(irb->i32, (unsigned)vec);
     for (int b = 0; b < ob; b++) {
         LLVMValueRef ip = pdc_irb_gep(irb, irb->i32, oidx, LLVMBuildAdd(B, f0, pdc_irb_i64(irb, (int64_t)b * vec), ""));
@@ -167,6 +170,7 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
         LLVMSetAlignment(idx, 4);
         for (int p = 0; p < np; p++) {
             LLVMValueRef v = LLVMBuildLoad2(B, irb->vf, acc[b * np + p], "");
+            if (rr) v = LLVMBuildFAdd(B, v, pdc_irb_gather(irb, pdc_irb_gepc(irb, irb->f32, rr, p), idx), "");
             v = cpu_conv_emit_act(irb, k->act, k->act_min, k->act_max, k->act_alpha, v);
             pdc_irb_scatter(irb, v, pdc_irb_gepc(irb, irb->f32, yr, p), idx);
         }
@@ -195,13 +199,14 @@ static pdc_status ocv_emit(void *arg, const pdc_context *ctx, const pdc_llvm_tar
 
 /* ------------------------------------------------------------------ running */
 
-static void ocv_tile(const void *arg, const float *xr, float *yn, int64_t tyi, int64_t txi, int64_t ch)
+static void ocv_tile(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi, int64_t ch)
 {
     const ocv_state *s = arg;
     const conv_geom *g = &s->g;
     int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
     int64_t y0 = tyi * g->ty, x0 = txi * s->p;
-    s->fn[v](xr + x0, s->wpk, s->bias, s->oidx, s->cbase, yn + y0 * g->ow + x0, ch, ch + 1);
+    s->fn[v](xr + x0, s->wpk, s->bias, s->oidx, s->cbase, yn + y0 * g->ow + x0, rn ? rn + y0 * g->ow + x0 : NULL, ch,
+             ch + 1);
 }
 
 static pdc_status ocv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
@@ -210,11 +215,12 @@ static pdc_status ocv_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     (void)m;
     const ocv_state *s = L->state;
     const conv_geom *g = &s->g;
-    const float *in = buf[l->inputs[0]];
-    float *out = buf[l->outputs[0]];
+    const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
+    float *out = cpu_conv_out(L, l, buf);
+    const int64_t oimg = g->o * g->oh * g->ow;
     for (int64_t n = 0; n < g->n; n++)
-        cpu_conv_run_image(g, s->n_grp, in + n * g->c * g->h * g->w, out + n * g->o * g->oh * g->ow, x->scratch,
-                           x->threads, ocv_tile, s);
+        cpu_conv_run_image(g, s->n_grp, in + n * g->c * g->h * g->w, out + n * oimg, res ? res + n * oimg : NULL,
+                           x->scratch, x->threads, ocv_tile, s);
     if (s->post.act != IR_ACT_NONE) cpu_apply_activation(&s->post, out, (size_t)(g->n * g->o * g->oh * g->ow));
     return PDC_OK;
 }
@@ -287,7 +293,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     s->p = bp;
     s->post = *fp;
     ocv_key *k = &s->key;
-    memcpy(k->tag, "ocv2", 5);
+    memcpy(k->tag, "ocv3", 5);
     k->vec = vec;
     k->ob = bob;
     k->kh = (int32_t)g.kh;
@@ -301,11 +307,15 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     k->ps = g.ps;
     k->pstride = g.pstride;
     k->ow = g.ow;
-    if (fp->act == IR_ACT_RELU || fp->act == IR_ACT_CLIP || fp->act == IR_ACT_LEAKY_RELU) {
-        k->act = (int32_t)fp->act;
-        k->act_min = fp->act == IR_ACT_CLIP ? fp->act_min : 0.0f;
-        k->act_max = fp->act == IR_ACT_CLIP ? fp->act_max : 0.0f;
-        k->act_alpha = fp->act == IR_ACT_LEAKY_RELU ? fp->act_alpha : 0.0f;
+    /* a fused residual add: before the activation, a relu after it becomes ours */
+    k->residual = cpu_conv_residual_wanted(cc, fp);
+    if (k->residual && cc->fuse->relu) s->post.act = IR_ACT_RELU;
+    const ir_fused_params *fa = &s->post;
+    if (fa->act == IR_ACT_RELU || fa->act == IR_ACT_CLIP || fa->act == IR_ACT_LEAKY_RELU) {
+        k->act = (int32_t)fa->act;
+        k->act_min = fa->act == IR_ACT_CLIP ? fa->act_min : 0.0f;
+        k->act_max = fa->act == IR_ACT_CLIP ? fa->act_max : 0.0f;
+        k->act_alpha = fa->act == IR_ACT_LEAKY_RELU ? fa->act_alpha : 0.0f;
         s->post.act = IR_ACT_NONE;
     }
     /* variants: (last row tile?, last pixel tile?) */
@@ -358,6 +368,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     L->state = s;
     L->free_state = ocv_free;
     L->scratch_floats = cpu_conv_scratch_floats(&g, cc->threads);
+    if (k->residual) cpu_conv_take_residual(cc, L);
     snprintf(L->info, sizeof L->info,
              "jit dense conv %" PRId64 "x%" PRId64 "%s, output channels vectorised: tile %d filters x %" PRId64
              " pixels%s, %s",

@@ -21,7 +21,6 @@
 #include "ir/arena.h"
 
 #define CPU_ALIGN_FLOATS 16
-#define CPU_NO_SLOT SIZE_MAX
 
 typedef struct cpu_state {
     size_t n_layers;
@@ -101,6 +100,14 @@ static pdc_status plan_memory(const pdc_program *prog, cpu_state *s)
     return PDC_OK;
 }
 
+/* A layer a conv's epilogue computes (cpu_fuse.c). */
+static pdc_status run_fused(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                            const cpu_exec *x)
+{
+    (void)L, (void)m, (void)l, (void)buf, (void)x;
+    return PDC_OK;
+}
+
 static pdc_status cpu_compile_prog(pdc_program *prog)
 {
     const ir_model *m = prog->model;
@@ -119,21 +126,42 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
     if (!s->numel || !s->offset || !s->input_slot || !s->layers) st = PDC_ERR_OUT_OF_MEMORY;
     if (!st) st = plan_memory(prog, s);
 
-    cpu_compile cc = {ctx, NULL, NULL, cpu_threads_for(ctx->threads)};
+    cpu_compile cc = {ctx, NULL, NULL, cpu_threads_for(ctx->threads), NULL};
     s->threads = cc.threads;
     if (!st) st = pdc_jit_get(ctx, &cc.jit);
     if (!st) cc.target = pdc_jit_target(cc.jit);
 
+    /* PDC_CPU_FUSE=0: no epilogue fusion (a tuning aid) */
+    const char *fe = getenv("PDC_CPU_FUSE");
+    int fuse = !(fe && *fe == '0');
+    long *fused_into = st ? NULL : pdc_alloc(ctx, nl * sizeof *fused_into); /* layer whose epilogue runs this one */
+    if (!st && !fused_into) st = PDC_ERR_OUT_OF_MEMORY;
+    for (size_t li = 0; li < m->n_layers && !st; li++) fused_into[li] = -1;
     for (size_t li = 0; li < m->n_layers && !st; li++) {
         const ir_layer *l = &m->layers[li];
         cpu_layer *L = &s->layers[li];
         s->n_layers = li + 1;
+        if (fused_into[li] >= 0) {
+            L->run = run_fused;
+            snprintf(L->info, sizeof L->info, "fused into the epilogue of %s", m->layers[fused_into[li]].name);
+            continue;
+        }
+        cpu_residual fr;
+        cc.fuse = fuse && cpu_fuse_residual(m, li, s->offset, s->numel, &fr) ? &fr : NULL;
         char why[160] = "";
         pdc_status ps = PDC_ERR_UNSUPPORTED;
         for (size_t k = 0; k < N_PLANNERS && ps == PDC_ERR_UNSUPPORTED; k++) {
             char reason[160] = "";
             ps = planners[k](&cc, m, l, L, reason, sizeof reason);
             if (ps == PDC_ERR_UNSUPPORTED && reason[0] && !why[0]) snprintf(why, sizeof why, "%s", reason);
+        }
+        cc.fuse = NULL;
+        if (ps == PDC_OK && L->fused) {
+            fused_into[li + 1] = (long)li;
+            if (L->res.relu) fused_into[li + 2] = (long)li;
+            size_t n = strlen(L->info);
+            snprintf(L->info + n, sizeof L->info - n, " + add '%s'%s%s%s in the epilogue", m->layers[li + 1].name,
+                     L->res.relu ? " + relu '" : "", L->res.relu ? m->layers[li + 2].name : "", L->res.relu ? "'" : "");
         }
         if (ps == PDC_ERR_UNSUPPORTED) {
             memset(L, 0, sizeof *L);
@@ -145,6 +173,7 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
             s->scratch_floats = (L->scratch_floats + CPU_ALIGN_FLOATS - 1) / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS;
         }
     }
+    pdc_free(fused_into);
     if (st) cpu_destroy(prog);
     return st;
 }

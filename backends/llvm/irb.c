@@ -115,6 +115,39 @@ void pdc_irb_store_masked(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, LLVMValu
     LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
 }
 
+LLVMValueRef pdc_irb_load_masked(pdc_irb *irb, LLVMValueRef p, LLVMValueRef mask)
+{
+    /* llvm.masked.load.v<N>f32.p0(ptr, i32 align, <N x i1> mask, passthru 0): lanes off are not read */
+    LLVMTypeRef over[2] = {irb->vf, irb->ptr};
+    unsigned id = LLVMLookupIntrinsicID("llvm.masked.load", 16);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
+    LLVMValueRef args[4] = {p, pdc_irb_i32(irb, 4), mask, LLVMConstNull(irb->vf)};
+    return LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+}
+
+LLVMValueRef pdc_irb_load_vec_n(pdc_irb *irb, LLVMValueRef p, int n_valid)
+{
+    if (n_valid >= irb->vec) return pdc_irb_load_vec(irb, p);
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < irb->vec; i++) lanes[i] = LLVMConstInt(irb->i1, i < n_valid, 0);
+    return pdc_irb_load_masked(irb, p, LLVMConstVector(lanes, (unsigned)irb->vec));
+}
+
+LLVMValueRef pdc_irb_gather(pdc_irb *irb, LLVMValueRef base, LLVMValueRef idx)
+{
+    /* llvm.masked.gather.v<N>f32.v<N>p0(<N x ptr>, i32 align, <N x i1> mask, passthru), all lanes */
+    LLVMValueRef ptrs = LLVMBuildGEP2(irb->b, irb->f32, base, &idx, 1, "");
+    LLVMTypeRef over[2] = {irb->vf, LLVMVectorType(irb->ptr, (unsigned)irb->vec)};
+    unsigned id = LLVMLookupIntrinsicID("llvm.masked.gather", 18);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
+    LLVMValueRef ones[64];
+    for (int i = 0; i < irb->vec; i++) ones[i] = LLVMConstInt(irb->i1, 1, 0);
+    LLVMValueRef args[4] = {ptrs, pdc_irb_i32(irb, 4), LLVMConstVector(ones, (unsigned)irb->vec), LLVMConstNull(irb->vf)};
+    return LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+}
+
 void pdc_irb_scatter(pdc_irb *irb, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx)
 {
     /* llvm.masked.scatter.v<N>f32.v<N>p0(value, <N x ptr>, i32 align, <N x i1> mask), all lanes */

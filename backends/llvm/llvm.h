@@ -150,6 +150,12 @@ LLVMValueRef pdc_irb_load_i32_as_i64(pdc_irb *irb, LLVMValueRef p);
 LLVMValueRef pdc_irb_load_i64(pdc_irb *irb, LLVMValueRef p);
 /* Stores the lanes of v whose mask (a <vec x i1> constant) bit is set. */
 void pdc_irb_store_masked(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
+/* A vector load of the lanes whose mask (<vec x i1>) bit is set, the others 0 and not read; of the
+ * first n_valid lanes (a plain load when n_valid >= vec). */
+LLVMValueRef pdc_irb_load_masked(pdc_irb *irb, LLVMValueRef p, LLVMValueRef mask);
+LLVMValueRef pdc_irb_load_vec_n(pdc_irb *irb, LLVMValueRef p, int n_valid);
+/* Lane l from base[idx[l]] (idx: <vec x i32>, element offsets from base). */
+LLVMValueRef pdc_irb_gather(pdc_irb *irb, LLVMValueRef base, LLVMValueRef idx);
 /* Stores lane l of v at base[idx[l]] (idx: <vec x i32>, element offsets from base). */
 void pdc_irb_scatter(pdc_irb *irb, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx);
 /* Stores a vector; lanes < n_valid only (a masked store) when n_valid < vec. */
