@@ -270,36 +270,44 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
     for (int a = 0; a < ty * tx; a++) acc_store(G, a, cur[a]);
 }
 
-LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v)
+LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v)
 {
     LLVMBuilderRef B = irb->b;
     LLVMValueRef zero = LLVMConstNull(irb->vf);
-    switch ((ir_act_kind)act) {
+    switch ((ir_act_kind)a->act) {
     case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, zero, ""), v, zero, "");
     case IR_ACT_CLIP: {
-        LLVMValueRef lo = pdc_irb_splat(irb, pdc_irb_f32(irb, act_min));
-        LLVMValueRef hi = pdc_irb_splat(irb, pdc_irb_f32(irb, act_max));
+        LLVMValueRef lo = pdc_irb_splat(irb, pdc_irb_f32(irb, a->act_min));
+        LLVMValueRef hi = pdc_irb_splat(irb, pdc_irb_f32(irb, a->act_max));
         v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v, lo, ""), lo, v, "");
         return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, hi, ""), hi, v, "");
     }
     case IR_ACT_LEAKY_RELU: {
-        LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, act_alpha));
+        LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, a->act_alpha));
         return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, LLVMBuildFMul(B, al, v, ""), "");
     }
     default: return v;
     }
 }
 
-static LLVMValueRef emit_act(conv_gen *G, LLVMValueRef v)
+conv_act cpu_conv_inline_act(ir_fused_params *post)
 {
-    return cpu_conv_emit_act(&G->irb, G->k->act, G->k->act_min, G->k->act_max, G->k->act_alpha, v);
+    conv_act a = {IR_ACT_NONE, 0.0f, 0.0f, 0.0f};
+    if (post->act == IR_ACT_RELU || post->act == IR_ACT_CLIP || post->act == IR_ACT_LEAKY_RELU) {
+        a.act = (int32_t)post->act;
+        a.act_min = post->act == IR_ACT_CLIP ? post->act_min : 0.0f;
+        a.act_max = post->act == IR_ACT_CLIP ? post->act_max : 0.0f;
+        a.act_alpha = post->act == IR_ACT_LEAKY_RELU ? post->act_alpha : 0.0f;
+        post->act = IR_ACT_NONE;
+    }
+    return a;
 }
 
 void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
                               int64_t p0, int64_t wq, int64_t ow, int64_t rows)
 {
     LLVMBuilderRef B = irb->b;
-    if (!rk) v = cpu_conv_emit_act(irb, a->act, a->act_min, a->act_max, a->act_alpha, v);
+    if (!rk) v = cpu_conv_emit_act(irb, a, v);
     for (int64_t y = p0 / wq; y < rows && y * wq < p0 + irb->vec; y++) {
         LLVMValueRef lanes[64];
         int any = 0;
@@ -318,7 +326,7 @@ void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLV
             /* the residual's pixels of this row, read under the same mask as the store */
             LLVMValueRef src = LLVMBuildGEP2(B, irb->f32, rk, &off, 1, "");
             w = LLVMBuildFAdd(B, v, pdc_irb_load_masked(irb, src, mask), "");
-            w = cpu_conv_emit_act(irb, a->act, a->act_min, a->act_max, a->act_alpha, w);
+            w = cpu_conv_emit_act(irb, a, w);
         }
         pdc_irb_store_masked(irb, w, dst, mask);
     }
@@ -415,11 +423,10 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
     if (k->flat) {
         /* flat vector j holds pixels p = j*vec + lane, (y, x) = (p / wq, p % wq), valid for x < ow:
          * one masked store per output row it touches, placed so lane l lands at y*ow + x */
-        const conv_act a = {k->act, k->act_min, k->act_max, k->act_alpha};
         for (int j = 0; j < tx; j++) {
             LLVMValueRef v = acc_load(G, j);
             for (int q = 1; q < k->ksets; q++) v = LLVMBuildFAdd(B, v, acc_load(G, q * tx + j), "");
-            cpu_conv_emit_flat_store(irb, v, yk, rk, &a, (int64_t)j * k->vec, k->wq, k->ow, k->oh);
+            cpu_conv_emit_flat_store(irb, v, yk, rk, &k->act, (int64_t)j * k->vec, k->wq, k->ow, k->oh);
         }
     } else {
         for (int i = 0; i < ty; i++)
@@ -428,7 +435,7 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
                 int n = j == tx - 1 ? last : k->vec;
                 LLVMValueRef v = acc_load(G, i * tx + j);
                 if (rk) v = LLVMBuildFAdd(B, v, pdc_irb_load_vec_n(irb, pdc_irb_gepc(irb, irb->f32, rk, o), n), "");
-                pdc_irb_store_vec(irb, emit_act(G, v), pdc_irb_gepc(irb, irb->f32, yk, o), n);
+                pdc_irb_store_vec(irb, cpu_conv_emit_act(irb, &k->act, v), pdc_irb_gepc(irb, irb->f32, yk, o), n);
             }
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, kk, pdc_irb_i64(irb, 1), ""), kv);
@@ -812,7 +819,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv16", 7);
+    memcpy(k->tag, "conv17", 7);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -835,34 +842,12 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     k->shift = shift;
     k->lead = g.lead;
     P->post = fp;
-    if (fp.act == IR_ACT_RELU || fp.act == IR_ACT_CLIP || fp.act == IR_ACT_LEAKY_RELU) {
-        k->act = (int32_t)fp.act;
-        k->act_min = fp.act == IR_ACT_CLIP ? fp.act_min : 0.0f;
-        k->act_max = fp.act == IR_ACT_CLIP ? fp.act_max : 0.0f;
-        k->act_alpha = fp.act == IR_ACT_LEAKY_RELU ? fp.act_alpha : 0.0f;
-        P->post.act = IR_ACT_NONE;
-    }
-    /* variants: [last row tile?][last column tile?], only those that occur, equal ones shared */
-    int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.flat ? 1 : g.oh - (g.nty - 1) * g.ty;
-    int last_lanes = g.flat ? t->vec : (int)(g.ow - (g.nvx - 1) * t->vec);
-    int nv = 0;
-    for (int r = 0; r < 2; r++)
-        for (int cx = 0; cx < 2; cx++) {
-            P->var_of[r][cx] = -1;
-            if ((!r && g.nty == 1) || (!cx && g.ntx == 1)) continue; /* never happens */
-            int vty = (int)(r ? tyt : g.ty), vtx = (int)(cx ? txt : g.tx), lst = cx ? last_lanes : t->vec;
-            if (g.flat) vty = 1; /* flat: one row of vectors covers the plane */
-            int q = 0;
-            while (q < nv && !(k->var_ty[q] == vty && k->var_tx[q] == vtx && k->var_last[q] == lst)) q++;
-            if (q == nv) {
-                k->var_ty[nv] = vty;
-                k->var_tx[nv] = vtx;
-                k->var_last[nv] = lst;
-                nv++;
-            }
-            P->var_of[r][cx] = q;
-        }
-    k->n_var = nv;
+    k->act = cpu_conv_inline_act(&P->post);
+    /* variants: full and last row/column tiles (flat: one row of vectors covers the plane) */
+    int32_t rows[2] = {g.flat ? 1 : (int32_t)g.ty, g.flat ? 1 : (int32_t)(g.oh - (g.nty - 1) * g.ty)};
+    int32_t cols[2] = {(int32_t)g.tx, (int32_t)(g.nvx - (g.ntx - 1) * g.tx)};
+    int32_t lasts[2] = {t->vec, g.flat ? t->vec : (int32_t)(g.ow - (g.nvx - 1) * t->vec)};
+    k->n_var = cpu_conv_tile_variants(&g, rows, cols, lasts, k->var_ty, k->var_tx, k->var_last, P->var_of);
 
     /* filter order, kernel lists, packed weights */
     filt_rank *order = pdc_alloc(ctx, (size_t)g.o * sizeof *order);
@@ -957,8 +942,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
         st = PDC_OK;
     }
     /* a fused residual add: before the activation, a relu after it becomes ours */
-    int res = cpu_conv_residual_wanted(cc, &s->p.fp);
-    if (res && cc->fuse->relu) s->p.fp.act = IR_ACT_RELU;
+    int res = cpu_conv_plan_residual(cc, &s->p.fp);
     if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, CONV_BAND_BYTES, cc->threads, &s->p))) goto fail;
     s->p.key.residual = res;
     static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
@@ -978,6 +962,43 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
 fail:
     conv_free(s);
     return st;
+}
+
+int cpu_conv_tile_variants(const conv_geom *g, const int32_t rows[2], const int32_t cols[2], const int32_t lasts[2],
+                           int32_t *var_ty, int32_t *var_tx, int32_t *var_last, int var_of[2][2])
+{
+    int nv = 0;
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 2; c++) {
+            var_of[r][c] = -1;
+            if ((!r && g->nty == 1) || (!c && g->ntx == 1)) continue; /* no full tile before the last */
+            int q = 0;
+            while (q < nv && !(var_ty[q] == rows[r] && var_tx[q] == cols[c] && var_last[q] == lasts[c])) q++;
+            if (q == nv) {
+                var_ty[nv] = rows[r];
+                var_tx[nv] = cols[c];
+                var_last[nv] = lasts[c];
+                nv++;
+            }
+            var_of[r][c] = q;
+        }
+    return nv;
+}
+
+void cpu_conv_pack_blocks(const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt, int64_t bsz, float *wpk,
+                          float *bias, int64_t *cbase)
+{
+    const int64_t taps = g->kh * g->kw, og = g->o / g->group;
+    for (int64_t b = 0; b < g->o / bsz; b++) {
+        cbase[b] = (b * bsz / og) * g->cg;
+        for (int64_t f = 0; f < bsz; f++) {
+            int64_t o = b * bsz + f;
+            bias[o] = bt ? bt->data[o] : 0.0f;
+            for (int64_t c = 0; c < g->cg; c++)
+                for (int64_t tp = 0; tp < taps; tp++)
+                    wpk[((b * g->cg + c) * taps + tp) * bsz + f] = wt->data[(o * g->cg + c) * taps + tp];
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ running */
@@ -1086,21 +1107,25 @@ static void conv_tile(const void *arg, const float *xr, float *yn, const float *
              rn ? rn + y0 * g->ow + x0 : NULL, k0, k1);
 }
 
+pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *const *buf, const cpu_exec *x,
+                              const conv_geom *g, int64_t nchunk, cpu_conv_tile_fn tile, const void *arg,
+                              const ir_fused_params *post)
+{
+    const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
+    float *out = cpu_conv_out(L, l, buf);
+    const int64_t oimg = g->o * g->oh * g->ow;
+    for (int64_t n = 0; n < g->n; n++)
+        cpu_conv_run_image(g, nchunk, in + n * g->c * g->h * g->w, out + n * oimg, res ? res + n * oimg : NULL,
+                           x->scratch, x->threads, tile, arg);
+    if (post->act != IR_ACT_NONE) cpu_apply_activation(post, out, (size_t)(g->n * oimg));
+    return PDC_OK;
+}
+
 static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
                            const cpu_exec *x)
 {
     (void)m;
     const conv_state *s = L->state;
-    const conv_geom *g = &s->p.g;
-    const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
-    float *out = cpu_conv_out(L, l, buf);
-    const int64_t oimg = g->o * g->oh * g->ow;
-    for (int64_t n = 0; n < g->n; n++)
-        cpu_conv_run_image(g, (g->o + CONV_FILTER_CHUNK - 1) / CONV_FILTER_CHUNK, in + n * g->c * g->h * g->w,
-                           out + n * oimg, res ? res + n * oimg : NULL, x->scratch, x->threads, conv_tile, s);
-    if (s->p.post.act != IR_ACT_NONE) {
-        size_t total = (size_t)(g->n * g->o * g->oh * g->ow);
-        cpu_apply_activation(&s->p.post, out, total);
-    }
-    return PDC_OK;
+    return cpu_conv_run_layer(L, l, buf, x, &s->p.g, (s->p.g.o + CONV_FILTER_CHUNK - 1) / CONV_FILTER_CHUNK, conv_tile,
+                              s, &s->p.post);
 }

@@ -37,6 +37,12 @@ typedef struct conv_geom {
     int64_t nband, band_rows;
 } conv_geom;
 
+/* An activation a conv kernel applies inline: relu, clip or leaky_relu (IR_ACT_NONE: none). */
+typedef struct conv_act {
+    int32_t act;
+    float act_min, act_max, act_alpha;
+} conv_act;
+
 #define CONV_MAX_PATTERNS 32
 #define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
 #define CONV_FILTER_CHUNK 16      /* filters per work item */
@@ -54,9 +60,8 @@ typedef struct conv_key {
     int32_t vec, n_vregs;
     int32_t n_pat;
     int32_t kh, kw, sy, sx, dy, dx;
-    int32_t act;                 /* IR_ACT_RELU / CLIP / LEAKY_RELU inline; others 0 (done after the kernel) */
+    conv_act act;                /* inline activation (cpu_conv_inline_act) */
     int32_t residual;            /* a residual tensor (rt) added before the activation (cpu_residual) */
-    float act_min, act_max, act_alpha;
     int64_t hq, wq, ps, pstride, ow, ohw, oh;
     int32_t flat, ksets;         /* flat small-plane layout; partial accumulator sets per output vector */
     int32_t shift;               /* rows read as aligned vectors, other columns shuffled out of them */
@@ -140,18 +145,20 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
  * pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow), one masked store
  * per output row it touches, after adding the same pixels of residual channel rk (unless NULL) and
  * the activation. */
-typedef struct conv_act {
-    int act;
-    float act_min, act_max, act_alpha;
-} conv_act;
-LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, int act, float act_min, float act_max, float act_alpha, LLVMValueRef v);
+LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v);
+/* The activation of post a kernel applies inline (relu, clip, leaky_relu: then removed from post,
+ * whose other activations run after the kernel). */
+conv_act cpu_conv_inline_act(ir_fused_params *post);
 void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
                               int64_t p0, int64_t wq, int64_t ow, int64_t rows);
-/* A fused residual (cpu_residual) for a conv with fused params fp: wanted if the backend offers one
- * and the conv has no activation of its own (the add comes before any activation). */
-static inline int cpu_conv_residual_wanted(const cpu_compile *cc, const ir_fused_params *fp)
+/* A fused residual (cpu_residual) for a conv with fused params fp: taken if the backend offers one
+ * and the conv has no activation of its own (the add comes before any activation); a relu after
+ * the add becomes fp's activation. */
+static inline int cpu_conv_plan_residual(const cpu_compile *cc, ir_fused_params *fp)
 {
-    return cc->fuse && fp->act == IR_ACT_NONE;
+    if (!cc->fuse || fp->act != IR_ACT_NONE) return 0;
+    if (cc->fuse->relu) fp->act = IR_ACT_RELU;
+    return 1;
 }
 /* On success with a residual: the layer takes it (its run writes res.out, adding res.residual). */
 static inline void cpu_conv_take_residual(const cpu_compile *cc, cpu_layer *L)
@@ -177,6 +184,20 @@ typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, co
  * for every (tile, chunk) on nt threads. */
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,
                         int nt, cpu_conv_tile_fn tile, const void *arg);
+/* Runs a conv layer over every image of the batch (cpu_conv_run_image with nchunk chunks, into the
+ * layer's output or its fused residual's: cpu_conv_out), then post's activation if any. */
+pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *const *buf, const cpu_exec *x,
+                              const conv_geom *g, int64_t nchunk, cpu_conv_tile_fn tile, const void *arg,
+                              const ir_fused_params *post);
+/* Tile variants, one per distinct (rows, columns, last) of [last row tile?][last column tile?]
+ * among those that occur: rows[r] / cols[c] / lasts[c] give the sizes of a full (0) or last (1)
+ * tile. Fills var_* and var_of (-1 where a combination does not occur); returns the count. */
+int cpu_conv_tile_variants(const conv_geom *g, const int32_t rows[2], const int32_t cols[2], const int32_t lasts[2],
+                           int32_t *var_ty, int32_t *var_tx, int32_t *var_last, int var_of[2][2]);
+/* Dense weights of layer wt [o][cg][taps] packed [block][channel][tap][bsz] (bsz filters a block,
+ * in stored order), their bias (0 without bt) and each block's first input channel (cbase). */
+void cpu_conv_pack_blocks(const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt, int64_t bsz, float *wpk,
+                          float *bias, int64_t *cbase);
 /* ", packed in row bands" when g is banded, else "" (for the kernel description). */
 const char *cpu_conv_band_info(const conv_geom *g);
 /* Scratch cpu_conv_run_image needs (a band buffer per thread when banded). */

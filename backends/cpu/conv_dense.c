@@ -25,8 +25,8 @@ typedef struct dconv_key {
     char tag[8];             /* "dconvN": bump N when the generated code changes */
     int32_t vec, to;
     int32_t kh, kw, sy, sx, dy, dx;
-    int32_t act, residual;   /* residual: rt added before the activation (cpu_residual) */
-    float act_min, act_max, act_alpha;
+    conv_act act;            /* inline activation (cpu_conv_inline_act) */
+    int32_t residual;        /* rt added before the activation (cpu_residual) */
     int64_t cg, hq, wq, ps, pstride, ow, ohw, oh;
     int32_t flat;            /* small plane: one row of flat vectors (conv.h) */
     int32_t n_var;
@@ -59,11 +59,6 @@ static void dconv_free(void *p)
 }
 
 /* ------------------------------------------------------------------ code generation */
-
-static LLVMValueRef dc_act(pdc_irb *irb, const dconv_key *k, LLVMValueRef v)
-{
-    return cpu_conv_emit_act(irb, k->act, k->act_min, k->act_max, k->act_alpha, v);
-}
 
 static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix, int var)
 {
@@ -140,7 +135,6 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
 
     /* epilogue: each filter to its output channel, after its residual channel and activation */
     LLVMPositionBuilderAtEnd(B, gend);
-    const conv_act ca = {k->act, k->act_min, k->act_max, k->act_alpha};
     for (int f = 0; f < to; f++) {
         LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, pdc_irb_i64(irb, f), "")));
         LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), "");
@@ -149,7 +143,7 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
         if (k->flat) {
             /* vector j holds flat pixels j*vec + lane = (y, x) with x < ow valid: a masked store per row */
             for (int j = 0; j < tx; j++)
-                cpu_conv_emit_flat_store(irb, LLVMBuildLoad2(B, irb->vf, acc[f * na + j], ""), yk, rk, &ca,
+                cpu_conv_emit_flat_store(irb, LLVMBuildLoad2(B, irb->vf, acc[f * na + j], ""), yk, rk, &k->act,
                                          (int64_t)j * k->vec, k->wq, k->ow, k->oh);
         } else {
             for (int i = 0; i < ty; i++)
@@ -158,7 +152,7 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
                     int n = j == tx - 1 ? last : k->vec;
                     LLVMValueRef val = LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], "");
                     if (rk) val = LLVMBuildFAdd(B, val, pdc_irb_load_vec_n(irb, pdc_irb_gepc(irb, irb->f32, rk, o), n), "");
-                    pdc_irb_store_vec(irb, dc_act(irb, k, val), pdc_irb_gepc(irb, irb->f32, yk, o), n);
+                    pdc_irb_store_vec(irb, cpu_conv_emit_act(irb, &k->act, val), pdc_irb_gepc(irb, irb->f32, yk, o), n);
                 }
         }
     }
@@ -198,15 +192,8 @@ static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_laye
 {
     (void)m;
     const dconv_state *s = L->state;
-    const conv_geom *g = &s->g;
-    const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
-    float *out = cpu_conv_out(L, l, buf);
-    const int64_t oimg = g->o * g->oh * g->ow;
-    for (int64_t n = 0; n < g->n; n++)
-        cpu_conv_run_image(g, (s->n_fg + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK, in + n * g->c * g->h * g->w,
-                           out + n * oimg, res ? res + n * oimg : NULL, x->scratch, x->threads, dconv_tile, s);
-    if (s->post.act != IR_ACT_NONE) cpu_apply_activation(&s->post, out, (size_t)(g->n * g->o * g->oh * g->ow));
-    return PDC_OK;
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, (s->n_fg + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK, dconv_tile, s,
+                              &s->post);
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -265,7 +252,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->post = *fp;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "dconv7", 7);
+    memcpy(k->tag, "dconv8", 7);
     k->vec = t->vec;
     k->to = bto;
     k->kh = (int32_t)g.kh;
@@ -283,36 +270,14 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     k->oh = g.oh;
     k->ohw = g.oh * g.ow;
     k->flat = g.flat;
-    /* a fused residual add: before the activation, a relu after it becomes ours */
-    k->residual = cpu_conv_residual_wanted(cc, fp);
-    if (k->residual && cc->fuse->relu) s->post.act = IR_ACT_RELU;
-    const ir_fused_params *fa = &s->post;
-    if (fa->act == IR_ACT_RELU || fa->act == IR_ACT_CLIP || fa->act == IR_ACT_LEAKY_RELU) {
-        k->act = (int32_t)fa->act;
-        k->act_min = fa->act == IR_ACT_CLIP ? fa->act_min : 0.0f;
-        k->act_max = fa->act == IR_ACT_CLIP ? fa->act_max : 0.0f;
-        k->act_alpha = fa->act == IR_ACT_LEAKY_RELU ? fa->act_alpha : 0.0f;
-        s->post.act = IR_ACT_NONE;
-    }
-    int64_t txt = g.nvx - (g.ntx - 1) * g.tx, tyt = g.flat ? 1 : g.oh - (g.nty - 1) * g.ty;
-    int last_lanes = g.flat ? t->vec : (int)(g.ow - (g.nvx - 1) * t->vec), nv = 0;
-    for (int r = 0; r < 2; r++)
-        for (int cx = 0; cx < 2; cx++) {
-            s->var_of[r][cx] = -1;
-            if ((!r && g.nty == 1) || (!cx && g.ntx == 1)) continue;
-            int vty = (int)(r ? tyt : g.ty), vtx = (int)(cx ? txt : g.tx), lst = cx ? last_lanes : t->vec;
-            if (g.flat) vty = 1;
-            int q = 0;
-            while (q < nv && !(k->var_ty[q] == vty && k->var_tx[q] == vtx && k->var_last[q] == lst)) q++;
-            if (q == nv) {
-                k->var_ty[nv] = vty;
-                k->var_tx[nv] = vtx;
-                k->var_last[nv] = lst;
-                nv++;
-            }
-            s->var_of[r][cx] = q;
-        }
-    k->n_var = nv;
+    /* a fused residual add (before the activation; a relu after it becomes ours), then what of
+     * the activation the kernel applies */
+    k->residual = cpu_conv_plan_residual(cc, &s->post);
+    k->act = cpu_conv_inline_act(&s->post);
+    int32_t rows[2] = {g.flat ? 1 : (int32_t)g.ty, g.flat ? 1 : (int32_t)(g.oh - (g.nty - 1) * g.ty)};
+    int32_t cols[2] = {(int32_t)g.tx, (int32_t)(g.nvx - (g.ntx - 1) * g.tx)};
+    int32_t lasts[2] = {t->vec, g.flat ? t->vec : (int32_t)(g.ow - (g.nvx - 1) * t->vec)};
+    int nv = k->n_var = cpu_conv_tile_variants(&g, rows, cols, lasts, k->var_ty, k->var_tx, k->var_last, s->var_of);
 
     /* weights [filter group][channel][tap][To]; filters keep their stored order */
     s->n_fg = g.o / bto;
@@ -321,16 +286,9 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->ochan = pdc_alloc(ctx, (size_t)g.o * sizeof *s->ochan);
     s->cbase = pdc_alloc(ctx, (size_t)s->n_fg * sizeof *s->cbase);
     pdc_status st = s->wpk && s->bias && s->ochan && s->cbase ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
-    for (int64_t fg = 0; fg < s->n_fg && !st; fg++) {
-        s->cbase[fg] = (fg * bto / og) * g.cg;
-        for (int64_t f = 0; f < bto; f++) {
-            int64_t o = fg * bto + f;
-            s->bias[o] = bt ? bt->data[o] : 0.0f;
-            s->ochan[o] = fp->out_perm ? fp->out_perm[o] : o;
-            for (int64_t c = 0; c < g.cg; c++)
-                for (int64_t tp = 0; tp < taps; tp++)
-                    s->wpk[((fg * g.cg + c) * taps + tp) * bto + f] = wt->data[(o * g.cg + c) * taps + tp];
-        }
+    if (!st) {
+        cpu_conv_pack_blocks(&g, wt, bt, bto, s->wpk, s->bias, s->cbase);
+        for (int64_t o = 0; o < g.o; o++) s->ochan[o] = fp->out_perm ? fp->out_perm[o] : o;
     }
     static const char *const syms[DC_MAX_VARIANTS] = {"dtile0", "dtile1", "dtile2", "dtile3"};
     pdc_kernel_desc d = {k, sizeof *k, dc_emit, k, (size_t)nv, syms};

@@ -29,8 +29,8 @@ typedef struct ocv_key {
     char tag[8];             /* "ocvN": bump N when the generated code changes */
     int32_t vec, ob;
     int32_t kh, kw, sy, sx, dy, dx;
-    int32_t act, residual;   /* residual: rt added before the activation (cpu_residual) */
-    float act_min, act_max, act_alpha;
+    conv_act act;            /* inline activation (cpu_conv_inline_act) */
+    int32_t residual;        /* rt added before the activation (cpu_residual) */
     int64_t cg, wq, ps, pstride, ow;
     int32_t n_var;
     int32_t var_ty[OC_MAX_VARIANTS], var_p[OC_MAX_VARIANTS]; /* rows, pixels */
@@ -171,7 +171,7 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
         for (int p = 0; p < np; p++) {
             LLVMValueRef v = LLVMBuildLoad2(B, irb->vf, acc[b * np + p], "");
             if (rr) v = LLVMBuildFAdd(B, v, pdc_irb_gather(irb, pdc_irb_gepc(irb, irb->f32, rr, p), idx), "");
-            v = cpu_conv_emit_act(irb, k->act, k->act_min, k->act_max, k->act_alpha, v);
+            v = cpu_conv_emit_act(irb, &k->act, v);
             pdc_irb_scatter(irb, v, pdc_irb_gepc(irb, irb->f32, yr, p), idx);
         }
     }
@@ -214,15 +214,7 @@ static pdc_status ocv_run(const cpu_layer *L, const ir_model *m, const ir_layer 
 {
     (void)m;
     const ocv_state *s = L->state;
-    const conv_geom *g = &s->g;
-    const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
-    float *out = cpu_conv_out(L, l, buf);
-    const int64_t oimg = g->o * g->oh * g->ow;
-    for (int64_t n = 0; n < g->n; n++)
-        cpu_conv_run_image(g, s->n_grp, in + n * g->c * g->h * g->w, out + n * oimg, res ? res + n * oimg : NULL,
-                           x->scratch, x->threads, ocv_tile, s);
-    if (s->post.act != IR_ACT_NONE) cpu_apply_activation(&s->post, out, (size_t)(g->n * g->o * g->oh * g->ow));
-    return PDC_OK;
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->n_grp, ocv_tile, s, &s->post);
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -293,7 +285,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     s->p = bp;
     s->post = *fp;
     ocv_key *k = &s->key;
-    memcpy(k->tag, "ocv3", 5);
+    memcpy(k->tag, "ocv4", 5);
     k->vec = vec;
     k->ob = bob;
     k->kh = (int32_t)g.kh;
@@ -307,34 +299,14 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     k->ps = g.ps;
     k->pstride = g.pstride;
     k->ow = g.ow;
-    /* a fused residual add: before the activation, a relu after it becomes ours */
-    k->residual = cpu_conv_residual_wanted(cc, fp);
-    if (k->residual && cc->fuse->relu) s->post.act = IR_ACT_RELU;
-    const ir_fused_params *fa = &s->post;
-    if (fa->act == IR_ACT_RELU || fa->act == IR_ACT_CLIP || fa->act == IR_ACT_LEAKY_RELU) {
-        k->act = (int32_t)fa->act;
-        k->act_min = fa->act == IR_ACT_CLIP ? fa->act_min : 0.0f;
-        k->act_max = fa->act == IR_ACT_CLIP ? fa->act_max : 0.0f;
-        k->act_alpha = fa->act == IR_ACT_LEAKY_RELU ? fa->act_alpha : 0.0f;
-        s->post.act = IR_ACT_NONE;
-    }
-    /* variants: (last row tile?, last pixel tile?) */
-    int64_t tyt = g.oh - (g.nty - 1) * g.ty, pt = g.ow - (g.ntx - 1) * bp;
-    int nv = 0;
-    for (int r = 0; r < 2; r++)
-        for (int cx = 0; cx < 2; cx++) {
-            s->var_of[r][cx] = -1;
-            if ((!r && g.nty == 1) || (!cx && g.ntx == 1)) continue;
-            int vty = (int)(r ? tyt : g.ty), vp = (int)(cx ? pt : bp), q = 0;
-            while (q < nv && !(k->var_ty[q] == vty && k->var_p[q] == vp)) q++;
-            if (q == nv) {
-                k->var_ty[nv] = vty;
-                k->var_p[nv] = vp;
-                nv++;
-            }
-            s->var_of[r][cx] = q;
-        }
-    k->n_var = nv;
+    /* a fused residual add (before the activation; a relu after it becomes ours), then what of
+     * the activation the kernel applies */
+    k->residual = cpu_conv_plan_residual(cc, &s->post);
+    k->act = cpu_conv_inline_act(&s->post);
+    /* variants: full and last row tiles x full and last pixel tiles */
+    int32_t rows[2] = {(int32_t)g.ty, (int32_t)(g.oh - (g.nty - 1) * g.ty)};
+    int32_t cols[2] = {(int32_t)bp, (int32_t)(g.ow - (g.ntx - 1) * bp)}, unused[OC_MAX_VARIANTS];
+    int nv = k->n_var = cpu_conv_tile_variants(&g, rows, cols, cols, k->var_ty, k->var_p, unused, s->var_of);
 
     /* weights [block group][channel][tap][OB * vec]; filters keep their stored order */
     const int64_t gsz = (int64_t)bob * vec;
@@ -344,16 +316,9 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     s->oidx = pdc_alloc(ctx, (size_t)g.o * sizeof *s->oidx);
     s->cbase = pdc_alloc(ctx, (size_t)s->n_grp * sizeof *s->cbase);
     pdc_status st = s->wpk && s->bias && s->oidx && s->cbase ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
-    for (int64_t gi = 0; gi < s->n_grp && !st; gi++) {
-        s->cbase[gi] = (gi * gsz / og) * g.cg;
-        for (int64_t f = 0; f < gsz; f++) {
-            int64_t o = gi * gsz + f;
-            s->bias[o] = bt ? bt->data[o] : 0.0f;
-            s->oidx[o] = (int32_t)((fp->out_perm ? fp->out_perm[o] : o) * g.oh * g.ow);
-            for (int64_t c = 0; c < g.cg; c++)
-                for (int64_t tp = 0; tp < taps; tp++)
-                    s->wpk[((gi * g.cg + c) * taps + tp) * gsz + f] = wt->data[(o * g.cg + c) * taps + tp];
-        }
+    if (!st) {
+        cpu_conv_pack_blocks(&g, wt, bt, gsz, s->wpk, s->bias, s->cbase);
+        for (int64_t o = 0; o < g.o; o++) s->oidx[o] = (int32_t)((fp->out_perm ? fp->out_perm[o] : o) * g.oh * g.ow);
     }
     static const char *const syms[OC_MAX_VARIANTS] = {"octile0", "octile1", "octile2", "octile3"};
     pdc_kernel_desc d = {k, sizeof *k, ocv_emit, k, (size_t)nv, syms};

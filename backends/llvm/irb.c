@@ -104,62 +104,56 @@ LLVMValueRef pdc_irb_load_i64(pdc_irb *irb, LLVMValueRef p)
     return v;
 }
 
-void pdc_irb_store_masked(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask)
+/* <vec x i1>: lanes below n set */
+static LLVMValueRef lanes_below(pdc_irb *irb, int n)
 {
-    /* llvm.masked.store.v<N>f32.p0(value, ptr, i32 align, <N x i1> mask) */
-    LLVMTypeRef over[2] = {irb->vf, irb->ptr};
-    unsigned id = LLVMLookupIntrinsicID("llvm.masked.store", 17);
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < irb->vec; i++) lanes[i] = LLVMConstInt(irb->i1, i < n, 0);
+    return LLVMConstVector(lanes, (unsigned)irb->vec);
+}
+
+/* A call of llvm.masked.<name> overloaded on (float vector, pointer type ptr_t): the load and store
+ * forms take a pointer, gather and scatter a vector of pointers. */
+static LLVMValueRef masked_call(pdc_irb *irb, const char *name, LLVMTypeRef ptr_t, LLVMValueRef *args)
+{
+    LLVMTypeRef over[2] = {irb->vf, ptr_t};
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
     LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
+    return LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+}
+
+void pdc_irb_store_masked(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask)
+{
     LLVMValueRef args[4] = {v, p, pdc_irb_i32(irb, 4), mask};
-    LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+    masked_call(irb, "llvm.masked.store", irb->ptr, args);
 }
 
 LLVMValueRef pdc_irb_load_masked(pdc_irb *irb, LLVMValueRef p, LLVMValueRef mask)
 {
-    /* llvm.masked.load.v<N>f32.p0(ptr, i32 align, <N x i1> mask, passthru 0): lanes off are not read */
-    LLVMTypeRef over[2] = {irb->vf, irb->ptr};
-    unsigned id = LLVMLookupIntrinsicID("llvm.masked.load", 16);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
-    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
+    /* lanes off are not read, and are 0 */
     LLVMValueRef args[4] = {p, pdc_irb_i32(irb, 4), mask, LLVMConstNull(irb->vf)};
-    return LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+    return masked_call(irb, "llvm.masked.load", irb->ptr, args);
 }
 
 LLVMValueRef pdc_irb_load_vec_n(pdc_irb *irb, LLVMValueRef p, int n_valid)
 {
     if (n_valid >= irb->vec) return pdc_irb_load_vec(irb, p);
-    LLVMValueRef lanes[64];
-    for (int i = 0; i < irb->vec; i++) lanes[i] = LLVMConstInt(irb->i1, i < n_valid, 0);
-    return pdc_irb_load_masked(irb, p, LLVMConstVector(lanes, (unsigned)irb->vec));
+    return pdc_irb_load_masked(irb, p, lanes_below(irb, n_valid));
 }
 
 LLVMValueRef pdc_irb_gather(pdc_irb *irb, LLVMValueRef base, LLVMValueRef idx)
 {
-    /* llvm.masked.gather.v<N>f32.v<N>p0(<N x ptr>, i32 align, <N x i1> mask, passthru), all lanes */
-    LLVMValueRef ptrs = LLVMBuildGEP2(irb->b, irb->f32, base, &idx, 1, "");
-    LLVMTypeRef over[2] = {irb->vf, LLVMVectorType(irb->ptr, (unsigned)irb->vec)};
-    unsigned id = LLVMLookupIntrinsicID("llvm.masked.gather", 18);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
-    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
-    LLVMValueRef ones[64];
-    for (int i = 0; i < irb->vec; i++) ones[i] = LLVMConstInt(irb->i1, 1, 0);
-    LLVMValueRef args[4] = {ptrs, pdc_irb_i32(irb, 4), LLVMConstVector(ones, (unsigned)irb->vec), LLVMConstNull(irb->vf)};
-    return LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+    LLVMValueRef ptrs = LLVMBuildGEP2(irb->b, irb->f32, base, &idx, 1, ""); /* scalar base, vector index */
+    LLVMValueRef args[4] = {ptrs, pdc_irb_i32(irb, 4), lanes_below(irb, irb->vec), LLVMConstNull(irb->vf)};
+    return masked_call(irb, "llvm.masked.gather", LLVMVectorType(irb->ptr, (unsigned)irb->vec), args);
 }
 
 void pdc_irb_scatter(pdc_irb *irb, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx)
 {
-    /* llvm.masked.scatter.v<N>f32.v<N>p0(value, <N x ptr>, i32 align, <N x i1> mask), all lanes */
-    LLVMValueRef ptrs = LLVMBuildGEP2(irb->b, irb->f32, base, &idx, 1, ""); /* scalar base, vector index */
-    LLVMTypeRef over[2] = {irb->vf, LLVMVectorType(irb->ptr, (unsigned)irb->vec)};
-    unsigned id = LLVMLookupIntrinsicID("llvm.masked.scatter", 19);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, over, 2);
-    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, over, 2);
-    LLVMValueRef ones[64];
-    for (int i = 0; i < irb->vec; i++) ones[i] = LLVMConstInt(irb->i1, 1, 0);
-    LLVMValueRef args[4] = {v, ptrs, pdc_irb_i32(irb, 4), LLVMConstVector(ones, (unsigned)irb->vec)};
-    LLVMBuildCall2(irb->b, fty, fn, args, 4, "");
+    LLVMValueRef ptrs = LLVMBuildGEP2(irb->b, irb->f32, base, &idx, 1, "");
+    LLVMValueRef args[4] = {v, ptrs, pdc_irb_i32(irb, 4), lanes_below(irb, irb->vec)};
+    masked_call(irb, "llvm.masked.scatter", LLVMVectorType(irb->ptr, (unsigned)irb->vec), args);
 }
 
 void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid)
@@ -169,9 +163,7 @@ void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid
         LLVMSetAlignment(s, 4);
         return;
     }
-    LLVMValueRef lanes[64];
-    for (int i = 0; i < irb->vec; i++) lanes[i] = LLVMConstInt(irb->i1, i < n_valid, 0);
-    pdc_irb_store_masked(irb, v, p, LLVMConstVector(lanes, (unsigned)irb->vec));
+    pdc_irb_store_masked(irb, v, p, lanes_below(irb, n_valid));
 }
 
 LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
