@@ -272,7 +272,11 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
      * outgrows L2 - then tiles of 4 rows, packed in bands */
     cpu_conv_layout(&g, (int)bp, 1, g.oh);
     if (g.c * g.ps * 4 > CONV_BAND_BYTES) {
-        cpu_conv_layout(&g, (int)bp, 1, 4);
+        /* 4 rows a tile, or fewer where that gives each thread as many (a band's tiles run on one
+         * thread: VGG conv4_1's 28 rows in 7 tiles left one of 2 threads 4 and the other 3) */
+        int64_t ty = 4;
+        while (ty > 2 && (g.oh + ty - 1) / ty % cc->threads) ty--;
+        cpu_conv_layout(&g, (int)bp, 1, ty);
         cpu_conv_band(&g, (int)bp, CONV_BAND_BYTES, cc->threads);
     }
 
