@@ -412,7 +412,10 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
         LLVMValueRef i1 = LLVMBuildAdd(B, i, pdc_irb_i64(irb, 1), "");
         LLVMBuildStore(B, i1, iv);
         LLVMBuildStore(B, pdc_irb_gepc(irb, irb->f32, wp, nt), wpv);
-        LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i1, hi, ""), loop, after);
+        LLVMValueRef latch = LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i1, hi, ""), loop, after);
+        /* flat planes: a kernel is ~45 instructions; two per iteration let the scheduler overlap one's
+         * loads and shuffles with the other's FMAs (ResNet-50 512@7 at 4.5x: 0.316 -> 0.307 ms) */
+        if (k->flat) pdc_irb_loop_unroll(irb, latch, 2);
         LLVMPositionBuilderAtEnd(B, after);
     }
     /* epilogue: residual, activation and stores to output channel ochan[k] */
@@ -823,7 +826,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv17", 7);
+    memcpy(k->tag, "conv18", 7);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <llvm-c/DebugInfo.h>
+
 #include "backends/llvm/llvm.h"
 
 void pdc_irb_init(pdc_irb *irb, LLVMContextRef c, LLVMModuleRef m, int vec)
@@ -164,6 +166,19 @@ void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid
         return;
     }
     pdc_irb_store_masked(irb, v, p, lanes_below(irb, n_valid));
+}
+
+void pdc_irb_loop_unroll(pdc_irb *irb, LLVMValueRef latch, unsigned count)
+{
+    /* !llvm.loop !0, !0 = distinct !{!0, !{!"llvm.loop.unroll.count", i32 count}}: a node whose first
+     * operand is itself, made by replacing a temporary */
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(irb->c, NULL, 0);
+    LLVMMetadataRef hint[2] = {LLVMMDStringInContext2(irb->c, "llvm.loop.unroll.count", 22),
+                               LLVMValueAsMetadata(pdc_irb_i32(irb, (int32_t)count))};
+    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(irb->c, hint, 2)};
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(irb->c, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(tmp, loop);
+    LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(irb->c, "llvm.loop", 9), LLVMMetadataAsValue(irb->c, loop));
 }
 
 LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)

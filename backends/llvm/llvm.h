@@ -162,6 +162,8 @@ void pdc_irb_scatter(pdc_irb *irb, LLVMValueRef v, LLVMValueRef base, LLVMValueR
 void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid);
 /* A read prefetch of the cache line at p (never faults). */
 void pdc_irb_prefetch(pdc_irb *irb, LLVMValueRef p);
+/* Asks LLVM to unroll the loop whose back edge is the branch `latch` count times (loop metadata). */
+void pdc_irb_loop_unroll(pdc_irb *irb, LLVMValueRef latch, unsigned count);
 /* Vector a*b + c through llvm.fmuladd (contracted to an FMA by the backend). */
 LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 
