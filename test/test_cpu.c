@@ -259,6 +259,7 @@ static void pattern_weight(const char *name, int64_t o, int64_t c, uint32_t seed
     static const uint64_t pats[4] = {0x1b, 0x3a, 0xb2, 0x9a};
     float *w = malloc((size_t)(o * c * 9) * sizeof *w);
     int32_t *kp = malloc((size_t)(o * c) * sizeof *kp);
+    ck_assert(w && kp);
     test_fill_random(w, (size_t)(o * c * 9), seed);
     for (int64_t i = 0; i < o * c; i++) {
         kp[i] = i % 3 == 1 ? -1 : (int32_t)(i * 7 % 4);
@@ -275,16 +276,16 @@ START_TEST(conv_residual_add_relu_fused)
 {
     /* conv -> add(shortcut) -> relu: the conv's epilogue adds the shortcut and applies the relu; the
      * add and relu layers do nothing. Every conv family: pattern rows (batch 2), pattern flat 7x7,
-     * dense 1x1 (a ResNet downsampling block: the 1x1 conv runs second and takes the 3x3's output
+     * batch 2 for each family, dense 1x1 (a ResNet downsampling block: the 1x1 conv runs second and takes the 3x3's output
      * as its residual; 6x6 flat and 20x20 along rows), dense vectorised over output channels, and
      * with the memory plan applied */
     static const struct {
         const char *kind;
         int64_t n, c, h;
         int plan;
-    } cases[] = {{"pattern", 2, 16, 20, 0}, {"pattern", 1, 16, 7, 0}, {"downsample", 1, 16, 12, 0},
-                 {"dense", 1, 32, 14, 0},   {"pattern", 1, 16, 20, 1}, {"downsample", 1, 16, 12, 1},
-                 {"downsample", 1, 16, 40, 0}};
+    } cases[] = {{"pattern", 2, 16, 20, 0}, {"pattern", 1, 16, 7, 0}, {"downsample", 2, 16, 12, 0},
+                 {"dense", 2, 32, 14, 0},   {"pattern", 1, 16, 20, 1}, {"downsample", 1, 16, 12, 1},
+                 {"downsample", 2, 16, 40, 0}};
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "residual", &mdl));
@@ -364,34 +365,44 @@ START_TEST(conv_residual_fusion_limits)
         }
         pdc_program_destroy(p);
     }
-    /* the memory plan's sharing: the tensor written may not share memory with the conv's input,
-     * and shares the residual's only exactly */
+    /* the memory plan's sharing: the tensor written may not share memory with the conv's input, and
+     * shares the residual's only exactly. x -> a = conv(x), b = conv(x), c = conv(b), y = relu(c + a):
+     * conv c (layer 2) reads b and takes a as its residual */
     pdc_model_destroy(mdl);
     ck_assert_ok(ctx, pdc_model_create(ctx, "alias", &mdl));
     input("x", DIMS(1, 16, 10, 10));
     pattern_weight("w", 16, 16, 21);
     layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, "relu"), "a", NAMES("x", "w"));
-    layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, NULL), "c", NAMES("a", "w"));
-    layer("add", NULL, "s", NAMES("c", "x"));
+    layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, "relu"), "b", NAMES("x", "w"));
+    layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, NULL), "c", NAMES("b", "w"));
+    layer("add", NULL, "s", NAMES("c", "a"));
     layer("relu", NULL, "y", NAMES("s"));
     output("y");
     const ir_model *m = mdl;
     size_t nt = m->n_tensors, off[16], num[16];
     ck_assert_uint_le(nt, 16);
-    int ta = -1, ty = -1;
+    int ta = -1, tb = -1, ty = -1;
     for (size_t t = 0; t < nt; t++) {
-        off[t] = m->tensors[t].kind == IR_TENSOR_ACT ? 1000 * t : CPU_NO_SLOT;
+        off[t] = m->tensors[t].kind == IR_TENSOR_ACT ? 2000 * t : CPU_NO_SLOT; /* disjoint */
         num[t] = 1600;
         if (!strcmp(m->tensors[t].name, "a")) ta = (int)t;
+        if (!strcmp(m->tensors[t].name, "b")) tb = (int)t;
         if (!strcmp(m->tensors[t].name, "y")) ty = (int)t;
     }
     cpu_residual r;
-    ck_assert_int_eq(cpu_fuse_residual(m, 1, off, num, &r), 1);
+    ck_assert_int_eq(cpu_fuse_residual(m, 2, off, num, &r), 1);
+    ck_assert_int_eq(r.residual, ta);
     ck_assert_int_eq(r.out, ty);
     ck_assert_int_eq(r.relu, 1);
-    off[ty] = off[ta] + 800; /* overlaps the conv's input */
-    ck_assert_int_eq(cpu_fuse_residual(m, 1, off, num, &r), 0);
-    ck_assert_int_eq(cpu_fuse_residual(m, 0, off, num, &r), 0); /* conv "a" feeds a conv, not an add */
+    size_t keep = off[ty];
+    off[ty] = off[ta]; /* the residual's memory exactly: element by element in place */
+    ck_assert_int_eq(cpu_fuse_residual(m, 2, off, num, &r), 1);
+    off[ty] = off[ta] + 400; /* part of it: an element would be written before another reads it */
+    ck_assert_int_eq(cpu_fuse_residual(m, 2, off, num, &r), 0);
+    off[ty] = off[tb] + 800; /* the conv's input, read until the conv ends */
+    ck_assert_int_eq(cpu_fuse_residual(m, 2, off, num, &r), 0);
+    off[ty] = keep;
+    ck_assert_int_eq(cpu_fuse_residual(m, 0, off, num, &r), 0); /* conv a feeds an add two layers on */
 }
 END_TEST
 
@@ -426,7 +437,8 @@ START_TEST(conv_small_planes_flat)
                  {8, 8, 9, 5, 3, 1, 1, 1, 2, -1, -1},    {6, 9, 15, 11, 3, 2, 2, 1, 3, -1, -1},
                  {5, 8, 11, 11, 5, 2, 1, 1, 2, -1, -1},  {20, 24, 7, 6, 3, 1, 1, 1, 1, 1, 2},
                  {16, 16, 7, 6, 3, 1, 1, 1, 1, 2, 0},    {12, 16, 6, 6, 3, 1, 1, 0, 1, 0, 1},
-                 {12, 20, 5, 5, 3, 1, 1, 1, 1, 2, 2},    {9, 16, 6, 4, 5, 1, 1, 0, 1, 3, 1}};
+                 {12, 20, 5, 5, 3, 1, 1, 1, 1, 2, 2},    {9, 16, 6, 4, 5, 1, 1, 0, 1, 3, 1},
+                 {12, 16, 5, 5, 3, 1, 1, 1, 1, 3, 0}};
     static const uint64_t pats[4] = {0x1b, 0x3a, 0xb2, 0x92};
     setenv("PDC_CONV_OCVEC", "0", 1); /* dense cases: conv_dense.c's flat layout, not output-channel vectors */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {

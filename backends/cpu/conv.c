@@ -83,6 +83,7 @@ typedef struct conv_gen {
     const conv_key *k;
     LLVMValueRef fn;
     LLVMValueRef acc[32];        /* allocas, [i * tx + j] */
+    int oom;                     /* a generator table could not be allocated: the emit fails */
 } conv_gen;
 
 static LLVMValueRef acc_load(conv_gen *G, int idx) { return LLVMBuildLoad2(G->irb.b, G->irb.vf, G->acc[idx], ""); }
@@ -198,10 +199,20 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
         /* every tap one constant offset over the flattened plane; the t-th tap accumulates into
          * set t % ksets (more independent FMA chains than vectors); equal loads are merged by CSE */
         int tn = 0;
-        /* shift mode: the plane's aligned vectors, each loaded once for every tap that reads it */
-        LLVMValueRef *A = k->shift ? calloc((size_t)(k->ps / 16 + tx + 2), sizeof *A) : NULL;
-        /* and each shuffled vector once: taps a row pair apart (16 floats) share all but one */
-        LLVMValueRef *S = k->shift ? calloc((size_t)(k->ps + 16 * tx + 32), sizeof *S) : NULL;
+        /* shift mode: the plane's aligned vectors, each loaded once for every tap that reads it,
+         * and each shuffled vector once (taps a row pair apart, 16 floats, share all but one); every
+         * offset read is below ps (the plane stride covers the reads past the lead) */
+        LLVMValueRef *A = NULL, *S = NULL;
+        if (k->shift) {
+            A = calloc((size_t)(k->ps / 16 + 2), sizeof *A);
+            S = calloc((size_t)(k->ps + 16), sizeof *S);
+            if (!A || !S) {
+                free(A);
+                free(S);
+                G->oom = 1;
+                return;
+            }
+        }
         for (int b = 0; b < k->kh * k->kw; b++) {
             if (widx[b] < 0) continue;
             int ky = b / k->kw, kx = b % k->kw;
@@ -332,6 +343,13 @@ void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLV
     }
 }
 
+void cpu_conv_emit_row_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
+                             int64_t off, int n)
+{
+    if (rk) v = LLVMBuildFAdd(irb->b, v, pdc_irb_load_vec_n(irb, pdc_irb_gepc(irb, irb->f32, rk, off), n), "");
+    pdc_irb_store_vec(irb, cpu_conv_emit_act(irb, a, v), pdc_irb_gepc(irb, irb->f32, yk, off), n);
+}
+
 /* One tile function: loops over filters k0..k1, each over its patterns' kernel lists. */
 static void emit_variant(conv_gen *G, const char *prefix, int var)
 {
@@ -433,13 +451,9 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
         }
     } else {
         for (int i = 0; i < ty; i++)
-            for (int j = 0; j < tx; j++) {
-                int64_t o = (int64_t)i * k->ow + (int64_t)j * k->vec;
-                int n = j == tx - 1 ? last : k->vec;
-                LLVMValueRef v = acc_load(G, i * tx + j);
-                if (rk) v = LLVMBuildFAdd(B, v, pdc_irb_load_vec_n(irb, pdc_irb_gepc(irb, irb->f32, rk, o), n), "");
-                pdc_irb_store_vec(irb, cpu_conv_emit_act(irb, &k->act, v), pdc_irb_gepc(irb, irb->f32, yk, o), n);
-            }
+            for (int j = 0; j < tx; j++)
+                cpu_conv_emit_row_store(irb, acc_load(G, i * tx + j), yk, rk, &k->act, (int64_t)i * k->ow + (int64_t)j * k->vec,
+                                        j == tx - 1 ? last : k->vec);
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, kk, pdc_irb_i64(irb, 1), ""), kv);
     LLVMBuildBr(B, fhead);
@@ -450,14 +464,14 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
 pdc_status cpu_conv_emit_tiles(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
                                LLVMModuleRef m, const char *prefix)
 {
-    (void)ctx;
     conv_gen G;
     memset(&G, 0, sizeof G);
     G.k = arg;
     pdc_irb_init(&G.irb, c, m, t->vec);
-    for (int v = 0; v < G.k->n_var; v++) emit_variant(&G, prefix, v);
+    for (int v = 0; v < G.k->n_var && !G.oom; v++) emit_variant(&G, prefix, v);
     pdc_irb_dispose(&G.irb);
-    return PDC_OK;
+    return G.oom ? pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "conv kernel %s: out of memory for the generator's tables", prefix)
+                 : PDC_OK;
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -850,11 +864,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     k->lead = g.lead;
     P->post = fp;
     k->act = cpu_conv_inline_act(&P->post);
-    /* variants: full and last row/column tiles (flat: one row of vectors covers the plane) */
-    int32_t rows[2] = {g.flat ? 1 : (int32_t)g.ty, g.flat ? 1 : (int32_t)(g.oh - (g.nty - 1) * g.ty)};
-    int32_t cols[2] = {(int32_t)g.tx, (int32_t)(g.nvx - (g.ntx - 1) * g.tx)};
-    int32_t lasts[2] = {t->vec, g.flat ? t->vec : (int32_t)(g.ow - (g.nvx - 1) * t->vec)};
-    k->n_var = cpu_conv_tile_variants(&g, rows, cols, lasts, k->var_ty, k->var_tx, k->var_last, P->var_of);
+    k->n_var = cpu_conv_row_variants(&g, t->vec, k->var_ty, k->var_tx, k->var_last, P->var_of);
 
     /* filter order, kernel lists, packed weights */
     filt_rank *order = pdc_alloc(ctx, (size_t)g.o * sizeof *order);
@@ -990,6 +1000,16 @@ int cpu_conv_tile_variants(const conv_geom *g, const int32_t rows[2], const int3
             var_of[r][c] = q;
         }
     return nv;
+}
+
+int cpu_conv_row_variants(const conv_geom *g, int vec, int32_t *var_ty, int32_t *var_tx, int32_t *var_last,
+                          int var_of[2][2])
+{
+    /* flat: one row of vectors covers the plane */
+    int32_t rows[2] = {g->flat ? 1 : (int32_t)g->ty, g->flat ? 1 : (int32_t)(g->oh - (g->nty - 1) * g->ty)};
+    int32_t cols[2] = {(int32_t)g->tx, (int32_t)(g->nvx - (g->ntx - 1) * g->tx)};
+    int32_t lasts[2] = {vec, g->flat ? vec : (int32_t)(g->ow - (g->nvx - 1) * vec)};
+    return cpu_conv_tile_variants(g, rows, cols, lasts, var_ty, var_tx, var_last, var_of);
 }
 
 void cpu_conv_pack_blocks(const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt, int64_t bsz, float *wpk,

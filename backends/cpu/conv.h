@@ -28,7 +28,7 @@ typedef struct conv_geom {
     int64_t nph, hq, wq, ps;     /* phases (sx; flat: sx*sy), padded rows and row stride of a phase plane, channel stride */
     int64_t pstride;             /* floats from one phase plane to the next (>= lead + band_rows * wq) */
     int flat;                    /* small planes: output rows laid end to end, see cpu_conv_layout_flat */
-    int64_t lead;                /* zeros before a plane's rows (not flat): moves a column to alignment */
+    int64_t lead;                /* zeros before a plane's rows: moves the most read column (flat: offset) to alignment */
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
     int64_t nvx, tx, ty, ntx, nty;
     /* row bands (cpu_conv_band): when the packed input outgrows L2, each band of row tiles
@@ -126,7 +126,8 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty);
 /*
  * Small planes: rows are split into sy phases as columns are into sx (sx*sy phase planes, plane
  * (ky*dy % sy)*sx + kx*dx % sx), so output pixel (y, x) is flat index y * wq + x in every plane, with
- * wq = ow + the widest column offset, and tap (ky, kx) reads flat index p + cpu_conv_flat_offset -
+ * wq = ow + the widest column offset (less where rows can share their zero padding: at column
+ * stride 1 a 7x7 "same" plane has rows of 8), and tap (ky, kx) reads flat index p + cpu_conv_flat_offset -
  * every tap one constant offset over the whole plane, so vectors run over rows end to end (a 7x7
  * plane fills 4 vectors of 16 lanes instead of 7). Returns 0 if the layer does not fit (a row wider
  * than half a vector, or the plane needs more than max_vectors vectors).
@@ -175,6 +176,10 @@ static inline const float *cpu_conv_residual(const cpu_layer *L, float *const *b
 {
     return L->fused ? buf[L->res.residual] : NULL;
 }
+/* The store of vector v to yk + off (n lanes valid), after adding the residual's at rk + off (unless
+ * rk is NULL) and the activation. */
+void cpu_conv_emit_row_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
+                             int64_t off, int n);
 /* One tile's share of a layer: filters (or filter groups) of chunk ch in row tile tyi, column tile
  * txi; xr points at the packed input of the tile's first row (column 0), yn at the image's output,
  * rn at the image's residual (NULL without one). */
@@ -194,6 +199,10 @@ pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *cons
  * tile. Fills var_* and var_of (-1 where a combination does not occur); returns the count. */
 int cpu_conv_tile_variants(const conv_geom *g, const int32_t rows[2], const int32_t cols[2], const int32_t lasts[2],
                            int32_t *var_ty, int32_t *var_tx, int32_t *var_last, int var_of[2][2]);
+/* The same for row-vectorised tiles (the pattern and dense families): ty rows x tx vectors of vec
+ * lanes, the last vector of a row partial; flat planes one row of vectors. */
+int cpu_conv_row_variants(const conv_geom *g, int vec, int32_t *var_ty, int32_t *var_tx, int32_t *var_last,
+                          int var_of[2][2]);
 /* Dense weights of layer wt [o][cg][taps] packed [block][channel][tap][bsz] (bsz filters a block,
  * in stored order), their bias (0 without bt) and each block's first input channel (cbase). */
 void cpu_conv_pack_blocks(const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt, int64_t bsz, float *wpk,

@@ -147,13 +147,9 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
                                          (int64_t)j * k->vec, k->wq, k->ow, k->oh);
         } else {
             for (int i = 0; i < ty; i++)
-                for (int j = 0; j < tx; j++) {
-                    int64_t o = (int64_t)i * k->ow + (int64_t)j * k->vec;
-                    int n = j == tx - 1 ? last : k->vec;
-                    LLVMValueRef val = LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], "");
-                    if (rk) val = LLVMBuildFAdd(B, val, pdc_irb_load_vec_n(irb, pdc_irb_gepc(irb, irb->f32, rk, o), n), "");
-                    pdc_irb_store_vec(irb, cpu_conv_emit_act(irb, &k->act, val), pdc_irb_gepc(irb, irb->f32, yk, o), n);
-                }
+                for (int j = 0; j < tx; j++)
+                    cpu_conv_emit_row_store(irb, LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], ""), yk, rk, &k->act,
+                                            (int64_t)i * k->ow + (int64_t)j * k->vec, j == tx - 1 ? last : k->vec);
         }
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, gg, pdc_irb_i64(irb, 1), ""), gv);
@@ -274,10 +270,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
      * the activation the kernel applies */
     k->residual = cpu_conv_plan_residual(cc, &s->post);
     k->act = cpu_conv_inline_act(&s->post);
-    int32_t rows[2] = {g.flat ? 1 : (int32_t)g.ty, g.flat ? 1 : (int32_t)(g.oh - (g.nty - 1) * g.ty)};
-    int32_t cols[2] = {(int32_t)g.tx, (int32_t)(g.nvx - (g.ntx - 1) * g.tx)};
-    int32_t lasts[2] = {t->vec, g.flat ? t->vec : (int32_t)(g.ow - (g.nvx - 1) * t->vec)};
-    int nv = k->n_var = cpu_conv_tile_variants(&g, rows, cols, lasts, k->var_ty, k->var_tx, k->var_last, s->var_of);
+    int nv = k->n_var = cpu_conv_row_variants(&g, t->vec, k->var_ty, k->var_tx, k->var_last, s->var_of);
 
     /* weights [filter group][channel][tap][To]; filters keep their stored order */
     s->n_fg = g.o / bto;

@@ -60,7 +60,8 @@ int cpu_fuse_residual(const ir_model *m, size_t li, const size_t *offset, const 
     int res = a->inputs[0] == t ? a->inputs[1] : a->inputs[0];
     if (res < 0 || !same_shape(&m->tensors[res], &m->tensors[t]) || !same_shape(&m->tensors[a->outputs[0]], &m->tensors[t]))
         return 0;
-    /* the other operand exists when the conv runs */
+    /* the other operand exists when the conv runs (with the add right after the conv, only a
+     * malformed order could break this: checked all the same) */
     if (producer(m, res) >= (long)li) return 0;
     r->residual = res;
     r->out = a->outputs[0];
