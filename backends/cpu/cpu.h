@@ -53,7 +53,7 @@ struct cpu_layer {
     size_t scratch_floats;       /* scratch one run of this layer needs */
     int fused;                   /* took cpu_compile.fuse: res is in its epilogue */
     cpu_residual res;
-    char info[200];              /* for pdc_program_layer_kernel: kernel chosen and why */
+    char info[320];              /* for pdc_program_layer_kernel: kernel chosen and why (and fused layers) */
 };
 
 #define CPU_NO_SLOT SIZE_MAX /* a tensor outside the activation arena */
