@@ -36,6 +36,28 @@ static int by_off(const void *a, const void *b)
 
 static size_t align_up(size_t v) { return (v + IR_ARENA_ALIGN - 1) / IR_ARENA_ALIGN * IR_ARENA_ALIGN; }
 
+/* An add right after the conv producing one of its operands, and a relu right after that add, may
+ * run in the conv's epilogue (the cpu target fuses them: backends/cpu/cpu_fuse.c), writing their
+ * result while the conv still reads its input: their outputs are planned as live from the conv on,
+ * so they never get the memory of the conv's input (nor of the add's other operand). Any plan made
+ * so is valid for the plain live ranges too (they only start earlier). */
+static void epilogue_liveness(const ir_model *m, size_t *def)
+{
+    for (size_t li = 0; li + 1 < m->n_layers; li++) {
+        const ir_layer *c = &m->layers[li], *a = &m->layers[li + 1];
+        if (c->op != IR_OP_CONV || c->n_outputs < 1 || a->op != IR_OP_ADD || a->n_inputs != 2 || a->n_outputs < 1)
+            continue;
+        int t = c->outputs[0], s = a->outputs[0];
+        if (t < 0 || s < 0 || (a->inputs[0] != t && a->inputs[1] != t) || def[s] == SIZE_MAX) continue;
+        def[s] = li;
+        if (li + 2 >= m->n_layers) continue;
+        const ir_layer *u = &m->layers[li + 2];
+        if (u->op == IR_OP_RELU && u->n_inputs == 1 && u->inputs[0] == s && u->n_outputs >= 1 && u->outputs[0] >= 0 &&
+            def[u->outputs[0]] != SIZE_MAX)
+            def[u->outputs[0]] = li;
+    }
+}
+
 pdc_status pass_plan(ir_model *m, const pass_options *opt)
 {
     pass_options *out = (pass_options *)opt; /* the plan results are reported through opt */
@@ -47,7 +69,10 @@ pdc_status pass_plan(ir_model *m, const pass_options *opt)
     span *busy = pdc_calloc(ctx, nt, sizeof *busy);
     pdc_status st = def && last && offset && items && busy ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
     size_t n = 0, arena = 0, total = 0; /* arena: largest end of a placed tensor */
-    if (!st) ir_liveness(m, def, last);
+    if (!st) {
+        ir_liveness(m, def, last);
+        epilogue_liveness(m, def);
+    }
     for (size_t t = 0; t < m->n_tensors && !st; t++) {
         const ir_tensor *tt = &m->tensors[t];
         if (def[t] == SIZE_MAX) continue;
