@@ -23,8 +23,8 @@ typedef struct pool_state {
     int64_t planes, sp;      /* global: planes and plane size */
     /* average: interior output range, every tap valid */
     int64_t r0, r1, c0, c1;
-    /* max: per output column, whether its window has a column inside the input; the row buffer's
-     * floats (per thread) */
+    /* max: per output column, whether its window has a column inside the input (NULL: all do); the
+     * row buffer's floats (per thread) */
     uint8_t *col_valid;
     int64_t tw;
 } pool_state;
@@ -135,7 +135,7 @@ static void max_plane(const pool_state *s, const float *xp, float *yp, float *t)
             continue;
         }
         max_across(yr, t, ow, p->stride[1], p->k[1], p->dil[1]);
-        for (int64_t c = 0; c < ow; c++)
+        for (int64_t c = 0; s->col_valid && c < ow; c++)
             if (!s->col_valid[c]) yr[c] = 0.0f;
     }
 }
@@ -246,11 +246,18 @@ pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_laye
                 pool_free(s);
                 return PDC_ERR_OUT_OF_MEMORY;
             }
-            for (int64_t c = 0; c < p->out[1]; c++)
+            int64_t nvalid = 0;
+            for (int64_t c = 0; c < p->out[1]; c++) {
                 for (int64_t kc = 0; kc < p->k[1]; kc++) {
                     int64_t ic = c * p->stride[1] - p->pad_begin[1] + kc * p->dil[1];
                     if (ic >= 0 && ic < p->in[1]) s->col_valid[c] = 1;
                 }
+                nvalid += s->col_valid[c];
+            }
+            if (nvalid == p->out[1]) { /* the usual case: no column to clear after each row */
+                pdc_free(s->col_valid);
+                s->col_valid = NULL;
+            }
             L->scratch_floats = (size_t)(s->tw * cc->threads);
             snprintf(L->info, sizeof L->info, "max pool %" PRId64 "x%" PRId64 " stride %" PRId64 ", separable (rows, then columns)",
                      p->k[0], p->k[1], p->stride[1]);
