@@ -99,6 +99,14 @@ $(BUILD)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
 	$(CC) $(filter-out -Werror,$(PDC_CFLAGS)) $(CFLAGS) -MMD -MP -c $< -o $@
 $(filter $(BUILD)/obj/lib/onnx_%.o,$(LIB_OBJ)) $(BUILD)/obj/lib/api_model.o $(BUILD)/test/test_onnx: $(GEN)/onnx.pb-c.h
 
+# The JIT's kernel cache keys carry a hash of the kernel generators' sources, so a changed generator
+# never loads an object cached by an older build (generator tags are bumped by hand and can be missed).
+GENERATOR_SRC := $(sort $(wildcard backends/llvm/*.[ch] backends/cpu/*.[ch]))
+$(GEN)/generator_id.h: $(GENERATOR_SRC)
+	@mkdir -p $(@D)
+	@printf '#define PDC_GENERATOR_ID "%s"\n' "$$(cat $(GENERATOR_SRC) | sha256sum | cut -c1-16)" > $@
+$(BUILD)/obj/backends/llvm/jit.o: $(GEN)/generator_id.h
+
 $(SHLIB): $(LIB_OBJ) lib/libpdc.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/libpdc.map -Wl,--no-undefined \
 	    -o $@ $(LIB_OBJ) $(LDLIBS)

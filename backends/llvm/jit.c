@@ -19,6 +19,7 @@
 #include <llvm/Config/llvm-config.h>
 
 #include "backends/llvm/llvm.h"
+#include "generator_id.h" /* PDC_GENERATOR_ID: a hash of the generators' sources (Makefile) */
 
 /* Bump when the meaning of a key or the code generators change in a way keys do not capture. */
 #define PDC_JIT_FORMAT 3
@@ -125,8 +126,8 @@ static pdc_status jit_create(pdc_context *ctx, pdc_jit **out)
     LLVMOrcJITDylibAddGenerator(jit->jd, gen);
 
     char head[256];
-    int n = snprintf(head, sizeof head, "pdc-jit %d|llvm %s|%s|%s|%s|", PDC_JIT_FORMAT, LLVM_VERSION_STRING,
-                     jit->target.triple, jit->target.cpu, PDC_JIT_PIPELINE);
+    int n = snprintf(head, sizeof head, "pdc-jit %d|gen %s|llvm %s|%s|%s|%s|", PDC_JIT_FORMAT, PDC_GENERATOR_ID,
+                     LLVM_VERSION_STRING, jit->target.triple, jit->target.cpu, PDC_JIT_PIPELINE);
     size_t fl = strlen(jit->target.features);
     if (n < 0 || (size_t)n >= sizeof head) {
         st = pdc_error(ctx, PDC_ERR_INTERNAL, "JIT key header too long");
