@@ -1093,20 +1093,20 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
         }
         return;
     }
-    /* small dynamic pieces everywhere: on a busy machine a thread that loses its core only delays
-     * the pieces it holds, the others take the rest (static shares would stall at the barrier for
-     * a whole scheduler time slice) */
-    int64_t cstep = (g->c + nt * 8 - 1) / (nt * 8), items = g->nty * g->ntx * nchunk;
-    if (cstep < 1) cstep = 1;
+    /* every thread packs the whole input into its own buffer, then takes (tile, chunk) pieces: its
+     * tiles read only what its own core wrote (packing a share each, the threads read half of their
+     * input from the other core's cache: ResNet-50 128@28 at 4.5x, 2 threads, 0.218 against 0.165 ms
+     * on a busy host), and no thread waits for the other's packing. Small dynamic pieces: on a busy
+     * machine a thread that loses its core only delays the pieces it holds. */
+    int64_t items = g->nty * g->ntx * nchunk;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t c0 = 0; c0 < g->c; c0 += cstep)
-            cpu_conv_pack(g, xn, scratch, c0, c0 + cstep < g->c ? c0 + cstep : g->c, 0, g->hq);
-#pragma omp for schedule(dynamic, 1)
+        float *xb = scratch + (size_t)omp_get_thread_num() * (size_t)(g->c * g->ps);
+        cpu_conv_pack(g, xn, xb, 0, g->c, 0, g->hq);
+#pragma omp for schedule(dynamic, 1) nowait
         for (int64_t it = 0; it < items; it++) {
             int64_t t = it / nchunk, tyi = t / g->ntx;
-            tile(arg, scratch + tyi * g->ty * g->sy * g->wq, yn, rn, tyi, t % g->ntx, it % nchunk);
+            tile(arg, xb + tyi * g->ty * g->sy * g->wq, yn, rn, tyi, t % g->ntx, it % nchunk);
         }
     }
 }
@@ -1118,7 +1118,7 @@ const char *cpu_conv_band_info(const conv_geom *g)
 
 size_t cpu_conv_scratch_floats(const conv_geom *g, int threads)
 {
-    return (size_t)(g->c * g->ps * (g->nband > 1 ? threads : 1));
+    return (size_t)(g->c * g->ps * threads); /* a packed input (or band) per thread */
 }
 
 /* Filters of chunk ch in the tile (tyi, txi); xr: the packed input at the tile's first row. */

@@ -185,8 +185,8 @@ void cpu_conv_emit_row_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVM
  * rn at the image's residual (NULL without one). */
 typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi,
                                  int64_t ch);
-/* Runs one image: packs xn into scratch (whole, or band by band when g->nband > 1) and calls tile
- * for every (tile, chunk) on nt threads. */
+/* Runs one image on nt threads: each packs xn into its own part of scratch (whole, or a band at a
+ * time when g->nband > 1) and calls tile for (tile, chunk) pieces of what it packed. */
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,
                         int nt, cpu_conv_tile_fn tile, const void *arg);
 /* Runs a conv layer over every image of the batch (cpu_conv_run_image with nchunk chunks, into the
@@ -209,7 +209,7 @@ void cpu_conv_pack_blocks(const conv_geom *g, const ir_tensor *wt, const ir_tens
                           float *bias, int64_t *cbase);
 /* ", packed in row bands" when g is banded, else "" (for the kernel description). */
 const char *cpu_conv_band_info(const conv_geom *g);
-/* Scratch cpu_conv_run_image needs (a band buffer per thread when banded). */
+/* Scratch cpu_conv_run_image needs (a packed input, or band, per thread). */
 size_t cpu_conv_scratch_floats(const conv_geom *g, int threads);
 /* Splits the tiles into row bands of about band_bytes packed bytes or less (at least one row tile a
  * band; none if the whole input fits or there are fewer than two row tiles per thread), as many as a
