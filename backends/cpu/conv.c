@@ -990,11 +990,11 @@ int cpu_conv_tile_variants(const conv_geom *g, const int32_t rows[2], const int3
             var_of[r][c] = -1;
             if ((!r && g->nty == 1) || (!c && g->ntx == 1)) continue; /* no full tile before the last */
             int q = 0;
-            while (q < nv && !(var_ty[q] == rows[r] && var_tx[q] == cols[c] && var_last[q] == lasts[c])) q++;
+            while (q < nv && !(var_ty[q] == rows[r] && var_tx[q] == cols[c] && (!lasts || var_last[q] == lasts[c]))) q++;
             if (q == nv) {
                 var_ty[nv] = rows[r];
                 var_tx[nv] = cols[c];
-                var_last[nv] = lasts[c];
+                if (lasts) var_last[nv] = lasts[c];
                 nv++;
             }
             var_of[r][c] = q;
@@ -1012,20 +1012,40 @@ int cpu_conv_row_variants(const conv_geom *g, int vec, int32_t *var_ty, int32_t 
     return cpu_conv_tile_variants(g, rows, cols, lasts, var_ty, var_tx, var_last, var_of);
 }
 
-void cpu_conv_pack_blocks(const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt, int64_t bsz, float *wpk,
-                          float *bias, int64_t *cbase)
+pdc_status cpu_conv_blocks_make(pdc_context *ctx, const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt,
+                                int64_t bsz, conv_blocks *b)
 {
     const int64_t taps = g->kh * g->kw, og = g->o / g->group;
-    for (int64_t b = 0; b < g->o / bsz; b++) {
-        cbase[b] = (b * bsz / og) * g->cg;
+    b->n = g->o / bsz;
+    b->wpk = pdc_alloc(ctx, (size_t)(g->o * g->cg * taps) * sizeof *b->wpk);
+    b->bias = pdc_alloc(ctx, (size_t)g->o * sizeof *b->bias);
+    b->cbase = pdc_alloc(ctx, (size_t)b->n * sizeof *b->cbase);
+    if (!b->wpk || !b->bias || !b->cbase) return PDC_ERR_OUT_OF_MEMORY;
+    for (int64_t k = 0; k < b->n; k++) {
+        b->cbase[k] = (k * bsz / og) * g->cg;
         for (int64_t f = 0; f < bsz; f++) {
-            int64_t o = b * bsz + f;
-            bias[o] = bt ? bt->data[o] : 0.0f;
+            int64_t o = k * bsz + f;
+            b->bias[o] = bt ? bt->data[o] : 0.0f;
             for (int64_t c = 0; c < g->cg; c++)
                 for (int64_t tp = 0; tp < taps; tp++)
-                    wpk[((b * g->cg + c) * taps + tp) * bsz + f] = wt->data[(o * g->cg + c) * taps + tp];
+                    b->wpk[((k * g->cg + c) * taps + tp) * bsz + f] = wt->data[(o * g->cg + c) * taps + tp];
         }
     }
+    return PDC_OK;
+}
+
+void cpu_conv_blocks_release(conv_blocks *b)
+{
+    pdc_free(b->wpk);
+    pdc_free(b->bias);
+    pdc_free(b->cbase);
+    memset(b, 0, sizeof *b);
+}
+
+void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per)
+{
+    int64_t ahead = (CONV_WEIGHT_PREFETCH_FLOATS + per - 1) / per * per;
+    for (int64_t f = 0; f < per; f += 16) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, wc, ahead + f));
 }
 
 /* ------------------------------------------------------------------ running */

@@ -196,17 +196,29 @@ pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *cons
                               const ir_fused_params *post);
 /* Tile variants, one per distinct (rows, columns, last) of [last row tile?][last column tile?]
  * among those that occur: rows[r] / cols[c] / lasts[c] give the sizes of a full (0) or last (1)
- * tile. Fills var_* and var_of (-1 where a combination does not occur); returns the count. */
+ * tile (lasts and var_last may be NULL: no third size). Fills var_* and var_of (-1 where a
+ * combination does not occur); returns the count. */
 int cpu_conv_tile_variants(const conv_geom *g, const int32_t rows[2], const int32_t cols[2], const int32_t lasts[2],
                            int32_t *var_ty, int32_t *var_tx, int32_t *var_last, int var_of[2][2]);
 /* The same for row-vectorised tiles (the pattern and dense families): ty rows x tx vectors of vec
  * lanes, the last vector of a row partial; flat planes one row of vectors. */
 int cpu_conv_row_variants(const conv_geom *g, int vec, int32_t *var_ty, int32_t *var_tx, int32_t *var_last,
                           int var_of[2][2]);
-/* Dense weights of layer wt [o][cg][taps] packed [block][channel][tap][bsz] (bsz filters a block,
- * in stored order), their bias (0 without bt) and each block's first input channel (cbase). */
-void cpu_conv_pack_blocks(const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt, int64_t bsz, float *wpk,
-                          float *bias, int64_t *cbase);
+/* The dense families' weights: layer wt [o][cg][taps] packed [block][channel][tap][bsz] (bsz filters
+ * a block, in stored order), the bias (0 without bt) and each block's first input channel. */
+typedef struct conv_blocks {
+    float *wpk, *bias;
+    int64_t *cbase;
+    int64_t n;                   /* blocks */
+} conv_blocks;
+/* Allocates and packs b (PDC_ERR_OUT_OF_MEMORY: release b all the same). */
+pdc_status cpu_conv_blocks_make(pdc_context *ctx, const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt,
+                                int64_t bsz, conv_blocks *b);
+void cpu_conv_blocks_release(conv_blocks *b);
+/* Prefetch of the weight stream of a channel loop: the `per` floats of one channel, whole channels
+ * CONV_WEIGHT_PREFETCH_FLOATS ahead of wc (read once per tile, from memory when a layer's weights
+ * outgrow the caches, sooner than the hardware prefetcher would). */
+void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per);
 /* ", packed in row bands" when g is banded, else "" (for the kernel description). */
 const char *cpu_conv_band_info(const conv_geom *g);
 /* Scratch cpu_conv_run_image needs (a packed input, or band, per thread). */

@@ -41,9 +41,8 @@ typedef struct dconv_state {
     dconv_key key;
     int var_of[2][2];
     dconv_fn fn[DC_MAX_VARIANTS];
-    int64_t n_fg;            /* filter groups */
-    float *wpk, *bias;
-    int64_t *ochan, *cbase;
+    conv_blocks w;           /* weights and bias in blocks of To filters */
+    int64_t *ochan;
     ir_fused_params post;
 } dconv_state;
 
@@ -51,10 +50,8 @@ static void dconv_free(void *p)
 {
     dconv_state *s = p;
     if (!s) return;
-    pdc_free(s->wpk);
-    pdc_free(s->bias);
+    cpu_conv_blocks_release(&s->w);
     pdc_free(s->ochan);
-    pdc_free(s->cbase);
     pdc_free(s);
 }
 
@@ -106,10 +103,8 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
     LLVMValueRef wc = pdc_irb_gep(irb, irb->f32, wg, LLVMBuildMul(B, c, pdc_irb_i64(irb, taps * to), ""));
     LLVMValueRef cur[DC_MAX_ACC];
     for (int a = 0; a < to * na; a++) cur[a] = LLVMBuildLoad2(B, irb->vf, acc[a], "");
-    /* the weights stream from memory once per tile (a layer's weights outgrow the caches, and the
-     * hardware prefetcher falls behind): fetch the channel CONV_WEIGHT_PREFETCH_FLOATS ahead */
-    int64_t per = (int64_t)taps * to, ahead = (CONV_WEIGHT_PREFETCH_FLOATS + per - 1) / per * per;
-    for (int64_t f = 0; f < per; f += 16) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, wc, ahead + f));
+    /* the weight stream, read once per tile */
+    cpu_conv_emit_weight_prefetch(irb, wc, (int64_t)taps * to);
     for (int ky = 0; ky < k->kh; ky++)
         for (int kx = 0; kx < k->kw; kx++) {
             int64_t phase = (int64_t)kx * k->dx % k->sx, cx = (int64_t)kx * k->dx / k->sx;
@@ -179,8 +174,8 @@ static void dconv_tile(const void *arg, const float *xr, float *yn, const float 
     const conv_geom *g = &s->g;
     int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
     int64_t y0 = tyi * g->ty, x0 = txi * g->tx * s->key.vec;
-    int64_t a = ch * DC_GROUP_CHUNK, b = a + DC_GROUP_CHUNK < s->n_fg ? a + DC_GROUP_CHUNK : s->n_fg;
-    s->fn[v](xr + x0, s->wpk, s->bias, s->ochan, s->cbase, yn + y0 * g->ow + x0, rn ? rn + y0 * g->ow + x0 : NULL, a, b);
+    int64_t a = ch * DC_GROUP_CHUNK, b = a + DC_GROUP_CHUNK < s->w.n ? a + DC_GROUP_CHUNK : s->w.n;
+    s->fn[v](xr + x0, s->w.wpk, s->w.bias, s->ochan, s->w.cbase, yn + y0 * g->ow + x0, rn ? rn + y0 * g->ow + x0 : NULL, a, b);
 }
 
 static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
@@ -188,7 +183,7 @@ static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_laye
 {
     (void)m;
     const dconv_state *s = L->state;
-    return cpu_conv_run_layer(L, l, buf, x, &s->g, (s->n_fg + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK, dconv_tile, s,
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, (s->w.n + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK, dconv_tile, s,
                               &s->post);
 }
 
@@ -273,16 +268,10 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     int nv = k->n_var = cpu_conv_row_variants(&g, t->vec, k->var_ty, k->var_tx, k->var_last, s->var_of);
 
     /* weights [filter group][channel][tap][To]; filters keep their stored order */
-    s->n_fg = g.o / bto;
-    s->wpk = pdc_alloc(ctx, (size_t)(g.o * g.cg * taps) * sizeof *s->wpk);
-    s->bias = pdc_alloc(ctx, (size_t)g.o * sizeof *s->bias);
+    pdc_status st = cpu_conv_blocks_make(ctx, &g, wt, bt, bto, &s->w);
     s->ochan = pdc_alloc(ctx, (size_t)g.o * sizeof *s->ochan);
-    s->cbase = pdc_alloc(ctx, (size_t)s->n_fg * sizeof *s->cbase);
-    pdc_status st = s->wpk && s->bias && s->ochan && s->cbase ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
-    if (!st) {
-        cpu_conv_pack_blocks(&g, wt, bt, bto, s->wpk, s->bias, s->cbase);
-        for (int64_t o = 0; o < g.o; o++) s->ochan[o] = fp->out_perm ? fp->out_perm[o] : o;
-    }
+    if (!st && !s->ochan) st = PDC_ERR_OUT_OF_MEMORY;
+    for (int64_t o = 0; o < g.o && !st; o++) s->ochan[o] = fp->out_perm ? fp->out_perm[o] : o;
     static const char *const syms[DC_MAX_VARIANTS] = {"dtile0", "dtile1", "dtile2", "dtile3"};
     pdc_kernel_desc d = {k, sizeof *k, dc_emit, k, (size_t)nv, syms};
     void *addrs[DC_MAX_VARIANTS] = {0};

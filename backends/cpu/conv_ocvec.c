@@ -45,10 +45,8 @@ typedef struct ocv_state {
     int64_t p;               /* pixels per tile */
     int var_of[2][2];
     ocv_fn fn[OC_MAX_VARIANTS];
-    int64_t n_grp;           /* groups of OB filter blocks */
-    float *wpk, *bias;
+    conv_blocks w;           /* weights and bias in groups of OB blocks of filters */
     int32_t *oidx;           /* per stored filter: ochan * oh * ow, its output plane's offset */
-    int64_t *cbase;          /* per block group: its first input channel */
     ir_fused_params post;
 } ocv_state;
 
@@ -56,10 +54,8 @@ static void ocv_free(void *p)
 {
     ocv_state *s = p;
     if (!s) return;
-    pdc_free(s->wpk);
-    pdc_free(s->bias);
+    cpu_conv_blocks_release(&s->w);
     pdc_free(s->oidx);
-    pdc_free(s->cbase);
     pdc_free(s);
 }
 
@@ -125,10 +121,8 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
     LLVMValueRef wc = pdc_irb_gep(irb, irb->f32, wg, LLVMBuildMul(B, c, pdc_irb_i64(irb, per_c), ""));
     LLVMValueRef cur[OC_MAX_ACC];
     for (int a = 0; a < ob * np; a++) cur[a] = LLVMBuildLoad2(B, irb->vf, acc[a], "");
-    /* the weight stream, read once per tile row: from memory on the first row, sooner than the
-     * hardware prefetcher would (the channel CONV_WEIGHT_PREFETCH_FLOATS ahead) */
-    int64_t ahead = (CONV_WEIGHT_PREFETCH_FLOATS + per_c - 1) / per_c * per_c;
-    for (int64_t f = 0; f < per_c; f += 16) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, wc, ahead + f));
+    /* the weight stream, read once per tile row (from memory on the first) */
+    cpu_conv_emit_weight_prefetch(irb, wc, per_c);
     /* a row of taps at a time, each input float loaded once: column e of phase ph feeds pixel
      * p = e - cx of every tap with that phase and column offset cx (explicit reuse, so LLVM keeps
      * just the row's weights and one broadcast live beside the accumulators) */
@@ -205,7 +199,7 @@ static void ocv_tile(const void *arg, const float *xr, float *yn, const float *r
     const conv_geom *g = &s->g;
     int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
     int64_t y0 = tyi * g->ty, x0 = txi * s->p;
-    s->fn[v](xr + x0, s->wpk, s->bias, s->oidx, s->cbase, yn + y0 * g->ow + x0, rn ? rn + y0 * g->ow + x0 : NULL, ch,
+    s->fn[v](xr + x0, s->w.wpk, s->w.bias, s->oidx, s->w.cbase, yn + y0 * g->ow + x0, rn ? rn + y0 * g->ow + x0 : NULL, ch,
              ch + 1);
 }
 
@@ -214,7 +208,7 @@ static pdc_status ocv_run(const cpu_layer *L, const ir_model *m, const ir_layer 
 {
     (void)m;
     const ocv_state *s = L->state;
-    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->n_grp, ocv_tile, s, &s->post);
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->w.n, ocv_tile, s, &s->post);
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -309,21 +303,14 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     k->act = cpu_conv_inline_act(&s->post);
     /* variants: full and last row tiles x full and last pixel tiles */
     int32_t rows[2] = {(int32_t)g.ty, (int32_t)(g.oh - (g.nty - 1) * g.ty)};
-    int32_t cols[2] = {(int32_t)bp, (int32_t)(g.ow - (g.ntx - 1) * bp)}, unused[OC_MAX_VARIANTS];
-    int nv = k->n_var = cpu_conv_tile_variants(&g, rows, cols, cols, k->var_ty, k->var_p, unused, s->var_of);
+    int32_t cols[2] = {(int32_t)bp, (int32_t)(g.ow - (g.ntx - 1) * bp)};
+    int nv = k->n_var = cpu_conv_tile_variants(&g, rows, cols, NULL, k->var_ty, k->var_p, NULL, s->var_of);
 
     /* weights [block group][channel][tap][OB * vec]; filters keep their stored order */
-    const int64_t gsz = (int64_t)bob * vec;
-    s->n_grp = g.o / gsz;
-    s->wpk = pdc_alloc(ctx, (size_t)(g.o * g.cg * taps) * sizeof *s->wpk);
-    s->bias = pdc_alloc(ctx, (size_t)g.o * sizeof *s->bias);
+    pdc_status st = cpu_conv_blocks_make(ctx, &g, wt, bt, (int64_t)bob * vec, &s->w);
     s->oidx = pdc_alloc(ctx, (size_t)g.o * sizeof *s->oidx);
-    s->cbase = pdc_alloc(ctx, (size_t)s->n_grp * sizeof *s->cbase);
-    pdc_status st = s->wpk && s->bias && s->oidx && s->cbase ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
-    if (!st) {
-        cpu_conv_pack_blocks(&g, wt, bt, gsz, s->wpk, s->bias, s->cbase);
-        for (int64_t o = 0; o < g.o; o++) s->oidx[o] = (int32_t)((fp->out_perm ? fp->out_perm[o] : o) * g.oh * g.ow);
-    }
+    if (!st && !s->oidx) st = PDC_ERR_OUT_OF_MEMORY;
+    for (int64_t o = 0; o < g.o && !st; o++) s->oidx[o] = (int32_t)((fp->out_perm ? fp->out_perm[o] : o) * g.oh * g.ow);
     static const char *const syms[OC_MAX_VARIANTS] = {"octile0", "octile1", "octile2", "octile3"};
     pdc_kernel_desc d = {k, sizeof *k, ocv_emit, k, (size_t)nv, syms};
     void *addrs[OC_MAX_VARIANTS] = {0};
