@@ -1050,6 +1050,28 @@ void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per)
 
 /* ------------------------------------------------------------------ running */
 
+/* dst[j] = src[s*j + off] for j in [0, n), zero where that column is outside [0, w): one packed row.
+ * The stride-2 copy (every stride-2 layer's two column phases) is its own loop so it vectorises:
+ * as a per-element test it took a quarter of ResNet-18's 64->128 stride-2 layer. */
+PDC_ISA_CLONES __attribute__((optimize("O3")))
+static void pack_row(float *restrict dst, const float *restrict src, int64_t n, int64_t s, int64_t off, int64_t w)
+{
+    /* columns j0..j1 read inside the row: s*j + off in [0, w) */
+    int64_t j0 = off >= 0 ? 0 : (-off + s - 1) / s, j1 = w - off > 0 ? (w - off + s - 1) / s : 0;
+    if (j0 > n) j0 = n;
+    if (j1 > n) j1 = n;
+    if (j1 < j0) j1 = j0;
+    for (int64_t j = 0; j < j0; j++) dst[j] = 0.0f;
+    const float *sp = src + off;
+    if (s == 1)
+        memcpy(dst + j0, sp + j0, (size_t)(j1 - j0) * sizeof *dst);
+    else if (s == 2)
+        for (int64_t j = j0; j < j1; j++) dst[j] = sp[2 * j];
+    else
+        for (int64_t j = j0; j < j1; j++) dst[j] = sp[s * j];
+    for (int64_t j = j1; j < n; j++) dst[j] = 0.0f;
+}
+
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1)
 {
     for (int64_t c = c0; c < c1; c++) {
@@ -1066,20 +1088,8 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
                     memset(dst, 0, (size_t)g->wq * sizeof *dst);
                     continue;
                 }
-                const float *src = xc + iy * g->w;
-                if (g->sx == 1 && g->px == 1) {
-                    /* dst[j] = src[j - pl] */
-                    int64_t j0 = g->pl < g->wq ? g->pl : g->wq;          /* first column with data */
-                    int64_t j1 = g->pl + g->w < g->wq ? g->pl + g->w : g->wq;
-                    if (j0 > 0) memset(dst, 0, (size_t)j0 * sizeof *dst);
-                    if (j1 > j0) memcpy(dst + j0, src + (j0 - g->pl), (size_t)(j1 - j0) * sizeof *dst);
-                    if (j1 < g->wq) memset(dst + (j1 > j0 ? j1 : j0), 0, (size_t)(g->wq - (j1 > j0 ? j1 : j0)) * sizeof *dst);
-                } else {
-                    for (int64_t j = 0; j < g->wq; j++) {
-                        int64_t ix = (g->sx * j + cph) * g->px - g->pl;
-                        dst[j] = ix >= 0 && ix < g->w ? src[ix] : 0.0f;
-                    }
-                }
+                /* column j of phase cph reads input column (sx*j + cph)*px - pl */
+                pack_row(dst, xc + iy * g->w, g->wq, g->sx * g->px, cph * g->px - g->pl, g->w);
             }
             /* past the plane's rows: zeros (read for lanes that are discarded) */
             int64_t end = g->lead + (r1 - r0) * g->wq;
