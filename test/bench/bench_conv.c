@@ -66,8 +66,8 @@ static int dconv_make(dconv *d, int wino, const layer_case *L, const float *x, c
     memset(d, 0, sizeof *d);
     DN(dnnl_engine_create(&d->eng, dnnl_cpu, 0));
     DN(dnnl_stream_create(&d->str, d->eng, dnnl_stream_default_flags));
-    dnnl_dims_t sd = {1, L->c, L->h, L->w}, wd = {L->o, L->c, 3, 3}, bd = {L->o}, dd = {1, L->o, L->h, L->w};
-    dnnl_dims_t st = {1, 1}, pad = {1, 1};
+    dnnl_dims_t sd = {1, L->c, L->h, L->w}, wd = {L->o, L->c, 3, 3}, bd = {L->o}, dd = {1, L->o, bench_out_h(L), bench_out_w(L)};
+    dnnl_dims_t st = {L->s, L->s}, pad = {1, 1};
     dnnl_memory_desc_t smd, wmd, bmd, dmd, usmd, uwmd, udmd;
     DN(dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, dnnl_format_tag_any));
     DN(dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_format_tag_any));
@@ -162,29 +162,29 @@ static void dconv_free(dconv *d)
 
 static void im2col_sgemm(const layer_case *L, const float *x, const float *w, const float *b, float *col, float *y)
 {
-    const int h = L->h, wd = L->w, c = L->c;
+    const int h = L->h, wd = L->w, c = L->c, s = L->s, oh = bench_out_h(L), ow = bench_out_w(L);
     for (int ci = 0; ci < c; ci++)
         for (int ky = 0; ky < 3; ky++)
             for (int kx = 0; kx < 3; kx++) {
-                float *dst = col + ((size_t)(ci * 9 + ky * 3 + kx)) * (size_t)(h * wd);
-                for (int oy = 0; oy < h; oy++) {
-                    int iy = oy + ky - 1;
-                    float *dr = dst + (size_t)oy * wd;
+                float *dst = col + ((size_t)(ci * 9 + ky * 3 + kx)) * (size_t)(oh * ow);
+                for (int oy = 0; oy < oh; oy++) {
+                    int iy = oy * s + ky - 1;
+                    float *dr = dst + (size_t)oy * ow;
                     if (iy < 0 || iy >= h) {
-                        memset(dr, 0, (size_t)wd * sizeof *dr);
+                        memset(dr, 0, (size_t)ow * sizeof *dr);
                         continue;
                     }
                     const float *sr = x + ((size_t)ci * h + iy) * wd;
-                    for (int ox = 0; ox < wd; ox++) {
-                        int ix = ox + kx - 1;
+                    for (int ox = 0; ox < ow; ox++) {
+                        int ix = ox * s + kx - 1;
                         dr[ox] = ix >= 0 && ix < wd ? sr[ix] : 0.0f;
                     }
                 }
             }
     for (int o = 0; o < L->o; o++)
-        for (int p = 0; p < h * wd; p++) y[(size_t)o * h * wd + p] = b[o];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->o, h * wd, c * 9, 1.0f, w, c * 9, col, h * wd, 1.0f, y,
-                h * wd);
+        for (int p = 0; p < oh * ow; p++) y[(size_t)o * oh * ow + p] = b[o];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->o, oh * ow, c * 9, 1.0f, w, c * 9, col, oh * ow, 1.0f, y,
+                oh * ow);
 }
 
 /* ------------------------------------------------------------------ pdc */
@@ -216,6 +216,7 @@ static void pdc_make(pdc_case *p, const layer_case *L, int threads, const float 
     pdc_attrs *a;
     PDC(ctx, pdc_attrs_create(ctx, &a));
     PDC(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 1, 1, 1}));
+    PDC(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){L->s, L->s}));
     const char *out = "y";
     PDC(ctx, pdc_model_add_layer(m, "conv", "conv", 3, (const char *const[]){"x", "w", "b"}, 1, &out, a));
     pdc_attrs_destroy(a);
@@ -225,7 +226,7 @@ static void pdc_make(pdc_case *p, const layer_case *L, int threads, const float 
     const char *k = "";
     pdc_program_layer_kernel(p->prog, 0, NULL, &k);
     snprintf(p->kernel, sizeof p->kernel, "%s", k);
-    int64_t yd[4] = {1, L->o, L->h, L->w};
+    int64_t yd[4] = {1, L->o, bench_out_h(L), bench_out_w(L)};
     PDC(ctx, pdc_tensor_wrap(ctx, 4, xd, (float *)x, &p->x));
     PDC(ctx, pdc_tensor_create(ctx, 4, yd, &p->y));
 }
@@ -284,12 +285,13 @@ int main(int argc, char **argv)
     for (size_t ci = 0; ci < bench_n_layers; ci++) {
         const layer_case *L = &bench_layers[ci];
         if (filter && !strstr(L->name, filter)) continue;
-        size_t nx = (size_t)L->c * L->h * L->w, ny = (size_t)L->o * L->h * L->w, nw = (size_t)L->o * L->c * 9;
+        const size_t ohw = (size_t)bench_out_h(L) * (size_t)bench_out_w(L);
+        size_t nx = (size_t)L->c * L->h * L->w, ny = (size_t)L->o * ohw, nw = (size_t)L->o * L->c * 9;
         float *x = malloc(nx * sizeof *x), *b = malloc((size_t)L->o * sizeof *b);
         float *w45 = malloc(nw * sizeof *w45), *w9 = malloc(nw * sizeof *w9), *wd = malloc(nw * sizeof *wd);
         int32_t *kp45 = malloc((size_t)L->o * L->c * sizeof *kp45), *kp9 = malloc((size_t)L->o * L->c * sizeof *kp9);
         float *yref = malloc(ny * sizeof *yref), *ytmp = malloc(ny * sizeof *ytmp);
-        float *col = malloc((size_t)L->c * 9 * L->h * L->w * sizeof *col), *yb = malloc(ny * sizeof *yb);
+        float *col = malloc((size_t)L->c * 9 * ohw * sizeof *col), *yb = malloc(ny * sizeof *yb);
         for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * bench_urand() - 1);
         for (int i = 0; i < L->o; i++) b[i] = (float)(0.1 * (2 * bench_urand() - 1));
         uint64_t seed = bench_rng_save();
@@ -303,7 +305,7 @@ int main(int argc, char **argv)
         size_t kept45 = 0, kept9 = 0;
         for (size_t k = 0; k < (size_t)L->o * L->c; k++) kept45 += kp45[k] >= 0, kept9 += kp9[k] >= 0;
         double compr45 = 9.0 * L->o * L->c / (4.0 * kept45), compr9 = 9.0 * L->o * L->c / (4.0 * kept9);
-        double dense_flops = 2.0 * L->o * L->c * 9.0 * L->h * L->w;
+        double dense_flops = 2.0 * L->o * L->c * 9.0 * (double)ohw;
 
         for (const char *tp = threads_list; *tp;) {
             int th = atoi(tp);

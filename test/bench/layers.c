@@ -10,12 +10,14 @@
 #include <time.h>
 
 const layer_case bench_layers[] = {
-    {"vgg16.conv1_2", 64, 64, 224, 224},     {"vgg16.conv2_1", 64, 128, 112, 112},
-    {"vgg16.conv2_2", 128, 128, 112, 112},   {"vgg16.conv3_1", 128, 256, 56, 56},
-    {"vgg16.conv3_2+3_3", 256, 256, 56, 56}, {"vgg16.conv4_1", 256, 512, 28, 28},
-    {"vgg16.conv4_2+4_3", 512, 512, 28, 28}, {"vgg16.conv5_1+5_2", 512, 512, 14, 14},
-    {"resnet50.64@56", 64, 64, 56, 56},      {"resnet50.128@28", 128, 128, 28, 28},
-    {"resnet50.256@14", 256, 256, 14, 14},   {"resnet50.512@7", 512, 512, 7, 7},
+    {"vgg16.conv1_2", 64, 64, 224, 224, 1},     {"vgg16.conv2_1", 64, 128, 112, 112, 1},
+    {"vgg16.conv2_2", 128, 128, 112, 112, 1},   {"vgg16.conv3_1", 128, 256, 56, 56, 1},
+    {"vgg16.conv3_2+3_3", 256, 256, 56, 56, 1}, {"vgg16.conv4_1", 256, 512, 28, 28, 1},
+    {"vgg16.conv4_2+4_3", 512, 512, 28, 28, 1}, {"vgg16.conv5_1+5_2", 512, 512, 14, 14, 1},
+    {"resnet50.64@56", 64, 64, 56, 56, 1},      {"resnet50.128@28", 128, 128, 28, 28, 1},
+    {"resnet50.256@14", 256, 256, 14, 14, 1},   {"resnet50.512@7", 512, 512, 7, 7, 1},
+    {"resnet18.64>128/2", 64, 128, 56, 56, 2},  {"resnet18.128>256/2", 128, 256, 28, 28, 2},
+    {"resnet18.256>512/2", 256, 512, 14, 14, 2},
 };
 const size_t bench_n_layers = sizeof bench_layers / sizeof bench_layers[0];
 
@@ -29,6 +31,9 @@ double bench_urand(void)
     rng ^= rng << 17;
     return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
 }
+
+int bench_out_h(const layer_case *L) { return (L->h - 1) / L->s + 1; } /* (h + 2 - 3) / s + 1 */
+int bench_out_w(const layer_case *L) { return (L->w - 1) / L->s + 1; }
 
 uint64_t bench_rng_save(void) { return rng; }
 void bench_rng_restore(uint64_t state) { rng = state; }

@@ -8,15 +8,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A 3x3 conv, pads 1: c -> o channels over an h x w input, stride s. */
 typedef struct layer_case {
     const char *name;
-    int c, o, h, w;
+    int c, o, h, w, s;
 } layer_case;
 
-/* VGG-16 conv1_2 ... conv5_2 (3_3, 4_3, 5_2 repeat 3_2, 4_2, 5_1's shapes) and ResNet-50's 3x3 layers
- * (ResNet-18 shares their shapes). */
+/* VGG-16 conv1_2 ... conv5_2 (3_3, 4_3, 5_2 repeat 3_2, 4_2, 5_1's shapes), ResNet-50's 3x3 layers
+ * (ResNet-18 shares their shapes) and ResNet-18's stride-2 3x3 layers (the first of stages 2-4). */
 extern const layer_case bench_layers[];
 extern const size_t bench_n_layers;
+/* Output rows and columns of a case. */
+int bench_out_h(const layer_case *L);
+int bench_out_w(const layer_case *L);
 
 /* The 8 four-entry patterns over the 3x3 window, each with the centre (bit = row*3 + col). */
 extern const uint64_t bench_patterns[8];
