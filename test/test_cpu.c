@@ -117,6 +117,7 @@ START_TEST(conv_wide_rows_shift_mode)
     /* 0: the benchmark's 8 patterns (centre column most used); 1: left columns; 2: right columns;
      * 3: unstructured 5x5; 4: dense 3x3 windows with some kernels removed */
     static const uint64_t sets[3][4] = {{0x1b, 0x3a, 0xb2, 0x9a}, {0x49, 0x9, 0x41, 0x1b}, {0x124, 0x24, 0x104, 0x36}};
+    setenv("PDC_CONV_CMAJOR", "0", 1); /* strided cases: conv.c's phase planes, not channel-major */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "wide", &mdl));
@@ -154,6 +155,7 @@ START_TEST(conv_wide_rows_shift_mode)
         if (!strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "y", "aligned rows + lane shifts");
         pdc_program_destroy(p);
     }
+    unsetenv("PDC_CONV_CMAJOR");
 }
 END_TEST
 
@@ -277,15 +279,17 @@ START_TEST(conv_residual_add_relu_fused)
     /* conv -> add(shortcut) -> relu: the conv's epilogue adds the shortcut and applies the relu; the
      * add and relu layers do nothing. Every conv family: pattern rows (batch 2), pattern flat 7x7,
      * batch 2 for each family, dense 1x1 (a ResNet downsampling block: the 1x1 conv runs second and takes the 3x3's output
-     * as its residual; 6x6 flat and 20x20 along rows), dense vectorised over output channels, and
-     * with the memory plan applied */
+     * as its residual; 6x6 flat and 20x20 along rows), dense vectorised over output channels, the
+     * channel-major pattern kernel (a downsampling block whose strided 3x3 runs second: 10x10 along
+     * rows, 7x7 flat), and with the memory plan applied */
     static const struct {
         const char *kind;
         int64_t n, c, h;
         int plan; /* 1: the memory plan applied; 2: and a stem conv, so the block input is in the arena */
     } cases[] = {{"pattern", 2, 16, 20, 0}, {"pattern", 1, 16, 7, 0}, {"downsample", 2, 16, 12, 0},
                  {"dense", 2, 32, 14, 0},   {"pattern", 1, 16, 20, 1}, {"downsample", 1, 16, 12, 1},
-                 {"downsample", 2, 16, 40, 0}, {"downsample", 1, 16, 16, 2}};
+                 {"downsample", 2, 16, 40, 0}, {"downsample", 1, 16, 16, 2}, {"strided", 2, 16, 20, 0},
+                 {"strided", 1, 16, 14, 1}};
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "residual", &mdl));
@@ -309,6 +313,16 @@ START_TEST(conv_residual_add_relu_fused)
             ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(2, 2)));
             layer("conv", a, "c2", NAMES(xin, "w2", "b2"));
             layer("add", NULL, "s", NAMES("a", "c2"));
+        } else if (!strcmp(cases[q].kind, "strided")) {
+            pattern_weight("w1", c, c, (uint32_t)q + 1);
+            pattern_weight("w2", c, c, (uint32_t)q + 2);
+            constant_rand("w3", DIMS(c, c, 1, 1), 0.3f, 8);
+            layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, "relu"), "a", NAMES(xin, "w1", "b1"));
+            pdc_attrs *a = attrs();
+            ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(2, 2)));
+            layer("conv", a, "d", NAMES(xin, "w3", "b2"));
+            layer("conv", conv_attrs(1, 1, 1, 2, 2, 1, NULL), "c2", NAMES("a", "w2", "b2"));
+            layer("add", NULL, "s", NAMES("c2", "d"));
         } else {
             if (!strcmp(cases[q].kind, "dense")) {
                 constant_rand("w1", DIMS(c, c, 3, 3), 0.3f, 6);
@@ -334,7 +348,8 @@ START_TEST(conv_residual_add_relu_fused)
         ck_assert_kernel(p, "s", "fused into the epilogue of c2");
         ck_assert_kernel(p, "y", "fused into the epilogue of c2");
         if (!strcmp(cases[q].kind, "dense")) ck_assert_kernel(p, fused_conv, "output channels vectorised");
-        if (q == 1 && !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, fused_conv, "flat vector");
+        if (!strcmp(cases[q].kind, "strided")) ck_assert_kernel(p, fused_conv, "channel-major");
+        if ((q == 1 || q == 9) && !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, fused_conv, "flat vector");
         pdc_program_destroy(p);
     }
 }
@@ -447,6 +462,7 @@ START_TEST(conv_small_planes_flat)
                  {12, 16, 5, 5, 3, 1, 1, 1, 1, 3, 0}};
     static const uint64_t pats[4] = {0x1b, 0x3a, 0xb2, 0x92};
     setenv("PDC_CONV_OCVEC", "0", 1); /* dense cases: conv_dense.c's flat layout, not output-channel vectors */
+    setenv("PDC_CONV_CMAJOR", "0", 1); /* strided pattern cases: conv.c's flat planes, not channel-major */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "flat", &mdl));
@@ -490,6 +506,77 @@ START_TEST(conv_small_planes_flat)
         pdc_program_destroy(p);
     }
     unsetenv("PDC_CONV_OCVEC");
+    unsetenv("PDC_CONV_CMAJOR");
+}
+END_TEST
+
+START_TEST(conv_strided_channel_major)
+{
+    /* strided pattern-sparse convs run channel-major (conv_cmajor.c): rows in several column tiles
+     * with a partial last vector and out_perm, flat planes in column tiles (batch 2, groups), a
+     * column-only stride with dilation, unstructured 5x5 windows, more filters than a chunk of
+     * accumulators (300), an input packed in row bands, and stride 1 when forced; inline and
+     * after-kernel activations */
+    static const struct {
+        int64_t n, c, o, h, w, k, sy, sx, dil, group;
+        const char *act;
+        int perm, force;
+    } cases[] = {{1, 16, 24, 20, 70, 3, 2, 2, 1, 1, "relu", 1, 0},  {2, 12, 20, 9, 9, 3, 2, 2, 1, 1, "clip", 0, 0},
+                 {1, 8, 16, 14, 14, 3, 2, 2, 1, 2, "sigmoid", 0, 0}, {1, 6, 10, 15, 40, 3, 1, 2, 2, 1, "leaky_relu", 0, 0},
+                 {1, 8, 12, 11, 11, 5, 2, 2, 1, 1, "relu", 0, 0},   {1, 4, 300, 10, 10, 3, 2, 2, 1, 1, "relu", 0, 0},
+                 {1, 64, 16, 112, 112, 3, 2, 2, 1, 1, "relu", 0, 0}, {1, 16, 16, 12, 40, 3, 1, 1, 1, 1, "relu", 0, 1}};
+    setenv("PDC_OMP_STATIC", "1", 1);
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        if (cases[q].force) setenv("PDC_CONV_CMAJOR", "1", 1);
+        else unsetenv("PDC_CONV_CMAJOR");
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "cmajor", &mdl));
+        int64_t c = cases[q].c, o = cases[q].o, k = cases[q].k, d = cases[q].dil, cg = c / cases[q].group;
+        input("x", DIMS(cases[q].n, c, cases[q].h, cases[q].w));
+        if (k == 3) {
+            pattern_weight("w", o, cg, (uint32_t)q + 50);
+        } else {
+            size_t wn = (size_t)(o * cg * k * k);
+            float *w = malloc(wn * sizeof *w);
+            uint8_t *mask = malloc(wn);
+            ck_assert(w && mask);
+            test_fill_random(w, wn, (uint32_t)q + 50);
+            for (size_t i = 0; i < wn; i++) {
+                mask[i] = (i * 7) % 5 < 2;
+                if (!mask[i]) w[i] = 0.0f;
+            }
+            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, (const int64_t[]){o, cg, k, k}, w));
+            ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
+            free(w);
+            free(mask);
+        }
+        constant_rand("b", DIMS(o), 0.2f, (uint32_t)q + 51);
+        int64_t pad = (k / 2) * d;
+        pdc_attrs *a = conv_attrs(pad, pad, pad, cases[q].sy, cases[q].sx, d, cases[q].act);
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", cases[q].group));
+        if (!strcmp(cases[q].act, "clip")) {
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
+        }
+        if (cases[q].perm) {
+            int64_t pv[64];
+            for (int64_t i = 0; i < o; i++) pv[i] = (i * 5 + 3) % o; /* 5 is prime to 24: a permutation */
+            ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)o, pv));
+        }
+        layer("conv", a, "y", NAMES("x", "w", "b"));
+        output("y");
+        char desc[64];
+        snprintf(desc, sizeof desc, "channel-major case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 61);
+        /* a 5x5 union of 25 taps leaves AVX2's 16 registers no tile: conv.c's kernel there */
+        if (k == 3 || !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "y", "channel-major");
+        if (q == 1 && !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "y", "flat vectors in tiles of");
+        if (q == 6) ck_assert_kernel(p, "y", "packed in row bands");
+        pdc_program_destroy(p);
+        if (q == 1 || q == 6) check_thread_invariance(desc);
+    }
+    unsetenv("PDC_CONV_CMAJOR");
+    unsetenv("PDC_OMP_STATIC");
 }
 END_TEST
 
@@ -778,6 +865,7 @@ static Suite *cpu_suite(void)
     Suite *s = suite_create("cpu");
     bc_tcases t = bc_add_cases(s, bc_setup, bc_teardown);
     tcase_add_test(t.conv, conv_small_planes_flat);
+    tcase_add_test(t.conv, conv_strided_channel_major);
     tcase_add_test(t.conv, conv_wide_rows_shift_mode);
     tcase_add_test(t.conv, conv_large_inputs_packed_in_bands);
     tcase_add_test(t.conv, conv_dense_output_channel_vectors);

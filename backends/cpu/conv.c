@@ -778,7 +778,11 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
     }
     P->n_pat = n_pat;
     int64_t nonempty = 0;
-    for (int64_t kidx = 0; kidx < n_kern; kidx++) nonempty += kmask[kidx] != 0;
+    for (int64_t kidx = 0; kidx < n_kern; kidx++) {
+        nonempty += kmask[kidx] != 0;
+        P->kept_taps += popcount64(kmask[kidx]);
+    }
+    P->kept_kernels = nonempty;
     P->all_dense = n_pat == 1 && pats[0] == full && nonempty == n_kern;
     return PDC_OK;
 }
@@ -792,7 +796,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     const ir_fused_params fp = P->fp;
     const uint64_t *kmask = P->kmask, *pats = P->pats, full = P->full;
     const size_t n_pat = P->n_pat;
-    const int64_t taps = g.kh * g.kw, n_kern = g.o * g.cg;
+    const int64_t taps = g.kh * g.kw;
     (void)full;
 
     /* Accumulators: patterns of up to 4 taps keep their weights in 4 registers beside 28
@@ -869,21 +873,16 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     /* filter order, kernel lists, packed weights */
     filt_rank *order = pdc_alloc(ctx, (size_t)g.o * sizeof *order);
     if (!order) return PDC_ERR_OUT_OF_MEMORY;
-    int64_t kept = 0;
     for (int64_t o = 0; o < g.o; o++) {
         int64_t cnt = 0;
         for (int64_t c = 0; c < g.cg; c++) cnt += kmask[o * g.cg + c] != 0;
         order[o].count = cnt;
         order[o].index = o;
-        kept += cnt;
     }
     qsort(order, (size_t)g.o, sizeof *order, cmp_filt);
-    P->kept_kernels = kept;
-    size_t n_w = 0;
-    for (int64_t kidx = 0; kidx < n_kern; kidx++) n_w += (size_t)popcount64(kmask[kidx]);
     P->n_meta = (size_t)g.o * (2 * n_pat + 1);
-    P->n_cidx = (size_t)(kept + CONV_PREFETCH_VECTORS); /* read (as prefetch addresses) past the last kernel */
-    P->n_wpk = n_w + 1;
+    P->n_cidx = (size_t)(P->kept_kernels + CONV_PREFETCH_VECTORS); /* read (as prefetch addresses) past the last kernel */
+    P->n_wpk = (size_t)P->kept_taps + 1;
     P->meta = pdc_alloc(ctx, P->n_meta * sizeof *P->meta);
     P->cidx = pdc_calloc(ctx, P->n_cidx, sizeof *P->cidx);
     P->wpk = pdc_calloc(ctx, P->n_wpk, sizeof *P->wpk);
@@ -914,14 +913,12 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
         mr[n_pat] = ci;
     }
     pdc_free(order);
-    P->kept_taps = (int64_t)n_w;
     return PDC_OK;
 }
 
 void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *buf, size_t cap)
 {
     const conv_geom g = P->g;
-    double dense_taps = (double)(g.o * g.cg * g.kh * g.kw), kept_taps = (double)P->kept_taps;
     char tile[96];
     if (g.flat)
         snprintf(tile, sizeof tile, "plane as %" PRId64 " flat vector%s x%d%s%s", g.tx, g.tx == 1 ? "" : "s", P->ksets,
@@ -929,6 +926,13 @@ void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *
     else
         snprintf(tile, sizeof tile, "tile %" PRId64 "x%" PRId64 "x%d%s%s", g.ty, g.tx, t->vec,
                  P->key.shift ? ", aligned rows + lane shifts" : "", cpu_conv_band_info(&g));
+    cpu_conv_plan_describe(P, t, tile, buf, cap);
+}
+
+void cpu_conv_plan_describe(const cpu_conv_plan *P, const pdc_llvm_target *t, const char *tile, char *buf, size_t cap)
+{
+    const conv_geom g = P->g;
+    double dense_taps = (double)(g.o * g.cg * g.kh * g.kw), kept_taps = (double)P->kept_taps;
     if (P->as_dense || (P->n_pat == 1 && P->pats[0] == P->full && P->kept_kernels == g.o * g.cg))
         snprintf(buf, cap, "jit %sdirect conv %" PRId64 "x%" PRId64 "%s, %s, %s",
                  P->as_dense ? "dense (sparsity too irregular to specialise) " : "dense ", g.kh, g.kw,
@@ -951,13 +955,16 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     pdc_status st = cpu_conv_plan_init(ctx, m, l, &s->p, why, why_cap);
     if (st) goto fail;
-    /* Every kernel dense: the multi-filter dense kernel shares each input load across filters. */
+    /* Every kernel dense: the multi-filter dense kernel shares each input load across filters.
+     * Strided pattern layers: channel-major order. */
     if (s->p.all_dense) {
         st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
         if (st == PDC_ERR_UNSUPPORTED) st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
-        if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
-        st = PDC_OK;
+    } else {
+        st = cpu_plan_conv_cmajor(cc, m, l, &s->p, L);
     }
+    if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
+    st = PDC_OK;
     /* a fused residual add: before the activation, a relu after it becomes ours */
     int res = cpu_conv_plan_residual(cc, &s->p.fp);
     if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, CONV_BAND_BYTES, cc->threads, &s->p))) goto fail;
@@ -1050,54 +1057,55 @@ void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per)
 
 /* ------------------------------------------------------------------ running */
 
-/* dst[j] = src[s*j + off] for j in [0, n), zero where that column is outside [0, w): one packed row.
- * The stride-2 copy (every stride-2 layer's two column phases) is its own loop so it vectorises:
- * as a per-element test it took a quarter of ResNet-18's 64->128 stride-2 layer. */
+/* `rows` packed rows: dst[j] = src[s*j + off] for j in [j0, j1) (the columns inside the input row),
+ * zero for the rest of [0, n); rows dstride and sstride floats apart. The stride-2 copy (every
+ * stride-2 layer's column phases) is its own loop, so it vectorises: as a per-element bounds test
+ * it took a quarter of ResNet-18's 64->128/2 layer, and as a call per row a fifth. */
 PDC_ISA_CLONES __attribute__((optimize("O3")))
-static void pack_row(float *restrict dst, const float *restrict src, int64_t n, int64_t s, int64_t off, int64_t w)
+static void pack_rows(float *restrict dst, int64_t dstride, const float *restrict src, int64_t sstride, int64_t rows,
+                      int64_t n, int64_t s, int64_t off, int64_t j0, int64_t j1)
 {
-    /* columns j0..j1 read inside the row: s*j + off in [0, w) */
-    int64_t j0 = off >= 0 ? 0 : (-off + s - 1) / s, j1 = w - off > 0 ? (w - off + s - 1) / s : 0;
-    if (j0 > n) j0 = n;
-    if (j1 > n) j1 = n;
-    if (j1 < j0) j1 = j0;
-    for (int64_t j = 0; j < j0; j++) dst[j] = 0.0f;
-    const float *sp = src + off;
-    if (s == 1)
-        memcpy(dst + j0, sp + j0, (size_t)(j1 - j0) * sizeof *dst);
-    else if (s == 2)
-        for (int64_t j = j0; j < j1; j++) dst[j] = sp[2 * j];
-    else
-        for (int64_t j = j0; j < j1; j++) dst[j] = sp[s * j];
-    for (int64_t j = j1; j < n; j++) dst[j] = 0.0f;
+    for (int64_t r = 0; r < rows; r++, dst += dstride, src += sstride) {
+        for (int64_t j = 0; j < j0; j++) dst[j] = 0.0f;
+        if (s == 1)
+            memcpy(dst + j0, src + j0 + off, (size_t)(j1 - j0) * sizeof *dst);
+        else if (s == 2)
+            for (int64_t j = j0; j < j1; j++) dst[j] = src[2 * j + off];
+        else
+            for (int64_t j = j0; j < j1; j++) dst[j] = src[s * j + off];
+        for (int64_t j = j1; j < n; j++) dst[j] = 0.0f;
+    }
 }
 
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1)
 {
-    for (int64_t c = c0; c < c1; c++) {
-        const float *xc = x + c * g->h * g->w;
-        float *pc = xp + c * g->ps;
-        for (int64_t ph = 0; ph < g->nph; ph++) {
-            float *pp = pc + ph * g->pstride;
+    for (int64_t ph = 0; ph < g->nph; ph++) {
+        /* column j of phase ph reads input column s*j + off, inside the row for j in [j0, j1) */
+        const int64_t cph = ph % g->sx, s = g->sx * g->px, off = cph * g->px - g->pl;
+        int64_t j0 = off >= 0 ? 0 : (-off + s - 1) / s, j1 = g->w - off > 0 ? (g->w - off + s - 1) / s : 0;
+        j0 = j0 < g->wq ? j0 : g->wq;
+        j1 = j1 < g->wq ? (j1 > j0 ? j1 : j0) : g->wq;
+        /* packed row r reads input row r*step + iy0 (flat layouts split rows into sy phases as
+         * well: plane ph = row phase * sx + column phase) */
+        const int64_t step = (g->flat ? g->sy : 1) * g->py, iy0 = (g->flat ? ph / g->sx : 0) * g->py - g->pt;
+        int64_t ra = r0, rb;
+        while (ra < r1 && ra * step + iy0 < 0) ra++;
+        for (rb = ra; rb < r1 && rb * step + iy0 < g->h; rb++) {}
+        for (int64_t c = c0; c < c1; c++) {
+            float *pp = xp + c * g->ps + ph * g->pstride, *rows = pp + g->lead - r0 * g->wq;
             memset(pp, 0, (size_t)g->lead * sizeof *pp);
-            for (int64_t r = r0; r < r1; r++) {
-                float *dst = pp + g->lead + (r - r0) * g->wq;
-                /* flat layouts split rows into sy phases as well: plane ph = row phase * sx + column phase */
-                int64_t iy = (g->flat ? r * g->sy + ph / g->sx : r) * g->py - g->pt, cph = ph % g->sx;
-                if (iy < 0 || iy >= g->h) {
-                    memset(dst, 0, (size_t)g->wq * sizeof *dst);
-                    continue;
-                }
-                /* column j of phase cph reads input column (sx*j + cph)*px - pl */
-                pack_row(dst, xc + iy * g->w, g->wq, g->sx * g->px, cph * g->px - g->pl, g->w);
-            }
-            /* past the plane's rows: zeros (read for lanes that are discarded) */
+            memset(rows + r0 * g->wq, 0, (size_t)((ra - r0) * g->wq) * sizeof *pp); /* rows above the input */
+            if (rb > ra)
+                pack_rows(rows + ra * g->wq, g->wq, x + c * g->h * g->w + (ra * step + iy0) * g->w, step * g->w, rb - ra,
+                          g->wq, s, off, j0, j1);
+            /* rows below the input, and past the plane's rows: zeros (read for lanes that are discarded) */
             int64_t end = g->lead + (r1 - r0) * g->wq;
+            memset(rows + rb * g->wq, 0, (size_t)((r1 - rb) * g->wq) * sizeof *pp);
             if (g->pstride > end) memset(pp + end, 0, (size_t)(g->pstride - end) * sizeof *pp);
         }
-        int64_t used = g->nph * g->pstride;
-        if (g->ps > used) memset(pc + used, 0, (size_t)(g->ps - used) * sizeof *pc);
     }
+    int64_t used = g->nph * g->pstride;
+    for (int64_t c = c0; c < c1 && g->ps > used; c++) memset(xp + c * g->ps + used, 0, (size_t)(g->ps - used) * sizeof *xp);
 }
 
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,

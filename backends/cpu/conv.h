@@ -115,6 +115,8 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 void cpu_conv_plan_release(cpu_conv_plan *P);
 /* One line for pdc_program_layer_kernel. */
 void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *buf, size_t cap);
+/* The same with the kernel's tiling described by `tile` (for the other pattern families). */
+void cpu_conv_plan_describe(const cpu_conv_plan *P, const pdc_llvm_target *t, const char *tile, char *buf, size_t cap);
 /* Emits the tile variants of key arg (a conv_key *) as "<prefix>_tile<v>" into m (a pdc_kernel_emit_fn). */
 pdc_status cpu_conv_emit_tiles(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
                                LLVMModuleRef m, const char *prefix);
@@ -242,5 +244,12 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
  */
 pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g0,
                                const ir_fused_params *fp, cpu_layer *L);
+/*
+ * Pattern-sparse convolution in channel-major order (conv_cmajor.c), for plan P after
+ * cpu_conv_plan_init: PDC_ERR_UNSUPPORTED unless the layer is strided (PDC_CONV_CMAJOR=1/0 forces)
+ * and the patterns' union leaves registers for a tile.
+ */
+pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const cpu_conv_plan *P,
+                                cpu_layer *L);
 
 #endif

@@ -1,0 +1,415 @@
+/*
+ * conv_cmajor.c - JIT'd pattern-sparse convolution in channel-major order, for strided layers.
+ *
+ * conv.c computes one filter at a time over a register tile, loading for each of its kernels the
+ * input rows the kernel's taps read. At stride 2 the taps of a kernel share no input - each FMA
+ * needs a cache line of its own - and a tile's input over all channels (ResNet-18's 64->128/2: 64
+ * x 3.8 KB) does not stay in L1, so such layers ran from L2 at a third of the FMA rate (0.33 ms for
+ * 26 MFLOP). Here the loops are swapped. Per tile (ty rows x tx vectors: nacc vectors, few) and per
+ * input channel, the vectors every tap of the patterns' union reads are loaded into registers once;
+ * then every kept kernel on that channel - of all filters of a chunk, grouped by pattern, so each
+ * pattern's loop has constant taps - adds its taps to its filter's accumulators, which live in a
+ * buffer on the stack (chunk x nacc vectors, 32 KiB: in L1). A kernel costs nacc loads and stores
+ * of accumulators besides its taps x nacc FMAs, and a tile reads its input once.
+ *
+ * Input packing, row tiles, bands, the fused epilogue and the fixed work split (tile, chunk) are
+ * conv.c's; small planes are laid flat (conv.h) and split into column tiles of nacc vectors.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/conv.h"
+
+#define CM_MAX_VARIANTS 4
+#define CM_MAX_ACC 4               /* accumulator vectors of a filter in a tile */
+#define CM_ACC_BYTES (32 << 10)    /* a chunk's accumulators: two thirds of a 48 KiB L1 (longer
+                                      * lists than 16 KiB: 256->512/2 at 4.5x 0.238 -> 0.195 ms) */
+
+typedef struct cm_key {
+    char tag[8];                 /* "cmN": bump N when the generated code changes */
+    int32_t vec, nacc, chunk;    /* lanes; accumulator vectors per filter; filters per chunk (buffer size) */
+    int32_t n_pat, kh, kw, sy, sx, dy, dx;
+    conv_act act;                /* inline activation (cpu_conv_inline_act) */
+    int32_t residual;            /* rt added before the activation (cpu_residual) */
+    int32_t flat;
+    int64_t cg, wq, ps, pstride, ow, oh, ohw;
+    int32_t n_var;
+    int32_t var_ty[CM_MAX_VARIANTS], var_tx[CM_MAX_VARIANTS], var_last[CM_MAX_VARIANTS];
+    int32_t var_x0[CM_MAX_VARIANTS]; /* flat: the tile's first vector of the plane */
+    uint64_t pat[CONV_MAX_PATTERNS];
+} cm_key;
+
+/* Tile variant: chunk ch of the tile at xt (packed input) / yt, rt (output, residual). */
+typedef void (*cm_fn)(const float *xt, const int64_t *meta, const int32_t *kslot, const float *wpk,
+                      const float *bias, const int64_t *ochan, const int64_t *chunks, float *yt, const float *rt,
+                      int64_t ch);
+
+typedef struct cm_state {
+    conv_geom g;
+    cm_key key;
+    int var_of[2][2];            /* row layout: [last row tile][last column tile] -> variant */
+    cm_fn fn[CM_MAX_VARIANTS];   /* flat: one per column tile */
+    int64_t *meta;               /* per (chunk, channel, pattern): first kernel, first weight; + an end */
+    int32_t *kslot;              /* per kernel: its filter's accumulators, floats into the chunk's buffer */
+    float *wpk, *bias;           /* weights in kernel order; bias per filter */
+    int64_t *ochan, *chunks;     /* per filter: output channel; per chunk: first filter, filters, first channel */
+    int64_t n_chunks;
+    ir_fused_params post;
+} cm_state;
+
+static void cm_free(void *p)
+{
+    cm_state *s = p;
+    if (!s) return;
+    pdc_free(s->meta);
+    pdc_free(s->kslot);
+    pdc_free(s->wpk);
+    pdc_free(s->bias);
+    pdc_free(s->ochan);
+    pdc_free(s->chunks);
+    pdc_free(s);
+}
+
+/* ------------------------------------------------------------------ code generation */
+
+/* Floats from the tile origin to what accumulator vector a (row a / tx, vector a % tx; flat: vector
+ * a) reads for tap (ky, kx). */
+static int64_t cm_tap_offset(const cm_key *k, int tx, int a, int ky, int kx)
+{
+    if (k->flat) return cpu_conv_flat_offset(k->sy, k->sx, k->dy, k->dx, k->wq, k->pstride, ky, kx) + (int64_t)a * k->vec;
+    int64_t i = a / tx, j = a % tx;
+    return (int64_t)kx * k->dx % k->sx * k->pstride + (i * k->sy + (int64_t)ky * k->dy) * k->wq + (int64_t)kx * k->dx / k->sx +
+           j * k->vec;
+}
+
+static LLVMValueRef cm_load_acc(pdc_irb *irb, LLVMValueRef p)
+{
+    LLVMValueRef v = LLVMBuildLoad2(irb->b, irb->vf, p, "");
+    LLVMSetAlignment(v, 64);
+    return v;
+}
+
+static void cm_store_acc(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p) { LLVMSetAlignment(LLVMBuildStore(irb->b, v, p), 64); }
+
+/* A counted loop `for (i = from; i < to; i++)` (to > from not assumed): returns i in the body,
+ * where the builder is left; cm_loop_end closes it. */
+typedef struct cm_loop {
+    LLVMValueRef var, to;
+    LLVMBasicBlockRef head, body, after;
+} cm_loop;
+
+static LLVMValueRef cm_loop_begin(pdc_irb *irb, LLVMValueRef fn, cm_loop *lp, LLVMValueRef var, LLVMValueRef from,
+                                  LLVMValueRef to, const char *name)
+{
+    LLVMBuilderRef B = irb->b;
+    lp->var = var;
+    lp->to = to;
+    lp->head = LLVMAppendBasicBlockInContext(irb->c, fn, name);
+    lp->body = LLVMAppendBasicBlockInContext(irb->c, fn, "body");
+    lp->after = LLVMAppendBasicBlockInContext(irb->c, fn, "after");
+    LLVMBuildStore(B, from, var);
+    LLVMBuildBr(B, lp->head);
+    LLVMPositionBuilderAtEnd(B, lp->head);
+    LLVMValueRef i = LLVMBuildLoad2(B, irb->i64, var, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i, to, ""), lp->body, lp->after);
+    LLVMPositionBuilderAtEnd(B, lp->body);
+    return i;
+}
+
+static LLVMValueRef cm_loop_end(pdc_irb *irb, cm_loop *lp, LLVMValueRef i)
+{
+    LLVMBuildStore(irb->b, LLVMBuildAdd(irb->b, i, pdc_irb_i64(irb, 1), ""), lp->var);
+    LLVMValueRef latch = LLVMBuildBr(irb->b, lp->head);
+    LLVMPositionBuilderAtEnd(irb->b, lp->after);
+    return latch;
+}
+
+static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, int var)
+{
+    LLVMBuilderRef B = irb->b;
+    const int ty = k->var_ty[var], tx = k->var_tx[var], na = ty * tx, vec = k->vec, nacc = k->nacc;
+    char name[32];
+    snprintf(name, sizeof name, "cmtile%d", var);
+    LLVMTypeRef params[10] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64};
+    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 10, params);
+    LLVMValueRef xt = LLVMGetParam(fn, 0), meta = LLVMGetParam(fn, 1), kslot = LLVMGetParam(fn, 2),
+                 wpk = LLVMGetParam(fn, 3), bias = LLVMGetParam(fn, 4), ochan = LLVMGetParam(fn, 5),
+                 chunks = LLVMGetParam(fn, 6), yt = LLVMGetParam(fn, 7), rt = LLVMGetParam(fn, 8), ch = LLVMGetParam(fn, 9);
+    LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(irb->c, fn, "entry"));
+    LLVMValueRef buf = LLVMBuildArrayAlloca(B, irb->vf, pdc_irb_i64(irb, (int64_t)k->chunk * nacc), "accbuf");
+    LLVMSetAlignment(buf, 64);
+    LLVMValueRef sv = LLVMBuildAlloca(B, irb->i64, "s"), cv = LLVMBuildAlloca(B, irb->i64, "c"),
+                 iv = LLVMBuildAlloca(B, irb->i64, "i"), wpv = LLVMBuildAlloca(B, irb->ptr, "wp");
+    LLVMValueRef cr = pdc_irb_gep(irb, irb->i64, chunks, LLVMBuildMul(B, ch, pdc_irb_i64(irb, 3), ""));
+    LLVMValueRef f0 = pdc_irb_load_i64(irb, cr), nf = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, cr, 1)),
+                 cb = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, cr, 2));
+    LLVMValueRef slot_floats = pdc_irb_i64(irb, (int64_t)nacc * vec);
+
+    /* the chunk's accumulators start at the bias */
+    cm_loop lp;
+    LLVMValueRef s = cm_loop_begin(irb, fn, &lp, sv, pdc_irb_i64(irb, 0), nf, "init");
+    LLVMValueRef b0 = pdc_irb_load_splat(irb, pdc_irb_gep(irb, irb->f32, bias, LLVMBuildAdd(B, f0, s, "")));
+    LLVMValueRef ap = pdc_irb_gep(irb, irb->f32, buf, LLVMBuildMul(B, s, slot_floats, ""));
+    for (int a = 0; a < na; a++) cm_store_acc(irb, b0, pdc_irb_gepc(irb, irb->f32, ap, (int64_t)a * vec));
+    cm_loop_end(irb, &lp, s);
+
+    /* per input channel: the union's tap vectors, then each pattern's kernels */
+    uint64_t uni = 0;
+    for (int p = 0; p < k->n_pat; p++) uni |= k->pat[p];
+    LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->ps), ""));
+    LLVMValueRef c = cm_loop_begin(irb, fn, &lp, cv, pdc_irb_i64(irb, 0), pdc_irb_i64(irb, k->cg), "channel");
+    LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->ps), ""));
+    /* the next channel's lines, a channel's worth of kernels ahead (its address is a constant
+     * stride on, but 64 kernels between two channels hide the pattern from the hardware) */
+    {
+        LLVMValueRef xn = pdc_irb_gepc(irb, irb->f32, x, k->ps);
+        int64_t lines[CONV_MAX_TAPS * CM_MAX_ACC * 2];
+        int nl = 0;
+        for (int b = 0; b < k->kh * k->kw; b++)
+            for (int a = 0; uni >> b & 1 && a < na; a++)
+                for (int e = 0; e < 2; e++) {
+                    int64_t off = cm_tap_offset(k, tx, a, b / k->kw, b % k->kw) + (e ? vec - 1 : 0), ln = off / 16;
+                    int seen = 0;
+                    for (int q = 0; q < nl && !seen; q++) seen = lines[q] == ln;
+                    if (!seen) lines[nl++] = ln;
+                }
+        for (int q = 0; q < nl; q++) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, lines[q] * 16));
+    }
+    LLVMValueRef T[CONV_MAX_TAPS][CM_MAX_ACC];
+    for (int b = 0; b < k->kh * k->kw; b++)
+        for (int a = 0; uni >> b & 1 && a < na; a++)
+            T[b][a] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, cm_tap_offset(k, tx, a, b / k->kw, b % k->kw)));
+    LLVMValueRef mbase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, ch, pdc_irb_i64(irb, k->cg), ""), c, ""),
+                                      pdc_irb_i64(irb, k->n_pat), "");
+    for (int p = 0; p < k->n_pat; p++) {
+        uint64_t mask = k->pat[p];
+        LLVMValueRef mr = pdc_irb_gep(irb, irb->i64, meta, LLVMBuildMul(B, LLVMBuildAdd(B, mbase, pdc_irb_i64(irb, p), ""), pdc_irb_i64(irb, 2), ""));
+        LLVMValueRef lo = pdc_irb_load_i64(irb, mr), wst = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mr, 1)),
+                     hi = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mr, 2));
+        LLVMBuildStore(B, pdc_irb_gep(irb, irb->f32, wpk, wst), wpv);
+        cm_loop kl;
+        LLVMValueRef i = cm_loop_begin(irb, fn, &kl, iv, lo, hi, "kernels");
+        LLVMValueRef wp = LLVMBuildLoad2(B, irb->ptr, wpv, "");
+        LLVMValueRef kp = pdc_irb_gep(irb, irb->f32, buf, pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, kslot, i)));
+        LLVMValueRef cur[CM_MAX_ACC];
+        for (int a = 0; a < na; a++) cur[a] = cm_load_acc(irb, pdc_irb_gepc(irb, irb->f32, kp, (int64_t)a * vec));
+        int t = 0;
+        for (int b = 0; b < k->kh * k->kw; b++) {
+            if (!(mask >> b & 1)) continue;
+            LLVMValueRef w = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, wp, t++));
+            for (int a = 0; a < na; a++) cur[a] = pdc_irb_fma(irb, w, T[b][a], cur[a]);
+        }
+        for (int a = 0; a < na; a++) cm_store_acc(irb, cur[a], pdc_irb_gepc(irb, irb->f32, kp, (int64_t)a * vec));
+        LLVMBuildStore(B, pdc_irb_gepc(irb, irb->f32, wp, t), wpv);
+        /* not unrolled: a pattern's list on a channel is short (8 kernels for 128 filters at 50%),
+         * and the remainder loop of an unrolled one costs a second mispredicted exit
+         * (ResNet-18's 256->512/2 at 4.5x: 0.274 -> 0.239 ms) */
+        pdc_irb_loop_unroll(irb, cm_loop_end(irb, &kl, i), 1);
+    }
+    cm_loop_end(irb, &lp, c);
+
+    /* epilogue: residual, activation and stores to output channel ochan[f] */
+    s = cm_loop_begin(irb, fn, &lp, sv, pdc_irb_i64(irb, 0), nf, "store");
+    LLVMValueRef ooff = LLVMBuildMul(B, pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, s, ""))),
+                                     pdc_irb_i64(irb, k->ohw), "");
+    LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff), rk = k->residual ? pdc_irb_gep(irb, irb->f32, rt, ooff) : NULL;
+    ap = pdc_irb_gep(irb, irb->f32, buf, LLVMBuildMul(B, s, slot_floats, ""));
+    for (int a = 0; a < na; a++) {
+        LLVMValueRef v = cm_load_acc(irb, pdc_irb_gepc(irb, irb->f32, ap, (int64_t)a * vec));
+        if (k->flat)
+            cpu_conv_emit_flat_store(irb, v, yk, rk, &k->act, (int64_t)(k->var_x0[var] + a) * vec, k->wq, k->ow, k->oh);
+        else
+            cpu_conv_emit_row_store(irb, v, yk, rk, &k->act, (int64_t)(a / tx) * k->ow + (int64_t)(a % tx) * vec,
+                                    a % tx == tx - 1 ? k->var_last[var] : vec);
+    }
+    cm_loop_end(irb, &lp, s);
+    LLVMBuildRetVoid(B);
+}
+
+static pdc_status cm_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
+                          LLVMModuleRef m, const char *prefix)
+{
+    (void)ctx;
+    const cm_key *k = arg;
+    pdc_irb irb;
+    pdc_irb_init(&irb, c, m, t->vec);
+    for (int v = 0; v < k->n_var; v++) cm_emit_variant(&irb, k, prefix, v);
+    pdc_irb_dispose(&irb);
+    return PDC_OK;
+}
+
+/* ------------------------------------------------------------------ running */
+
+static void cm_tile(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi, int64_t ch)
+{
+    const cm_state *s = arg;
+    const conv_geom *g = &s->g;
+    int64_t x0 = txi * g->tx * s->key.vec;
+    if (g->flat) { /* a variant per column tile, which knows where its pixels go */
+        s->fn[txi](xr + x0, s->meta, s->kslot, s->wpk, s->bias, s->ochan, s->chunks, yn, rn, ch);
+        return;
+    }
+    int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
+    int64_t yo = tyi * g->ty * g->ow + x0;
+    s->fn[v](xr + x0, s->meta, s->kslot, s->wpk, s->bias, s->ochan, s->chunks, yn + yo, rn ? rn + yo : NULL, ch);
+}
+
+static pdc_status cm_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
+                         const cpu_exec *x)
+{
+    (void)m;
+    const cm_state *s = L->state;
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->n_chunks, cm_tile, s, &s->post);
+}
+
+/* ------------------------------------------------------------------ planning */
+
+/* Kernel lists of P's layer in chunk order: per (chunk, channel, pattern) the kernels of the chunk's
+ * filters in stored order, each with its accumulator slot and its weights. */
+static pdc_status cm_pack(pdc_context *ctx, const cpu_conv_plan *P, const ir_tensor *wt, const ir_tensor *bt,
+                          int64_t chunk, cm_state *s)
+{
+    const conv_geom *g = &P->g;
+    const int64_t og = g->o / g->group, per_group = (og + chunk - 1) / chunk, taps = g->kh * g->kw;
+    const size_t np = P->n_pat;
+    s->n_chunks = g->group * per_group;
+    size_t n_lists = (size_t)(s->n_chunks * g->cg) * np;
+    s->meta = pdc_alloc(ctx, (2 * n_lists + 2) * sizeof *s->meta);
+    s->kslot = pdc_alloc(ctx, ((size_t)P->kept_kernels + 1) * sizeof *s->kslot);
+    s->wpk = pdc_alloc(ctx, ((size_t)P->kept_taps + 1) * sizeof *s->wpk);
+    s->bias = pdc_alloc(ctx, (size_t)g->o * sizeof *s->bias);
+    s->ochan = pdc_alloc(ctx, (size_t)g->o * sizeof *s->ochan);
+    s->chunks = pdc_alloc(ctx, (size_t)(3 * s->n_chunks) * sizeof *s->chunks);
+    if (!s->meta || !s->kslot || !s->wpk || !s->bias || !s->ochan || !s->chunks) return PDC_ERR_OUT_OF_MEMORY;
+    for (int64_t o = 0; o < g->o; o++) {
+        s->bias[o] = bt ? bt->data[o] : 0.0f;
+        s->ochan[o] = P->fp.out_perm ? P->fp.out_perm[o] : o;
+    }
+    int64_t ki = 0, wi = 0, li = 0;
+    for (int64_t ch = 0; ch < s->n_chunks; ch++) {
+        int64_t grp = ch / per_group, f0 = grp * og + ch % per_group * chunk;
+        int64_t f1 = f0 + chunk < (grp + 1) * og ? f0 + chunk : (grp + 1) * og;
+        s->chunks[3 * ch] = f0;
+        s->chunks[3 * ch + 1] = f1 - f0;
+        s->chunks[3 * ch + 2] = grp * g->cg;
+        for (int64_t c = 0; c < g->cg; c++)
+            for (size_t p = 0; p < np; p++, li++) {
+                s->meta[2 * li] = ki;
+                s->meta[2 * li + 1] = wi;
+                for (int64_t o = f0; o < f1; o++) {
+                    uint64_t mk = P->kmask[o * g->cg + c];
+                    if (mk != P->pats[p]) continue;
+                    s->kslot[ki++] = (int32_t)((o - f0) * s->key.nacc * s->key.vec);
+                    const float *src = wt->data + (o * g->cg + c) * taps;
+                    for (int64_t b = 0; b < taps; b++)
+                        if (mk >> b & 1) s->wpk[wi++] = src[b];
+                }
+            }
+    }
+    s->meta[2 * li] = ki; /* the end of the last list */
+    s->meta[2 * li + 1] = wi;
+    return PDC_OK;
+}
+
+pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const cpu_conv_plan *P,
+                                cpu_layer *L)
+{
+    const pdc_llvm_target *t = cc->target;
+    const int vec = t->vec;
+    conv_geom g = P->g;
+    uint64_t uni = 0;
+    for (size_t p = 0; p < P->n_pat; p++) uni |= P->pats[p];
+    const int nu = __builtin_popcountll(uni);
+    /* accumulator vectors per filter: the union's tap vectors of each, the accumulators and a
+     * weight or two in registers */
+    int nacc = 0;
+    while (nacc < CM_MAX_ACC && nu * (nacc + 1) + (nacc + 1) + 4 <= t->n_vregs) nacc++;
+    /* taken for strided layers, where conv.c's kernels read a line per FMA from L2 (ResNet-18's
+     * 64->128/2 at 4.5x: 0.131 ms here against 0.333; at stride 1 both run alike). PDC_CONV_CMAJOR
+     * = 1/0 forces it on/off, for tuning experiments and tests. */
+    const char *force = getenv("PDC_CONV_CMAJOR");
+    if (!nacc || (force && *force == '0') || (!(force && *force == '1') && g.sy * g.sx == 1)) return PDC_ERR_UNSUPPORTED;
+    g.lead = 0;
+    if (cpu_conv_layout_flat(&g, vec, 7)) {
+        /* column tiles of nacc vectors, a variant each (where it stores is a constant) */
+        g.tx = nacc < g.nvx ? nacc : g.nvx;
+        g.ntx = (g.nvx + g.tx - 1) / g.tx;
+        if (g.ntx > CM_MAX_VARIANTS) g = P->g, g.lead = 0; /* row layout below */
+    }
+    if (!g.flat) {
+        int64_t nvx = (g.ow + vec - 1) / vec, tx = nacc < nvx ? nacc : nvx;
+        cpu_conv_layout(&g, vec, tx, nacc / tx);
+        cpu_conv_band(&g, vec, CONV_BAND_BYTES, cc->threads);
+    }
+    const int64_t og = g.o / g.group;
+    int64_t chunk = CM_ACC_BYTES / ((int64_t)nacc * vec * 4);
+    if (chunk > og) chunk = og;
+
+    pdc_context *ctx = cc->ctx;
+    cm_state *s = pdc_calloc(ctx, 1, sizeof *s);
+    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    s->g = g;
+    s->post = P->fp;
+    cm_key *k = &s->key;
+    memcpy(k->tag, "cm1", 4);
+    k->vec = vec;
+    k->nacc = nacc;
+    k->chunk = (int32_t)chunk;
+    k->n_pat = (int32_t)P->n_pat;
+    for (size_t p = 0; p < P->n_pat; p++) k->pat[p] = P->pats[p];
+    k->kh = (int32_t)g.kh;
+    k->kw = (int32_t)g.kw;
+    k->sy = (int32_t)g.sy;
+    k->sx = (int32_t)g.sx;
+    k->dy = (int32_t)g.dy;
+    k->dx = (int32_t)g.dx;
+    k->flat = g.flat;
+    k->cg = g.cg;
+    k->wq = g.wq;
+    k->ps = g.ps;
+    k->pstride = g.pstride;
+    k->ow = g.ow;
+    k->oh = g.oh;
+    k->ohw = g.oh * g.ow;
+    k->residual = cpu_conv_plan_residual(cc, &s->post);
+    k->act = cpu_conv_inline_act(&s->post);
+    if (g.flat) {
+        k->n_var = (int32_t)g.ntx;
+        for (int v = 0; v < k->n_var; v++) {
+            k->var_ty[v] = 1;
+            k->var_tx[v] = (int32_t)(g.nvx - v * g.tx < g.tx ? g.nvx - v * g.tx : g.tx);
+            k->var_last[v] = vec;
+            k->var_x0[v] = (int32_t)(v * g.tx);
+        }
+    } else {
+        k->n_var = cpu_conv_row_variants(&g, vec, k->var_ty, k->var_tx, k->var_last, s->var_of);
+    }
+    const ir_tensor *wt = &m->tensors[l->inputs[1]];
+    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    pdc_status st = cm_pack(ctx, P, wt, bt, chunk, s);
+    static const char *const syms[CM_MAX_VARIANTS] = {"cmtile0", "cmtile1", "cmtile2", "cmtile3"};
+    pdc_kernel_desc d = {k, sizeof *k, cm_emit, k, (size_t)k->n_var, syms};
+    void *addrs[CM_MAX_VARIANTS] = {0};
+    if (!st) st = pdc_jit_kernel(cc->jit, ctx, &d, addrs, NULL);
+    if (st) {
+        cm_free(s);
+        return st;
+    }
+    for (int v = 0; v < k->n_var; v++) s->fn[v] = (cm_fn)addrs[v];
+    L->run = cm_run;
+    L->state = s;
+    L->free_state = cm_free;
+    L->scratch_floats = cpu_conv_scratch_floats(&g, cc->threads);
+    if (k->residual) cpu_conv_take_residual(cc, L);
+    char tile[128];
+    if (g.flat)
+        snprintf(tile, sizeof tile, "channel-major: plane as %" PRId64 " flat vectors in tiles of %" PRId64 ", %" PRId64
+                 " filters a chunk", g.nvx, g.tx, chunk);
+    else
+        snprintf(tile, sizeof tile, "channel-major: tile %" PRId64 "x%" PRId64 "x%d, %" PRId64 " filters a chunk%s", g.ty,
+                 g.tx, vec, chunk, cpu_conv_band_info(&g));
+    cpu_conv_plan_describe(P, t, tile, L->info, sizeof L->info);
+    return PDC_OK;
+}
