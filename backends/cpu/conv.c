@@ -569,7 +569,15 @@ void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads)
 {
     /* a band's tiles run on one thread: with fewer than two row tiles per thread, keep the whole
      * input and spread (tile, chunk) pieces instead */
-    if (g->flat || g->c * g->ps * 4 <= band_bytes || g->nty < 2 * (int64_t)threads) return;
+    if (g->flat || g->nty < (int64_t)threads) return;
+    if (g->c * g->ps * 4 <= band_bytes) {
+        if (threads < 2 || g->nty % threads) return;
+        /* it fits, but a band per thread */
+        g->nband = threads;
+        conv_plane_rows(g, vec, conv_band_rows(g, g->nty / threads));
+        return;
+    }
+    if (g->nty < 2 * (int64_t)threads) return;
     int64_t bt = 1;
     while (bt < g->nty && g->c * g->nph * conv_rows_pstride(g, vec, conv_band_rows(g, bt + 1)) * 4 <= band_bytes) bt++;
     /* a multiple of the threads, near-equal bands: the threads' shares of row tiles stay even */
@@ -1068,7 +1076,7 @@ static void pack_rows(float *restrict dst, int64_t dstride, const float *restric
     for (int64_t r = 0; r < rows; r++, dst += dstride, src += sstride) {
         for (int64_t j = 0; j < j0; j++) dst[j] = 0.0f;
         if (s == 1)
-            memcpy(dst + j0, src + j0 + off, (size_t)(j1 - j0) * sizeof *dst);
+            for (int64_t j = j0; j < j1; j++) dst[j] = src[j + off];
         else if (s == 2)
             for (int64_t j = j0; j < j1; j++) dst[j] = src[2 * j + off];
         else
@@ -1079,33 +1087,36 @@ static void pack_rows(float *restrict dst, int64_t dstride, const float *restric
 
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1)
 {
-    for (int64_t ph = 0; ph < g->nph; ph++) {
-        /* column j of phase ph reads input column s*j + off, inside the row for j in [j0, j1) */
-        const int64_t cph = ph % g->sx, s = g->sx * g->px, off = cph * g->px - g->pl;
-        int64_t j0 = off >= 0 ? 0 : (-off + s - 1) / s, j1 = g->w - off > 0 ? (g->w - off + s - 1) / s : 0;
-        j0 = j0 < g->wq ? j0 : g->wq;
-        j1 = j1 < g->wq ? (j1 > j0 ? j1 : j0) : g->wq;
-        /* packed row r reads input row r*step + iy0 (flat layouts split rows into sy phases as
-         * well: plane ph = row phase * sx + column phase) */
-        const int64_t step = (g->flat ? g->sy : 1) * g->py, iy0 = (g->flat ? ph / g->sx : 0) * g->py - g->pt;
-        int64_t ra = r0, rb;
-        while (ra < r1 && ra * step + iy0 < 0) ra++;
-        for (rb = ra; rb < r1 && rb * step + iy0 < g->h; rb++) {}
-        for (int64_t c = c0; c < c1; c++) {
+    /* channel by channel, its phases together: the phases of a strided layer read the same input
+     * rows, so the second finds them in L1 (phase by phase over all channels, ResNet-18's 64->128/2
+     * read its 800 KB input twice from L3) */
+    for (int64_t c = c0; c < c1; c++) {
+        const float *xc = x + c * g->h * g->w;
+        for (int64_t ph = 0; ph < g->nph; ph++) {
+            /* column j of phase ph reads input column s*j + off, inside the row for j in [j0, j1) */
+            const int64_t cph = ph % g->sx, s = g->sx * g->px, off = cph * g->px - g->pl;
+            int64_t j0 = off >= 0 ? 0 : (-off + s - 1) / s, j1 = g->w - off > 0 ? (g->w - off + s - 1) / s : 0;
+            j0 = j0 < g->wq ? j0 : g->wq;
+            j1 = j1 < g->wq ? (j1 > j0 ? j1 : j0) : g->wq;
+            /* packed row r reads input row r*step + iy0 (flat layouts split rows into sy phases as
+             * well: plane ph = row phase * sx + column phase); rows [ra, rb) are inside the input */
+            const int64_t step = (g->flat ? g->sy : 1) * g->py, iy0 = (g->flat ? ph / g->sx : 0) * g->py - g->pt;
+            int64_t ra = r0, rb;
+            while (ra < r1 && ra * step + iy0 < 0) ra++;
+            for (rb = ra; rb < r1 && rb * step + iy0 < g->h; rb++) {}
             float *pp = xp + c * g->ps + ph * g->pstride, *rows = pp + g->lead - r0 * g->wq;
             memset(pp, 0, (size_t)g->lead * sizeof *pp);
             memset(rows + r0 * g->wq, 0, (size_t)((ra - r0) * g->wq) * sizeof *pp); /* rows above the input */
             if (rb > ra)
-                pack_rows(rows + ra * g->wq, g->wq, x + c * g->h * g->w + (ra * step + iy0) * g->w, step * g->w, rb - ra,
-                          g->wq, s, off, j0, j1);
+                pack_rows(rows + ra * g->wq, g->wq, xc + (ra * step + iy0) * g->w, step * g->w, rb - ra, g->wq, s, off, j0, j1);
             /* rows below the input, and past the plane's rows: zeros (read for lanes that are discarded) */
             int64_t end = g->lead + (r1 - r0) * g->wq;
             memset(rows + rb * g->wq, 0, (size_t)((r1 - rb) * g->wq) * sizeof *pp);
             if (g->pstride > end) memset(pp + end, 0, (size_t)(g->pstride - end) * sizeof *pp);
         }
+        int64_t used = g->nph * g->pstride;
+        if (g->ps > used) memset(xp + c * g->ps + used, 0, (size_t)(g->ps - used) * sizeof *xp);
     }
-    int64_t used = g->nph * g->pstride;
-    for (int64_t c = c0; c < c1 && g->ps > used; c++) memset(xp + c * g->ps + used, 0, (size_t)(g->ps - used) * sizeof *xp);
 }
 
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,
