@@ -266,6 +266,34 @@ static pdc_status cm_run(const cpu_layer *L, const ir_model *m, const ir_layer *
 
 /* ------------------------------------------------------------------ planning */
 
+/* Distinct vectors a ty x tx tile (flat: tx vectors) of layout g reads for the taps in uni: its tap
+ * vectors, which stay in registers through a channel's kernels. */
+static int cm_tap_vectors(const conv_geom *g, int vec, uint64_t uni, int ty, int tx)
+{
+    cm_key k;
+    memset(&k, 0, sizeof k);
+    k.vec = vec;
+    k.kh = (int32_t)g->kh;
+    k.kw = (int32_t)g->kw;
+    k.sy = (int32_t)g->sy;
+    k.sx = (int32_t)g->sx;
+    k.dy = (int32_t)g->dy;
+    k.dx = (int32_t)g->dx;
+    k.flat = g->flat;
+    k.wq = g->wq;
+    k.pstride = g->pstride;
+    int64_t seen[CONV_MAX_TAPS * CM_MAX_ACC];
+    int n = 0;
+    for (int b = 0; b < k.kh * k.kw; b++)
+        for (int a = 0; uni >> b & 1 && a < ty * tx; a++) {
+            int64_t off = cm_tap_offset(&k, tx, a, b / k.kw, b % k.kw);
+            int q = 0;
+            while (q < n && seen[q] != off) q++;
+            if (q == n) seen[n++] = off;
+        }
+    return n;
+}
+
 /* Kernel lists of P's layer in chunk order: per (chunk, channel, pattern) the kernels of the chunk's
  * filters in stored order, each with its accumulator slot and its weights. */
 static pdc_status cm_pack(pdc_context *ctx, const cpu_conv_plan *P, const ir_tensor *wt, const ir_tensor *bt,
@@ -321,27 +349,39 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     conv_geom g = P->g;
     uint64_t uni = 0;
     for (size_t p = 0; p < P->n_pat; p++) uni |= P->pats[p];
-    const int nu = __builtin_popcountll(uni);
-    /* accumulator vectors per filter: the union's tap vectors of each, the accumulators and a
-     * weight or two in registers */
-    int nacc = 0;
-    while (nacc < CM_MAX_ACC && nu * (nacc + 1) + (nacc + 1) + 4 <= t->n_vregs) nacc++;
     /* taken for strided layers, where conv.c's kernels read a line per FMA from L2 (ResNet-18's
      * 64->128/2 at 4.5x: 0.131 ms here against 0.333; at stride 1 both run alike). PDC_CONV_CMAJOR
      * = 1/0 forces it on/off, for tuning experiments and tests. */
     const char *force = getenv("PDC_CONV_CMAJOR");
-    if (!nacc || (force && *force == '0') || (!(force && *force == '1') && g.sy * g.sx == 1)) return PDC_ERR_UNSUPPORTED;
+    if ((force && *force == '0') || (!(force && *force == '1') && g.sy * g.sx == 1)) return PDC_ERR_UNSUPPORTED;
+    /* the tile: the most accumulator vectors whose tap vectors (distinct offsets: taps a row apart
+     * share them across the tile's rows) fit in registers beside them and a weight */
     g.lead = 0;
+    int nacc = 0;
     if (cpu_conv_layout_flat(&g, vec, 7)) {
         /* column tiles of nacc vectors, a variant each (where it stores is a constant) */
-        g.tx = nacc < g.nvx ? nacc : g.nvx;
-        g.ntx = (g.nvx + g.tx - 1) / g.tx;
-        if (g.ntx > CM_MAX_VARIANTS) g = P->g, g.lead = 0; /* row layout below */
+        for (int n = g.nvx < CM_MAX_ACC ? (int)g.nvx : CM_MAX_ACC; n >= 1 && !nacc; n--)
+            if ((g.nvx + n - 1) / n <= CM_MAX_VARIANTS && cm_tap_vectors(&g, vec, uni, 1, n) + n + 1 <= t->n_vregs) nacc = n;
+        /* as few tiles, as even: a kernel costs about as much per tile whatever its vectors (4
+         * vectors in tiles of 3 and 1: ResNet-18's 256->512/2 0.221 against 0.196 ms in 2 and 2) */
+        g.ntx = nacc ? (g.nvx + nacc - 1) / nacc : 0;
+        nacc = g.ntx ? (int)((g.nvx + g.ntx - 1) / g.ntx) : 0;
+        g.tx = nacc;
     }
-    if (!g.flat) {
-        int64_t nvx = (g.ow + vec - 1) / vec, tx = nacc < nvx ? nacc : nvx;
-        cpu_conv_layout(&g, vec, tx, nacc / tx);
+    if (!nacc) {
+        g = P->g;
+        g.lead = 0;
+        int64_t nvx = (g.ow + vec - 1) / vec, bty = 0, btx = 0;
+        for (int64_t tx = nvx < CM_MAX_ACC ? nvx : CM_MAX_ACC; tx >= 1; tx--)
+            for (int64_t ty = CM_MAX_ACC / tx < g.oh ? CM_MAX_ACC / tx : g.oh; ty >= 1; ty--) {
+                cpu_conv_layout(&g, vec, tx, ty);
+                if (ty * tx > bty * btx && cm_tap_vectors(&g, vec, uni, (int)ty, (int)tx) + ty * tx + 1 <= t->n_vregs)
+                    bty = ty, btx = tx;
+            }
+        if (!bty) return PDC_ERR_UNSUPPORTED;
+        cpu_conv_layout(&g, vec, btx, bty);
         cpu_conv_band(&g, vec, CONV_BAND_BYTES, cc->threads);
+        nacc = (int)(g.ty * g.tx);
     }
     const int64_t og = g.o / g.group;
     int64_t chunk = CM_ACC_BYTES / ((int64_t)nacc * vec * 4);
