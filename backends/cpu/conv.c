@@ -92,8 +92,8 @@ static void acc_store(conv_gen *G, int idx, LLVMValueRef v) { LLVMBuildStore(G->
 /* Does tap (ky, kx) feed output row r/sy of a ty-row tile from input row q? Returns the row or -1. */
 static int tap_row(const conv_key *k, int ty, int64_t q, int ky)
 {
-    int64_t r = q - (int64_t)ky * k->dy;
-    return r >= 0 && r % k->sy == 0 && r / k->sy < ty ? (int)(r / k->sy) : -1;
+    int64_t r = q - (int64_t)ky * k->w.dy;
+    return r >= 0 && r % k->w.sy == 0 && r / k->w.sy < ty ? (int)(r / k->w.sy) : -1;
 }
 
 /* The vector at float e + base of x, from the aligned vectors A[i] (at base + 16i, loaded on first
@@ -152,29 +152,29 @@ static void emit_shift_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMValu
     enum { MAXV = CONV_SHIFT_MAX_VECTORS };
     LLVMValueRef wv[CONV_MAX_TAPS];
     int max_ky = 0;
-    for (int b = 0; b < k->kh * k->kw; b++)
+    for (int b = 0; b < k->w.kh * k->w.kw; b++)
         if (widx[b] >= 0) {
             wv[b] = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, widx[b]));
-            if (b / k->kw > max_ky) max_ky = b / k->kw;
+            if (b / k->w.kw > max_ky) max_ky = b / k->w.kw;
         }
-    int64_t qmax = (int64_t)(ty - 1) * k->sy + (int64_t)max_ky * k->dy;
+    int64_t qmax = (int64_t)(ty - 1) * k->w.sy + (int64_t)max_ky * k->w.dy;
     for (int64_t q = 0; q <= qmax; q++) {
         LLVMValueRef A[8][MAXV]; /* [phase][vector] of row q, loaded on first use */
         memset(A, 0, sizeof A);
-        for (int kx = 0; kx < k->kw; kx++) {
+        for (int kx = 0; kx < k->w.kw; kx++) {
             int rows[CONV_MAX_TAPS], any = 0;
-            for (int ky = 0; ky < k->kh; ky++) {
-                rows[ky] = mask >> (ky * k->kw + kx) & 1 ? tap_row(k, ty, q, ky) : -1;
+            for (int ky = 0; ky < k->w.kh; ky++) {
+                rows[ky] = mask >> (ky * k->w.kw + kx) & 1 ? tap_row(k, ty, q, ky) : -1;
                 any |= rows[ky] >= 0;
             }
             if (!any) continue;
-            int64_t phase = (int64_t)kx * k->dx % k->sx, e = k->lead + (int64_t)kx * k->dx / k->sx;
+            int64_t phase = (int64_t)kx * k->w.dx % k->w.sx, e = k->lead + (int64_t)kx * k->w.dx / k->w.sx;
             for (int j = 0; j < tx; j++) {
-                LLVMValueRef v = aligned_at(irb, A[phase], x, phase * k->pstride + q * k->wq, e + (int64_t)j * 16);
-                for (int ky = 0; ky < k->kh; ky++) {
+                LLVMValueRef v = aligned_at(irb, A[phase], x, phase * k->w.pstride + q * k->w.wq, e + (int64_t)j * 16);
+                for (int ky = 0; ky < k->w.kh; ky++) {
                     if (rows[ky] < 0) continue;
                     int a = rows[ky] * tx + j;
-                    cur[a] = pdc_irb_fma(irb, wv[ky * k->kw + kx], v, cur[a]);
+                    cur[a] = pdc_irb_fma(irb, wv[ky * k->w.kw + kx], v, cur[a]);
                 }
             }
         }
@@ -192,10 +192,10 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
     int widx[CONV_MAX_TAPS];
     LLVMValueRef wv[CONV_MAX_TAPS];
     int t = 0;
-    for (int b = 0; b < k->kh * k->kw; b++) widx[b] = mask >> b & 1 ? t++ : -1;
+    for (int b = 0; b < k->w.kh * k->w.kw; b++) widx[b] = mask >> b & 1 ? t++ : -1;
     LLVMValueRef cur[32];
     for (int a = 0; a < ty * tx * k->ksets; a++) cur[a] = acc_load(G, a);
-    if (k->flat) {
+    if (k->w.flat) {
         /* every tap one constant offset over the flattened plane; the t-th tap accumulates into
          * set t % ksets (more independent FMA chains than vectors); equal loads are merged by CSE */
         int tn = 0;
@@ -204,8 +204,8 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
          * offset read is below ps (the plane stride covers the reads past the lead) */
         LLVMValueRef *A = NULL, *S = NULL;
         if (k->shift) {
-            A = calloc((size_t)(k->ps / 16 + 2), sizeof *A);
-            S = calloc((size_t)(k->ps + 16), sizeof *S);
+            A = calloc((size_t)(k->w.ps / 16 + 2), sizeof *A);
+            S = calloc((size_t)(k->w.ps + 16), sizeof *S);
             if (!A || !S) {
                 free(A);
                 free(S);
@@ -213,11 +213,11 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
                 return;
             }
         }
-        for (int b = 0; b < k->kh * k->kw; b++) {
+        for (int b = 0; b < k->w.kh * k->w.kw; b++) {
             if (widx[b] < 0) continue;
-            int ky = b / k->kw, kx = b % k->kw;
+            int ky = b / k->w.kw, kx = b % k->w.kw;
             LLVMValueRef w1 = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, widx[b]));
-            int64_t off = cpu_conv_flat_offset(k->sy, k->sx, k->dy, k->dx, k->wq, k->pstride, ky, kx);
+            int64_t off = cpu_conv_flat_offset(k->w.sy, k->w.sx, k->w.dy, k->w.dx, k->w.wq, k->w.pstride, ky, kx);
             int set = tn++ % k->ksets;
             for (int j = 0; j < tx; j++) {
                 LLVMValueRef v;
@@ -242,38 +242,38 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
         for (int a = 0; a < ty * tx; a++) acc_store(G, a, cur[a]);
         return;
     }
-    for (int kx = 0; kx < k->kw; kx++) {
+    for (int kx = 0; kx < k->w.kw; kx++) {
         int has = 0, max_ky = -1;
-        for (int ky = 0; ky < k->kh; ky++)
-            if (mask >> (ky * k->kw + kx) & 1) {
+        for (int ky = 0; ky < k->w.kh; ky++)
+            if (mask >> (ky * k->w.kw + kx) & 1) {
                 has = 1;
                 max_ky = ky;
             }
         if (!has) continue;
-        for (int ky = 0; ky < k->kh; ky++) {
-            int b = ky * k->kw + kx;
+        for (int ky = 0; ky < k->w.kh; ky++) {
+            int b = ky * k->w.kw + kx;
             if (widx[b] >= 0) wv[b] = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, w, widx[b]));
         }
-        int64_t phase = (int64_t)kx * k->dx % k->sx, cx = (int64_t)kx * k->dx / k->sx;
-        int64_t qmax = (int64_t)(ty - 1) * k->sy + (int64_t)max_ky * k->dy;
+        int64_t phase = (int64_t)kx * k->w.dx % k->w.sx, cx = (int64_t)kx * k->w.dx / k->w.sx;
+        int64_t qmax = (int64_t)(ty - 1) * k->w.sy + (int64_t)max_ky * k->w.dy;
         /* every input row q the tile needs for this column, in order; each loaded once */
         for (int64_t q = 0; q <= qmax; q++) {
             int used = 0;
-            for (int ky = 0; ky < k->kh && !used; ky++) {
-                if (!(mask >> (ky * k->kw + kx) & 1)) continue;
-                int64_t r = q - (int64_t)ky * k->dy;
-                if (r >= 0 && r % k->sy == 0 && r / k->sy < ty) used = 1;
+            for (int ky = 0; ky < k->w.kh && !used; ky++) {
+                if (!(mask >> (ky * k->w.kw + kx) & 1)) continue;
+                int64_t r = q - (int64_t)ky * k->w.dy;
+                if (r >= 0 && r % k->w.sy == 0 && r / k->w.sy < ty) used = 1;
             }
             if (!used) continue;
             for (int j = 0; j < tx; j++) {
-                int64_t off = phase * k->pstride + q * k->wq + cx + (int64_t)j * k->vec;
+                int64_t off = phase * k->w.pstride + q * k->w.wq + cx + (int64_t)j * k->vec;
                 LLVMValueRef v = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
-                for (int ky = 0; ky < k->kh; ky++) {
-                    if (!(mask >> (ky * k->kw + kx) & 1)) continue;
-                    int64_t r = q - (int64_t)ky * k->dy;
-                    if (r < 0 || r % k->sy || r / k->sy >= ty) continue;
-                    int a = (int)(r / k->sy) * tx + j;
-                    cur[a] = pdc_irb_fma(irb, wv[ky * k->kw + kx], v, cur[a]);
+                for (int ky = 0; ky < k->w.kh; ky++) {
+                    if (!(mask >> (ky * k->w.kw + kx) & 1)) continue;
+                    int64_t r = q - (int64_t)ky * k->w.dy;
+                    if (r < 0 || r % k->w.sy || r / k->w.sy >= ty) continue;
+                    int a = (int)(r / k->w.sy) * tx + j;
+                    cur[a] = pdc_irb_fma(irb, wv[ky * k->w.kw + kx], v, cur[a]);
                 }
             }
         }
@@ -400,27 +400,27 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
         LLVMValueRef i = LLVMBuildLoad2(B, irb->i64, iv, "");
         LLVMValueRef wp = LLVMBuildLoad2(B, irb->ptr, wpv, "");
         LLVMValueRef c = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, cidx, i));
-        LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->ps), ""));
+        LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->w.ps), ""));
         /* software prefetch: the first line of every row a kernel `ahead` reads (its channel is
          * data, so the hardware prefetcher cannot guess it; whole rows cost more than they save);
          * small tiles (flat planes) look further ahead, so the lines arrive in time from L2 */
         LLVMValueRef cn = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, cidx, LLVMBuildAdd(B, i, pdc_irb_i64(irb, ahead), "")));
-        LLVMValueRef xn = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cn, pdc_irb_i64(irb, k->ps), ""));
-        if (k->flat && k->shift) {
+        LLVMValueRef xn = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cn, pdc_irb_i64(irb, k->w.ps), ""));
+        if (k->w.flat && k->shift) {
             /* the lines this pattern's kernels read (the next kernel is of the same pattern but
              * at the loop's end) */
             uint8_t line[CONV_FLAT_MAX_LINES] = {0};
-            flat_shift_reads(k->kh, k->kw, k->sy, k->sx, k->dy, k->dx, k->wq, k->pstride, tx, k->lead, mask, line);
+            flat_shift_reads(k->w.kh, k->w.kw, k->w.sy, k->w.sx, k->w.dy, k->w.dx, k->w.wq, k->w.pstride, tx, k->lead, mask, line);
             for (int64_t f = 0; f < CONV_FLAT_MAX_LINES; f++)
                 if (line[f]) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, f * 16));
-        } else if (k->flat) {
-            for (int64_t ph = 0; ph < (int64_t)k->sx * k->sy; ph++)
-                for (int64_t f = 0; f < k->pstride; f += 16) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->pstride + f));
+        } else if (k->w.flat) {
+            for (int64_t ph = 0; ph < (int64_t)k->w.sx * k->w.sy; ph++)
+                for (int64_t f = 0; f < k->w.pstride; f += 16) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->w.pstride + f));
         } else {
-            int64_t rows = (int64_t)(ty - 1) * k->sy + (int64_t)(k->kh - 1) * k->dy + 1;
-            for (int64_t ph = 0; ph < k->sx; ph++)
+            int64_t rows = (int64_t)(ty - 1) * k->w.sy + (int64_t)(k->w.kh - 1) * k->w.dy + 1;
+            for (int64_t ph = 0; ph < k->w.sx; ph++)
                 for (int64_t q = 0; q < rows; q++)
-                    pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->pstride + q * k->wq + k->lead));
+                    pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, ph * k->w.pstride + q * k->w.wq + k->lead));
         }
         /* and the weight stream ahead: read once per tile, from memory when the layer's weights
          * outgrow the caches, sooner than the hardware prefetcher does (a line per kernel: all of
@@ -433,26 +433,26 @@ static void emit_variant(conv_gen *G, const char *prefix, int var)
         LLVMValueRef latch = LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i1, hi, ""), loop, after);
         /* flat planes: a kernel is ~45 instructions; two per iteration let the scheduler overlap one's
          * loads and shuffles with the other's FMAs (ResNet-50 512@7 at 4.5x: 0.316 -> 0.307 ms) */
-        if (k->flat) pdc_irb_loop_unroll(irb, latch, 2);
+        if (k->w.flat) pdc_irb_loop_unroll(irb, latch, 2);
         LLVMPositionBuilderAtEnd(B, after);
     }
     /* epilogue: residual, activation and stores to output channel ochan[k] */
     LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, kk));
-    LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), "");
+    LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->w.ohw), "");
     LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff);
     LLVMValueRef rk = k->residual ? pdc_irb_gep(irb, irb->f32, rt, ooff) : NULL;
-    if (k->flat) {
+    if (k->w.flat) {
         /* flat vector j holds pixels p = j*vec + lane, (y, x) = (p / wq, p % wq), valid for x < ow:
          * one masked store per output row it touches, placed so lane l lands at y*ow + x */
         for (int j = 0; j < tx; j++) {
             LLVMValueRef v = acc_load(G, j);
             for (int q = 1; q < k->ksets; q++) v = LLVMBuildFAdd(B, v, acc_load(G, q * tx + j), "");
-            cpu_conv_emit_flat_store(irb, v, yk, rk, &k->act, (int64_t)j * k->vec, k->wq, k->ow, k->oh);
+            cpu_conv_emit_flat_store(irb, v, yk, rk, &k->act, (int64_t)j * k->vec, k->w.wq, k->w.ow, k->w.oh);
         }
     } else {
         for (int i = 0; i < ty; i++)
             for (int j = 0; j < tx; j++)
-                cpu_conv_emit_row_store(irb, acc_load(G, i * tx + j), yk, rk, &k->act, (int64_t)i * k->ow + (int64_t)j * k->vec,
+                cpu_conv_emit_row_store(irb, acc_load(G, i * tx + j), yk, rk, &k->act, (int64_t)i * k->w.ow + (int64_t)j * k->vec,
                                         j == tx - 1 ? last : k->vec);
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, kk, pdc_irb_i64(irb, 1), ""), kv);
@@ -475,6 +475,25 @@ pdc_status cpu_conv_emit_tiles(void *arg, const pdc_context *ctx, const pdc_llvm
 }
 
 /* ------------------------------------------------------------------ planning */
+
+void cpu_conv_key_window(const conv_geom *g, conv_kwin *w)
+{
+    w->kh = (int32_t)g->kh;
+    w->kw = (int32_t)g->kw;
+    w->sy = (int32_t)g->sy;
+    w->sx = (int32_t)g->sx;
+    w->dy = (int32_t)g->dy;
+    w->dx = (int32_t)g->dx;
+    w->flat = g->flat;
+    w->cg = g->cg;
+    w->hq = g->hq;
+    w->wq = g->wq;
+    w->ps = g->ps;
+    w->pstride = g->pstride;
+    w->ow = g->ow;
+    w->oh = g->oh;
+    w->ohw = g->oh * g->ow;
+}
 
 pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g, char *why, size_t why_cap)
 {
@@ -857,20 +876,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
     for (size_t p = 0; p < n_pat; p++) k->pat[p] = pats[p];
-    k->kh = (int32_t)g.kh;
-    k->kw = (int32_t)g.kw;
-    k->sy = (int32_t)g.sy;
-    k->sx = (int32_t)g.sx;
-    k->dy = (int32_t)g.dy;
-    k->dx = (int32_t)g.dx;
-    k->hq = g.hq;
-    k->wq = g.wq;
-    k->ps = g.ps;
-    k->pstride = g.pstride;
-    k->ow = g.ow;
-    k->oh = g.oh;
-    k->ohw = g.oh * g.ow;
-    k->flat = g.flat;
+    cpu_conv_key_window(&g, &k->w);
     k->ksets = ksets;
     k->shift = shift;
     k->lead = g.lead;

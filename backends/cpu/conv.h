@@ -54,16 +54,24 @@ typedef struct conv_act {
 #define CONV_MAX_VARIANTS 4
 #define CONV_SHIFT_MAX_VECTORS 40 /* shift mode: aligned vectors of one packed row the generator tracks */
 
+/* The window and packed layout a generated conv kernel depends on: part of every conv family's
+ * kernel key (which is hashed: zeroed before cpu_conv_key_window fills this). */
+typedef struct conv_kwin {
+    int32_t kh, kw, sy, sx, dy, dx;
+    int32_t flat;                /* small planes laid flat (cpu_conv_layout_flat) */
+    int64_t cg, hq, wq, ps, pstride, ow, oh, ohw;
+} conv_kwin;
+void cpu_conv_key_window(const conv_geom *g, conv_kwin *w);
+
 /* Everything the generated code depends on (hashed: zero it before filling). */
 typedef struct conv_key {
     char tag[8];                 /* "convN": bump N when the generated code changes */
     int32_t vec, n_vregs;
     int32_t n_pat;
-    int32_t kh, kw, sy, sx, dy, dx;
+    conv_kwin w;
     conv_act act;                /* inline activation (cpu_conv_inline_act) */
     int32_t residual;            /* a residual tensor (rt) added before the activation (cpu_residual) */
-    int64_t hq, wq, ps, pstride, ow, ohw, oh;
-    int32_t flat, ksets;         /* flat small-plane layout; partial accumulator sets per output vector */
+    int32_t ksets;               /* partial accumulator sets per output vector (flat planes) */
     int32_t shift;               /* rows read as aligned vectors, other columns shuffled out of them */
     int64_t lead;
     int32_t n_var;

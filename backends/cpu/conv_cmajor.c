@@ -30,11 +30,10 @@
 typedef struct cm_key {
     char tag[8];                 /* "cmN": bump N when the generated code changes */
     int32_t vec, nacc, chunk;    /* lanes; accumulator vectors per filter; filters per chunk (buffer size) */
-    int32_t n_pat, kh, kw, sy, sx, dy, dx;
+    int32_t n_pat;
+    conv_kwin w;
     conv_act act;                /* inline activation (cpu_conv_inline_act) */
     int32_t residual;            /* rt added before the activation (cpu_residual) */
-    int32_t flat;
-    int64_t cg, wq, ps, pstride, ow, oh, ohw;
     int32_t n_var;
     int32_t var_ty[CM_MAX_VARIANTS], var_tx[CM_MAX_VARIANTS], var_last[CM_MAX_VARIANTS];
     int32_t var_x0[CM_MAX_VARIANTS]; /* flat: the tile's first vector of the plane */
@@ -78,9 +77,9 @@ static void cm_free(void *p)
  * a) reads for tap (ky, kx). */
 static int64_t cm_tap_offset(const cm_key *k, int tx, int a, int ky, int kx)
 {
-    if (k->flat) return cpu_conv_flat_offset(k->sy, k->sx, k->dy, k->dx, k->wq, k->pstride, ky, kx) + (int64_t)a * k->vec;
+    if (k->w.flat) return cpu_conv_flat_offset(k->w.sy, k->w.sx, k->w.dy, k->w.dx, k->w.wq, k->w.pstride, ky, kx) + (int64_t)a * k->vec;
     int64_t i = a / tx, j = a % tx;
-    return (int64_t)kx * k->dx % k->sx * k->pstride + (i * k->sy + (int64_t)ky * k->dy) * k->wq + (int64_t)kx * k->dx / k->sx +
+    return (int64_t)kx * k->w.dx % k->w.sx * k->w.pstride + (i * k->w.sy + (int64_t)ky * k->w.dy) * k->w.wq + (int64_t)kx * k->w.dx / k->w.sx +
            j * k->vec;
 }
 
@@ -158,19 +157,19 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
     /* per input channel: the union's tap vectors, then each pattern's kernels */
     uint64_t uni = 0;
     for (int p = 0; p < k->n_pat; p++) uni |= k->pat[p];
-    LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->ps), ""));
-    LLVMValueRef c = cm_loop_begin(irb, fn, &lp, cv, pdc_irb_i64(irb, 0), pdc_irb_i64(irb, k->cg), "channel");
-    LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->ps), ""));
+    LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->w.ps), ""));
+    LLVMValueRef c = cm_loop_begin(irb, fn, &lp, cv, pdc_irb_i64(irb, 0), pdc_irb_i64(irb, k->w.cg), "channel");
+    LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->w.ps), ""));
     /* the next channel's lines, a channel's worth of kernels ahead (its address is a constant
      * stride on, but 64 kernels between two channels hide the pattern from the hardware) */
     {
-        LLVMValueRef xn = pdc_irb_gepc(irb, irb->f32, x, k->ps);
+        LLVMValueRef xn = pdc_irb_gepc(irb, irb->f32, x, k->w.ps);
         int64_t lines[CONV_MAX_TAPS * CM_MAX_ACC * 2];
         int nl = 0;
-        for (int b = 0; b < k->kh * k->kw; b++)
+        for (int b = 0; b < k->w.kh * k->w.kw; b++)
             for (int a = 0; uni >> b & 1 && a < na; a++)
                 for (int e = 0; e < 2; e++) {
-                    int64_t off = cm_tap_offset(k, tx, a, b / k->kw, b % k->kw) + (e ? vec - 1 : 0), ln = off / 16;
+                    int64_t off = cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw) + (e ? vec - 1 : 0), ln = off / 16;
                     int seen = 0;
                     for (int q = 0; q < nl && !seen; q++) seen = lines[q] == ln;
                     if (!seen) lines[nl++] = ln;
@@ -178,10 +177,10 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
         for (int q = 0; q < nl; q++) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, lines[q] * 16));
     }
     LLVMValueRef T[CONV_MAX_TAPS][CM_MAX_ACC];
-    for (int b = 0; b < k->kh * k->kw; b++)
+    for (int b = 0; b < k->w.kh * k->w.kw; b++)
         for (int a = 0; uni >> b & 1 && a < na; a++)
-            T[b][a] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, cm_tap_offset(k, tx, a, b / k->kw, b % k->kw)));
-    LLVMValueRef mbase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, ch, pdc_irb_i64(irb, k->cg), ""), c, ""),
+            T[b][a] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw)));
+    LLVMValueRef mbase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, ch, pdc_irb_i64(irb, k->w.cg), ""), c, ""),
                                       pdc_irb_i64(irb, k->n_pat), "");
     for (int p = 0; p < k->n_pat; p++) {
         uint64_t mask = k->pat[p];
@@ -196,7 +195,7 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
         LLVMValueRef cur[CM_MAX_ACC];
         for (int a = 0; a < na; a++) cur[a] = cm_load_acc(irb, pdc_irb_gepc(irb, irb->f32, kp, (int64_t)a * vec));
         int t = 0;
-        for (int b = 0; b < k->kh * k->kw; b++) {
+        for (int b = 0; b < k->w.kh * k->w.kw; b++) {
             if (!(mask >> b & 1)) continue;
             LLVMValueRef w = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, wp, t++));
             for (int a = 0; a < na; a++) cur[a] = pdc_irb_fma(irb, w, T[b][a], cur[a]);
@@ -213,15 +212,15 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
     /* epilogue: residual, activation and stores to output channel ochan[f] */
     s = cm_loop_begin(irb, fn, &lp, sv, pdc_irb_i64(irb, 0), nf, "store");
     LLVMValueRef ooff = LLVMBuildMul(B, pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, s, ""))),
-                                     pdc_irb_i64(irb, k->ohw), "");
+                                     pdc_irb_i64(irb, k->w.ohw), "");
     LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff), rk = k->residual ? pdc_irb_gep(irb, irb->f32, rt, ooff) : NULL;
     ap = pdc_irb_gep(irb, irb->f32, buf, LLVMBuildMul(B, s, slot_floats, ""));
     for (int a = 0; a < na; a++) {
         LLVMValueRef v = cm_load_acc(irb, pdc_irb_gepc(irb, irb->f32, ap, (int64_t)a * vec));
-        if (k->flat)
-            cpu_conv_emit_flat_store(irb, v, yk, rk, &k->act, (int64_t)(k->var_x0[var] + a) * vec, k->wq, k->ow, k->oh);
+        if (k->w.flat)
+            cpu_conv_emit_flat_store(irb, v, yk, rk, &k->act, (int64_t)(k->var_x0[var] + a) * vec, k->w.wq, k->w.ow, k->w.oh);
         else
-            cpu_conv_emit_row_store(irb, v, yk, rk, &k->act, (int64_t)(a / tx) * k->ow + (int64_t)(a % tx) * vec,
+            cpu_conv_emit_row_store(irb, v, yk, rk, &k->act, (int64_t)(a / tx) * k->w.ow + (int64_t)(a % tx) * vec,
                                     a % tx == tx - 1 ? k->var_last[var] : vec);
     }
     cm_loop_end(irb, &lp, s);
@@ -273,20 +272,12 @@ static int cm_tap_vectors(const conv_geom *g, int vec, uint64_t uni, int ty, int
     cm_key k;
     memset(&k, 0, sizeof k);
     k.vec = vec;
-    k.kh = (int32_t)g->kh;
-    k.kw = (int32_t)g->kw;
-    k.sy = (int32_t)g->sy;
-    k.sx = (int32_t)g->sx;
-    k.dy = (int32_t)g->dy;
-    k.dx = (int32_t)g->dx;
-    k.flat = g->flat;
-    k.wq = g->wq;
-    k.pstride = g->pstride;
+    cpu_conv_key_window(g, &k.w);
     int64_t seen[CONV_MAX_TAPS * CM_MAX_ACC];
     int n = 0;
-    for (int b = 0; b < k.kh * k.kw; b++)
+    for (int b = 0; b < k.w.kh * k.w.kw; b++)
         for (int a = 0; uni >> b & 1 && a < ty * tx; a++) {
-            int64_t off = cm_tap_offset(&k, tx, a, b / k.kw, b % k.kw);
+            int64_t off = cm_tap_offset(&k, tx, a, b / k.w.kw, b % k.w.kw);
             int q = 0;
             while (q < n && seen[q] != off) q++;
             if (q == n) seen[n++] = off;
@@ -399,20 +390,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     k->chunk = (int32_t)chunk;
     k->n_pat = (int32_t)P->n_pat;
     for (size_t p = 0; p < P->n_pat; p++) k->pat[p] = P->pats[p];
-    k->kh = (int32_t)g.kh;
-    k->kw = (int32_t)g.kw;
-    k->sy = (int32_t)g.sy;
-    k->sx = (int32_t)g.sx;
-    k->dy = (int32_t)g.dy;
-    k->dx = (int32_t)g.dx;
-    k->flat = g.flat;
-    k->cg = g.cg;
-    k->wq = g.wq;
-    k->ps = g.ps;
-    k->pstride = g.pstride;
-    k->ow = g.ow;
-    k->oh = g.oh;
-    k->ohw = g.oh * g.ow;
+    cpu_conv_key_window(&g, &k->w);
     k->residual = cpu_conv_plan_residual(cc, &s->post);
     k->act = cpu_conv_inline_act(&s->post);
     if (g.flat) {

@@ -24,11 +24,9 @@
 typedef struct dconv_key {
     char tag[8];             /* "dconvN": bump N when the generated code changes */
     int32_t vec, to;
-    int32_t kh, kw, sy, sx, dy, dx;
+    conv_kwin w;             /* flat: a small plane as one row of flat vectors (conv.h) */
     conv_act act;            /* inline activation (cpu_conv_inline_act) */
     int32_t residual;        /* rt added before the activation (cpu_residual) */
-    int64_t cg, hq, wq, ps, pstride, ow, ohw, oh;
-    int32_t flat;            /* small plane: one row of flat vectors (conv.h) */
     int32_t n_var;
     int32_t var_ty[DC_MAX_VARIANTS], var_tx[DC_MAX_VARIANTS], var_last[DC_MAX_VARIANTS];
 } dconv_key;
@@ -61,7 +59,7 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
 {
     LLVMBuilderRef B = irb->b;
     const int ty = k->var_ty[var], tx = k->var_tx[var], last = k->var_last[var], to = k->to;
-    const int taps = k->kh * k->kw, na = ty * tx;
+    const int taps = k->w.kh * k->w.kw, na = ty * tx;
     char name[32];
     snprintf(name, sizeof name, "dtile%d", var);
     LLVMTypeRef params[9] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64, irb->i64};
@@ -91,33 +89,33 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
         for (int a = 0; a < na; a++) LLVMBuildStore(B, bv, acc[f * na + a]);
     }
     LLVMValueRef cb = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, cbase, gg));
-    LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->ps), ""));
-    LLVMValueRef wg = pdc_irb_gep(irb, irb->f32, wpk, LLVMBuildMul(B, gg, pdc_irb_i64(irb, k->cg * taps * to), ""));
+    LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->w.ps), ""));
+    LLVMValueRef wg = pdc_irb_gep(irb, irb->f32, wpk, LLVMBuildMul(B, gg, pdc_irb_i64(irb, k->w.cg * taps * to), ""));
     LLVMBuildStore(B, pdc_irb_i64(irb, 0), cv);
     LLVMBuildBr(B, cloop);
 
     /* one input channel: every tap, To filters */
     LLVMPositionBuilderAtEnd(B, cloop);
     LLVMValueRef c = LLVMBuildLoad2(B, irb->i64, cv, "");
-    LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->ps), ""));
+    LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->w.ps), ""));
     LLVMValueRef wc = pdc_irb_gep(irb, irb->f32, wg, LLVMBuildMul(B, c, pdc_irb_i64(irb, taps * to), ""));
     LLVMValueRef cur[DC_MAX_ACC];
     for (int a = 0; a < to * na; a++) cur[a] = LLVMBuildLoad2(B, irb->vf, acc[a], "");
     /* the weight stream, read once per tile */
     cpu_conv_emit_weight_prefetch(irb, wc, (int64_t)taps * to);
-    for (int ky = 0; ky < k->kh; ky++)
-        for (int kx = 0; kx < k->kw; kx++) {
-            int64_t phase = (int64_t)kx * k->dx % k->sx, cx = (int64_t)kx * k->dx / k->sx;
+    for (int ky = 0; ky < k->w.kh; ky++)
+        for (int kx = 0; kx < k->w.kw; kx++) {
+            int64_t phase = (int64_t)kx * k->w.dx % k->w.sx, cx = (int64_t)kx * k->w.dx / k->w.sx;
             LLVMValueRef v[DC_MAX_ACC];
             for (int i = 0; i < ty; i++)
                 for (int j = 0; j < tx; j++) {
-                    int64_t off = k->flat ? cpu_conv_flat_offset(k->sy, k->sx, k->dy, k->dx, k->wq, k->pstride, ky, kx) +
+                    int64_t off = k->w.flat ? cpu_conv_flat_offset(k->w.sy, k->w.sx, k->w.dy, k->w.dx, k->w.wq, k->w.pstride, ky, kx) +
                                                 (int64_t)j * k->vec
-                                          : phase * k->pstride + ((int64_t)i * k->sy + (int64_t)ky * k->dy) * k->wq + cx +
+                                          : phase * k->w.pstride + ((int64_t)i * k->w.sy + (int64_t)ky * k->w.dy) * k->w.wq + cx +
                                                 (int64_t)j * k->vec;
                     v[i * tx + j] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
                 }
-            int tap = ky * k->kw + kx;
+            int tap = ky * k->w.kw + kx;
             for (int f = 0; f < to; f++) {
                 LLVMValueRef w = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, wc, (int64_t)tap * to + f));
                 for (int a = 0; a < na; a++) cur[f * na + a] = pdc_irb_fma(irb, w, v[a], cur[f * na + a]);
@@ -126,25 +124,25 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
     for (int a = 0; a < to * na; a++) LLVMBuildStore(B, cur[a], acc[a]);
     LLVMValueRef c1 = LLVMBuildAdd(B, c, pdc_irb_i64(irb, 1), "");
     LLVMBuildStore(B, c1, cv);
-    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, c1, pdc_irb_i64(irb, k->cg), ""), cloop, gend);
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, c1, pdc_irb_i64(irb, k->w.cg), ""), cloop, gend);
 
     /* epilogue: each filter to its output channel, after its residual channel and activation */
     LLVMPositionBuilderAtEnd(B, gend);
     for (int f = 0; f < to; f++) {
         LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, pdc_irb_i64(irb, f), "")));
-        LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->ohw), "");
+        LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->w.ohw), "");
         LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff);
         LLVMValueRef rk = k->residual ? pdc_irb_gep(irb, irb->f32, rt, ooff) : NULL;
-        if (k->flat) {
+        if (k->w.flat) {
             /* vector j holds flat pixels j*vec + lane = (y, x) with x < ow valid: a masked store per row */
             for (int j = 0; j < tx; j++)
                 cpu_conv_emit_flat_store(irb, LLVMBuildLoad2(B, irb->vf, acc[f * na + j], ""), yk, rk, &k->act,
-                                         (int64_t)j * k->vec, k->wq, k->ow, k->oh);
+                                         (int64_t)j * k->vec, k->w.wq, k->w.ow, k->w.oh);
         } else {
             for (int i = 0; i < ty; i++)
                 for (int j = 0; j < tx; j++)
                     cpu_conv_emit_row_store(irb, LLVMBuildLoad2(B, irb->vf, acc[f * na + i * tx + j], ""), yk, rk, &k->act,
-                                            (int64_t)i * k->ow + (int64_t)j * k->vec, j == tx - 1 ? last : k->vec);
+                                            (int64_t)i * k->w.ow + (int64_t)j * k->vec, j == tx - 1 ? last : k->vec);
         }
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, gg, pdc_irb_i64(irb, 1), ""), gv);
@@ -246,21 +244,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     memcpy(k->tag, "dconv8", 7);
     k->vec = t->vec;
     k->to = bto;
-    k->kh = (int32_t)g.kh;
-    k->kw = (int32_t)g.kw;
-    k->sy = (int32_t)g.sy;
-    k->sx = (int32_t)g.sx;
-    k->dy = (int32_t)g.dy;
-    k->dx = (int32_t)g.dx;
-    k->cg = g.cg;
-    k->hq = g.hq;
-    k->wq = g.wq;
-    k->ps = g.ps;
-    k->pstride = g.pstride;
-    k->ow = g.ow;
-    k->oh = g.oh;
-    k->ohw = g.oh * g.ow;
-    k->flat = g.flat;
+    cpu_conv_key_window(&g, &k->w);
     /* a fused residual add (before the activation; a relu after it becomes ours), then what of
      * the activation the kernel applies */
     k->residual = cpu_conv_plan_residual(cc, &s->post);

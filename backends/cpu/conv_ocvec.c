@@ -28,10 +28,9 @@
 typedef struct ocv_key {
     char tag[8];             /* "ocvN": bump N when the generated code changes */
     int32_t vec, ob;
-    int32_t kh, kw, sy, sx, dy, dx;
+    conv_kwin w;
     conv_act act;            /* inline activation (cpu_conv_inline_act) */
     int32_t residual;        /* rt added before the activation (cpu_residual) */
-    int64_t cg, wq, ps, pstride, ow;
     int32_t n_var;
     int32_t var_ty[OC_MAX_VARIANTS], var_p[OC_MAX_VARIANTS]; /* rows, pixels */
 } ocv_key;
@@ -64,7 +63,7 @@ static void ocv_free(void *p)
 static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix, int var)
 {
     LLVMBuilderRef B = irb->b;
-    const int ty = k->var_ty[var], np = k->var_p[var], ob = k->ob, taps = k->kh * k->kw, vec = k->vec;
+    const int ty = k->var_ty[var], np = k->var_p[var], ob = k->ob, taps = k->w.kh * k->w.kw, vec = k->vec;
     const int64_t per_c = (int64_t)taps * ob * vec; /* weights of one input channel */
     char name[32];
     snprintf(name, sizeof name, "octile%d", var);
@@ -96,8 +95,8 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
     LLVMPositionBuilderAtEnd(B, gbody);
     LLVMValueRef f0 = LLVMBuildMul(B, gg, pdc_irb_i64(irb, (int64_t)ob * vec), "");
     LLVMValueRef cb = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, cbase, gg));
-    LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->ps), ""));
-    LLVMValueRef wg = pdc_irb_gep(irb, irb->f32, wpk, LLVMBuildMul(B, gg, pdc_irb_i64(irb, k->cg * per_c), ""));
+    LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->w.ps), ""));
+    LLVMValueRef wg = pdc_irb_gep(irb, irb->f32, wpk, LLVMBuildMul(B, gg, pdc_irb_i64(irb, k->w.cg * per_c), ""));
     LLVMBuildStore(B, pdc_irb_i64(irb, 0), rv);
     LLVMBuildBr(B, rhead);
     LLVMPositionBuilderAtEnd(B, rhead);
@@ -106,7 +105,7 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
 
     /* a row of the tile: accumulators start at the bias */
     LLVMPositionBuilderAtEnd(B, rbody);
-    LLVMValueRef xr = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, r, pdc_irb_i64(irb, (int64_t)k->sy * k->wq), ""));
+    LLVMValueRef xr = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, r, pdc_irb_i64(irb, (int64_t)k->w.sy * k->w.wq), ""));
     for (int b = 0; b < ob; b++) {
         LLVMValueRef bv = pdc_irb_load_vec(irb, pdc_irb_gep(irb, irb->f32, bias, LLVMBuildAdd(B, f0, pdc_irb_i64(irb, (int64_t)b * vec), "")));
         for (int p = 0; p < np; p++) LLVMBuildStore(B, bv, acc[b * np + p]);
@@ -117,7 +116,7 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
     /* one input channel: every tap, OB weight vectors against P broadcast pixels */
     LLVMPositionBuilderAtEnd(B, cloop);
     LLVMValueRef c = LLVMBuildLoad2(B, irb->i64, cv, "");
-    LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xr, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->ps), ""));
+    LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xr, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->w.ps), ""));
     LLVMValueRef wc = pdc_irb_gep(irb, irb->f32, wg, LLVMBuildMul(B, c, pdc_irb_i64(irb, per_c), ""));
     LLVMValueRef cur[OC_MAX_ACC];
     for (int a = 0; a < ob * np; a++) cur[a] = LLVMBuildLoad2(B, irb->vf, acc[a], "");
@@ -126,21 +125,21 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
     /* a row of taps at a time, each input float loaded once: column e of phase ph feeds pixel
      * p = e - cx of every tap with that phase and column offset cx (explicit reuse, so LLVM keeps
      * just the row's weights and one broadcast live beside the accumulators) */
-    for (int ky = 0; ky < k->kh; ky++) {
+    for (int ky = 0; ky < k->w.kh; ky++) {
         LLVMValueRef w[64 * 4];
-        for (int kx = 0; kx < k->kw; kx++)
+        for (int kx = 0; kx < k->w.kw; kx++)
             for (int b = 0; b < ob; b++)
-                w[kx * ob + b] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, wc, ((int64_t)(ky * k->kw + kx) * ob + b) * vec));
-        for (int64_t ph = 0; ph < k->sx; ph++) {
+                w[kx * ob + b] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, wc, ((int64_t)(ky * k->w.kw + kx) * ob + b) * vec));
+        for (int64_t ph = 0; ph < k->w.sx; ph++) {
             int64_t cmax = -1;
-            for (int kx = 0; kx < k->kw; kx++)
-                if ((int64_t)kx * k->dx % k->sx == ph && (int64_t)kx * k->dx / k->sx > cmax) cmax = (int64_t)kx * k->dx / k->sx;
+            for (int kx = 0; kx < k->w.kw; kx++)
+                if ((int64_t)kx * k->w.dx % k->w.sx == ph && (int64_t)kx * k->w.dx / k->w.sx > cmax) cmax = (int64_t)kx * k->w.dx / k->w.sx;
             for (int64_t e = 0; cmax >= 0 && e < np + cmax; e++) {
                 LLVMValueRef xs = NULL;
-                for (int kx = 0; kx < k->kw; kx++) {
-                    int64_t cx = (int64_t)kx * k->dx / k->sx, p = e - cx;
-                    if ((int64_t)kx * k->dx % k->sx != ph || p < 0 || p >= np) continue;
-                    if (!xs) xs = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, x, ph * k->pstride + (int64_t)ky * k->dy * k->wq + e));
+                for (int kx = 0; kx < k->w.kw; kx++) {
+                    int64_t cx = (int64_t)kx * k->w.dx / k->w.sx, p = e - cx;
+                    if ((int64_t)kx * k->w.dx % k->w.sx != ph || p < 0 || p >= np) continue;
+                    if (!xs) xs = pdc_irb_load_splat(irb, pdc_irb_gepc(irb, irb->f32, x, ph * k->w.pstride + (int64_t)ky * k->w.dy * k->w.wq + e));
                     for (int b = 0; b < ob; b++) cur[b * np + p] = pdc_irb_fma(irb, w[kx * ob + b], xs, cur[b * np + p]);
                 }
             }
@@ -149,12 +148,12 @@ static void ocv_emit_variant(pdc_irb *irb, const ocv_key *k, const char *prefix,
     for (int a = 0; a < ob * np; a++) LLVMBuildStore(B, cur[a], acc[a]);
     LLVMValueRef c1 = LLVMBuildAdd(B, c, pdc_irb_i64(irb, 1), "");
     LLVMBuildStore(B, c1, cv);
-    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, c1, pdc_irb_i64(irb, k->cg), ""), cloop, rend);
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, c1, pdc_irb_i64(irb, k->w.cg), ""), cloop, rend);
 
     /* epilogue of the row: residual (gathered like the stores scatter), activation, then each
      * pixel's channels scattered to their planes */
     LLVMPositionBuilderAtEnd(B, rend);
-    LLVMValueRef roff = LLVMBuildMul(B, r, pdc_irb_i64(irb, k->ow), "");
+    LLVMValueRef roff = LLVMBuildMul(B, r, pdc_irb_i64(irb, k->w.ow), "");
     LLVMValueRef yr = pdc_irb_gep(irb, irb->f32, yt, roff);
     LLVMValueRef rr = k->residual ? pdc_irb_gep(irb, irb->f32, rt, roff) : NULL;
     LLVMTypeRef vi32 = LLVMVectorType(irb->i32, (unsigned)vec);
@@ -286,17 +285,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     memcpy(k->tag, "ocv4", 5);
     k->vec = vec;
     k->ob = bob;
-    k->kh = (int32_t)g.kh;
-    k->kw = (int32_t)g.kw;
-    k->sy = (int32_t)g.sy;
-    k->sx = (int32_t)g.sx;
-    k->dy = (int32_t)g.dy;
-    k->dx = (int32_t)g.dx;
-    k->cg = g.cg;
-    k->wq = g.wq;
-    k->ps = g.ps;
-    k->pstride = g.pstride;
-    k->ow = g.ow;
+    cpu_conv_key_window(&g, &k->w);
     /* a fused residual add (before the activation; a relu after it becomes ours), then what of
      * the activation the kernel applies */
     k->residual = cpu_conv_plan_residual(cc, &s->post);
