@@ -80,6 +80,26 @@ static pdc_attrs *conv_attrs(int64_t pt, int64_t pl, int64_t pr, int64_t sy, int
     return a;
 }
 
+/* conv_attrs with pads `pad` all round, groups, clip bounds for "clip" and, with perm, an out_perm
+ * over o (<= 64) channels (reversed, rotated by 3). */
+static pdc_attrs *conv_case_attrs(int64_t pad, int64_t sy, int64_t sx, int64_t dil, const char *act, int64_t group,
+                                  int64_t o, int perm)
+{
+    pdc_attrs *a = conv_attrs(pad, pad, pad, sy, sx, dil, act);
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", group));
+    if (!strcmp(act, "clip")) {
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
+    }
+    if (perm) {
+        int64_t pv[64];
+        ck_assert(o <= 64);
+        for (int64_t i = 0; i < o; i++) pv[i] = (o - 1 - i + 3) % o;
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)o, pv));
+    }
+    return a;
+}
+
 /* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs. */
 static void check_thread_invariance(const char *what)
 {
@@ -227,17 +247,7 @@ START_TEST(conv_dense_output_channel_vectors)
         input("x", DIMS(cases[q].n, c, cases[q].h, cases[q].w));
         constant_rand("w", DIMS(o, c / cases[q].group, k, k), 0.3f, (uint32_t)q + 5);
         constant_rand("b", DIMS(o), 0.2f, (uint32_t)q + 6);
-        pdc_attrs *a = conv_attrs(pad, pad, pad, cases[q].s, cases[q].s, d, cases[q].act);
-        ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", cases[q].group));
-        if (!strcmp(cases[q].act, "clip")) {
-            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
-            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
-        }
-        if (cases[q].perm) {
-            int64_t pv[64];
-            for (int64_t i = 0; i < o; i++) pv[i] = (i * 7 + 3) % o; /* o is a power of two: a permutation */
-            ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)o, pv));
-        }
+        pdc_attrs *a = conv_case_attrs(pad, cases[q].s, cases[q].s, d, cases[q].act, cases[q].group, o, cases[q].perm);
         layer("conv", a, "y", NAMES("x", "w", "b"));
         output("y");
         char desc[64];
@@ -552,17 +562,7 @@ START_TEST(conv_strided_channel_major)
         }
         constant_rand("b", DIMS(o), 0.2f, (uint32_t)q + 51);
         int64_t pad = (k / 2) * d;
-        pdc_attrs *a = conv_attrs(pad, pad, pad, cases[q].sy, cases[q].sx, d, cases[q].act);
-        ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", cases[q].group));
-        if (!strcmp(cases[q].act, "clip")) {
-            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
-            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
-        }
-        if (cases[q].perm) {
-            int64_t pv[64];
-            for (int64_t i = 0; i < o; i++) pv[i] = (i * 5 + 3) % o; /* 5 is prime to 24: a permutation */
-            ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)o, pv));
-        }
+        pdc_attrs *a = conv_case_attrs(pad, cases[q].sy, cases[q].sx, d, cases[q].act, cases[q].group, o, cases[q].perm);
         layer("conv", a, "y", NAMES("x", "w", "b"));
         output("y");
         char desc[64];
