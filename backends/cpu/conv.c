@@ -586,16 +586,18 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty)
 
 void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads)
 {
-    /* a band's tiles run on one thread: with fewer than two row tiles per thread, keep the whole
-     * input and spread (tile, chunk) pieces instead */
+    /* a band's tiles run on one thread: with fewer row tiles than threads, keep the whole input
+     * and spread (tile, chunk) pieces instead */
     if (g->flat || g->nty < (int64_t)threads) return;
     if (g->c * g->ps * 4 <= band_bytes) {
+        /* it fits, but where the row tiles split evenly, a band per thread: each thread packs just
+         * the rows its tiles read (packing all of it, each thread spent its share twice) */
         if (threads < 2 || g->nty % threads) return;
-        /* it fits, but a band per thread */
         g->nband = threads;
         conv_plane_rows(g, vec, conv_band_rows(g, g->nty / threads));
         return;
     }
+    /* fewer than two row tiles per thread: the threads' shares would be uneven */
     if (g->nty < 2 * (int64_t)threads) return;
     int64_t bt = 1;
     while (bt < g->nty && g->c * g->nph * conv_rows_pstride(g, vec, conv_band_rows(g, bt + 1)) * 4 <= band_bytes) bt++;
@@ -821,10 +823,9 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
     conv_geom g = P->g;
     const ir_fused_params fp = P->fp;
-    const uint64_t *kmask = P->kmask, *pats = P->pats, full = P->full;
+    const uint64_t *kmask = P->kmask, *pats = P->pats;
     const size_t n_pat = P->n_pat;
     const int64_t taps = g.kh * g.kw;
-    (void)full;
 
     /* Accumulators: patterns of up to 4 taps keep their weights in 4 registers beside 28
      * accumulators (LLVM then folds single-use input loads into the FMAs); denser windows need
@@ -871,7 +872,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
 
     conv_key *k = &P->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "conv18", 7);
+    memcpy(k->tag, "conv19", 7);
     k->vec = t->vec;
     k->n_vregs = t->n_vregs;
     k->n_pat = (int32_t)n_pat;
@@ -1079,23 +1080,24 @@ PDC_ISA_CLONES __attribute__((optimize("O3")))
 static void pack_rows(float *restrict dst, int64_t dstride, const float *restrict src, int64_t sstride, int64_t rows,
                       int64_t n, int64_t s, int64_t off, int64_t j0, int64_t j1)
 {
-    for (int64_t r = 0; r < rows; r++, dst += dstride, src += sstride) {
-        for (int64_t j = 0; j < j0; j++) dst[j] = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = dst + r * dstride;
+        const float *x = src + r * sstride;
+        for (int64_t j = 0; j < j0; j++) d[j] = 0.0f;
         if (s == 1)
-            for (int64_t j = j0; j < j1; j++) dst[j] = src[j + off];
+            for (int64_t j = j0; j < j1; j++) d[j] = x[j + off];
         else if (s == 2)
-            for (int64_t j = j0; j < j1; j++) dst[j] = src[2 * j + off];
+            for (int64_t j = j0; j < j1; j++) d[j] = x[2 * j + off];
         else
-            for (int64_t j = j0; j < j1; j++) dst[j] = src[s * j + off];
-        for (int64_t j = j1; j < n; j++) dst[j] = 0.0f;
+            for (int64_t j = j0; j < j1; j++) d[j] = x[s * j + off];
+        for (int64_t j = j1; j < n; j++) d[j] = 0.0f;
     }
 }
 
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1)
 {
     /* channel by channel, its phases together: the phases of a strided layer read the same input
-     * rows, so the second finds them in L1 (phase by phase over all channels, ResNet-18's 64->128/2
-     * read its 800 KB input twice from L3) */
+     * rows, so the second finds them in L1 */
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = x + c * g->h * g->w;
         for (int64_t ph = 0; ph < g->nph; ph++) {
@@ -1110,14 +1112,16 @@ void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, in
             int64_t ra = r0, rb;
             while (ra < r1 && ra * step + iy0 < 0) ra++;
             for (rb = ra; rb < r1 && rb * step + iy0 < g->h; rb++) {}
-            float *pp = xp + c * g->ps + ph * g->pstride, *rows = pp + g->lead - r0 * g->wq;
+            /* the buffer's rows 0.. are packed rows r0.. */
+            float *pp = xp + c * g->ps + ph * g->pstride, *rows = pp + g->lead;
             memset(pp, 0, (size_t)g->lead * sizeof *pp);
-            memset(rows + r0 * g->wq, 0, (size_t)((ra - r0) * g->wq) * sizeof *pp); /* rows above the input */
+            memset(rows, 0, (size_t)((ra - r0) * g->wq) * sizeof *pp); /* rows above the input */
             if (rb > ra)
-                pack_rows(rows + ra * g->wq, g->wq, xc + (ra * step + iy0) * g->w, step * g->w, rb - ra, g->wq, s, off, j0, j1);
+                pack_rows(rows + (ra - r0) * g->wq, g->wq, xc + (ra * step + iy0) * g->w, step * g->w, rb - ra, g->wq, s,
+                          off, j0, j1);
             /* rows below the input, and past the plane's rows: zeros (read for lanes that are discarded) */
             int64_t end = g->lead + (r1 - r0) * g->wq;
-            memset(rows + rb * g->wq, 0, (size_t)((r1 - rb) * g->wq) * sizeof *pp);
+            memset(rows + (rb - r0) * g->wq, 0, (size_t)((r1 - rb) * g->wq) * sizeof *pp);
             if (g->pstride > end) memset(pp + end, 0, (size_t)(g->pstride - end) * sizeof *pp);
         }
         int64_t used = g->nph * g->pstride;

@@ -234,8 +234,9 @@ const char *cpu_conv_band_info(const conv_geom *g);
 /* Scratch cpu_conv_run_image needs (a packed input, or band, per thread). */
 size_t cpu_conv_scratch_floats(const conv_geom *g, int threads);
 /* Splits the tiles into row bands of about band_bytes packed bytes or less (at least one row tile a
- * band; none if the whole input fits or there are fewer than two row tiles per thread), as many as a
- * multiple of `threads`, setting nband, band_rows and the band buffer's pstride/ps. */
+ * band; none if there are fewer than two row tiles per thread), as many as a multiple of `threads`,
+ * setting nband, band_rows and the band buffer's pstride/ps. An input that fits gets a band per
+ * thread if its row tiles split evenly over two or more threads, else none. */
 void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads);
 /* Row tiles [t0, t1) of band b. */
 void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1);

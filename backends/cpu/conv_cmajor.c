@@ -9,13 +9,15 @@
  * input channel, the vectors every tap of the patterns' union reads are loaded into registers once;
  * then every kept kernel on that channel - of all filters of a chunk, grouped by pattern, so each
  * pattern's loop has constant taps - adds its taps to its filter's accumulators, which live in a
- * buffer on the stack (chunk x nacc vectors, 32 KiB: in L1). A kernel costs nacc loads and stores
+ * per-thread buffer in the layer's scratch (chunk x nacc vectors, 32 KiB: in L1; not on the stack,
+ * which an embedding program's threads may keep small). A kernel costs nacc loads and stores
  * of accumulators besides its taps x nacc FMAs, and a tile reads its input once.
  *
  * Input packing, row tiles, bands, the fused epilogue and the fixed work split (tile, chunk) are
  * conv.c's; small planes are laid flat (conv.h) and split into column tiles of nacc vectors.
  */
 #include <inttypes.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 
 #define CM_MAX_VARIANTS 4
 #define CM_MAX_ACC 4               /* accumulator vectors of a filter in a tile */
+#define CM_MIN_KERNELS 8            /* kept kernels per channel and chunk below which conv.c does better */
 #define CM_ACC_BYTES (32 << 10)    /* a chunk's accumulators: two thirds of a 48 KiB L1 (longer
                                       * lists than 16 KiB: 256->512/2 at 4.5x 0.238 -> 0.195 ms) */
 
@@ -40,10 +43,11 @@ typedef struct cm_key {
     uint64_t pat[CONV_MAX_PATTERNS];
 } cm_key;
 
-/* Tile variant: chunk ch of the tile at xt (packed input) / yt, rt (output, residual). */
+/* Tile variant: chunk ch of the tile at xt (packed input) / yt, rt (output, residual), accumulating in
+ * acc (chunk x nacc vectors, 64-byte aligned). */
 typedef void (*cm_fn)(const float *xt, const int64_t *meta, const int32_t *kslot, const float *wpk,
                       const float *bias, const int64_t *ochan, const int64_t *chunks, float *yt, const float *rt,
-                      int64_t ch);
+                      float *acc, int64_t ch);
 
 typedef struct cm_state {
     conv_geom g;
@@ -55,8 +59,15 @@ typedef struct cm_state {
     float *wpk, *bias;           /* weights in kernel order; bias per filter */
     int64_t *ochan, *chunks;     /* per filter: output channel; per chunk: first filter, filters, first channel */
     int64_t n_chunks;
+    size_t pack_floats;          /* scratch: the packed inputs first, then an accumulator buffer per thread */
     ir_fused_params post;
 } cm_state;
+
+/* What a run's tiles share: the layer and the threads' accumulator buffers. */
+typedef struct cm_run_arg {
+    const cm_state *s;
+    float *acc;
+} cm_run_arg;
 
 static void cm_free(void *p)
 {
@@ -83,14 +94,18 @@ static int64_t cm_tap_offset(const cm_key *k, int tx, int a, int ky, int kx)
            j * k->vec;
 }
 
+/* Accumulators: whole vectors at vector-aligned places of the buffer. */
 static LLVMValueRef cm_load_acc(pdc_irb *irb, LLVMValueRef p)
 {
     LLVMValueRef v = LLVMBuildLoad2(irb->b, irb->vf, p, "");
-    LLVMSetAlignment(v, 64);
+    LLVMSetAlignment(v, (unsigned)irb->vec * 4);
     return v;
 }
 
-static void cm_store_acc(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p) { LLVMSetAlignment(LLVMBuildStore(irb->b, v, p), 64); }
+static void cm_store_acc(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p)
+{
+    LLVMSetAlignment(LLVMBuildStore(irb->b, v, p), (unsigned)irb->vec * 4);
+}
 
 /* A counted loop `for (i = from; i < to; i++)` (to > from not assumed): returns i in the body,
  * where the builder is left; cm_loop_end closes it. */
@@ -131,14 +146,14 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
     const int ty = k->var_ty[var], tx = k->var_tx[var], na = ty * tx, vec = k->vec, nacc = k->nacc;
     char name[32];
     snprintf(name, sizeof name, "cmtile%d", var);
-    LLVMTypeRef params[10] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64};
-    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 10, params);
+    LLVMTypeRef params[11] = {irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->ptr,
+                              irb->ptr, irb->ptr, irb->ptr, irb->ptr, irb->i64};
+    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, 11, params);
     LLVMValueRef xt = LLVMGetParam(fn, 0), meta = LLVMGetParam(fn, 1), kslot = LLVMGetParam(fn, 2),
                  wpk = LLVMGetParam(fn, 3), bias = LLVMGetParam(fn, 4), ochan = LLVMGetParam(fn, 5),
-                 chunks = LLVMGetParam(fn, 6), yt = LLVMGetParam(fn, 7), rt = LLVMGetParam(fn, 8), ch = LLVMGetParam(fn, 9);
+                 chunks = LLVMGetParam(fn, 6), yt = LLVMGetParam(fn, 7), rt = LLVMGetParam(fn, 8),
+                 buf = LLVMGetParam(fn, 9), ch = LLVMGetParam(fn, 10);
     LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(irb->c, fn, "entry"));
-    LLVMValueRef buf = LLVMBuildArrayAlloca(B, irb->vf, pdc_irb_i64(irb, (int64_t)k->chunk * nacc), "accbuf");
-    LLVMSetAlignment(buf, 64);
     LLVMValueRef sv = LLVMBuildAlloca(B, irb->i64, "s"), cv = LLVMBuildAlloca(B, irb->i64, "c"),
                  iv = LLVMBuildAlloca(B, irb->i64, "i"), wpv = LLVMBuildAlloca(B, irb->ptr, "wp");
     LLVMValueRef cr = pdc_irb_gep(irb, irb->i64, chunks, LLVMBuildMul(B, ch, pdc_irb_i64(irb, 3), ""));
@@ -161,20 +176,27 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
     LLVMValueRef c = cm_loop_begin(irb, fn, &lp, cv, pdc_irb_i64(irb, 0), pdc_irb_i64(irb, k->w.cg), "channel");
     LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->w.ps), ""));
     /* the next channel's lines, a channel's worth of kernels ahead (its address is a constant
-     * stride on, but 64 kernels between two channels hide the pattern from the hardware) */
+     * stride on, but 64 kernels between two channels hide the pattern from the hardware); past the
+     * last channel the address leaves the buffer, so no inbounds GEP. Tiles start on a cache line
+     * with 16-float vectors, on half of one with 8: then every half line is prefetched. */
     {
-        LLVMValueRef xn = pdc_irb_gepc(irb, irb->f32, x, k->w.ps);
+        LLVMValueRef kps = pdc_irb_i64(irb, k->w.ps);
+        LLVMValueRef xn = LLVMBuildGEP2(B, irb->f32, x, &kps, 1, "");
+        const int64_t gran = vec % 16 ? 8 : 16;
         int64_t lines[CONV_MAX_TAPS * CM_MAX_ACC * 2];
         int nl = 0;
         for (int b = 0; b < k->w.kh * k->w.kw; b++)
             for (int a = 0; uni >> b & 1 && a < na; a++)
                 for (int e = 0; e < 2; e++) {
-                    int64_t off = cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw) + (e ? vec - 1 : 0), ln = off / 16;
+                    int64_t off = cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw) + (e ? vec - 1 : 0), ln = off / gran;
                     int seen = 0;
                     for (int q = 0; q < nl && !seen; q++) seen = lines[q] == ln;
                     if (!seen) lines[nl++] = ln;
                 }
-        for (int q = 0; q < nl; q++) pdc_irb_prefetch(irb, pdc_irb_gepc(irb, irb->f32, xn, lines[q] * 16));
+        for (int q = 0; q < nl; q++) {
+            LLVMValueRef o = pdc_irb_i64(irb, lines[q] * gran);
+            pdc_irb_prefetch(irb, LLVMBuildGEP2(B, irb->f32, xn, &o, 1, ""));
+        }
     }
     LLVMValueRef T[CONV_MAX_TAPS][CM_MAX_ACC];
     for (int b = 0; b < k->w.kh * k->w.kw; b++)
@@ -241,18 +263,23 @@ static pdc_status cm_emit(void *arg, const pdc_context *ctx, const pdc_llvm_targ
 
 /* ------------------------------------------------------------------ running */
 
+/* A thread's accumulator buffer, rounded to whole cache lines (the next thread's stays aligned). */
+static size_t cm_acc_floats(const cm_key *k) { return ((size_t)k->chunk * (size_t)k->nacc * (size_t)k->vec + 15) / 16 * 16; }
+
 static void cm_tile(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi, int64_t ch)
 {
-    const cm_state *s = arg;
+    const cm_run_arg *r = arg;
+    const cm_state *s = r->s;
     const conv_geom *g = &s->g;
+    float *acc = r->acc + (size_t)omp_get_thread_num() * cm_acc_floats(&s->key);
     int64_t x0 = txi * g->tx * s->key.vec;
     if (g->flat) { /* a variant per column tile, which knows where its pixels go */
-        s->fn[txi](xr + x0, s->meta, s->kslot, s->wpk, s->bias, s->ochan, s->chunks, yn, rn, ch);
+        s->fn[txi](xr + x0, s->meta, s->kslot, s->wpk, s->bias, s->ochan, s->chunks, yn, rn, acc, ch);
         return;
     }
     int v = s->var_of[tyi == g->nty - 1][txi == g->ntx - 1];
     int64_t yo = tyi * g->ty * g->ow + x0;
-    s->fn[v](xr + x0, s->meta, s->kslot, s->wpk, s->bias, s->ochan, s->chunks, yn + yo, rn ? rn + yo : NULL, ch);
+    s->fn[v](xr + x0, s->meta, s->kslot, s->wpk, s->bias, s->ochan, s->chunks, yn + yo, rn ? rn + yo : NULL, acc, ch);
 }
 
 static pdc_status cm_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
@@ -260,7 +287,8 @@ static pdc_status cm_run(const cpu_layer *L, const ir_model *m, const ir_layer *
 {
     (void)m;
     const cm_state *s = L->state;
-    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->n_chunks, cm_tile, s, &s->post);
+    cm_run_arg r = {s, x->scratch + s->pack_floats};
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->n_chunks, cm_tile, &r, &s->post);
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -344,7 +372,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
      * 64->128/2 at 4.5x: 0.131 ms here against 0.333; at stride 1 both run alike). PDC_CONV_CMAJOR
      * = 1/0 forces it on/off, for tuning experiments and tests. */
     const char *force = getenv("PDC_CONV_CMAJOR");
-    if ((force && *force == '0') || (!(force && *force == '1') && g.sy * g.sx == 1)) return PDC_ERR_UNSUPPORTED;
+    if (force && *force == '0') return PDC_ERR_UNSUPPORTED;
     /* the tile: the most accumulator vectors whose tap vectors (distinct offsets: taps a row apart
      * share them across the tile's rows) fit in registers beside them and a weight */
     g.lead = 0;
@@ -377,6 +405,11 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     const int64_t og = g.o / g.group;
     int64_t chunk = CM_ACC_BYTES / ((int64_t)nacc * vec * 4);
     if (chunk > og) chunk = og;
+    /* and where a channel's kernels in a chunk are enough to pay for loading its tap vectors and for
+     * a buffer per chunk (a depthwise conv has one) */
+    if (!(force && *force == '1') && (g.sy * g.sx == 1 || (double)chunk * (double)P->kept_kernels <
+                                                             CM_MIN_KERNELS * (double)(g.o * g.cg)))
+        return PDC_ERR_UNSUPPORTED;
 
     pdc_context *ctx = cc->ctx;
     cm_state *s = pdc_calloc(ctx, 1, sizeof *s);
@@ -384,7 +417,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     s->g = g;
     s->post = P->fp;
     cm_key *k = &s->key;
-    memcpy(k->tag, "cm1", 4);
+    memcpy(k->tag, "cm2", 4);
     k->vec = vec;
     k->nacc = nacc;
     k->chunk = (int32_t)chunk;
@@ -419,7 +452,8 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     L->run = cm_run;
     L->state = s;
     L->free_state = cm_free;
-    L->scratch_floats = cpu_conv_scratch_floats(&g, cc->threads);
+    s->pack_floats = cpu_conv_scratch_floats(&g, cc->threads);
+    L->scratch_floats = s->pack_floats + cm_acc_floats(k) * (size_t)cc->threads;
     if (k->residual) cpu_conv_take_residual(cc, L);
     char tile[128];
     if (g.flat)

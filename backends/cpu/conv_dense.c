@@ -241,7 +241,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->post = *fp;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "dconv8", 7);
+    memcpy(k->tag, "dconv9", 7);
     k->vec = t->vec;
     k->to = bto;
     cpu_conv_key_window(&g, &k->w);

@@ -282,7 +282,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     s->p = bp;
     s->post = *fp;
     ocv_key *k = &s->key;
-    memcpy(k->tag, "ocv4", 5);
+    memcpy(k->tag, "ocv5", 5);
     k->vec = vec;
     k->ob = bob;
     cpu_conv_key_window(&g, &k->w);

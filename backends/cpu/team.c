@@ -88,19 +88,21 @@ static atomic_int sampled_cpus;  /* CPUs this process may run on; 0: fewer than 
 int cpu_team_size(int threads)
 {
     if (threads <= 1 || getenv("PDC_OMP_STATIC")) return threads < 1 ? 1 : threads;
-    double now = omp_get_wtime(), at = atomic_load_explicit(&sampled_at, memory_order_relaxed);
+    /* the samples are published by the release store of sampled_at, read after its acquire load */
+    double now = omp_get_wtime(), at = atomic_load_explicit(&sampled_at, memory_order_acquire);
     if (at < 0 || now - at > TEAM_RESAMPLE_S || now < at) {
         int cpus = omp_get_num_procs();
-        /* under taskset or a cpuset the machine-wide count says nothing */
-        atomic_store_explicit(&sampled_cpus, cpus < sysconf(_SC_NPROCESSORS_ONLN) ? 0 : cpus, memory_order_relaxed);
-        int others = others_running();
+        /* under taskset or a cpuset the machine-wide count says nothing: no /proc sample then */
+        if (cpus < sysconf(_SC_NPROCESSORS_ONLN)) cpus = 0;
+        atomic_store_explicit(&sampled_cpus, cpus, memory_order_relaxed);
+        int others = cpus ? others_running() : 0;
         if (others < 0) others = 0; /* no /proc: trust the option */
         unsigned i = atomic_fetch_add_explicit(&next_sample, 1, memory_order_relaxed);
         if (at < 0) /* the first sample fills the window: a fresh process must not start from "all free" */
             for (int k = 0; k < TEAM_WINDOW; k++) atomic_store_explicit(&samples[k], others, memory_order_relaxed);
         else
             atomic_store_explicit(&samples[i % TEAM_WINDOW], others, memory_order_relaxed);
-        atomic_store_explicit(&sampled_at, now, memory_order_relaxed);
+        atomic_store_explicit(&sampled_at, now, memory_order_release);
     }
     int cpus = atomic_load_explicit(&sampled_cpus, memory_order_relaxed);
     if (cpus == 0) return threads;
