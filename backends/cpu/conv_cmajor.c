@@ -88,10 +88,10 @@ static void cm_free(void *p)
  * a) reads for tap (ky, kx). */
 static int64_t cm_tap_offset(const cm_key *k, int tx, int a, int ky, int kx)
 {
-    if (k->w.flat) return cpu_conv_flat_offset(k->w.sy, k->w.sx, k->w.dy, k->w.dx, k->w.wq, k->w.pstride, ky, kx) + (int64_t)a * k->vec;
-    int64_t i = a / tx, j = a % tx;
-    return (int64_t)kx * k->w.dx % k->w.sx * k->w.pstride + (i * k->w.sy + (int64_t)ky * k->w.dy) * k->w.wq + (int64_t)kx * k->w.dx / k->w.sx +
-           j * k->vec;
+    const conv_kwin *w = &k->w;
+    if (w->flat) return cpu_conv_flat_offset(w->sy, w->sx, w->dy, w->dx, w->wq, w->pstride, ky, kx) + (int64_t)a * k->vec;
+    int64_t i = a / tx, j = a % tx, cx = (int64_t)kx * w->dx;
+    return cx % w->sx * w->pstride + (i * w->sy + (int64_t)ky * w->dy) * w->wq + cx / w->sx + j * k->vec;
 }
 
 /* Accumulators: whole vectors at vector-aligned places of the buffer. */
@@ -110,7 +110,7 @@ static void cm_store_acc(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p)
 /* A counted loop `for (i = from; i < to; i++)` (to > from not assumed): returns i in the body,
  * where the builder is left; cm_loop_end closes it. */
 typedef struct cm_loop {
-    LLVMValueRef var, to;
+    LLVMValueRef var;
     LLVMBasicBlockRef head, body, after;
 } cm_loop;
 
@@ -119,7 +119,6 @@ static LLVMValueRef cm_loop_begin(pdc_irb *irb, LLVMValueRef fn, cm_loop *lp, LL
 {
     LLVMBuilderRef B = irb->b;
     lp->var = var;
-    lp->to = to;
     lp->head = LLVMAppendBasicBlockInContext(irb->c, fn, name);
     lp->body = LLVMAppendBasicBlockInContext(irb->c, fn, "body");
     lp->after = LLVMAppendBasicBlockInContext(irb->c, fn, "after");
@@ -188,7 +187,8 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
         for (int b = 0; b < k->w.kh * k->w.kw; b++)
             for (int a = 0; uni >> b & 1 && a < na; a++)
                 for (int e = 0; e < 2; e++) {
-                    int64_t off = cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw) + (e ? vec - 1 : 0), ln = off / gran;
+                    int64_t off = cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw) + (e ? vec - 1 : 0);
+                    int64_t ln = off / gran;
                     int seen = 0;
                     for (int q = 0; q < nl && !seen; q++) seen = lines[q] == ln;
                     if (!seen) lines[nl++] = ln;
@@ -201,19 +201,22 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
     LLVMValueRef T[CONV_MAX_TAPS][CM_MAX_ACC];
     for (int b = 0; b < k->w.kh * k->w.kw; b++)
         for (int a = 0; uni >> b & 1 && a < na; a++)
-            T[b][a] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw)));
+            T[b][a] = pdc_irb_load_vec(irb,
+                                       pdc_irb_gepc(irb, irb->f32, x, cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw)));
     LLVMValueRef mbase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, ch, pdc_irb_i64(irb, k->w.cg), ""), c, ""),
                                       pdc_irb_i64(irb, k->n_pat), "");
     for (int p = 0; p < k->n_pat; p++) {
         uint64_t mask = k->pat[p];
-        LLVMValueRef mr = pdc_irb_gep(irb, irb->i64, meta, LLVMBuildMul(B, LLVMBuildAdd(B, mbase, pdc_irb_i64(irb, p), ""), pdc_irb_i64(irb, 2), ""));
+        LLVMValueRef li = LLVMBuildAdd(B, mbase, pdc_irb_i64(irb, p), "");
+        LLVMValueRef mr = pdc_irb_gep(irb, irb->i64, meta, LLVMBuildMul(B, li, pdc_irb_i64(irb, 2), ""));
         LLVMValueRef lo = pdc_irb_load_i64(irb, mr), wst = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mr, 1)),
                      hi = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mr, 2));
         LLVMBuildStore(B, pdc_irb_gep(irb, irb->f32, wpk, wst), wpv);
         cm_loop kl;
         LLVMValueRef i = cm_loop_begin(irb, fn, &kl, iv, lo, hi, "kernels");
         LLVMValueRef wp = LLVMBuildLoad2(B, irb->ptr, wpv, "");
-        LLVMValueRef kp = pdc_irb_gep(irb, irb->f32, buf, pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, kslot, i)));
+        LLVMValueRef slot = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, kslot, i));
+        LLVMValueRef kp = pdc_irb_gep(irb, irb->f32, buf, slot);
         LLVMValueRef cur[CM_MAX_ACC];
         for (int a = 0; a < na; a++) cur[a] = cm_load_acc(irb, pdc_irb_gepc(irb, irb->f32, kp, (int64_t)a * vec));
         int t = 0;
@@ -233,14 +236,16 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
 
     /* epilogue: residual, activation and stores to output channel ochan[f] */
     s = cm_loop_begin(irb, fn, &lp, sv, pdc_irb_i64(irb, 0), nf, "store");
-    LLVMValueRef ooff = LLVMBuildMul(B, pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, s, ""))),
-                                     pdc_irb_i64(irb, k->w.ohw), "");
-    LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff), rk = k->residual ? pdc_irb_gep(irb, irb->f32, rt, ooff) : NULL;
+    LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, s, "")));
+    LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->w.ohw), "");
+    LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff);
+    LLVMValueRef rk = k->residual ? pdc_irb_gep(irb, irb->f32, rt, ooff) : NULL;
     ap = pdc_irb_gep(irb, irb->f32, buf, LLVMBuildMul(B, s, slot_floats, ""));
     for (int a = 0; a < na; a++) {
         LLVMValueRef v = cm_load_acc(irb, pdc_irb_gepc(irb, irb->f32, ap, (int64_t)a * vec));
         if (k->w.flat)
-            cpu_conv_emit_flat_store(irb, v, yk, rk, &k->act, (int64_t)(k->var_x0[var] + a) * vec, k->w.wq, k->w.ow, k->w.oh);
+            cpu_conv_emit_flat_store(irb, v, yk, rk, &k->act, (int64_t)(k->var_x0[var] + a) * vec, k->w.wq, k->w.ow,
+                                     k->w.oh);
         else
             cpu_conv_emit_row_store(irb, v, yk, rk, &k->act, (int64_t)(a / tx) * k->w.ow + (int64_t)(a % tx) * vec,
                                     a % tx == tx - 1 ? k->var_last[var] : vec);
@@ -264,7 +269,10 @@ static pdc_status cm_emit(void *arg, const pdc_context *ctx, const pdc_llvm_targ
 /* ------------------------------------------------------------------ running */
 
 /* A thread's accumulator buffer, rounded to whole cache lines (the next thread's stays aligned). */
-static size_t cm_acc_floats(const cm_key *k) { return ((size_t)k->chunk * (size_t)k->nacc * (size_t)k->vec + 15) / 16 * 16; }
+static size_t cm_acc_floats(const cm_key *k)
+{
+    return ((size_t)k->chunk * (size_t)k->nacc * (size_t)k->vec + 15) / 16 * 16;
+}
 
 static void cm_tile(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi, int64_t ch)
 {
