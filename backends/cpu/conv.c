@@ -1075,7 +1075,7 @@ void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per)
 /* `rows` packed rows: dst[j] = src[s*j + off] for j in [j0, j1) (the columns inside the input row),
  * zero for the rest of [0, n); rows dstride and sstride floats apart. The stride-2 copy (every
  * stride-2 layer's column phases) is its own loop, so it vectorises: as a per-element bounds test
- * it took a quarter of ResNet-18's 64->128/2 layer, and as a call per row a fifth. */
+ * it took a quarter of ResNet-18's 64->128/2 layer, and a call per row another 5%. */
 PDC_ISA_CLONES __attribute__((optimize("O3")))
 static void pack_rows(float *restrict dst, int64_t dstride, const float *restrict src, int64_t sstride, int64_t rows,
                       int64_t n, int64_t s, int64_t off, int64_t j0, int64_t j1)

@@ -94,6 +94,15 @@ static int64_t cm_tap_offset(const cm_key *k, int tx, int a, int ky, int kx)
     return cx % w->sx * w->pstride + (i * w->sy + (int64_t)ky * w->dy) * w->wq + cx / w->sx + j * k->vec;
 }
 
+/* Adds v to the n values of set unless there; returns the new count. */
+static int cm_add_unique(int64_t *set, int n, int64_t v)
+{
+    for (int q = 0; q < n; q++)
+        if (set[q] == v) return n;
+    set[n] = v;
+    return n + 1;
+}
+
 /* Accumulators: whole vectors at vector-aligned places of the buffer. */
 static LLVMValueRef cm_load_acc(pdc_irb *irb, LLVMValueRef p)
 {
@@ -188,10 +197,7 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
             for (int a = 0; uni >> b & 1 && a < na; a++)
                 for (int e = 0; e < 2; e++) {
                     int64_t off = cm_tap_offset(k, tx, a, b / k->w.kw, b % k->w.kw) + (e ? vec - 1 : 0);
-                    int64_t ln = off / gran;
-                    int seen = 0;
-                    for (int q = 0; q < nl && !seen; q++) seen = lines[q] == ln;
-                    if (!seen) lines[nl++] = ln;
+                    nl = cm_add_unique(lines, nl, off / gran);
                 }
         for (int q = 0; q < nl; q++) {
             LLVMValueRef o = pdc_irb_i64(irb, lines[q] * gran);
@@ -312,12 +318,8 @@ static int cm_tap_vectors(const conv_geom *g, int vec, uint64_t uni, int ty, int
     int64_t seen[CONV_MAX_TAPS * CM_MAX_ACC];
     int n = 0;
     for (int b = 0; b < k.w.kh * k.w.kw; b++)
-        for (int a = 0; uni >> b & 1 && a < ty * tx; a++) {
-            int64_t off = cm_tap_offset(&k, tx, a, b / k.w.kw, b % k.w.kw);
-            int q = 0;
-            while (q < n && seen[q] != off) q++;
-            if (q == n) seen[n++] = off;
-        }
+        for (int a = 0; uni >> b & 1 && a < ty * tx; a++)
+            n = cm_add_unique(seen, n, cm_tap_offset(&k, tx, a, b / k.w.kw, b % k.w.kw));
     return n;
 }
 
@@ -377,10 +379,11 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     uint64_t uni = 0;
     for (size_t p = 0; p < P->n_pat; p++) uni |= P->pats[p];
     /* taken for strided layers, where conv.c's kernels read a line per FMA from L2 (ResNet-18's
-     * 64->128/2 at 4.5x: 0.131 ms here against 0.333; at stride 1 both run alike). PDC_CONV_CMAJOR
-     * = 1/0 forces it on/off, for tuning experiments and tests. */
+     * 64->128/2 at 4.5x: 0.170 ms here against 0.336; at stride 1 both run alike at 4.5x and conv.c
+     * wins at 9x). PDC_CONV_CMAJOR = 1/0 forces it on/off, for tuning experiments and tests. */
     const char *force = getenv("PDC_CONV_CMAJOR");
-    if (force && *force == '0') return PDC_ERR_UNSUPPORTED;
+    const int forced = force && *force == '1';
+    if ((force && *force == '0') || (!forced && g.sy * g.sx == 1)) return PDC_ERR_UNSUPPORTED;
     /* the tile: the most accumulator vectors whose tap vectors (distinct offsets: taps a row apart
      * share them across the tile's rows) fit in registers beside them and a weight */
     g.lead = 0;
@@ -415,8 +418,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     if (chunk > og) chunk = og;
     /* and where a channel's kernels in a chunk are enough to pay for loading its tap vectors and for
      * a buffer per chunk (a depthwise conv has one) */
-    if (!(force && *force == '1') && (g.sy * g.sx == 1 || (double)chunk * (double)P->kept_kernels <
-                                                             CM_MIN_KERNELS * (double)(g.o * g.cg)))
+    if (!forced && (double)chunk * (double)P->kept_kernels < CM_MIN_KERNELS * (double)(g.o * g.cg))
         return PDC_ERR_UNSUPPORTED;
 
     pdc_context *ctx = cc->ctx;
