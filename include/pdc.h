@@ -524,7 +524,9 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
                                            size_t *rank_out, int64_t *dims_out);
 /**
  * Runs the program: inputs and outputs in the order of the *_info calls, each of exactly that shape.
- * Outputs are written only when the run succeeds.
+ * Outputs are written only when the run succeeds. An output may be an input's tensor (or share
+ * memory with one): the run then computes it aside and copies it at the end; otherwise the "cpu"
+ * target writes it in place.
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, wrong count), PDC_ERR_SHAPE (message names the tensor,
  *         expected and got), PDC_ERR_OUT_OF_MEMORY
  * Thread-safety: one program may be run from many threads at once with distinct output tensors;

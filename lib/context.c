@@ -1,15 +1,24 @@
 /*
  * context.c - error messages, logging, checked allocation and options of a pdc_context.
  */
+#define _DEFAULT_SOURCE /* madvise */
 #include "lib/context.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backends/backend.h"
 #include "lib/shape_list.h"
+
+/* Buffers of a huge page or more (activation arenas, large tensors and weights) are aligned to
+ * one and offered to transparent huge pages: a 2-thread run of a pruned layer reads and writes
+ * every 4 KiB page of its input and output planes from both threads, and with the page tables cold
+ * (another engine ran in between) the walks cost 0.2 ms of a 2.6 ms run (VGG-16 conv2_2 at 4.5x;
+ * 2.4 ms with huge pages). Where THP is off, the advice is ignored. */
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 #define PDC_ERROR_MAX 1024
 
@@ -141,10 +150,12 @@ void *pdc_alloc_aligned(const pdc_context *ctx, size_t n, size_t size)
     }
     if (injected_failure(ctx, bytes)) return NULL;
     void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) {
+    size_t align = bytes >= HUGE_PAGE_BYTES ? HUGE_PAGE_BYTES : 64;
+    if (posix_memalign(&p, align, bytes ? bytes : 64) != 0) {
         pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
         return NULL;
     }
+    if (align == HUGE_PAGE_BYTES) (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice: failure changes nothing */
     memset(p, 0, bytes);
     return p;
 }

@@ -591,6 +591,47 @@ END_TEST
 
 /* ------------------------------------------------------------------ threads, rnn */
 
+/* Graph outputs go straight into the caller's buffers where that is safe, else through the arena:
+ * an output a later layer reads (c), an output passed in the input's own tensor while a later
+ * layer still reads the input (r = c + x would read c instead of x), a program with a
+ * reference-kernel layer (which could fail mid-run, and a failed run must leave outputs alone). */
+START_TEST(outputs_in_callers_buffers_or_copied)
+{
+    for (int fallback = 0; fallback < 2; fallback++) {
+        input("x", DIMS(1, 8, 20, 20));
+        constant_rand("w", DIMS(8, 8, 3, 3), 0.3f, 7);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
+        layer("conv", a, "c", NAMES("x", "w"));
+        layer("add", NULL, "r", NAMES("c", "x"));
+        if (fallback) layer("sigmoid", NULL, "q", NAMES("r"));
+        output("c");
+        output(fallback ? "q" : "r");
+        pdc_program *pc = check_matches_ref(fallback ? "with a ref layer" : "all jit", 3);
+        ck_assert_kernel(pc, fallback ? "q" : "r", fallback ? "ref fallback" : "jit elementwise");
+        pdc_program *pr = NULL;
+        ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+        size_t n = 8 * 20 * 20;
+        pdc_tensor *x, *c, *r, *r2;
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(1, 8, 20, 20), &x));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(1, 8, 20, 20), &c));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(1, 8, 20, 20), &r));
+        ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(1, 8, 20, 20), &r2));
+        test_fill_random(pdc_tensor_data(x), n, 11);
+        ck_assert_ok(ctx, pdc_program_run(pr, 1, &x, 2, (pdc_tensor *[]){c, r}));
+        /* the input's tensor as output 0: the conv's result may land in it only after the run */
+        ck_assert_ok(ctx, pdc_program_run(pc, 1, &x, 2, (pdc_tensor *[]){x, r2}));
+        assert_close(pdc_tensor_data(x), pdc_tensor_data(c), n, "output 0 in the input's tensor");
+        assert_close(pdc_tensor_data(r2), pdc_tensor_data(r), n, "output 1 beside it");
+        pdc_tensor_destroy(x), pdc_tensor_destroy(c), pdc_tensor_destroy(r), pdc_tensor_destroy(r2);
+        pdc_program_destroy(pr);
+        pdc_program_destroy(pc);
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "second", &mdl));
+    }
+}
+END_TEST
+
 START_TEST(results_do_not_depend_on_threads)
 {
     input("x", DIMS(1, 24, 30, 30));
@@ -881,6 +922,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_residual_add_relu_fused);
     tcase_add_test(t.conv, conv_residual_fusion_limits);
     tcase_add_test(t.pool, maxpool_window_outside_input);
+    tcase_add_test(t.gemm, outputs_in_callers_buffers_or_copied);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.api, team_size_rule_and_loadavg_parsing);

@@ -8,6 +8,12 @@
  * layer needs. A run borrows a cached arena (one slot, taken and returned with atomic exchanges) or
  * allocates its own, so concurrent runs never share memory and the common single-caller case does
  * not allocate after the first run.
+ *
+ * Graph outputs are written straight into the caller's buffers where that is safe: every layer has
+ * a JIT kernel (these cannot fail once a run has started, so a failed run still leaves the
+ * caller's outputs unchanged) and the buffer overlaps no input and no other output. Otherwise the
+ * output is computed in the arena and copied at the end (a 6.4 MB conv output copied after the
+ * layer took 0.1-0.3 ms of a 2.3 ms 2-thread run, and a copy does not get faster with threads).
  */
 #include <omp.h>
 #include <stdatomic.h>
@@ -32,6 +38,7 @@ typedef struct cpu_state {
     size_t arena_floats;    /* activations */
     size_t scratch_floats;  /* largest per-layer scratch */
     int threads;
+    int infallible;         /* every layer has a kernel that cannot fail at run time (no ref fallback) */
     _Atomic(float *) spare; /* one cached arena+scratch block, NULL when lent out or not yet made */
 } cpu_state;
 
@@ -174,8 +181,33 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         }
     }
     pdc_free(fused_into);
+    s->infallible = 1;
+    for (size_t li = 0; li < s->n_layers; li++)
+        if (!s->layers[li].run) s->infallible = 0;
     if (st) cpu_destroy(prog);
     return st;
+}
+
+static int spans_overlap(const float *a, size_t na, const float *b, size_t nb)
+{
+    return (uintptr_t)a < (uintptr_t)(b + nb) && (uintptr_t)b < (uintptr_t)(a + na);
+}
+
+/* Whether graph output i may be written by its producer straight into the caller's buffer: it is
+ * produced by a layer (not a graph input or constant), is the first output naming that tensor, and
+ * its buffer overlaps no input (a layer would overwrite data later layers read) and no other output. */
+static int output_writable_in_place(const ir_model *m, const cpu_state *s, const float *const *inputs,
+                                    float *const *outputs, size_t i)
+{
+    int t = m->outputs[i];
+    if (s->offset[t] == CPU_NO_SLOT || s->input_slot[t] != CPU_NO_SLOT) return 0;
+    size_t n = s->numel[t];
+    for (size_t j = 0; j < m->n_inputs; j++)
+        if (spans_overlap(outputs[i], n, inputs[j], s->numel[m->inputs[j]])) return 0;
+    for (size_t j = 0; j < m->n_outputs; j++)
+        if (j != i && (m->outputs[j] == t ? j < i : spans_overlap(outputs[i], n, outputs[j], s->numel[m->outputs[j]])))
+            return 0;
+    return 1;
 }
 
 static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, float *const *outputs)
@@ -202,6 +234,9 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
         else if (s->offset[t] != CPU_NO_SLOT) buf[t] = arena + s->offset[t];
         else buf[t] = NULL;
     }
+    if (s->infallible)
+        for (size_t i = 0; i < m->n_outputs; i++)
+            if (output_writable_in_place(m, s, inputs, outputs, i)) buf[m->outputs[i]] = outputs[i];
     cpu_exec x = {cpu_team_size(s->threads), arena + s->arena_floats};
     pdc_status st = PDC_OK;
     /* PDC_CPU_PROFILE=1: per-layer wall time of each run on stderr (a tuning aid) */
@@ -229,6 +264,7 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
             /* pieces in parallel only between disjoint (or identical) buffers: a graph input that is
              * also an output may come in a caller's buffer overlapping the output's */
             const float *src = buf[t];
+            if (src == outputs[i]) continue; /* written in place */
             int apart = src == outputs[i] || src + n <= outputs[i] || outputs[i] + n <= src;
 #pragma omp parallel for num_threads(x.threads) if (x.threads > 1 && np > 1 && apart) schedule(static)
             for (size_t k = 0; k < np; k++)
