@@ -261,11 +261,11 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
              * 64 KiB (a conv's 6.4 MB output took a tenth of its run on one thread) */
             int t = m->outputs[i];
             size_t n = s->numel[t], piece = 16384, np = (n + piece - 1) / piece;
-            /* pieces in parallel only between disjoint (or identical) buffers: a graph input that is
-             * also an output may come in a caller's buffer overlapping the output's */
             const float *src = buf[t];
             if (src == outputs[i]) continue; /* written in place */
-            int apart = src == outputs[i] || src + n <= outputs[i] || outputs[i] + n <= src;
+            /* pieces in parallel only between disjoint buffers: a graph input that is also an output
+             * may come in a caller's buffer overlapping the output's */
+            int apart = src + n <= outputs[i] || outputs[i] + n <= src;
 #pragma omp parallel for num_threads(x.threads) if (x.threads > 1 && np > 1 && apart) schedule(static)
             for (size_t k = 0; k < np; k++)
                 memmove(outputs[i] + k * piece, buf[t] + k * piece, (k + 1 < np ? piece : n - k * piece) * sizeof(float));
