@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "backends/cpu/cpu.h"
+#include "backends/cpu/conv.h"
 #include "backends/llvm/llvm.h"
 #include "test/testutil.h"
 #include "test/backend_cases.h"
@@ -454,6 +454,71 @@ START_TEST(maxpool_window_outside_input)
     pdc_program *p = check_matches_ref("maxpool window outside the input", 3);
     ck_assert_kernel(p, "y", "separable");
     pdc_program_destroy(p);
+}
+END_TEST
+
+/* What the packer must write at float t of channel c's planes (conv.h's layout), from its definition. */
+static float packed_at(const conv_geom *g, const float *x, int64_t c, int64_t t, int64_t r0, int64_t rows)
+{
+    int64_t ph = t / g->pstride, u = t % g->pstride - g->lead;
+    if (ph >= g->nph || u < 0 || u >= rows * g->wq) return 0.0f; /* lead, tail, past the planes */
+    int64_t r = r0 + u / g->wq, j = u % g->wq;
+    int64_t iy = (g->flat ? r * g->sy + ph / g->sx : r) * g->py - g->pt;
+    int64_t ix = (j * g->sx + ph % g->sx) * g->px - g->pl;
+    if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) return 0.0f;
+    return x[(c * g->h + iy) * g->w + ix];
+}
+
+START_TEST(conv_input_packing)
+{
+    /* the packed input, every float of it (zeros included), against its definition, for the
+     * AVX-512 packer (where the host has it) and the portable one: strides 1-3 (2: the vector
+     * stride-2 gather), one-tap axis strides, paddings, flat planes (rows split into phases),
+     * bands, leads and tails, rows shorter and longer than a vector */
+    uint32_t seed = 12345;
+#define RND(n) ((int64_t)((seed = seed * 1664525u + 1013904223u) >> 8) % (n))
+    for (int q = 0; q < 400; q++) {
+        conv_geom g = {0};
+        g.c = 1 + RND(4);
+        g.h = 1 + RND(20);
+        g.w = 1 + RND(q % 4 ? 20 : 70);
+        g.sx = 1 + RND(3);
+        g.sy = 1 + RND(3);
+        g.px = 1 + RND(4) / 3; /* mostly 1 */
+        g.py = 1 + RND(4) / 3;
+        g.pl = RND(4);
+        g.pt = RND(4);
+        g.flat = RND(3) == 0;
+        g.nph = g.flat ? g.sx * g.sy : g.sx;
+        g.wq = 1 + RND(q % 4 ? 24 : 80);
+        g.lead = RND(20);
+        int64_t hq = (g.h + 2 * g.pt) / (g.flat ? g.sy : 1) + 1;
+        int64_t r0 = RND(3) ? 0 : RND(hq), r1 = r0 + 1 + RND(hq - r0);
+        g.pstride = g.lead + (r1 - r0) * g.wq + RND(40);
+        g.ps = g.nph * g.pstride + RND(3) * 7;
+        size_t xn = (size_t)(g.c * g.h * g.w), pn = (size_t)(g.c * g.ps);
+        float *x = malloc(xn * sizeof *x), *want = malloc(pn * sizeof *want), *got = malloc(pn * sizeof *got);
+        test_fill_random(x, xn, (uint32_t)q + 7);
+        for (int64_t c = 0; c < g.c; c++)
+            for (int64_t t = 0; t < g.ps; t++) want[c * g.ps + t] = packed_at(&g, x, c, t, r0, r1 - r0);
+        for (int portable = 0; portable < 2; portable++) {
+            for (size_t i = 0; i < pn; i++) got[i] = 1e30f; /* whatever the packer leaves shows */
+            int64_t c0 = g.c > 1 ? 1 : 0; /* channels [c0, c): the others are left alone */
+            (portable ? cpu_conv_pack_portable : cpu_conv_pack)(&g, x, got, c0, g.c, r0, r1);
+            for (int64_t i = 0; i < (int64_t)pn; i++) {
+                float w = i < c0 * g.ps ? 1e30f : want[i];
+                if (got[i] != w)
+                    ck_abort_msg("case %d (%s): c %" PRId64 " w %" PRId64 " s %" PRId64 "x%" PRId64 " flat %d wq %" PRId64
+                                 " lead %" PRId64 " rows %" PRId64 "-%" PRId64 ": float %" PRId64 " is %g, not %g",
+                                 q, portable ? "portable" : "default", g.c, g.w, g.sy, g.sx, g.flat, g.wq, g.lead, r0, r1,
+                                 i, (double)got[i], (double)w);
+            }
+        }
+        free(x);
+        free(want);
+        free(got);
+    }
+#undef RND
 }
 END_TEST
 
@@ -914,6 +979,7 @@ static Suite *cpu_suite(void)
 {
     Suite *s = suite_create("cpu");
     bc_tcases t = bc_add_cases(s, bc_setup, bc_teardown);
+    tcase_add_test(t.conv, conv_input_packing);
     tcase_add_test(t.conv, conv_small_planes_flat);
     tcase_add_test(t.conv, conv_strided_channel_major);
     tcase_add_test(t.conv, conv_wide_rows_shift_mode);

@@ -4,8 +4,8 @@
  * A pattern-pruned conv is  out[o] = sum over kept (c, tap) of w[o,c,tap] * shift_tap(in[c]).
  * Per layer and per pattern, the generator emits code whose tap offsets are constants:
  *
- *  - Input packing (each run): every input channel is copied into zero-padded planes with a row
- *    stride Wq that is a multiple of 16 and just wide enough for the columns valid outputs read; a
+ *  - Input packing (each run, conv_pack.c): every input channel is copied into zero-padded planes
+ *    with a row stride Wq that is a multiple of 16 and just wide enough for the columns valid outputs read; a
  *    column stride sx > 1 is split into sx phase planes (the stride of a one-tap axis is taken by the
  *    packing instead), so every tap becomes (phase, constant row offset, constant column offset) and
  *    output pixels along a row are contiguous vectors whatever the stride or dilation. An input whose
@@ -1071,63 +1071,6 @@ void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per)
 }
 
 /* ------------------------------------------------------------------ running */
-
-/* `rows` packed rows: dst[j] = src[s*j + off] for j in [j0, j1) (the columns inside the input row),
- * zero for the rest of [0, n); rows dstride and sstride floats apart. The stride-2 copy (every
- * stride-2 layer's column phases) is its own loop, so it vectorises: as a per-element bounds test
- * it took a quarter of ResNet-18's 64->128/2 layer, and a call per row another 5%. */
-PDC_ISA_CLONES __attribute__((optimize("O3")))
-static void pack_rows(float *restrict dst, int64_t dstride, const float *restrict src, int64_t sstride, int64_t rows,
-                      int64_t n, int64_t s, int64_t off, int64_t j0, int64_t j1)
-{
-    for (int64_t r = 0; r < rows; r++) {
-        float *d = dst + r * dstride;
-        const float *x = src + r * sstride;
-        for (int64_t j = 0; j < j0; j++) d[j] = 0.0f;
-        if (s == 1)
-            for (int64_t j = j0; j < j1; j++) d[j] = x[j + off];
-        else if (s == 2)
-            for (int64_t j = j0; j < j1; j++) d[j] = x[2 * j + off];
-        else
-            for (int64_t j = j0; j < j1; j++) d[j] = x[s * j + off];
-        for (int64_t j = j1; j < n; j++) d[j] = 0.0f;
-    }
-}
-
-void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1)
-{
-    /* channel by channel, its phases together: the phases of a strided layer read the same input
-     * rows, so the second finds them in L1 */
-    for (int64_t c = c0; c < c1; c++) {
-        const float *xc = x + c * g->h * g->w;
-        for (int64_t ph = 0; ph < g->nph; ph++) {
-            /* column j of phase ph reads input column s*j + off, inside the row for j in [j0, j1) */
-            const int64_t cph = ph % g->sx, s = g->sx * g->px, off = cph * g->px - g->pl;
-            int64_t j0 = off >= 0 ? 0 : (-off + s - 1) / s, j1 = g->w - off > 0 ? (g->w - off + s - 1) / s : 0;
-            j0 = j0 < g->wq ? j0 : g->wq;
-            j1 = j1 < g->wq ? (j1 > j0 ? j1 : j0) : g->wq;
-            /* packed row r reads input row r*step + iy0 (flat layouts split rows into sy phases as
-             * well: plane ph = row phase * sx + column phase); rows [ra, rb) are inside the input */
-            const int64_t step = (g->flat ? g->sy : 1) * g->py, iy0 = (g->flat ? ph / g->sx : 0) * g->py - g->pt;
-            int64_t ra = r0, rb;
-            while (ra < r1 && ra * step + iy0 < 0) ra++;
-            for (rb = ra; rb < r1 && rb * step + iy0 < g->h; rb++) {}
-            /* the buffer's rows 0.. are packed rows r0.. */
-            float *pp = xp + c * g->ps + ph * g->pstride, *rows = pp + g->lead;
-            memset(pp, 0, (size_t)g->lead * sizeof *pp);
-            memset(rows, 0, (size_t)((ra - r0) * g->wq) * sizeof *pp); /* rows above the input */
-            if (rb > ra)
-                pack_rows(rows + (ra - r0) * g->wq, g->wq, xc + (ra * step + iy0) * g->w, step * g->w, rb - ra, g->wq, s,
-                          off, j0, j1);
-            /* rows below the input, and past the plane's rows: zeros (read for lanes that are discarded) */
-            int64_t end = g->lead + (r1 - r0) * g->wq;
-            memset(rows + (rb - r0) * g->wq, 0, (size_t)((r1 - rb) * g->wq) * sizeof *pp);
-            if (g->pstride > end) memset(pp + end, 0, (size_t)(g->pstride - end) * sizeof *pp);
-        }
-        int64_t used = g->nph * g->pstride;
-        if (g->ps > used) memset(xp + c * g->ps + used, 0, (size_t)(g->ps - used) * sizeof *xp);
-    }
-}
 
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,
                         int nt, cpu_conv_tile_fn tile, const void *arg)

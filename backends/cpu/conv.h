@@ -149,8 +149,12 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
     return (ky * dy % sy * sx + kx * dx % sx) * pstride + ky * dy / sy * wq + kx * dx / sx;
 }
 /* Packs channels [c0, c1) of one image x into xp (layout above): padded rows [r0, r1) of every
- * phase plane become the buffer's rows 0.. (the whole input: 0, hq; a band: its rows). */
+ * phase plane become the buffer's rows 0.. (the whole input: 0, hq; a band: its rows). Writes every
+ * float of those channels' c * ps.. (c + 1) * ps, zeros included. */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1);
+/* The same without the AVX-512 packer cpu_conv_pack takes where the host has it (for tests). */
+void cpu_conv_pack_portable(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0,
+                            int64_t r1);
 /* Epilogue pieces the conv generators emit: the inline activation (relu, clip, leaky_relu; any
  * other act is returned unchanged, to run after the kernel), and the store of flat vector v holding
  * pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow), one masked store
