@@ -20,6 +20,7 @@
 
 #define PACK_MAX_CHUNKS 32 /* 16-lane pieces of a row the AVX-512 packer takes (rows up to 512 floats) */
 #define PACK_MAX_PHASES 16 /* phase planes prepared at a time */
+#define PACK_PREFETCH_BYTES 4096 /* input prefetched ahead of the packing */
 
 /* One phase plane, the same for every channel. */
 typedef struct pack_plane {
@@ -177,17 +178,37 @@ static void plane_setup(const conv_geom *g, int64_t ph, int64_t r0, int64_t r1, 
     if (vector) plane_masks(q);
 }
 
+static void prefetch_floats(const float *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
+}
+
 static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1,
                           int vector)
 {
     pack_plane q[PACK_MAX_PHASES];
     for (int64_t ph0 = 0; ph0 < g->nph; ph0 += PACK_MAX_PHASES) {
         int64_t nph = g->nph - ph0 < PACK_MAX_PHASES ? g->nph - ph0 : PACK_MAX_PHASES;
-        for (int64_t i = 0; i < nph; i++) plane_setup(g, ph0 + i, r0, r1, vector, &q[i]);
+        /* the floats [lo, hi) of a channel hold every input row these planes read */
+        int64_t lo = INT64_MAX, hi = 0;
+        for (int64_t i = 0; i < nph; i++) {
+            plane_setup(g, ph0 + i, r0, r1, vector, &q[i]);
+            if (q[i].rb <= q[i].ra) continue;
+            int64_t a = q[i].src, b = q[i].src + (q[i].rb - q[i].ra - 1) * q[i].sstride + g->w;
+            lo = a < lo ? a : lo;
+            hi = b > hi ? b : hi;
+        }
+        /* the input is read once, a channel's rows at a time (a few KiB: too short for the hardware
+         * prefetcher to ramp up), and may come from memory: prefetched whole channels about
+         * PACK_PREFETCH_BYTES ahead. VGG-16 conv2_1 at 2 threads, run after oneDNN: packing
+         * 138 -> 100 us a thread, the layer at 9x 0.65-0.67 -> 0.60-0.61 ms */
+        int64_t ahead = hi > lo ? (PACK_PREFETCH_BYTES / 4 + hi - lo - 1) / (hi - lo) : 0;
+        for (int64_t c = c0; c < c1 && c < c0 + ahead; c++) prefetch_floats(x + c * g->h * g->w + lo, hi - lo);
         /* channel by channel, its phases together: the phases of a strided layer read the same
          * input rows, so the second finds them in L1 */
         for (int64_t c = c0; c < c1; c++) {
             const float *xc = x + c * g->h * g->w;
+            if (ahead && c + ahead < c1) prefetch_floats(xc + ahead * g->h * g->w + lo, hi - lo);
             for (int64_t i = 0; i < nph; i++) {
                 float *pp = xp + c * g->ps + (ph0 + i) * g->pstride;
                 if (q[i].vector)
