@@ -101,7 +101,11 @@ static void plane_masks(pack_plane *q)
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 
-static void zero_avx512(float *p, int64_t n)
+/* (no-tree-loop-distribute-patterns: GCC would turn the loop into a memset call, most of the cost
+ * of a plane's few-line lead and tail) */
+#define PACK_NO_MEMSET __attribute__((optimize("no-tree-loop-distribute-patterns")))
+
+PACK_NO_MEMSET static void zero_avx512(float *p, int64_t n)
 {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(p + i, _mm512_setzero_ps());
@@ -109,32 +113,42 @@ static void zero_avx512(float *p, int64_t n)
 }
 
 /* The plane of channel xc with masked loads and stores: masked-off lanes neither fault nor write. */
-static void pack_plane_avx512(float *pp, const pack_plane *q, const float *xc)
+/* Rows of zeros: n rows of nck masked pieces, wq floats apart. */
+static void zero_rows_avx512(float *d, int64_t n, int64_t wq, int64_t nck, const uint16_t *st)
 {
-    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t i = 0; i < n; i++, d += wq)
+        for (int64_t k = 0; k < nck; k++) _mm512_mask_storeu_ps(d + 16 * k, st[k], _mm512_setzero_ps());
+}
+
+/* The plane of channel xc with masked loads and stores: masked-off lanes neither fault nor write.
+ * The fields are read into locals first: the stores, through void pointers, may alias *q. */
+PACK_NO_MEMSET static void pack_plane_avx512(float *pp, const pack_plane *q, const float *xc)
+{
+    const int64_t wq = q->wq, nck = q->nck, ra = q->ra, rb = q->rb, sstride = q->sstride;
+    const uint16_t *st = q->st, *lo = q->lo, *hi = q->hi;
+    float *d = pp + q->lead;
     zero_avx512(pp, q->lead);
-    for (int64_t i = 0; i < q->rows; i++) {
-        float *d = pp + q->lead + i * q->wq;
-        if (i < q->ra || i >= q->rb) {
-            for (int64_t k = 0; k < q->nck; k++) _mm512_mask_storeu_ps(d + 16 * k, q->st[k], _mm512_setzero_ps());
-            continue;
-        }
-        /* lane j of piece k reads row[s*(16k + j) + off]; the address of lane 0 may lie before the
-         * row (off < 0), so it is formed as an integer: only unmasked lanes are read */
-        uintptr_t x = (uintptr_t)(xc + q->src + (i - q->ra) * q->sstride) + (uintptr_t)(q->off * (int64_t)sizeof(float));
-        for (int64_t k = 0; k < q->nck; k++) {
-            __m512 v;
-            if (q->s == 1) {
-                v = _mm512_maskz_loadu_ps(q->lo[k], (const void *)(x + (uintptr_t)(64 * k)));
-            } else {
-                __m512 a = _mm512_maskz_loadu_ps(q->lo[k], (const void *)(x + (uintptr_t)(128 * k)));
-                __m512 b = _mm512_maskz_loadu_ps(q->hi[k], (const void *)(x + (uintptr_t)(128 * k + 64)));
-                v = _mm512_permutex2var_ps(a, evens, b);
+    zero_rows_avx512(d, ra, wq, nck, st);
+    d += ra * wq;
+    /* lane j of piece k reads row[s*(16k + j) + off]; the address of lane 0 may lie before the row
+     * (off < 0), so it is formed as an integer: only unmasked lanes are read */
+    uintptr_t x = (uintptr_t)(xc + q->src) + (uintptr_t)(q->off * (int64_t)sizeof(float));
+    const uintptr_t xstep = (uintptr_t)(sstride * (int64_t)sizeof(float));
+    if (q->s == 1) {
+        for (int64_t i = ra; i < rb; i++, d += wq, x += xstep)
+            for (int64_t k = 0; k < nck; k++)
+                _mm512_mask_storeu_ps(d + 16 * k, st[k], _mm512_maskz_loadu_ps(lo[k], (const void *)(x + (uintptr_t)(64 * k))));
+    } else {
+        const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        for (int64_t i = ra; i < rb; i++, d += wq, x += xstep)
+            for (int64_t k = 0; k < nck; k++) {
+                __m512 a = _mm512_maskz_loadu_ps(lo[k], (const void *)(x + (uintptr_t)(128 * k)));
+                __m512 b = _mm512_maskz_loadu_ps(hi[k], (const void *)(x + (uintptr_t)(128 * k + 64)));
+                _mm512_mask_storeu_ps(d + 16 * k, st[k], _mm512_permutex2var_ps(a, evens, b));
             }
-            _mm512_mask_storeu_ps(d + 16 * k, q->st[k], v);
-        }
     }
-    int64_t end = q->lead + q->rows * q->wq;
+    zero_rows_avx512(d, q->rows - rb, wq, nck, st);
+    int64_t end = q->lead + q->rows * wq;
     zero_avx512(pp + end, q->end - end);
 }
 
