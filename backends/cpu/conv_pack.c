@@ -6,7 +6,7 @@
  * the input is zeros - then zeros to the plane's end. With AVX-512 a plane is written in one pass of
  * 16-lane masked loads and stores, each row's zero padding included: rows are short (a 7x7 flat
  * plane's are 8 floats, a 14x14 plane's 16), and as per-row copy loops and memsets the packing took
- * 20 us of ResNet-50's 512@7 layer (0.17 ms at 9x), a cost every thread pays in full.
+ * 27 us of ResNet-50's 512@7 layer (0.17 ms at 9x; 7 us now), a cost every thread pays in full.
  */
 #include <stdint.h>
 #include <string.h>
@@ -29,10 +29,10 @@ typedef struct pack_plane {
     int64_t ra, rb;         /* rows [ra, rb) come from the input, the others are zeros */
     int64_t src, sstride;   /* the channel's input row of packed row ra is at float src; the next sstride apart */
     int64_t s, off, j0, j1; /* dst[j] = row[s*j + off] for j in [j0, j1) */
-    /* AVX-512 (vector set): per 16-lane piece of a row, the lanes inside the row (st) and the
+    /* AVX-512 (avx512 set): per 16-lane piece of a row, the lanes inside the row (st) and the
      * source lanes loaded (stride 1: lo holds the lanes j in [j0, j1); stride 2: the even lanes of
      * two vectors, lo and hi) */
-    int vector;
+    int avx512;
     int64_t nck;
     uint16_t st[PACK_MAX_CHUNKS], lo[PACK_MAX_CHUNKS], hi[PACK_MAX_CHUNKS];
 } pack_plane;
@@ -80,7 +80,7 @@ static uint16_t even_lanes(unsigned m)
     return (uint16_t)r;
 }
 
-/* The AVX-512 packer's masks for q; leaves q->vector 0 where it does not take the plane (a column
+/* The AVX-512 packer's masks for q; leaves q->avx512 0 where it does not take the plane (a column
  * stride over 2, rows over PACK_MAX_CHUNKS pieces). */
 static void plane_masks(pack_plane *q)
 {
@@ -94,12 +94,16 @@ static void plane_masks(pack_plane *q)
         q->lo[k] = q->s == 1 ? (uint16_t)valid : even_lanes(valid & 0xffu);
         q->hi[k] = even_lanes(valid >> 8);
     }
-    q->vector = 1;
+    q->avx512 = 1;
 }
 
 #ifdef PACK_X86
+#ifdef __clang__ /* clang ignores "#pragma GCC target" */
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#endif
 
 /* (no-tree-loop-distribute-patterns: GCC would turn the loop into a memset call, most of the cost
  * of a plane's few-line lead and tail) */
@@ -112,7 +116,6 @@ PACK_NO_MEMSET static void zero_avx512(float *p, int64_t n)
     if (i < n) _mm512_mask_storeu_ps(p + i, (__mmask16)((1u << (n - i)) - 1), _mm512_setzero_ps());
 }
 
-/* The plane of channel xc with masked loads and stores: masked-off lanes neither fault nor write. */
 /* Rows of zeros: n rows of nck masked pieces, wq floats apart. */
 static void zero_rows_avx512(float *d, int64_t n, int64_t wq, int64_t nck, const uint16_t *st)
 {
@@ -131,8 +134,9 @@ PACK_NO_MEMSET static void pack_plane_avx512(float *pp, const pack_plane *q, con
     zero_rows_avx512(d, ra, wq, nck, st);
     d += ra * wq;
     /* lane j of piece k reads row[s*(16k + j) + off]; the address of lane 0 may lie before the row
-     * (off < 0), so it is formed as an integer: only unmasked lanes are read */
-    uintptr_t x = (uintptr_t)(xc + q->src) + (uintptr_t)(q->off * (int64_t)sizeof(float));
+     * (off < 0), and with no row inside the input (rb <= ra) src may lie outside it, so the address
+     * is formed as an integer: only unmasked lanes are read */
+    uintptr_t x = (uintptr_t)xc + (uintptr_t)((q->src + q->off) * (int64_t)sizeof(float));
     const uintptr_t xstep = (uintptr_t)(sstride * (int64_t)sizeof(float));
     if (q->s == 1) {
         for (int64_t i = ra; i < rb; i++, d += wq, x += xstep)
@@ -152,12 +156,21 @@ PACK_NO_MEMSET static void pack_plane_avx512(float *pp, const pack_plane *q, con
     zero_avx512(pp + end, q->end - end);
 }
 
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 static int have_avx512(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
+    static _Atomic int known = -1; /* -1: not asked yet (asking twice is harmless) */
+    int v = known;
+    if (v < 0) {
+        __builtin_cpu_init();
+        known = v = __builtin_cpu_supports("avx512f") != 0;
+    }
+    return v;
 }
 #else
 static void pack_plane_avx512(float *pp, const pack_plane *q, const float *xc)
@@ -172,7 +185,7 @@ static int have_avx512(void)
 #endif
 
 /* Phase ph's plane for packed rows [r0, r1) (the buffer's rows 0..). */
-static void plane_setup(const conv_geom *g, int64_t ph, int64_t r0, int64_t r1, int vector, pack_plane *q)
+static void plane_setup(const conv_geom *g, int64_t ph, int64_t r0, int64_t r1, int host_avx512, pack_plane *q)
 {
     /* column j of phase ph reads input column s*j + off, inside the row for j in [j0, j1) */
     const int64_t cph = ph % g->sx, s = g->sx * g->px, off = cph * g->px - g->pl;
@@ -189,16 +202,17 @@ static void plane_setup(const conv_geom *g, int64_t ph, int64_t r0, int64_t r1, 
                       .src = (ra * step + iy0) * g->w, .sstride = step * g->w, .s = s, .off = off, .j0 = j0, .j1 = j1};
     /* rows past the plane's: zeros too (read for lanes that are discarded) */
     q->end = g->pstride > q->lead + q->rows * q->wq ? g->pstride : q->lead + q->rows * q->wq;
-    if (vector) plane_masks(q);
+    if (host_avx512) plane_masks(q);
 }
 
 static void prefetch_floats(const float *p, int64_t n)
 {
     for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
+    if (n > 0) __builtin_prefetch(p + n - 1); /* the last line, where p is not line-aligned */
 }
 
 static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1,
-                          int vector)
+                          int host_avx512)
 {
     pack_plane q[PACK_MAX_PHASES];
     for (int64_t ph0 = 0; ph0 < g->nph; ph0 += PACK_MAX_PHASES) {
@@ -206,7 +220,7 @@ static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t
         /* the floats [lo, hi) of a channel hold every input row these planes read */
         int64_t lo = INT64_MAX, hi = 0;
         for (int64_t i = 0; i < nph; i++) {
-            plane_setup(g, ph0 + i, r0, r1, vector, &q[i]);
+            plane_setup(g, ph0 + i, r0, r1, host_avx512, &q[i]);
             if (q[i].rb <= q[i].ra) continue;
             int64_t a = q[i].src, b = q[i].src + (q[i].rb - q[i].ra - 1) * q[i].sstride + g->w;
             lo = a < lo ? a : lo;
@@ -225,7 +239,7 @@ static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t
             if (ahead && c + ahead < c1) prefetch_floats(xc + ahead * g->h * g->w + lo, hi - lo);
             for (int64_t i = 0; i < nph; i++) {
                 float *pp = xp + c * g->ps + (ph0 + i) * g->pstride;
-                if (q[i].vector)
+                if (q[i].avx512)
                     pack_plane_avx512(pp, &q[i], xc);
                 else
                     pack_plane_generic(pp, &q[i], xc);
