@@ -474,20 +474,19 @@ static float packed_at(const conv_geom *g, const float *x, int64_t c, int64_t t,
  * the first read outside them faults (masked vector loads are checked by neither ASan nor valgrind). */
 typedef struct guarded {
     char *block;
-    size_t page, bytes;
+    size_t bytes;
 } guarded;
 
 static float *guarded_floats(guarded *gd, size_t n, int at_start)
 {
-    gd->page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t data = (n * sizeof(float) + gd->page - 1) / gd->page * gd->page;
-    gd->bytes = data + 2 * gd->page;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), data = (n * sizeof(float) + page - 1) / page * page;
+    gd->bytes = data + 2 * page;
     void *p = NULL;
-    ck_assert_int_eq(posix_memalign(&p, gd->page, gd->bytes), 0);
+    ck_assert_int_eq(posix_memalign(&p, page, gd->bytes), 0);
     gd->block = p;
-    ck_assert_int_eq(mprotect(gd->block, gd->page, PROT_NONE), 0);
-    ck_assert_int_eq(mprotect(gd->block + gd->page + data, gd->page, PROT_NONE), 0);
-    return (float *)(at_start ? gd->block + gd->page : gd->block + gd->page + data - n * sizeof(float));
+    ck_assert_int_eq(mprotect(gd->block, page, PROT_NONE), 0);
+    ck_assert_int_eq(mprotect(gd->block + page + data, page, PROT_NONE), 0);
+    return (float *)(at_start ? gd->block + page : gd->block + page + data - n * sizeof(float));
 }
 
 static void guarded_free(guarded *gd)

@@ -25,7 +25,7 @@
 /* One phase plane, the same for every channel. */
 typedef struct pack_plane {
     int64_t lead, rows, wq; /* lead zeros, then rows of wq floats */
-    int64_t end;            /* zeros from the rows' end up to here */
+    int64_t end;            /* the plane's end, pstride (>= lead + rows * wq): zeros after the rows */
     int64_t ra, rb;         /* rows [ra, rb) come from the input, the others are zeros */
     int64_t src, sstride;   /* the channel's input row of packed row ra is at float src; the next sstride apart */
     int64_t s, off, j0, j1; /* dst[j] = row[s*j + off] for j in [j0, j1) */
@@ -89,10 +89,10 @@ static void plane_masks(pack_plane *q)
     for (int64_t k = 0; k < q->nck; k++) {
         int64_t jc = 16 * k;
         unsigned valid = 0;
-        for (int64_t j = 0; j < 16; j++) valid |= (unsigned)(jc + j >= q->j0 && jc + j < q->j1 && jc + j < q->wq) << j;
+        for (int64_t j = 0; j < 16; j++) valid |= (unsigned)(jc + j >= q->j0 && jc + j < q->j1) << j; /* j1 <= wq */
         q->st[k] = (uint16_t)(q->wq - jc >= 16 ? 0xffffu : (1u << (q->wq - jc)) - 1);
         q->lo[k] = q->s == 1 ? (uint16_t)valid : even_lanes(valid & 0xffu);
-        q->hi[k] = even_lanes(valid >> 8);
+        q->hi[k] = q->s == 1 ? 0 : even_lanes(valid >> 8);
     }
     q->avx512 = 1;
 }
@@ -173,14 +173,9 @@ static int have_avx512(void)
     return v;
 }
 #else
-static void pack_plane_avx512(float *pp, const pack_plane *q, const float *xc)
-{
-    pack_plane_generic(pp, q, xc);
-}
-
 static int have_avx512(void)
 {
-    return 0;
+    return 0; /* no plane is then set up for the AVX-512 packer */
 }
 #endif
 
@@ -200,8 +195,7 @@ static void plane_setup(const conv_geom *g, int64_t ph, int64_t r0, int64_t r1, 
     for (rb = ra; rb < r1 && rb * step + iy0 < g->h; rb++) {}
     *q = (pack_plane){.lead = g->lead, .rows = r1 - r0, .wq = g->wq, .ra = ra - r0, .rb = rb - r0,
                       .src = (ra * step + iy0) * g->w, .sstride = step * g->w, .s = s, .off = off, .j0 = j0, .j1 = j1};
-    /* rows past the plane's: zeros too (read for lanes that are discarded) */
-    q->end = g->pstride > q->lead + q->rows * q->wq ? g->pstride : q->lead + q->rows * q->wq;
+    q->end = g->pstride; /* past the rows: zeros too (read for lanes that are discarded) */
     if (host_avx512) plane_masks(q);
 }
 
@@ -239,10 +233,13 @@ static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t
             if (ahead && c + ahead < c1) prefetch_floats(xc + ahead * g->h * g->w + lo, hi - lo);
             for (int64_t i = 0; i < nph; i++) {
                 float *pp = xp + c * g->ps + (ph0 + i) * g->pstride;
-                if (q[i].avx512)
+#ifdef PACK_X86
+                if (q[i].avx512) {
                     pack_plane_avx512(pp, &q[i], xc);
-                else
-                    pack_plane_generic(pp, &q[i], xc);
+                    continue;
+                }
+#endif
+                pack_plane_generic(pp, &q[i], xc);
             }
         }
     }
