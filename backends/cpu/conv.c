@@ -994,7 +994,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     L->run = conv_run;
     L->state = s;
     L->free_state = conv_free;
-    L->scratch_floats = cpu_conv_scratch_floats(&s->p.g, cc->threads);
+    L->thread_floats = cpu_conv_thread_floats(&s->p.g);
     if (res) cpu_conv_take_residual(cc, L);
     cpu_conv_plan_info(&s->p, cc->target, L->info, sizeof L->info);
     return PDC_OK;
@@ -1072,15 +1072,15 @@ void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per)
 
 /* ------------------------------------------------------------------ running */
 
-void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,
-                        int nt, cpu_conv_tile_fn tile, const void *arg)
+void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn,
+                        float *const *own, int nt, cpu_conv_tile_fn tile, const void *arg)
 {
     if (g->nband > 1) {
         /* a band at a time per thread: packed into the thread's buffer, then all its tiles while
          * the buffer is in L2 (packing the whole input first would stream it through memory) */
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
-            float *xb = scratch + (size_t)omp_get_thread_num() * (size_t)(g->c * g->ps);
+            float *xb = own[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
             for (int64_t b = 0; b < g->nband; b++) {
                 int64_t t0, t1;
@@ -1103,7 +1103,7 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
     int64_t items = g->nty * g->ntx * nchunk;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *xb = scratch + (size_t)omp_get_thread_num() * (size_t)(g->c * g->ps);
+        float *xb = own[omp_get_thread_num()];
         cpu_conv_pack(g, xn, xb, 0, g->c, 0, g->hq);
 #pragma omp for schedule(dynamic, 1) nowait
         for (int64_t it = 0; it < items; it++) {
@@ -1118,9 +1118,9 @@ const char *cpu_conv_band_info(const conv_geom *g)
     return g->nband > 1 ? ", packed in row bands" : "";
 }
 
-size_t cpu_conv_scratch_floats(const conv_geom *g, int threads)
+size_t cpu_conv_thread_floats(const conv_geom *g)
 {
-    return (size_t)(g->c * g->ps * threads); /* a packed input (or band) per thread */
+    return ((size_t)(g->c * g->ps) + 15) / 16 * 16; /* a packed input (or band) */
 }
 
 /* Filters of chunk ch in the tile (tyi, txi); xr: the packed input at the tile's first row. */
@@ -1145,7 +1145,7 @@ pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *cons
     const int64_t oimg = g->o * g->oh * g->ow;
     for (int64_t n = 0; n < g->n; n++)
         cpu_conv_run_image(g, nchunk, in + n * g->c * g->h * g->w, out + n * oimg, res ? res + n * oimg : NULL,
-                           x->scratch, x->threads, tile, arg);
+                           x->own, x->threads, tile, arg);
     if (post->act != IR_ACT_NONE) cpu_apply_activation(post, out, (size_t)(g->n * oimg));
     return PDC_OK;
 }

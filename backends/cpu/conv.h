@@ -199,10 +199,10 @@ void cpu_conv_emit_row_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVM
  * rn at the image's residual (NULL without one). */
 typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi,
                                  int64_t ch);
-/* Runs one image on nt threads: each packs xn into its own part of scratch (whole, or a band at a
- * time when g->nband > 1) and calls tile for (tile, chunk) pieces of what it packed. */
-void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn, float *scratch,
-                        int nt, cpu_conv_tile_fn tile, const void *arg);
+/* Runs one image on nt threads: thread t packs xn into own[t] (whole, or a band at a time when
+ * g->nband > 1) and calls tile for (tile, chunk) pieces of what it packed. */
+void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn,
+                        float *const *own, int nt, cpu_conv_tile_fn tile, const void *arg);
 /* Runs a conv layer over every image of the batch (cpu_conv_run_image with nchunk chunks, into the
  * layer's output or its fused residual's: cpu_conv_out), then post's activation if any. */
 pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *const *buf, const cpu_exec *x,
@@ -235,8 +235,8 @@ void cpu_conv_blocks_release(conv_blocks *b);
 void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per);
 /* ", packed in row bands" when g is banded, else "" (for the kernel description). */
 const char *cpu_conv_band_info(const conv_geom *g);
-/* Scratch cpu_conv_run_image needs (a packed input, or band, per thread). */
-size_t cpu_conv_scratch_floats(const conv_geom *g, int threads);
+/* Private scratch cpu_conv_run_image needs per thread (a packed input, or band), a multiple of 16. */
+size_t cpu_conv_thread_floats(const conv_geom *g);
 /* Splits the tiles into row bands of about band_bytes packed bytes or less (at least one row tile a
  * band; none if there are fewer than two row tiles per thread), as many as a multiple of `threads`,
  * setting nband, band_rows and the band buffer's pstride/ps. An input that fits gets a band per

@@ -9,7 +9,7 @@
  * input channel, the vectors every tap of the patterns' union reads are loaded into registers once;
  * then every kept kernel on that channel - of all filters of a chunk, grouped by pattern, so each
  * pattern's loop has constant taps - adds its taps to its filter's accumulators, which live in a
- * per-thread buffer in the layer's scratch (chunk x nacc vectors, 32 KiB: in L1; not on the stack,
+ * buffer in the thread's private scratch (chunk x nacc vectors, 32 KiB: in L1; not on the stack,
  * which an embedding program's threads may keep small). A kernel costs nacc loads and stores
  * of accumulators besides its taps x nacc FMAs, and a tile reads its input once.
  *
@@ -59,14 +59,14 @@ typedef struct cm_state {
     float *wpk, *bias;           /* weights in kernel order; bias per filter */
     int64_t *ochan, *chunks;     /* per filter: output channel; per chunk: first filter, filters, first channel */
     int64_t n_chunks;
-    size_t pack_floats;          /* scratch: the packed inputs first, then an accumulator buffer per thread */
+    size_t pack_floats;          /* a thread's private scratch: its packed input, then its accumulators */
     ir_fused_params post;
 } cm_state;
 
-/* What a run's tiles share: the layer and the threads' accumulator buffers. */
+/* What a run's tiles share: the layer and the threads' private scratch. */
 typedef struct cm_run_arg {
     const cm_state *s;
-    float *acc;
+    float *const *own;
 } cm_run_arg;
 
 static void cm_free(void *p)
@@ -274,18 +274,12 @@ static pdc_status cm_emit(void *arg, const pdc_context *ctx, const pdc_llvm_targ
 
 /* ------------------------------------------------------------------ running */
 
-/* A thread's accumulator buffer, rounded to whole cache lines (the next thread's stays aligned). */
-static size_t cm_acc_floats(const cm_key *k)
-{
-    return ((size_t)k->chunk * (size_t)k->nacc * (size_t)k->vec + 15) / 16 * 16;
-}
-
 static void cm_tile(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi, int64_t ch)
 {
     const cm_run_arg *r = arg;
     const cm_state *s = r->s;
     const conv_geom *g = &s->g;
-    float *acc = r->acc + (size_t)omp_get_thread_num() * cm_acc_floats(&s->key);
+    float *acc = r->own[omp_get_thread_num()] + s->pack_floats;
     int64_t x0 = txi * g->tx * s->key.vec;
     if (g->flat) { /* a variant per column tile, which knows where its pixels go */
         s->fn[txi](xr + x0, s->meta, s->kslot, s->wpk, s->bias, s->ochan, s->chunks, yn, rn, acc, ch);
@@ -301,7 +295,7 @@ static pdc_status cm_run(const cpu_layer *L, const ir_model *m, const ir_layer *
 {
     (void)m;
     const cm_state *s = L->state;
-    cm_run_arg r = {s, x->scratch + s->pack_floats};
+    cm_run_arg r = {s, x->own};
     return cpu_conv_run_layer(L, l, buf, x, &s->g, s->n_chunks, cm_tile, &r, &s->post);
 }
 
@@ -462,8 +456,8 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     L->run = cm_run;
     L->state = s;
     L->free_state = cm_free;
-    s->pack_floats = cpu_conv_scratch_floats(&g, cc->threads);
-    L->scratch_floats = s->pack_floats + cm_acc_floats(k) * (size_t)cc->threads;
+    s->pack_floats = cpu_conv_thread_floats(&g);
+    L->thread_floats = s->pack_floats + (size_t)(k->chunk * k->nacc * k->vec); /* then the accumulators */
     if (k->residual) cpu_conv_take_residual(cc, L);
     char tile[128];
     if (g.flat)

@@ -268,7 +268,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     L->run = dconv_run;
     L->state = s;
     L->free_state = dconv_free;
-    L->scratch_floats = cpu_conv_scratch_floats(&g, cc->threads);
+    L->thread_floats = cpu_conv_thread_floats(&g);
     if (k->residual) cpu_conv_take_residual(cc, L);
     if (g.flat)
         snprintf(L->info, sizeof L->info, "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x plane as %" PRId64

@@ -312,7 +312,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     L->run = ocv_run;
     L->state = s;
     L->free_state = ocv_free;
-    L->scratch_floats = cpu_conv_scratch_floats(&g, cc->threads);
+    L->thread_floats = cpu_conv_thread_floats(&g);
     if (k->residual) cpu_conv_take_residual(cc, L);
     snprintf(L->info, sizeof L->info,
              "jit dense conv %" PRId64 "x%" PRId64 "%s, output channels vectorised: tile %d filters x %" PRId64

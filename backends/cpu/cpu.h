@@ -27,6 +27,8 @@
 typedef struct cpu_exec {
     int threads;          /* OpenMP threads to use (>= 1) */
     float *scratch;       /* this run's scratch, cpu_layer.scratch_floats floats, 64-byte aligned */
+    float *const *own;    /* per thread t < threads: its private scratch, cpu_layer.thread_floats floats,
+                           * 64-byte aligned, an allocation of its own (cpu_backend.c says why) */
 } cpu_exec;
 
 typedef struct cpu_layer cpu_layer;
@@ -50,7 +52,8 @@ struct cpu_layer {
     cpu_run_fn run;              /* NULL: the reference kernel runs this layer */
     void *state;                 /* the family's, freed with free_state */
     void (*free_state)(void *state);
-    size_t scratch_floats;       /* scratch one run of this layer needs */
+    size_t scratch_floats;       /* scratch one run of this layer needs, shared by its threads */
+    size_t thread_floats;        /* private scratch each of its threads needs (cpu_exec.own) */
     int fused;                   /* took cpu_compile.fuse: res is in its epilogue */
     cpu_residual res;
     char info[320];              /* for pdc_program_layer_kernel: kernel chosen and why (and fused layers) */

@@ -5,9 +5,17 @@
  *
  * Memory: activations live in one arena laid out at compile time (the plan pass's arena_offsets
  * when the model carries them, else one slot per activation) followed by the largest scratch any
- * layer needs. A run borrows a cached arena (one slot, taken and returned with atomic exchanges) or
- * allocates its own, so concurrent runs never share memory and the common single-caller case does
- * not allocate after the first run.
+ * layer needs, and a block of private scratch per thread (packed inputs, accumulators), each an
+ * allocation of its own. A run borrows a cached workspace (one slot, taken and returned with
+ * atomic exchanges) or allocates its own, so concurrent runs never share memory and the common
+ * single-caller case does not allocate after the first run.
+ *
+ * Why the threads' private scratch is not a slice of the arena: as adjacent slices, the
+ * channel-major kernel's accumulators (conv_cmajor.c) ran its layers at 0.9-1.4x of one thread at
+ * two, in stretches of minutes on the project's VM, whatever the offset between them (64 bytes to
+ * 1 MiB tried); in the same stretch, as separate allocations (thread-local, malloc'd by one thread
+ * or by each, 2 MiB-aligned) they ran at 1.5-1.9x. The cause was not found (no hardware counters
+ * in the VM); the packed inputs scaled a little better as well.
  *
  * Graph outputs are written straight into the caller's buffers where that is safe: every layer has
  * a JIT kernel (these cannot fail once a run has started, so a failed run still leaves the
@@ -37,10 +45,42 @@ typedef struct cpu_state {
     size_t *input_slot;     /* per tensor: index into model->inputs, CPU_NO_SLOT if none */
     size_t arena_floats;    /* activations */
     size_t scratch_floats;  /* largest per-layer scratch */
+    size_t thread_floats;   /* largest per-layer private scratch of a thread */
     int threads;
     int infallible;         /* every layer has a kernel that cannot fail at run time (no ref fallback) */
-    _Atomic(float *) spare; /* one cached arena+scratch block, NULL when lent out or not yet made */
+    _Atomic(struct cpu_work *) spare; /* one cached workspace, NULL when lent out or not yet made */
 } cpu_state;
+
+/* A run's memory: the arena (activations, then the shared scratch) and each thread's own block. */
+typedef struct cpu_work {
+    float *arena;
+    int n_own;
+    float *own[]; /* n_own blocks of thread_floats */
+} cpu_work;
+
+static void work_free(cpu_work *w)
+{
+    if (!w) return;
+    pdc_free(w->arena);
+    for (int t = 0; t < w->n_own; t++) pdc_free(w->own[t]);
+    pdc_free(w);
+}
+
+static cpu_work *work_new(pdc_context *ctx, const cpu_state *s)
+{
+    size_t total = s->arena_floats + s->scratch_floats;
+    int n = s->thread_floats ? s->threads : 0;
+    cpu_work *w = pdc_calloc(ctx, 1, sizeof *w + (size_t)n * sizeof w->own[0]);
+    if (!w) return NULL;
+    w->arena = pdc_alloc_aligned(ctx, total ? total : 1, sizeof(float));
+    for (; w->arena && w->n_own < n; w->n_own++)
+        if (!(w->own[w->n_own] = pdc_alloc_aligned(ctx, s->thread_floats, sizeof(float)))) break;
+    if (!w->arena || w->n_own < n) {
+        work_free(w);
+        return NULL;
+    }
+    return w;
+}
 
 static const cpu_plan_fn planners[] = {cpu_plan_conv, cpu_plan_gemm, cpu_plan_eltwise, cpu_plan_pool, cpu_plan_rnn};
 #define N_PLANNERS (sizeof planners / sizeof planners[0])
@@ -55,7 +95,7 @@ static void cpu_destroy(pdc_program *prog)
     pdc_free(s->numel);
     pdc_free(s->offset);
     pdc_free(s->input_slot);
-    pdc_free(atomic_load(&s->spare));
+    work_free(atomic_load(&s->spare));
     pdc_free(s);
     prog->state = NULL;
 }
@@ -176,8 +216,10 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         } else if (ps) {
             pdc_error_prefix(ctx, "cpu: layer '%s' (%s)", l->name, ir_op_get_info(l->op)->name);
             st = ps;
-        } else if (L->scratch_floats > s->scratch_floats) {
-            s->scratch_floats = (L->scratch_floats + CPU_ALIGN_FLOATS - 1) / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS;
+        } else {
+            if (L->scratch_floats > s->scratch_floats)
+                s->scratch_floats = (L->scratch_floats + CPU_ALIGN_FLOATS - 1) / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS;
+            if (L->thread_floats > s->thread_floats) s->thread_floats = L->thread_floats;
         }
     }
     pdc_free(fused_into);
@@ -217,15 +259,17 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
     pdc_context *ctx = prog->ctx;
     if (!s) return pdc_error(ctx, PDC_ERR_INVALID_STATE, "cpu: program was not compiled");
 
-    size_t total = s->arena_floats + s->scratch_floats;
-    float *arena = atomic_exchange(&s->spare, NULL);
-    if (!arena) arena = pdc_alloc_aligned(ctx, total ? total : 1, sizeof(float));
-    float **buf = arena ? pdc_calloc(ctx, s->n_tensors ? s->n_tensors : 1, sizeof *buf) : NULL;
+    cpu_work *work = atomic_exchange(&s->spare, NULL);
+    if (!work) work = work_new(ctx, s);
+    float **buf = work ? pdc_calloc(ctx, s->n_tensors ? s->n_tensors : 1, sizeof *buf) : NULL;
     if (!buf) {
-        pdc_free(arena);
-        pdc_error_prefix(ctx, "cpu: activation memory (%zu bytes)", total * sizeof(float));
+        work_free(work);
+        pdc_error_prefix(ctx, "cpu: activation memory (%zu bytes, and %d x %zu bytes of thread scratch)",
+                         (s->arena_floats + s->scratch_floats) * sizeof(float), s->thread_floats ? s->threads : 0,
+                         s->thread_floats * sizeof(float));
         return PDC_ERR_OUT_OF_MEMORY;
     }
+    float *arena = work->arena;
     for (size_t t = 0; t < s->n_tensors; t++) {
         const ir_tensor *tt = &m->tensors[t];
         if (tt->kind == IR_TENSOR_CONST) buf[t] = tt->data;
@@ -237,7 +281,7 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
     if (s->infallible)
         for (size_t i = 0; i < m->n_outputs; i++)
             if (output_writable_in_place(m, s, inputs, outputs, i)) buf[m->outputs[i]] = outputs[i];
-    cpu_exec x = {cpu_team_size(s->threads), arena + s->arena_floats};
+    cpu_exec x = {cpu_team_size(s->threads), arena + s->arena_floats, work->own};
     pdc_status st = PDC_OK;
     /* PDC_CPU_PROFILE=1: per-layer wall time of each run on stderr (a tuning aid) */
     const char *prof = getenv("PDC_CPU_PROFILE");
@@ -271,8 +315,8 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
                 memmove(outputs[i] + k * piece, buf[t] + k * piece, (k + 1 < np ? piece : n - k * piece) * sizeof(float));
         }
     pdc_free(buf);
-    float *expected = NULL;
-    if (!atomic_compare_exchange_strong(&s->spare, &expected, arena)) pdc_free(arena);
+    cpu_work *expected = NULL;
+    if (!atomic_compare_exchange_strong(&s->spare, &expected, work)) work_free(work);
     return st;
 }
 

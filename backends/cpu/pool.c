@@ -183,7 +183,7 @@ static pdc_status pool_run(const cpu_layer *L, const ir_model *m, const ir_layer
     int nt = s->planes * osp >= 16384 ? x->threads : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *t = x->scratch + (size_t)omp_get_thread_num() * (size_t)s->tw;
+        float *t = x->own[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 4)
         for (int64_t q = 0; q < s->planes; q++) {
             if (s->is_max) max_plane(s, in + q * isp, out + q * osp, t);
@@ -258,7 +258,7 @@ pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_laye
                 pdc_free(s->col_valid);
                 s->col_valid = NULL;
             }
-            L->scratch_floats = (size_t)(s->tw * cc->threads);
+            L->thread_floats = (size_t)s->tw;
             snprintf(L->info, sizeof L->info, "max pool %" PRId64 "x%" PRId64 " stride %" PRId64 ", separable (rows, then columns)",
                      p->k[0], p->k[1], p->stride[1]);
         } else {
