@@ -272,9 +272,9 @@ bench-train: all $(TRAIN_BENCH)
 BENCH_CONV := $(BUILD)/bench_conv
 BENCH_E2E  := $(BUILD)/bench_e2e
 $(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
-$(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
+$(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/layers.o $(BUILD)/obj/test/bench/host.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
-$(BENCH_E2E): $(BUILD)/obj/test/bench/bench_e2e.o $(BUILD)/obj/test/bench/models.o $(SHLIB)
+$(BENCH_E2E): $(BUILD)/obj/test/bench/bench_e2e.o $(BUILD)/obj/test/bench/models.o $(BUILD)/obj/test/bench/host.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 .PHONY: bench deps-bench

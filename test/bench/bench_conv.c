@@ -36,6 +36,7 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "host.h"
 #include "layers.h"
 #include "pdc.h"
 
@@ -312,6 +313,7 @@ int main(int argc, char **argv)
                  "\tonednn_wino_ms\tpdc_kept_gflops\tx_direct\tx_best\tfrac_ideal\tpdc_kernel\n");
     printf("OpenBLAS: %s; oneDNN %d.%d.%d; time per layer (median), ms; ratios = other / pdc\n",
            openblas_get_config(), dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch);
+    printf("core-to-core round trip (host.h): %.0f ns\n", bench_core_round_trip_ns());
     printf("%-20s %2s %6s %9s %9s %9s %9s %9s %9s  %7s %7s %7s %6s\n", "case", "th", "compr", "pdc", "direct", "wino",
            "openblas", "best", "ideal", "xdirect", "xbest", "%ideal", "kGF/s");
 
@@ -456,6 +458,6 @@ int main(int argc, char **argv)
             free(yb);
     }
     fclose(tsv);
-    printf("wrote %s\n", out_path);
+    printf("core-to-core round trip: %.0f ns\nwrote %s\n", bench_core_round_trip_ns(), out_path);
     return 0;
 }
