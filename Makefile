@@ -266,7 +266,8 @@ bench-train: all $(TRAIN_BENCH)
 	@/usr/bin/python3 test/bench/train_torch.py --pdc $(TRAIN_BENCH)
 
 # Inference benchmarks, not part of make test (README "CPU backend"): 3x3 layers against oneDNN and
-# OpenBLAS (test/bench/results.tsv), whole networks against ONNX Runtime and compile time
+# OpenBLAS (test/bench/results.tsv: activations in cache as in a network; results_cold.tsv: as
+# the other engines' runs left them), whole networks against ONNX Runtime and compile time
 # (test/bench/results_e2e.tsv). OpenBLAS's DYNAMIC_ARCH picks its Haswell kernels on AVX-512 AMD
 # CPUs; the benchmark command alone asks for SkylakeX there, OpenBLAS's best on such a CPU.
 BENCH_CONV := $(BUILD)/bench_conv
@@ -287,6 +288,8 @@ deps-bench:
 bench: deps-bench all $(BENCH_CONV) $(BENCH_E2E)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
 	    --out test/bench/results.tsv
+	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
+	    --cold --out test/bench/results_cold.tsv
 	$(BENCH_E2E) --out test/bench/results_e2e.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 
 # The gpu target against cuDNN (test/bench/gpu_bench.c, README "GPU backend"): built only where

@@ -13,17 +13,19 @@
  *                  beside OpenMP's slows every method of the process 5-20x.
  *   ideal          best dense time / compression.
  *
- * Cache state: inside a network a layer's input was just written by the layer before it, while
- * its weights were last read a whole model ago. So each repetition first reads the method's input
- * with the timed team (each thread its share, untimed), and the other methods' runs in between
- * evict everything else. --cold-input leaves the input as the other methods left it too (out of
- * cache: the packing then reads it from memory with both cores at once).
+ * Cache state: inside a network a layer's input was just written by the layer before it and its
+ * output goes to activation memory that earlier layers used moments ago (pdc's arena, any
+ * engine's buffer pool), while its weights were last read a whole model ago. So each repetition
+ * first reads the method's input and output buffers with the timed team (each thread its share,
+ * untimed), and the other methods' runs in between evict everything else, weights included.
+ * --cold leaves the activations as the other methods left them too (out of cache: read from and
+ * written back to memory, by both cores at once at 2 threads).
  *
  * Median of many repetitions after warm-up, at 1 and 2 threads. Writes a TSV (default
  * test/bench/results.tsv) and prints a table. Every pdc output is checked against oneDNN's.
  *
  * usage: bench_conv [--out FILE] [--threads LIST] [--min-time SECONDS] [--cases SUBSTRING] [--pdc-only]
- *                   [--cold-input]
+ *                   [--cold]
  */
 #include <math.h>
 #include <omp.h>
@@ -260,13 +262,13 @@ static double max_rel_err(const float *a, const float *b, size_t n)
 /* ------------------------------------------------------------------ timing */
 
 /* pdc at 4.5x, 9x and dense; oneDNN direct and Winograd; OpenBLAS im2col + sgemm */
-/* oneDNN's input, in its preferred layout (maybe padded): address and floats */
-static const float *dconv_src(dconv *d, size_t *n)
+/* A oneDNN buffer (its input or output, in its preferred layout, maybe padded): address and floats */
+static const float *dnnl_floats(dnnl_memory_t m, size_t *n)
 {
     void *p;
     const dnnl_memory_desc_t *md;
-    DN(dnnl_memory_get_data_handle(d->src, &p));
-    DN(dnnl_memory_get_memory_desc(d->src, &md));
+    DN(dnnl_memory_get_data_handle(m, &p));
+    DN(dnnl_memory_get_memory_desc(m, &md));
     *n = dnnl_memory_desc_get_size(md) / sizeof(float);
     return p;
 }
@@ -275,9 +277,9 @@ enum { M_PDC45, M_PDC9, M_PDC1, M_DIRECT, M_WINO, M_BLAS, N_METHODS };
 
 static volatile float warm_sink;
 
-/* Reads n floats with th threads, each its static share, as a producing layer's team would have
- * written them: the input in the caches the next layer's threads read it from. */
-static void warm_input(const float *p, size_t n, int th)
+/* Reads n floats with th threads, each its static share, as a network's layers would have left
+ * them: an input just written, activation memory just used. */
+static void warm(const float *p, size_t n, int th)
 {
     float s = 0.0f;
 #pragma omp parallel for num_threads(th) schedule(static) reduction(+ : s)
@@ -290,17 +292,17 @@ int main(int argc, char **argv)
     const char *out_path = "test/bench/results.tsv", *filter = NULL, *threads_list = "1,2";
     double min_time = 0.4;
     int pdc_only = 0;   /* --pdc-only: time pdc alone (tuning); the other columns read 0 */
-    int cold_input = 0; /* --cold-input: the input not read before each repetition */
+    int cold = 0;       /* --cold: input and output not read before each repetition */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(argv[i], "--cases") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_list = argv[++i];
         else if (!strcmp(argv[i], "--min-time") && i + 1 < argc) min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--pdc-only")) pdc_only = 1;
-        else if (!strcmp(argv[i], "--cold-input")) cold_input = 1;
+        else if (!strcmp(argv[i], "--cold")) cold = 1;
         else {
             fprintf(stderr, "usage: bench_conv [--out FILE] [--threads 1,2] [--min-time S] [--cases SUBSTRING] "
-                            "[--pdc-only] [--cold-input]\n");
+                            "[--pdc-only] [--cold]\n");
             return 2;
         }
     }
@@ -390,10 +392,12 @@ int main(int argc, char **argv)
                         samples[mth][nr] = mth == M_WINO ? INFINITY : 0.0;
                         continue;
                     }
-                    if (!cold_input) {
-                        size_t n = nx;
-                        int dnn = mth == M_DIRECT || mth == M_WINO;
-                        warm_input(dnn ? dconv_src(mth == M_DIRECT ? &dd : &dw, &n) : x, n, th);
+                    if (!cold) {
+                        size_t n = nx, m = ny;
+                        dconv *d = mth == M_DIRECT ? &dd : mth == M_WINO ? &dw : NULL;
+                        pdc_case *pc = mth == M_PDC45 ? &p45 : mth == M_PDC9 ? &p9 : &p1;
+                        warm(d ? dnnl_floats(d->src, &n) : x, n, th);
+                        warm(d ? dnnl_floats(d->dst, &m) : pdc_tensor_data(pc->y), m, th);
                     }
                     double t0 = bench_now();
                     switch (mth) {
