@@ -458,6 +458,37 @@ START_TEST(maxpool_window_outside_input)
 }
 END_TEST
 
+START_TEST(pooling_rows_split_over_threads)
+{
+    /* at 2 threads each thread takes a contiguous share of the output rows of every plane: odd row
+     * counts, padding rows at both ends of a share's input, max and average; outputs must match
+     * the reference and be the same at 1 and 2 threads */
+    static const struct {
+        const char *op;
+        int64_t c, h, w, k, s, pad;
+    } cases[] = {{"maxpool", 24, 61, 47, 3, 2, 1}, {"avgpool", 8, 45, 50, 3, 1, 1}, {"maxpool", 16, 33, 70, 2, 2, 0}};
+    setenv("PDC_OMP_STATIC", "1", 1); /* two threads even on a busy machine */
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "pool rows", &mdl));
+        input("x", DIMS(1, cases[q].c, cases[q].h, cases[q].w));
+        pdc_attrs *a = attrs();
+        int64_t k = cases[q].k, s = cases[q].s, pd = cases[q].pad;
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", DIMS(k, k)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(s, s)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pd, pd, pd, pd)));
+        layer(cases[q].op, a, "y", NAMES("x"));
+        output("y");
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
+        pdc_program *p = check_matches_ref(cases[q].op, (uint32_t)q + 7);
+        ck_assert_kernel(p, "y", "pool");
+        pdc_program_destroy(p);
+        check_thread_invariance(cases[q].op);
+    }
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 /* What the packer must write at float t of channel c's planes (conv.h's layout), from its definition. */
 static float packed_at(const conv_geom *g, const float *x, int64_t c, int64_t t, int64_t r0, int64_t rows)
 {
@@ -1018,6 +1049,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_residual_add_relu_fused);
     tcase_add_test(t.conv, conv_residual_fusion_limits);
     tcase_add_test(t.pool, maxpool_window_outside_input);
+    tcase_add_test(t.pool, pooling_rows_split_over_threads);
     tcase_add_test(t.gemm, outputs_in_callers_buffers_or_copied);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);

@@ -1077,11 +1077,16 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
 {
     if (g->nband > 1) {
         /* a band at a time per thread: packed into the thread's buffer, then all its tiles while
-         * the buffer is in L2 (packing the whole input first would stream it through memory) */
+         * the buffer is in L2 (packing the whole input first would stream it through memory).
+         * Each thread a contiguous share of the bands (there are a multiple of the threads), so
+         * that from layer to layer a thread keeps to the same rows and reads mostly what it wrote
+         * (pooling splits its rows the same way): ResNet-18 at 2 threads 3.72-3.73 against
+         * 3.86-3.92 ms in a stretch where a line took 400 ns between the cores, 3.09 against 3.11
+         * at 80-130 ns (bands taken dynamically before) */
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
             float *xb = own[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static)
             for (int64_t b = 0; b < g->nband; b++) {
                 int64_t t0, t1;
                 cpu_conv_band_tiles(g, b, &t0, &t1);

@@ -115,13 +115,13 @@ static void max_across(float *restrict y, const float *restrict t, int64_t ow, i
     }
 }
 
-/* One plane of a max pool; t: tw floats. A window with no tap inside the input gives 0, as in the
- * reference. */
-static void max_plane(const pool_state *s, const float *xp, float *yp, float *t)
+/* Output rows [r0, r1) of one plane of a max pool; t: tw floats. A window with no tap inside the
+ * input gives 0, as in the reference. */
+static void max_rows(const pool_state *s, const float *xp, float *yp, float *t, int64_t r0, int64_t r1)
 {
     const ir_window_params *p = &s->p;
-    const int64_t oh = p->out[0], ow = p->out[1];
-    for (int64_t r = 0; r < oh; r++) {
+    const int64_t ow = p->out[1];
+    for (int64_t r = r0; r < r1; r++) {
         float *yr = yp + r * ow;
         int any = 0;
         for (int64_t kr = 0; kr < p->k[0]; kr++) {
@@ -140,13 +140,13 @@ static void max_plane(const pool_state *s, const float *xp, float *yp, float *t)
     }
 }
 
-/* One plane of an average pool. */
-static void avg_plane(const pool_state *s, const float *xp, float *yp)
+/* Output rows [r0, r1) of one plane of an average pool. */
+static void avg_rows(const pool_state *s, const float *xp, float *yp, int64_t r0, int64_t r1)
 {
     const ir_window_params *p = &s->p;
-    const int64_t oh = p->out[0], ow = p->out[1], iw = p->in[1];
+    const int64_t ow = p->out[1], iw = p->in[1];
     const float inv = 1.0f / (float)(p->k[0] * p->k[1]); /* interior: every tap valid and in the padded extent */
-    for (int64_t r = 0; r < oh; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         float *yr = yp + r * ow;
         if (r < s->r0 || r >= s->r1 || s->c0 >= s->c1) {
             for (int64_t c = 0; c < ow; c++) yr[c] = avg_one(s, xp, r, c);
@@ -181,13 +181,18 @@ static pdc_status pool_run(const cpu_layer *L, const ir_model *m, const ir_layer
     const ir_window_params *p = &s->p;
     int64_t isp = p->in[0] * p->in[1], osp = p->out[0] * p->out[1];
     int nt = s->planes * osp >= 16384 ? x->threads : 1;
+    if (nt > p->out[0]) nt = (int)p->out[0];
+    /* each thread a contiguous share of the rows, of every plane: the rows the producing conv's
+     * same thread wrote (its row bands are split the same way), not half of them from the other
+     * core's cache, as a split by planes read them (cpu_conv_run_image) */
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *t = x->own[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 4)
+        int th = omp_get_thread_num(), n = omp_get_num_threads();
+        int64_t r0 = p->out[0] * th / n, r1 = p->out[0] * (th + 1) / n;
+        float *t = x->own[th];
         for (int64_t q = 0; q < s->planes; q++) {
-            if (s->is_max) max_plane(s, in + q * isp, out + q * osp, t);
-            else avg_plane(s, in + q * isp, out + q * osp);
+            if (s->is_max) max_rows(s, in + q * isp, out + q * osp, t, r0, r1);
+            else avg_rows(s, in + q * isp, out + q * osp, r0, r1);
         }
     }
     return PDC_OK;
