@@ -33,8 +33,9 @@ typedef struct conv_geom {
     int64_t nvx, tx, ty, ntx, nty;
     /* row bands (cpu_conv_band): when the packed input outgrows L2, each band of row tiles
      * (cpu_conv_band_tiles) is packed into a per-thread buffer of band_rows rows and computed while
-     * it is in L2; nband 1: the whole input is packed (band_rows = hq) before any tile runs */
-    int64_t nband, band_rows;
+     * it is in L2; nband 1: the whole input is packed (band_rows = hq) before any tile runs.
+     * band_groups: the threads whose contiguous shares of the bands get even row tiles */
+    int64_t nband, band_rows, band_groups;
 } conv_geom;
 
 /* An activation a conv kernel applies inline: relu, clip or leaky_relu (IR_ACT_NONE: none). */
