@@ -28,7 +28,8 @@ typedef struct cpu_exec {
     int threads;          /* OpenMP threads to use (>= 1) */
     float *scratch;       /* this run's scratch, cpu_layer.scratch_floats floats, 64-byte aligned */
     float *const *own;    /* per thread t < threads: its private scratch, cpu_layer.thread_floats floats,
-                           * 64-byte aligned, an allocation of its own (cpu_backend.c says why) */
+                           * 64-byte aligned, an allocation of its own (cpu_backend.c says why);
+                           * NULL entries where no layer needs any */
 } cpu_exec;
 
 typedef struct cpu_layer cpu_layer;

@@ -189,7 +189,7 @@ static pdc_status pool_run(const cpu_layer *L, const ir_model *m, const ir_layer
     {
         int th = omp_get_thread_num(), n = omp_get_num_threads();
         int64_t r0 = p->out[0] * th / n, r1 = p->out[0] * (th + 1) / n;
-        float *t = x->own[th];
+        float *t = s->is_max ? x->own[th] : NULL; /* the row buffer: max only */
         for (int64_t q = 0; q < s->planes; q++) {
             if (s->is_max) max_rows(s, in + q * isp, out + q * osp, t, r0, r1);
             else avg_rows(s, in + q * isp, out + q * osp, r0, r1);
