@@ -460,13 +460,15 @@ END_TEST
 
 START_TEST(pooling_rows_split_over_threads)
 {
-    /* at 2 threads each thread takes a contiguous share of the output rows of every plane: odd row
-     * counts, padding rows at both ends of a share's input, max and average; outputs must match
-     * the reference and be the same at 1 and 2 threads */
+    /* at 2 threads each thread takes a contiguous share of the output rows of every plane (odd row
+     * counts, padding rows at both ends of a share's input, max and average), or of the planes
+     * where the rows are few (7 and 1 output rows); outputs must match the reference and be the
+     * same at 1 and 2 threads. Every case has 16384 outputs or more, so two threads run. */
     static const struct {
         const char *op;
         int64_t c, h, w, k, s, pad;
-    } cases[] = {{"maxpool", 24, 61, 47, 3, 2, 1}, {"avgpool", 8, 45, 50, 3, 1, 1}, {"maxpool", 16, 33, 70, 2, 2, 0}};
+    } cases[] = {{"maxpool", 24, 61, 47, 3, 2, 1}, {"avgpool", 8, 45, 50, 3, 1, 1}, {"maxpool", 32, 33, 70, 2, 2, 0},
+                 {"maxpool", 300, 14, 16, 3, 2, 1}, {"avgpool", 1100, 3, 17, 3, 1, 0}};
     setenv("PDC_OMP_STATIC", "1", 1); /* two threads even on a busy machine */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
@@ -525,6 +527,48 @@ static void guarded_free(guarded *gd)
     ck_assert_int_eq(mprotect(gd->block, gd->bytes, PROT_READ | PROT_WRITE), 0);
     free(gd->block);
 }
+
+START_TEST(conv_band_tiles_even_and_covering)
+{
+    /* every split cpu_conv_band makes (nband a multiple of band_groups, at most nty): bands of
+     * contiguous row tiles covering [0, nty), none empty or larger than ceil(nty / nband) (what the
+     * band buffer holds), and each group (a thread's contiguous share) within one row tile of the
+     * others: 14 tiles in 6 bands for 2 threads are 3, 2, 2 | 3, 2, 2 */
+    for (int64_t groups = 1; groups <= 4; groups++)
+        for (int64_t nty = 1; nty <= 60; nty++)
+            for (int64_t nband = groups; nband <= nty; nband += groups) {
+                conv_geom g;
+                memset(&g, 0, sizeof g);
+                g.nty = nty, g.nband = nband, g.band_groups = groups;
+                int64_t next = 0, cap = (nty + nband - 1) / nband, share = 0, lo = nty, hi = 0;
+                for (int64_t b = 0; b < nband; b++) {
+                    int64_t t0, t1;
+                    cpu_conv_band_tiles(&g, b, &t0, &t1);
+                    ck_assert_msg(t0 == next && t1 > t0 && t1 - t0 <= cap,
+                                  "nty %ld, %ld bands, %ld groups: band %ld is [%ld, %ld)", (long)nty, (long)nband,
+                                  (long)groups, (long)b, (long)t0, (long)t1);
+                    share += t1 - t0, next = t1;
+                    if ((b + 1) % (nband / groups) == 0) {
+                        lo = share < lo ? share : lo, hi = share > hi ? share : hi;
+                        share = 0;
+                    }
+                }
+                ck_assert_int_eq(next, nty);
+                ck_assert_msg(hi - lo <= 1, "nty %ld, %ld bands, %ld groups: shares of %ld to %ld row tiles", (long)nty,
+                              (long)nband, (long)groups, (long)lo, (long)hi);
+            }
+    /* the example of the comment */
+    conv_geom g;
+    memset(&g, 0, sizeof g);
+    g.nty = 14, g.nband = 6, g.band_groups = 2;
+    static const int64_t want[6] = {3, 2, 2, 3, 2, 2};
+    for (int64_t b = 0; b < 6; b++) {
+        int64_t t0, t1;
+        cpu_conv_band_tiles(&g, b, &t0, &t1);
+        ck_assert_int_eq(t1 - t0, want[b]);
+    }
+}
+END_TEST
 
 START_TEST(conv_input_packing)
 {
@@ -1041,6 +1085,7 @@ static Suite *cpu_suite(void)
     Suite *s = suite_create("cpu");
     bc_tcases t = bc_add_cases(s, bc_setup, bc_teardown);
     tcase_add_test(t.conv, conv_input_packing);
+    tcase_add_test(t.conv, conv_band_tiles_even_and_covering);
     tcase_add_test(t.conv, conv_small_planes_flat);
     tcase_add_test(t.conv, conv_strided_channel_major);
     tcase_add_test(t.conv, conv_wide_rows_shift_mode);

@@ -7,7 +7,9 @@
  * reference's exactly (NaN inputs aside: the reference keeps a NaN only when it is a window's first
  * valid tap). Average pooling splits the output so that the interior (every tap inside the input:
  * no bounds checks, no divisor lookups) runs straight-line and the border keeps the reference's
- * per-tap checks; equal to the reference to rounding (float sums). Planes are spread over threads.
+ * per-tap checks; equal to the reference to rounding (float sums). Threads take contiguous shares of
+ * the output rows of every plane (the rows the producing conv's same thread wrote), or of the planes
+ * where there are too few rows for even shares.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -181,16 +183,18 @@ static pdc_status pool_run(const cpu_layer *L, const ir_model *m, const ir_layer
     const ir_window_params *p = &s->p;
     int64_t isp = p->in[0] * p->in[1], osp = p->out[0] * p->out[1];
     int nt = s->planes * osp >= 16384 ? x->threads : 1;
-    if (nt > p->out[0]) nt = (int)p->out[0];
     /* each thread a contiguous share of the rows, of every plane: the rows the producing conv's
      * same thread wrote (its row bands are split the same way), not half of them from the other
-     * core's cache, as a split by planes read them (cpu_conv_run_image) */
+     * core's cache, as a split by planes read them (cpu_conv_run_image); by planes where the rows
+     * are too few for even shares (below 8 a thread) */
+    int by_rows = p->out[0] >= 8 * (int64_t)nt;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int th = omp_get_thread_num(), n = omp_get_num_threads();
-        int64_t r0 = p->out[0] * th / n, r1 = p->out[0] * (th + 1) / n;
+        int64_t r0 = by_rows ? p->out[0] * th / n : 0, r1 = by_rows ? p->out[0] * (th + 1) / n : p->out[0];
+        int64_t q0 = by_rows ? 0 : s->planes * th / n, q1 = by_rows ? s->planes : s->planes * (th + 1) / n;
         float *t = s->is_max ? x->own[th] : NULL; /* the row buffer: max only */
-        for (int64_t q = 0; q < s->planes; q++) {
+        for (int64_t q = q0; q < q1; q++) {
             if (s->is_max) max_rows(s, in + q * isp, out + q * osp, t, r0, r1);
             else avg_rows(s, in + q * isp, out + q * osp, r0, r1);
         }

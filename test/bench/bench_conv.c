@@ -418,8 +418,11 @@ int main(int argc, char **argv)
                         size_t n = nx, m = ny;
                         dconv *d = mth == M_DIRECT ? &dd : mth == M_WINO ? &dw : NULL;
                         pdc_case *pc = mth == M_PDC45 ? &p45 : mth == M_PDC9 ? &p9 : &p1;
-                        warm(d ? dnnl_floats(d->src, &n) : x, n, th);
-                        warm(d ? dnnl_floats(d->dst, &m) : pdc_tensor_data(pc->y), m, th);
+                        /* (the sizes are set before they are read: oneDNN's buffers may be padded) */
+                        const float *in = d ? dnnl_floats(d->src, &n) : x;
+                        const float *out = d ? dnnl_floats(d->dst, &m) : pdc_tensor_data(pc->y);
+                        warm(in, n, th);
+                        warm(out, m, th);
                     }
                     double t0 = bench_now();
                     switch (mth) {

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "host.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -12,37 +13,11 @@
 #include <time.h>
 
 enum { ROUNDS = 20000, SAMPLES = 9 };
+#define GIVE_UP_NS 2e9 /* both threads on one CPU after all, or a CPU taken away: NAN, not minutes */
 
 typedef struct pong_arg {
-    _Alignas(64) atomic_long turn; /* odd: the second thread's move; even: the first's */
-    int cpu;
+    _Alignas(64) atomic_long turn; /* odd: the second thread's move; even: the first's; -1: stop */
 } pong_arg;
-
-static int pin(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-static void *pong(void *p)
-{
-    pong_arg *a = p;
-    pin(a->cpu);
-    for (long i = 0; i < (long)ROUNDS * SAMPLES; i++) {
-        while (atomic_load_explicit(&a->turn, memory_order_acquire) != 2 * i + 1) {
-        }
-        atomic_store_explicit(&a->turn, 2 * i + 2, memory_order_release);
-    }
-    return NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double now_ns(void)
 {
@@ -51,34 +26,61 @@ static double now_ns(void)
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
+static void *pong(void *p)
+{
+    pong_arg *a = p;
+    for (long i = 0;; i++) {
+        long v;
+        while ((v = atomic_load_explicit(&a->turn, memory_order_acquire)) != 2 * i + 1 && v != -1) _mm_pause();
+        if (v == -1) return NULL;
+        atomic_store_explicit(&a->turn, 2 * i + 2, memory_order_release);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 double bench_core_round_trip_ns(void)
 {
-    cpu_set_t mine, saved;
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2) return NAN;
-    int cpus[2], n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &mine)) cpus[n++] = c;
-    pthread_getaffinity_np(pthread_self(), sizeof saved, &saved);
+    /* the process's CPUs as at the first call (the main thread may be bound to one later) */
+    static cpu_set_t mine;
+    static int have;
+    if (!have && sched_getaffinity(0, sizeof mine, &mine) == 0) have = 1;
+    if (!have || CPU_COUNT(&mine) < 2) return NAN;
+    cpu_set_t one[2], saved;
+    for (int c = 0, n = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &mine)) {
+            CPU_ZERO(&one[n]);
+            CPU_SET(c, &one[n++]);
+        }
+    if (pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) != 0) return NAN;
     static pong_arg a;
     atomic_store(&a.turn, 0);
-    a.cpu = cpus[1];
+    pthread_attr_t attr;
     pthread_t t;
-    if (pin(cpus[0]) != 0 || pthread_create(&t, NULL, pong, &a) != 0) {
-        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
-        return NAN;
-    }
-    double s[SAMPLES];
-    for (long k = 0, i = 0; k < SAMPLES; k++) {
+    int ok = pthread_attr_init(&attr) == 0;
+    if (ok && (pthread_attr_setaffinity_np(&attr, sizeof one[1], &one[1]) != 0 || pthread_create(&t, &attr, pong, &a) != 0))
+        ok = 0;
+    if (ok) pthread_attr_destroy(&attr);
+    if (!ok) return NAN;
+    double s[SAMPLES], start = now_ns();
+    int done = pthread_setaffinity_np(pthread_self(), sizeof one[0], &one[0]) == 0;
+    for (long k = 0, i = 0; done && k < SAMPLES; k++) {
         double t0 = now_ns();
-        for (long r = 0; r < ROUNDS; r++, i++) {
+        for (long r = 0; r < ROUNDS && done; r++, i++) {
             atomic_store_explicit(&a.turn, 2 * i + 1, memory_order_release);
-            while (atomic_load_explicit(&a.turn, memory_order_acquire) != 2 * i + 2) {
-            }
+            while (atomic_load_explicit(&a.turn, memory_order_acquire) != 2 * i + 2) _mm_pause();
+            if ((r & 63) == 0 && now_ns() - start > GIVE_UP_NS) done = 0; /* a clock read per 64 rounds */
         }
         s[k] = (now_ns() - t0) / ROUNDS;
     }
+    atomic_store_explicit(&a.turn, -1, memory_order_release);
     pthread_join(t, NULL);
     pthread_setaffinity_np(pthread_self(), sizeof saved, &saved); /* the benchmark's threads as before */
+    if (!done) return NAN;
     qsort(s, SAMPLES, sizeof s[0], cmp_double);
     return s[SAMPLES / 2];
 }
