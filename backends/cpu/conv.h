@@ -239,8 +239,9 @@ const char *cpu_conv_band_info(const conv_geom *g);
 /* Private scratch cpu_conv_run_image needs per thread (a packed input, or band), a multiple of 16. */
 size_t cpu_conv_thread_floats(const conv_geom *g);
 /* Splits the tiles into row bands of about band_bytes packed bytes or less (at least one row tile a
- * band; none if there are fewer than two row tiles per thread), as many as a multiple of `threads`,
- * setting nband, band_rows and the band buffer's pstride/ps. An input that fits gets a band per
+ * band; none if there are fewer than two row tiles per thread), as many as a multiple of `threads`
+ * (then band_groups = threads) or else one row tile each (band_groups 1), setting nband,
+ * band_groups, band_rows and the band buffer's pstride/ps. An input that fits gets a band per
  * thread if its row tiles split evenly over two or more threads, else none. */
 void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads);
 /* Row tiles [t0, t1) of band b. */

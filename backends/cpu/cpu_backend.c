@@ -69,13 +69,13 @@ static void work_free(cpu_work *w)
 static cpu_work *work_new(pdc_context *ctx, const cpu_state *s)
 {
     size_t total = s->arena_floats + s->scratch_floats;
-    int n = s->threads;
-    cpu_work *w = pdc_calloc(ctx, 1, sizeof *w + (size_t)n * sizeof w->own[0]);
+    int blocks = s->thread_floats ? s->threads : 0; /* the pointers are there either way */
+    cpu_work *w = pdc_calloc(ctx, 1, sizeof *w + (size_t)s->threads * sizeof w->own[0]);
     if (!w) return NULL;
     w->arena = pdc_alloc_aligned(ctx, total ? total : 1, sizeof(float));
-    for (; w->arena && s->thread_floats && w->n_own < n; w->n_own++)
+    for (; w->arena && w->n_own < blocks; w->n_own++)
         if (!(w->own[w->n_own] = pdc_alloc_aligned(ctx, s->thread_floats, sizeof(float)))) break;
-    if (!w->arena || (s->thread_floats && w->n_own < n)) {
+    if (!w->arena || w->n_own < blocks) {
         work_free(w);
         return NULL;
     }
