@@ -627,6 +627,75 @@ START_TEST(conv_input_packing)
 }
 END_TEST
 
+START_TEST(conv_flat_planes_overlap)
+{
+    /* flat planes overlap (a plane's last rows, padding, lie in the next one's lead): packed for
+     * real flat layouts - strides, dilations, pads, every lead - every float a valid output reads
+     * holds its definition, and every lane's read, discarded or not, lies inside the buffer (the
+     * tail; against an inaccessible page) on a float the packer wrote */
+    uint32_t seed = 777;
+#define RND(n) ((int64_t)((seed = seed * 1664525u + 1013904223u) >> 8) % (n))
+    int tested = 0;
+    for (int q = 0; q < 300; q++) {
+        conv_geom g = {0};
+        g.c = 1 + RND(3);
+        g.kh = 1 + RND(3), g.kw = 1 + RND(3);
+        g.sy = 1 + RND(2), g.sx = 1 + RND(2);
+        g.dy = 1 + RND(2), g.dx = 1 + RND(2);
+        g.h = g.kh + RND(10), g.w = g.kw + RND(10);
+        g.pt = RND(g.kh), g.pl = RND(g.kw);
+        int64_t pb = RND(g.kh), pr = RND(g.kw);
+        g.py = g.px = 1;
+        g.oh = (g.h + g.pt + pb - g.dy * (g.kh - 1) - 1) / g.sy + 1;
+        g.ow = (g.w + g.pl + pr - g.dx * (g.kw - 1) - 1) / g.sx + 1;
+        if (q == 0) /* ResNet-50's 512@7 */
+            g.kh = g.kw = 3, g.sy = g.sx = g.dy = g.dx = 1, g.h = g.w = 7, g.pt = g.pl = 1, g.oh = g.ow = 7;
+        if (g.oh < 1 || g.ow < 1 || !cpu_conv_layout_flat(&g, 16, 7)) continue;
+        g.lead = q == 0 ? 15 : RND(16);
+        cpu_conv_flat_planes(&g, g.nvx * 16);
+        if (q == 0) { /* 80 floats a plane instead of 112; the last one reads 17 past them */
+            ck_assert_int_eq(g.pstride, 80);
+            ck_assert_int_eq(g.tail, 32);
+        }
+        size_t xn = (size_t)(g.c * g.h * g.w), pn = (size_t)(g.c * g.ps + g.tail);
+        guarded gx, gp;
+        float *x = guarded_floats(&gx, xn, q % 2), *got = guarded_floats(&gp, pn, 0);
+        test_fill_random(x, xn, (uint32_t)q + 3);
+        for (int portable = 0; portable < 2; portable++) {
+            for (size_t i = 0; i < pn; i++) got[i] = 1e30f;
+            (portable ? cpu_conv_pack_portable : cpu_conv_pack)(&g, x, got, 0, g.c, 0, g.hq);
+            for (int64_t c = 0; c < g.c; c++)
+                for (int64_t ky = 0; ky < g.kh; ky++)
+                    for (int64_t kx = 0; kx < g.kw; kx++) {
+                        int64_t at = c * g.ps + g.lead +
+                                     cpu_conv_flat_offset(g.sy, g.sx, g.dy, g.dx, g.wq, g.pstride, ky, kx);
+                        for (int64_t p = 0; p < g.nvx * 16; p++) {
+                            int64_t y = p / g.wq, xo = p % g.wq, i = at + p;
+                            ck_assert_msg(i < (int64_t)pn && got[i] != 1e30f,
+                                          "case %d: lane %ld of tap %ld,%ld reads float %ld of %zu, unwritten", q, (long)p,
+                                          (long)ky, (long)kx, (long)i, pn);
+                            if (y >= g.oh || xo >= g.ow) continue; /* a discarded lane */
+                            int64_t iy = y * g.sy + ky * g.dy - g.pt, ix = xo * g.sx + kx * g.dx - g.pl;
+                            float want = iy < 0 || iy >= g.h || ix < 0 || ix >= g.w ? 0.0f : x[(c * g.h + iy) * g.w + ix];
+                            ck_assert_msg(got[i] == want,
+                                          "case %d (%s): %ldx%ld s%ld,%ld d%ld,%ld pad %ld,%ld lead %ld pstride %ld: "
+                                          "output %ld,%ld tap %ld,%ld reads %g, not %g",
+                                          q, portable ? "portable" : "default", (long)g.h, (long)g.w, (long)g.sy,
+                                          (long)g.sx, (long)g.dy, (long)g.dx, (long)g.pt, (long)g.pl, (long)g.lead,
+                                          (long)g.pstride, (long)y, (long)xo, (long)ky, (long)kx, (double)got[i],
+                                          (double)want);
+                        }
+                    }
+        }
+        tested++;
+        guarded_free(&gx);
+        guarded_free(&gp);
+    }
+    ck_assert_int_gt(tested, 100);
+#undef RND
+}
+END_TEST
+
 START_TEST(conv_small_planes_flat)
 {
     /* planes of <= 8 columns run as flat vectors spanning rows: pattern and dense, 7x7 and odd shapes,
@@ -1085,6 +1154,7 @@ static Suite *cpu_suite(void)
     Suite *s = suite_create("cpu");
     bc_tcases t = bc_add_cases(s, bc_setup, bc_teardown);
     tcase_add_test(t.conv, conv_input_packing);
+    tcase_add_test(t.conv, conv_flat_planes_overlap);
     tcase_add_test(t.conv, conv_band_tiles_even_and_covering);
     tcase_add_test(t.conv, conv_small_planes_flat);
     tcase_add_test(t.conv, conv_strided_channel_major);

@@ -58,6 +58,8 @@ static void emit_pack(arm_gen *G, const conv_geom *g, LLVMValueRef x, LLVMValueR
     }
     arm_zero(G, pdc_irb_gepc(&G->irb, G->irb.f32, pc, g->nph * g->pstride), g->ps - g->nph * g->pstride);
     arm_loop_end(G, &Lc);
+    /* after the last channel: what its flat planes read past c * ps */
+    arm_zero(G, pdc_irb_gepc(&G->irb, G->irb.f32, xp, g->c * g->ps), g->tail);
 }
 
 pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
@@ -104,7 +106,7 @@ pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
         cpu_conv_plan_release(&P);
         return st;
     }
-    LLVMValueRef xp = arm_scratch(G, (size_t)(g->c * g->ps));
+    LLVMValueRef xp = arm_scratch(G, (size_t)(g->c * g->ps + g->tail));
     for (int64_t n = 0; n < g->n; n++) {
         LLVMValueRef xn = pdc_irb_gepc(&G->irb, G->irb.f32, x, n * g->c * g->h * g->w);
         LLVMValueRef yn = pdc_irb_gepc(&G->irb, G->irb.f32, y, n * g->o * g->oh * g->ow);

@@ -11,7 +11,9 @@
  * output (y, x) then reads phase (kx*dx) % sx, row y*sy + ky*dy, column lead + x + (kx*dx) / sx:
  * constant offsets from the tile origin. Lanes of outputs past ow read on into the next row; zeros
  * after the last row keep every such read inside the plane. The stride of an axis with one tap is
- * taken by the packing (py, px), so the kernels see stride 1 there.
+ * taken by the packing (py, px), so the kernels see stride 1 there. Flat planes (below) overlap: a
+ * plane's last rows, padding, lie in the next plane's lead, and the reads of discarded lanes run on
+ * into the next plane; the last plane's run past c * ps into `tail` floats of zeros.
  */
 #ifndef PDC_BACKENDS_CPU_CONV_H
 #define PDC_BACKENDS_CPU_CONV_H
@@ -26,7 +28,9 @@ typedef struct conv_geom {
     int64_t oh, ow;
     /* packing */
     int64_t nph, hq, wq, ps;     /* phases (sx; flat: sx*sy), padded rows and row stride of a phase plane, channel stride */
-    int64_t pstride;             /* floats from one phase plane to the next (>= lead + band_rows * wq) */
+    int64_t pstride;             /* floats from one phase plane to the next (>= lead + band_rows * wq but
+                                  * for flat planes, which overlap) */
+    int64_t tail;                /* floats of zeros after the last channel (c * ps): flat planes' reads */
     int flat;                    /* small planes: output rows laid end to end, see cpu_conv_layout_flat */
     int64_t lead;                /* zeros before a plane's rows: moves the most read column (flat: offset) to alignment */
     /* tiling: ty rows x tx vectors; nvx vectors cover a row */
@@ -60,7 +64,7 @@ typedef struct conv_act {
 typedef struct conv_kwin {
     int32_t kh, kw, sy, sx, dy, dx;
     int32_t flat;                /* small planes laid flat (cpu_conv_layout_flat) */
-    int64_t cg, hq, wq, ps, pstride, ow, oh, ohw;
+    int64_t cg, hq, wq, ps, pstride, tail, ow, oh, ohw;
 } conv_kwin;
 void cpu_conv_key_window(const conv_geom *g, conv_kwin *w);
 
@@ -144,6 +148,9 @@ void cpu_conv_layout(conv_geom *g, int vec, int64_t tx, int64_t ty);
  * than half a vector, or the plane needs more than max_vectors vectors).
  */
 int cpu_conv_layout_flat(conv_geom *g, int vec, int max_vectors);
+/* A flat layout's planes for tiles of `lanes` lanes with g->lead zeros before the rows: pstride, ps
+ * and tail (cpu_conv_layout_flat lays them out with no lead; the planners again with theirs). */
+void cpu_conv_flat_planes(conv_geom *g, int64_t lanes);
 static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t wq, int64_t pstride,
                                            int64_t ky, int64_t kx)
 {
@@ -151,8 +158,12 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
 }
 /* Packs channels [c0, c1) of one image x into xp (layout above): padded rows [r0, r1) of every
  * phase plane become the buffer's rows 0.. (the whole input: 0, hq; a band: its rows). Writes every
- * float of those channels' c * ps.. (c + 1) * ps, zeros included. */
+ * float of those channels' c * ps.. (c + 1) * ps, zeros included, in order (a flat plane's last
+ * rows are zeros written again by the next plane's lead), and with the last channel the tail. */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1);
+/* Zeros that end every phase plane of the whole input (its last rows and columns, padding): how
+ * far a flat plane may reach into the next one's lead. */
+int64_t cpu_conv_plane_zero_tail(const conv_geom *g);
 /* The same without the AVX-512 packer cpu_conv_pack takes where the host has it (for tests). */
 void cpu_conv_pack_portable(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0,
                             int64_t r1);

@@ -246,6 +246,21 @@ static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t
     int64_t used = g->nph * g->pstride;
     if (g->ps > used)
         for (int64_t c = c0; c < c1; c++) memset(xp + c * g->ps + used, 0, (size_t)(g->ps - used) * sizeof *xp);
+    if (c1 == g->c && g->tail > 0) memset(xp + g->c * g->ps, 0, (size_t)g->tail * sizeof *xp);
+}
+
+int64_t cpu_conv_plane_zero_tail(const conv_geom *g)
+{
+    int64_t zeros = INT64_MAX;
+    for (int64_t ph = 0; ph < g->nph; ph++) {
+        pack_plane q;
+        plane_setup(g, ph, 0, g->hq, 0, &q);
+        /* after the last row inside the input, its columns past j1 and the rows below; a plane
+         * outside the input is all zeros */
+        int64_t z = q.rb > q.ra && q.j1 > q.j0 ? (q.rows - q.rb) * q.wq + q.wq - q.j1 : q.lead + q.rows * q.wq;
+        zeros = z < zeros ? z : zeros;
+    }
+    return zeros;
 }
 
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1)
