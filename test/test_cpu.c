@@ -630,9 +630,10 @@ END_TEST
 START_TEST(conv_flat_planes_overlap)
 {
     /* flat planes overlap (a plane's last rows, padding, lie in the next one's lead): packed for
-     * real flat layouts - strides, dilations, pads, every lead - every float a valid output reads
-     * holds its definition, and every lane's read, discarded or not, lies inside the buffer (the
-     * tail; against an inaccessible page) on a float the packer wrote */
+     * real flat layouts - 16 and 8 lanes, strides (of one-tap axes too, taken by the packing),
+     * dilations, pads, every lead - every float a valid output reads holds its definition, and every
+     * lane's read, discarded or not, lies inside the buffer (the tail; against an inaccessible page)
+     * on a float the packer wrote, as does the aligned vector shift mode loads it from */
     uint32_t seed = 777;
 #define RND(n) ((int64_t)((seed = seed * 1664525u + 1013904223u) >> 8) % (n))
     int tested = 0;
@@ -648,11 +649,15 @@ START_TEST(conv_flat_planes_overlap)
         g.py = g.px = 1;
         g.oh = (g.h + g.pt + pb - g.dy * (g.kh - 1) - 1) / g.sy + 1;
         g.ow = (g.w + g.pl + pr - g.dx * (g.kw - 1) - 1) / g.sx + 1;
+        /* as cpu_conv_geometry: a one-tap axis's stride is the packing's */
+        if (g.kh == 1) g.py = g.sy, g.sy = 1, g.dy = 1;
+        if (g.kw == 1) g.px = g.sx, g.sx = 1, g.dx = 1;
+        const int vec = q % 3 == 2 ? 8 : 16;
         if (q == 0) /* ResNet-50's 512@7 */
             g.kh = g.kw = 3, g.sy = g.sx = g.dy = g.dx = 1, g.h = g.w = 7, g.pt = g.pl = 1, g.oh = g.ow = 7;
-        if (g.oh < 1 || g.ow < 1 || !cpu_conv_layout_flat(&g, 16, 7)) continue;
-        g.lead = q == 0 ? 15 : RND(16);
-        cpu_conv_flat_planes(&g, g.nvx * 16);
+        if (g.oh < 1 || g.ow < 1 || !cpu_conv_layout_flat(&g, vec, vec == 16 ? 7 : 4)) continue;
+        g.lead = q == 0 ? 15 : vec == 16 ? RND(16) : 0; /* a lead only in shift mode (16 lanes) */
+        cpu_conv_flat_planes(&g, g.nvx * vec);
         if (q == 0) { /* 80 floats a plane instead of 112; the last one reads 17 past them */
             ck_assert_int_eq(g.pstride, 80);
             ck_assert_int_eq(g.tail, 32);
@@ -669,13 +674,13 @@ START_TEST(conv_flat_planes_overlap)
                     for (int64_t kx = 0; kx < g.kw; kx++) {
                         int64_t at = c * g.ps + g.lead +
                                      cpu_conv_flat_offset(g.sy, g.sx, g.dy, g.dx, g.wq, g.pstride, ky, kx);
-                        for (int64_t p = 0; p < g.nvx * 16; p++) {
-                            int64_t y = p / g.wq, xo = p % g.wq, i = at + p;
-                            ck_assert_msg(i < (int64_t)pn && got[i] != 1e30f,
+                        for (int64_t p = 0; p < g.nvx * vec; p++) {
+                            int64_t y = p / g.wq, xo = p % g.wq, i = at + p, line_end = (i / 16 + 1) * 16;
+                            ck_assert_msg(line_end <= (int64_t)pn && got[i] != 1e30f && got[line_end - 1] != 1e30f,
                                           "case %d: lane %ld of tap %ld,%ld reads float %ld of %zu, unwritten", q, (long)p,
                                           (long)ky, (long)kx, (long)i, pn);
                             if (y >= g.oh || xo >= g.ow) continue; /* a discarded lane */
-                            int64_t iy = y * g.sy + ky * g.dy - g.pt, ix = xo * g.sx + kx * g.dx - g.pl;
+                            int64_t iy = (y * g.sy + ky * g.dy) * g.py - g.pt, ix = (xo * g.sx + kx * g.dx) * g.px - g.pl;
                             float want = iy < 0 || iy >= g.h || ix < 0 || ix >= g.w ? 0.0f : x[(c * g.h + iy) * g.w + ix];
                             ck_assert_msg(got[i] == want,
                                           "case %d (%s): %ldx%ld s%ld,%ld d%ld,%ld pad %ld,%ld lead %ld pstride %ld: "

@@ -652,9 +652,10 @@ void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
     g->nph = g->sx * g->sy;
     g->nband = g->band_groups = 1;
     g->band_rows = g->hq;
-    /* Planes overlap. The next plane starts where this one's data ends: its lead (zeros) holds
-     * this plane's last rows, padding, and what valid outputs read past the rows (a row's shared
-     * padding); the lanes past the outputs read on into it. ResNet-50's 512@7 plane: 80 floats
+    /* Planes overlap. The next plane starts as soon as this one's data has ended (past what valid
+     * outputs read: the rows, and a row's shared padding after the last), rounded to 16: this
+     * plane's last rows, zeros (usually padding), then lie in the next one's lead, and the lanes
+     * past the outputs read on into the next plane. ResNet-50's 512@7 plane: 80 floats
      * instead of 112 (every thread packs all of it, its lines from memory after another engine's
      * run), and the layer between oneDNN's runs 0.328-0.381 -> 0.315-0.325 ms at 4.5x, 0.176-0.178
      * -> 0.167-0.172 at 9x. */

@@ -158,8 +158,10 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
 }
 /* Packs channels [c0, c1) of one image x into xp (layout above): padded rows [r0, r1) of every
  * phase plane become the buffer's rows 0.. (the whole input: 0, hq; a band: its rows). Writes every
- * float of those channels' c * ps.. (c + 1) * ps, zeros included, in order (a flat plane's last
- * rows are zeros written again by the next plane's lead), and with the last channel the tail. */
+ * float of those channels' c * ps.. (c + 1) * ps, zeros included, and with the last channel the
+ * tail. A flat plane's rows may run up to `lead` floats into the next plane's lead, or past c1 * ps:
+ * only zeros, which that plane writes too, so the order does not matter (flat layouts are packed
+ * whole, by one thread into its own buffer). */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1);
 /* Zeros that end every phase plane of the whole input (its last rows and columns, padding): how
  * far a flat plane may reach into the next one's lead. */

@@ -3,7 +3,8 @@
  *
  * Each channel's phase plane is `lead` zeros, then packed rows - a row inside the input holds
  * dst[j] = x[s*j + off] for the columns j in [j0, j1) and zeros around them, a row above or below
- * the input is zeros - then zeros to the plane's end. With AVX-512 a plane is written in one pass of
+ * the input is zeros - then zeros to the plane's end (a flat plane's last rows, zeros, may run into
+ * the next plane's lead: conv.h). With AVX-512 a plane is written in one pass of
  * 16-lane masked loads and stores, each row's zero padding included: rows are short (a 7x7 flat
  * plane's are 8 floats, a 14x14 plane's 16), and as per-row copy loops and memsets the packing took
  * 27 us of ResNet-50's 512@7 layer (0.17 ms at 9x; 7 us now), a cost every thread pays in full.
@@ -25,7 +26,7 @@
 /* One phase plane, the same for every channel. */
 typedef struct pack_plane {
     int64_t lead, rows, wq; /* lead zeros, then rows of wq floats */
-    int64_t end;            /* the plane's end, pstride (>= lead + rows * wq): zeros after the rows */
+    int64_t end;            /* the plane's end, pstride: zeros after the rows (none where flat rows run past it) */
     int64_t ra, rb;         /* rows [ra, rb) come from the input, the others are zeros */
     int64_t src, sstride;   /* the channel's input row of packed row ra is at float src; the next sstride apart */
     int64_t s, off, j0, j1; /* dst[j] = row[s*j + off] for j in [j0, j1) */
