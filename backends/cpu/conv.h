@@ -163,12 +163,12 @@ static inline int64_t cpu_conv_flat_offset(int64_t sy, int64_t sx, int64_t dy, i
  * only zeros, which that plane writes too, so the order does not matter (flat layouts are packed
  * whole, by one thread into its own buffer). */
 void cpu_conv_pack(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1);
-/* Zeros that end every phase plane of the whole input (its last rows and columns, padding): how
- * far a flat plane may reach into the next one's lead. */
-int64_t cpu_conv_plane_zero_tail(const conv_geom *g);
 /* The same without the AVX-512 packer cpu_conv_pack takes where the host has it (for tests). */
 void cpu_conv_pack_portable(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0,
                             int64_t r1);
+/* Zeros that end every phase plane of the whole input (its last rows and columns, padding): how
+ * far a flat plane may reach into the next one's lead. */
+int64_t cpu_conv_plane_zero_tail(const conv_geom *g);
 /* Epilogue pieces the conv generators emit: the inline activation (relu, clip, leaky_relu; any
  * other act is returned unchanged, to run after the kernel), and the store of flat vector v holding
  * pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow), one masked store
