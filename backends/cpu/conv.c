@@ -663,10 +663,10 @@ void cpu_conv_flat_planes(conv_geom *g, int64_t lanes)
     int64_t data_end = rows_end - cpu_conv_plane_zero_tail(g), need = g->hq * g->wq + (past > 0 ? past : 0);
     g->pstride = ((data_end > need ? data_end : need) + 15) / 16 * 16;
     g->ps = g->nph * g->pstride;
-    /* the last plane: its rows and every read, `lanes` lanes past the largest tap offset */
+    /* the last plane: every read, `lanes` lanes past the largest tap offset (which covers its
+     * rows: lanes >= oh * wq) */
     int64_t reach = g->lead + lanes + max_ry * g->wq + max_cx;
-    int64_t end = reach > rows_end ? reach : rows_end;
-    g->tail = end > g->pstride ? (end - g->pstride + 15) / 16 * 16 : 0;
+    g->tail = reach > g->pstride ? (reach - g->pstride + 15) / 16 * 16 : 0;
 }
 
 int cpu_conv_layout_flat(conv_geom *g, int vec, int max_vectors)
