@@ -14,10 +14,14 @@
  */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
+#include <inttypes.h>
+#include <omp.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/cpu/conv.h"
@@ -916,6 +920,69 @@ START_TEST(team_size_rule_and_loadavg_parsing)
 }
 END_TEST
 
+START_TEST(work_shares_each_item_once)
+{
+    /* one thread at a time, so the order is known: thread t's own share front to back, then the
+     * back of the next threads' shares */
+    enum { MAXT = 8, N = 4000 };
+    cpu_share *sh = aligned_alloc(64, MAXT * sizeof *sh);
+    ck_assert_ptr_nonnull(sh);
+    cpu_share_split(sh, 3, 10); /* [0,3) [3,6) [6,10) */
+    static const int64_t want0[] = {0, 1, 2, 5, 4, 3, 9, 8, 7, 6, -1};
+    for (int i = 0; i < 11; i++) ck_assert_int_eq(cpu_share_next(sh, 0, 3), want0[i]);
+    ck_assert_int_eq(cpu_share_next(sh, 1, 3), -1);
+    ck_assert_int_eq(cpu_share_next(sh, 2, 3), -1);
+    cpu_share_split(sh, 3, 2); /* fewer items than threads: [0,0) [0,1) [1,2) */
+    ck_assert_int_eq(cpu_share_next(sh, 0, 3), 0); /* the back of thread 1's */
+    ck_assert_int_eq(cpu_share_next(sh, 2, 3), 1);
+    ck_assert_int_eq(cpu_share_next(sh, 1, 3), -1);
+    ck_assert_int_eq(cpu_share_next(sh, 2, 3), -1);
+
+    /* real teams: every item exactly once, a thread's own items in increasing order, a thread that
+     * starts only after the others have finished finds its whole share taken by them, and a team
+     * smaller than the split (8 asked, the team as large as OpenMP gives) leaves nothing behind */
+    static const int teams[] = {1, 2, 3, 8};
+    static const int64_t counts[] = {0, 1, 7, N};
+    for (size_t ti = 0; ti < sizeof teams / sizeof teams[0]; ti++)
+        for (size_t ni = 0; ni < sizeof counts / sizeof counts[0]; ni++) {
+            int64_t n = counts[ni];
+            static _Atomic int taken[N];
+            static int64_t by[N];
+            for (int64_t i = 0; i < n; i++) {
+                atomic_store(&taken[i], 0);
+                by[i] = -1;
+            }
+            int team = teams[ti], split = ti == 0 ? MAXT : team;
+            _Atomic int ordered = 1, finished = 0, got = 0;
+            cpu_share_split(sh, split, n);
+#pragma omp parallel num_threads(team)
+            {
+                int me = omp_get_thread_num(), nt = omp_get_num_threads();
+                if (me == 0) /* held back until the others ran out of work */
+                    while (atomic_load(&finished) < nt - 1) nanosleep(&(struct timespec){0, 100000}, NULL);
+                int64_t last = -1, lo = n * me / split, hi = n * (me + 1) / split;
+                for (int64_t it; (it = cpu_share_next(sh, me, split)) >= 0;) {
+                    atomic_fetch_add(&taken[it], 1);
+                    by[it] = me;
+                    if (it >= lo && it < hi) {
+                        if (it <= last) ordered = 0;
+                        last = it;
+                    }
+                }
+                if (me > 0) atomic_fetch_add(&finished, 1);
+                if (me == 0) got = nt;
+            }
+            for (int64_t i = 0; i < n; i++) {
+                ck_assert_msg(taken[i] == 1, "team %d, %" PRId64 " items: item %" PRId64 " taken %d times", got, n,
+                              i, (int)taken[i]);
+                if (got > 1) ck_assert_msg(by[i] != 0, "team %d: item %" PRId64 " left to thread 0", got, i);
+            }
+            ck_assert_msg(ordered, "team %d: a thread's own items out of order", got);
+        }
+    free(sh);
+}
+END_TEST
+
 START_TEST(rnn_block_sparse_uses_jit)
 {
     /* block-pruned bidirectional LSTM and unstructured GRU: every gate product on the sparse kernel */
@@ -1174,6 +1241,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.api, team_size_rule_and_loadavg_parsing);
+    tcase_add_test(t.api, work_shares_each_item_once);
     tcase_add_test(t.api, isa_follows_host_and_override);
 
     TCase *tc = bc_tcase(s, "cache", 300, bc_setup, bc_teardown);

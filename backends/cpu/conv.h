@@ -213,10 +213,10 @@ void cpu_conv_emit_row_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVM
  * rn at the image's residual (NULL without one). */
 typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi,
                                  int64_t ch);
-/* Runs one image on nt threads: thread t packs xn into own[t] (whole, or a band at a time when
- * g->nband > 1) and calls tile for (tile, chunk) pieces of what it packed. */
+/* Runs one image on x->threads threads: thread t packs xn into x->own[t] (whole, or a band at a time
+ * when g->nband > 1) and calls tile for (tile, chunk) pieces of what it packed. */
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn,
-                        float *const *own, int nt, cpu_conv_tile_fn tile, const void *arg);
+                        const cpu_exec *x, cpu_conv_tile_fn tile, const void *arg);
 /* Runs a conv layer over every image of the batch (cpu_conv_run_image with nchunk chunks, into the
  * layer's output or its fused residual's: cpu_conv_out), then post's activation if any. */
 pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *const *buf, const cpu_exec *x,

@@ -19,9 +19,18 @@
 #define PDC_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "backends/backend.h"
 #include "backends/llvm/llvm.h"
 #include "ir/params.h"
+
+/* One thread's share of a parallel region's work items (shares.c); the array has a slot per thread. */
+typedef struct cpu_share {
+    _Alignas(64) _Atomic uint64_t span; /* back << 32 | front: items [front, back) not yet taken */
+    char pad[64 - sizeof(uint64_t)];
+} cpu_share;
 
 /* What a layer's run function gets besides its tensors. */
 typedef struct cpu_exec {
@@ -30,6 +39,7 @@ typedef struct cpu_exec {
     float *const *own;    /* per thread t < threads: its private scratch, cpu_layer.thread_floats floats,
                            * 64-byte aligned, an allocation of its own (cpu_backend.c says why);
                            * NULL entries where no layer needs any */
+    cpu_share *shares;    /* `threads` slots for cpu_share_split/next */
 } cpu_exec;
 
 typedef struct cpu_layer cpu_layer;
@@ -148,6 +158,13 @@ int cpu_team_size(int threads);
 int cpu_team_for(int threads, int cpus, int others);
 /* The runnable-task count of a /proc/loadavg line ("0.31 0.71 0.77 2/150 1234" -> 2), -1 if malformed. */
 int cpu_loadavg_running(const char *text);
+/* Work items [0, n) among the threads of a parallel region asked for nt (shares.c): before the
+ * region, cpu_share_split gives thread t < nt a contiguous share; in it, each thread calls
+ * cpu_share_next until it returns -1. Every item is returned once, to the thread that runs it, also
+ * when the team is smaller than nt. n < 2^32. */
+void cpu_share_split(cpu_share *s, int nt, int64_t n);
+/* The next item for thread t: the front of its own share, else the back of another's; -1: none left. */
+int64_t cpu_share_next(cpu_share *s, int t, int nt);
 /* Applies activation p (relu/clip/... from ir_fused_params) to n floats in place. */
 void cpu_apply_activation(const ir_fused_params *p, float *y, size_t n);
 /* Makes OpenBLAS single-threaded (pdc parallelises around it); once per process. */

@@ -54,6 +54,7 @@ typedef struct cpu_state {
 /* A run's memory: the arena (activations, then the shared scratch) and each thread's own block. */
 typedef struct cpu_work {
     float *arena;
+    cpu_share *shares; /* per thread, cpu_exec.shares */
     int n_own;
     float *own[]; /* per thread: thread_floats, NULL if 0 */
 } cpu_work;
@@ -62,6 +63,7 @@ static void work_free(cpu_work *w)
 {
     if (!w) return;
     pdc_free(w->arena);
+    pdc_free(w->shares);
     for (int t = 0; t < w->n_own; t++) pdc_free(w->own[t]);
     pdc_free(w);
 }
@@ -73,9 +75,10 @@ static cpu_work *work_new(pdc_context *ctx, const cpu_state *s)
     cpu_work *w = pdc_calloc(ctx, 1, sizeof *w + (size_t)s->threads * sizeof w->own[0]);
     if (!w) return NULL;
     w->arena = pdc_alloc_aligned(ctx, total ? total : 1, sizeof(float));
-    for (; w->arena && w->n_own < blocks; w->n_own++)
+    w->shares = pdc_alloc_aligned(ctx, (size_t)s->threads, sizeof *w->shares);
+    for (; w->arena && w->shares && w->n_own < blocks; w->n_own++)
         if (!(w->own[w->n_own] = pdc_alloc_aligned(ctx, s->thread_floats, sizeof(float)))) break;
-    if (!w->arena || w->n_own < blocks) {
+    if (!w->arena || !w->shares || w->n_own < blocks) {
         work_free(w);
         return NULL;
     }
@@ -281,7 +284,7 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
     if (s->infallible)
         for (size_t i = 0; i < m->n_outputs; i++)
             if (output_writable_in_place(m, s, inputs, outputs, i)) buf[m->outputs[i]] = outputs[i];
-    cpu_exec x = {cpu_team_size(s->threads), arena + s->arena_floats, work->own};
+    cpu_exec x = {cpu_team_size(s->threads), arena + s->arena_floats, work->own, work->shares};
     pdc_status st = PDC_OK;
     /* PDC_CPU_PROFILE=1: per-layer wall time of each run on stderr (a tuning aid) */
     const char *prof = getenv("PDC_CPU_PROFILE");

@@ -89,6 +89,6 @@ pdc_status tr_cpu_forward(tr_net *net, size_t li)
 {
     const tr_cpu *c = net->cpu;
     const cpu_layer *L = &c->layers[li];
-    const cpu_exec x = {net->threads, c->scratch, NULL}; /* elementwise kernels: no private scratch */
+    const cpu_exec x = {net->threads, c->scratch, NULL, NULL}; /* elementwise kernels: no private scratch, no shares */
     return L->run(L, net->exec, &net->exec->layers[li], net->val, &x);
 }
