@@ -938,9 +938,9 @@ START_TEST(work_shares_each_item_once)
     ck_assert_int_eq(cpu_share_next(sh, 1, 3), -1);
     ck_assert_int_eq(cpu_share_next(sh, 2, 3), -1);
 
-    /* real teams: every item exactly once, a thread's own items in increasing order, a thread that
-     * starts only after the others have finished finds its whole share taken by them, and a team
-     * smaller than the split (8 asked, the team as large as OpenMP gives) leaves nothing behind */
+    /* real teams of 1, 2, 3 and 8 threads over a split for 8: every item exactly once, a thread's own
+     * items in increasing order, a thread that starts only after the others have finished finds its
+     * whole share taken by them, and the shares of threads the team lacks are taken too */
     static const int teams[] = {1, 2, 3, 8};
     static const int64_t counts[] = {0, 1, 7, N};
     for (size_t ti = 0; ti < sizeof teams / sizeof teams[0]; ti++)
@@ -952,8 +952,8 @@ START_TEST(work_shares_each_item_once)
                 atomic_store(&taken[i], 0);
                 by[i] = -1;
             }
-            int team = teams[ti], split = ti == 0 ? MAXT : team;
-            _Atomic int ordered = 1, finished = 0, got = 0;
+            int team = teams[ti], split = MAXT;
+            _Atomic int ordered = 1, finished = 0, got = 0, outside = 0;
             cpu_share_split(sh, split, n);
 #pragma omp parallel num_threads(team)
             {
@@ -962,6 +962,10 @@ START_TEST(work_shares_each_item_once)
                     while (atomic_load(&finished) < nt - 1) nanosleep(&(struct timespec){0, 100000}, NULL);
                 int64_t last = -1, lo = n * me / split, hi = n * (me + 1) / split;
                 for (int64_t it; (it = cpu_share_next(sh, me, split)) >= 0;) {
+                    if (it >= n) {
+                        outside = 1;
+                        break;
+                    }
                     atomic_fetch_add(&taken[it], 1);
                     by[it] = me;
                     if (it >= lo && it < hi) {
@@ -972,6 +976,7 @@ START_TEST(work_shares_each_item_once)
                 if (me > 0) atomic_fetch_add(&finished, 1);
                 if (me == 0) got = nt;
             }
+            ck_assert_msg(!outside, "team %d, %" PRId64 " items: an item past the end", got, n);
             for (int64_t i = 0; i < n; i++) {
                 ck_assert_msg(taken[i] == 1, "team %d, %" PRId64 " items: item %" PRId64 " taken %d times", got, n,
                               i, (int)taken[i]);

@@ -214,7 +214,8 @@ void cpu_conv_emit_row_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVM
 typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, const float *rn, int64_t tyi, int64_t txi,
                                  int64_t ch);
 /* Runs one image on x->threads threads: thread t packs xn into x->own[t] (whole, or a band at a time
- * when g->nband > 1) and calls tile for (tile, chunk) pieces of what it packed. */
+ * when g->nband > 1) and calls tile for (tile, chunk) pieces of what it packed. Packed whole, the
+ * pieces come in contiguous shares (x->shares, shares.c), and any thread may run any piece. */
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn,
                         const cpu_exec *x, cpu_conv_tile_fn tile, const void *arg);
 /* Runs a conv layer over every image of the batch (cpu_conv_run_image with nchunk chunks, into the

@@ -200,17 +200,12 @@ static void plane_setup(const conv_geom *g, int64_t ph, int64_t r0, int64_t r1, 
     if (host_avx512) plane_masks(q);
 }
 
-static void prefetch_floats(const float *p, int64_t n)
+/* Inline by force: as a call, gcc 12 at -O2 deems a function of prefetches alone free of effects
+ * and drops the calls (the packer ran with no input prefetch at all for a while, unnoticed). */
+static inline __attribute__((always_inline)) void prefetch_floats(const float *p, int64_t n)
 {
     for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
     if (n > 0) __builtin_prefetch(p + n - 1); /* the last line, where p is not line-aligned */
-}
-
-/* A packed channel, line-aligned: lines the packing writes whole are still read before they are
- * written (for ownership), from memory after another engine's run, one at a time unless asked ahead. */
-static void prefetch_floats_for_write(float *p, int64_t n)
-{
-    for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 1);
 }
 
 static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1,
@@ -230,13 +225,15 @@ static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t
         }
         /* the input is read once, a channel's rows at a time (a few KiB: too short for the hardware
          * prefetcher to ramp up), and may come from memory: prefetched whole channels about
-         * PACK_PREFETCH_BYTES ahead. VGG-16 conv2_1 at 2 threads, run after oneDNN: packing
-         * 138 -> 100 us a thread, the layer at 9x 0.65-0.67 -> 0.60-0.61 ms. The packed channels
-         * as far ahead: ResNet-50 512@7 after oneDNN, packing 19 -> 8 us */
-        int64_t ahead = hi > lo ? (PACK_PREFETCH_BYTES / 4 + hi - lo - 1) / (hi - lo) : 0;
+         * PACK_PREFETCH_BYTES ahead (of the larger of the two spans). So are the packed planes:
+         * the packing overwrites their lines whole, but each store still waits for its line, from
+         * memory after another engine's run (a read prefetch is enough: the buffer is this thread's
+         * own, so the line arrives exclusive). ResNet-50 512@7 after oneDNN: packing 19 -> 8 us */
+        int64_t span = hi - lo > nph * g->pstride ? hi - lo : nph * g->pstride;
+        int64_t ahead = hi > lo ? (PACK_PREFETCH_BYTES / 4 + span - 1) / span : 0;
         for (int64_t c = c0; c < c1 && c < c0 + ahead; c++) {
             prefetch_floats(x + c * g->h * g->w + lo, hi - lo);
-            prefetch_floats_for_write(xp + c * g->ps + ph0 * g->pstride, nph * g->pstride);
+            prefetch_floats(xp + c * g->ps + ph0 * g->pstride, nph * g->pstride);
         }
         /* channel by channel, its phases together: the phases of a strided layer read the same
          * input rows, so the second finds them in L1 */
@@ -244,7 +241,7 @@ static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t
             const float *xc = x + c * g->h * g->w;
             if (ahead && c + ahead < c1) {
                 prefetch_floats(xc + ahead * g->h * g->w + lo, hi - lo);
-                prefetch_floats_for_write(xp + (c + ahead) * g->ps + ph0 * g->pstride, nph * g->pstride);
+                prefetch_floats(xp + (c + ahead) * g->ps + ph0 * g->pstride, nph * g->pstride);
             }
             for (int64_t i = 0; i < nph; i++) {
                 float *pp = xp + c * g->ps + (ph0 + i) * g->pstride;

@@ -26,10 +26,12 @@
 #include "backends/llvm/llvm.h"
 #include "ir/params.h"
 
-/* One thread's share of a parallel region's work items (shares.c); the array has a slot per thread. */
+/* One thread's share of a parallel region's work items (shares.c); the array has a slot per thread.
+ * 128 bytes: adjacent-line prefetchers fetch 64-byte lines in 128-byte pairs, so two owners' words
+ * never share a pair (whatever the array's 64-byte alignment). */
 typedef struct cpu_share {
     _Alignas(64) _Atomic uint64_t span; /* back << 32 | front: items [front, back) not yet taken */
-    char pad[64 - sizeof(uint64_t)];
+    char pad[128 - sizeof(uint64_t)];
 } cpu_share;
 
 /* What a layer's run function gets besides its tensors. */
@@ -39,7 +41,8 @@ typedef struct cpu_exec {
     float *const *own;    /* per thread t < threads: its private scratch, cpu_layer.thread_floats floats,
                            * 64-byte aligned, an allocation of its own (cpu_backend.c says why);
                            * NULL entries where no layer needs any */
-    cpu_share *shares;    /* `threads` slots for cpu_share_split/next */
+    cpu_share *shares;    /* `threads` slots for cpu_share_split/next; required where a conv runs
+                           * (NULL only where no layer uses them: train_bridge.c's elementwise ops) */
 } cpu_exec;
 
 typedef struct cpu_layer cpu_layer;

@@ -182,7 +182,8 @@ static pdc_status elt_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     size_t total = s->runs * s->inner;
     int nt = total >= ELT_PAR_MIN ? x->threads : 1;
     if (s->runs == 1) {
-        /* one run: split it in vector-aligned chunks, taken dynamically (see conv.c) */
+        /* one run: split it in vector-aligned chunks, taken dynamically (a thread that loses its
+         * core delays only the chunk it holds) */
         size_t chunk = 16384;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
         for (size_t c0 = 0; c0 < s->inner; c0 += chunk) {
