@@ -6,17 +6,18 @@
  * Contiguous, because consecutive items of a conv are consecutive filter chunks of a tile, whose
  * packed weights follow each other: the owner's weight stream (and its prefetch 8 KiB ahead) runs on
  * from one chunk to the next within a tile, and from run to run a thread takes the same items, whose
- * weights its cache may still hold. (Items taken from the back run backwards, so a thief's stream
- * restarts at each one: the price of evening out, paid only at the end.) Items dealt out one at a time from a shared counter, as before, break the stream at every
- * chunk and bounce the counter's line between the cores: ResNet-50 512@7 at 9x, 2 threads, run after
- * oneDNN, 0.107-0.110 ms against 0.093-0.097 for fixed halves. Taking from the back keeps what a fixed
- * split loses: a thread that loses its core delays only the item it is running, and uneven shares
- * (filters run heaviest first) even out.
+ * weights its cache may still hold. Items dealt out one at a time from a shared counter, as before,
+ * break the stream at every chunk and bounce the counter's line between the cores: ResNet-50 512@7
+ * at 9x, 2 threads, run after oneDNN, 0.107-0.110 ms against 0.093-0.097 for fixed halves. Taking
+ * from the back keeps what a fixed split loses: a thread that loses its core delays only the item it
+ * is running, and uneven shares (filters run heaviest first) even out. (Items taken from the back
+ * run backwards, so a thief's stream restarts at each one: the price of evening out, paid at the end.
+ * Shares balanced by cost instead of count made no difference.)
  *
  * The shares are set before the region, so a thread that starts late (or never: a team smaller than
  * asked for) has its share taken by the others. Each share's front and back sit in one 64-bit word
- * on a cache line of its own: the owner's claims stay in its core's cache until a thief arrives. A
- * claim is a compare-and-swap; the items are independent, and the region's start and end order
+ * in a 128-byte slot of its own: the owner's claims stay in its core's cache until a thief arrives.
+ * A claim is a compare-and-swap; the items are independent, and the region's start and end order
  * everything else, so the word needs no ordering of its own.
  */
 #include <stdatomic.h>

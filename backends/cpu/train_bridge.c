@@ -89,6 +89,7 @@ pdc_status tr_cpu_forward(tr_net *net, size_t li)
 {
     const tr_cpu *c = net->cpu;
     const cpu_layer *L = &c->layers[li];
-    const cpu_exec x = {net->threads, c->scratch, NULL, NULL}; /* elementwise kernels: no private scratch, no shares */
+    /* elementwise kernels: no private scratch, no work shares */
+    const cpu_exec x = {net->threads, c->scratch, NULL, NULL};
     return L->run(L, net->exec, &net->exec->layers[li], net->val, &x);
 }
