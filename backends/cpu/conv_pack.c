@@ -208,6 +208,15 @@ static inline __attribute__((always_inline)) void prefetch_floats(const float *p
     if (n > 0) __builtin_prefetch(p + n - 1); /* the last line, where p is not line-aligned */
 }
 
+/* Channel c's input floats [lo, hi) and its packed planes from phase ph0 on (`planes` floats). */
+static inline __attribute__((always_inline)) void prefetch_channel(const conv_geom *g, const float *x, float *xp,
+                                                                   int64_t c, int64_t lo, int64_t hi, int64_t ph0,
+                                                                   int64_t planes)
+{
+    prefetch_floats(x + c * g->h * g->w + lo, hi - lo);
+    prefetch_floats(xp + c * g->ps + ph0 * g->pstride, planes);
+}
+
 static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t c0, int64_t c1, int64_t r0, int64_t r1,
                           int host_avx512)
 {
@@ -229,20 +238,14 @@ static void pack_channels(const conv_geom *g, const float *x, float *xp, int64_t
          * the packing overwrites their lines whole, but each store still waits for its line, from
          * memory after another engine's run (a read prefetch is enough: the buffer is this thread's
          * own, so the line arrives exclusive). ResNet-50 512@7 after oneDNN: packing 19 -> 8 us */
-        int64_t span = hi - lo > nph * g->pstride ? hi - lo : nph * g->pstride;
+        const int64_t planes = nph * g->pstride, span = hi - lo > planes ? hi - lo : planes;
         int64_t ahead = hi > lo ? (PACK_PREFETCH_BYTES / 4 + span - 1) / span : 0;
-        for (int64_t c = c0; c < c1 && c < c0 + ahead; c++) {
-            prefetch_floats(x + c * g->h * g->w + lo, hi - lo);
-            prefetch_floats(xp + c * g->ps + ph0 * g->pstride, nph * g->pstride);
-        }
+        for (int64_t c = c0; c < c1 && c < c0 + ahead; c++) prefetch_channel(g, x, xp, c, lo, hi, ph0, planes);
         /* channel by channel, its phases together: the phases of a strided layer read the same
          * input rows, so the second finds them in L1 */
         for (int64_t c = c0; c < c1; c++) {
             const float *xc = x + c * g->h * g->w;
-            if (ahead && c + ahead < c1) {
-                prefetch_floats(xc + ahead * g->h * g->w + lo, hi - lo);
-                prefetch_floats(xp + (c + ahead) * g->ps + ph0 * g->pstride, nph * g->pstride);
-            }
+            if (ahead && c + ahead < c1) prefetch_channel(g, x, xp, c + ahead, lo, hi, ph0, planes);
             for (int64_t i = 0; i < nph; i++) {
                 float *pp = xp + c * g->ps + (ph0 + i) * g->pstride;
 #ifdef PACK_X86

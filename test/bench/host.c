@@ -61,10 +61,9 @@ double bench_core_round_trip_ns(void)
     atomic_store(&a.turn, 0);
     pthread_attr_t attr;
     pthread_t t;
-    int ok = pthread_attr_init(&attr) == 0;
-    if (ok && (pthread_attr_setaffinity_np(&attr, sizeof one[1], &one[1]) != 0 || pthread_create(&t, &attr, pong, &a) != 0))
-        ok = 0;
-    if (ok) pthread_attr_destroy(&attr);
+    if (pthread_attr_init(&attr) != 0) return NAN;
+    int ok = pthread_attr_setaffinity_np(&attr, sizeof one[1], &one[1]) == 0 && pthread_create(&t, &attr, pong, &a) == 0;
+    pthread_attr_destroy(&attr);
     if (!ok) return NAN;
     double s[SAMPLES], start = now_ns();
     int done = pthread_setaffinity_np(pthread_self(), sizeof one[0], &one[0]) == 0;
