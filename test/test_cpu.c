@@ -462,6 +462,37 @@ START_TEST(maxpool_window_outside_input)
 }
 END_TEST
 
+START_TEST(maxpool_wide_rows_and_tall_windows)
+{
+    /* the max pool's vector passes against the reference: rows of several 16-lane blocks and a
+     * partial one (stride 2: 3x3 with padding, 2x2, dilated 3x5), windows of more rows than a
+     * down pass takes at once (10 and 17), stride 1, a row narrower than a vector */
+    static const struct {
+        int64_t c, h, w, kh, kw, s, pad, dil;
+    } cases[] = {{3, 40, 75, 3, 3, 2, 1, 1}, {2, 36, 100, 2, 2, 2, 0, 1}, {2, 30, 70, 3, 5, 2, 2, 2},
+                 {2, 30, 50, 10, 3, 2, 0, 1}, {1, 40, 33, 17, 2, 1, 3, 1}, {4, 21, 70, 3, 3, 1, 1, 1},
+                 {3, 12, 5, 3, 3, 2, 1, 1}};
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "max pool", &mdl));
+        input("x", DIMS(2, cases[q].c, cases[q].h, cases[q].w));
+        pdc_attrs *a = attrs();
+        int64_t s = cases[q].s, pd = cases[q].pad, d = cases[q].dil;
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", DIMS(cases[q].kh, cases[q].kw)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(s, s)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(d, d)));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pd, pd, pd, pd)));
+        layer("maxpool", a, "y", NAMES("x"));
+        output("y");
+        char desc[64];
+        snprintf(desc, sizeof desc, "max pool case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 61);
+        ck_assert_kernel(p, "y", "separable");
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
 START_TEST(pooling_rows_split_over_threads)
 {
     /* at 2 threads each thread takes a contiguous share of the output rows of every plane (odd row
@@ -1241,6 +1272,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_residual_add_relu_fused);
     tcase_add_test(t.conv, conv_residual_fusion_limits);
     tcase_add_test(t.pool, maxpool_window_outside_input);
+    tcase_add_test(t.pool, maxpool_wide_rows_and_tall_windows);
     tcase_add_test(t.pool, pooling_rows_split_over_threads);
     tcase_add_test(t.gemm, outputs_in_callers_buffers_or_copied);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
