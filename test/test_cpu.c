@@ -462,28 +462,37 @@ START_TEST(maxpool_window_outside_input)
 }
 END_TEST
 
+/* mdl := y = op(x), x of n x c x h x w, a 2-D pool: kernel kh x kw, stride s, pads pad all round,
+ * dilation dil. */
+static void pool_model(const char *op, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t s,
+                       int64_t pad, int64_t dil)
+{
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, op, &mdl));
+    input("x", DIMS(n, c, h, w));
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", DIMS(kh, kw)));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(s, s)));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(dil, dil)));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pad, pad, pad, pad)));
+    layer(op, a, "y", NAMES("x"));
+    output("y");
+}
+
 START_TEST(maxpool_wide_rows_and_tall_windows)
 {
     /* the max pool's vector passes against the reference: rows of several 16-lane blocks and a
      * partial one (stride 2: 3x3 with padding, 2x2, dilated 3x5), windows of more rows than a
-     * down pass takes at once (10 and 17), stride 1, a row narrower than a vector */
+     * down pass takes at once (10 and 17), stride 1, a row narrower than a vector, and 17 outputs
+     * of a 16-wide window, whose last block reads 30 floats past the row buffer's reach */
     static const struct {
         int64_t c, h, w, kh, kw, s, pad, dil;
     } cases[] = {{3, 40, 75, 3, 3, 2, 1, 1}, {2, 36, 100, 2, 2, 2, 0, 1}, {2, 30, 70, 3, 5, 2, 2, 2},
                  {2, 30, 50, 10, 3, 2, 0, 1}, {1, 40, 33, 17, 2, 1, 3, 1}, {4, 21, 70, 3, 3, 1, 1, 1},
-                 {3, 12, 5, 3, 3, 2, 1, 1}};
+                 {3, 12, 5, 3, 3, 2, 1, 1},   {1, 20, 48, 3, 16, 2, 0, 1}};
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "max pool", &mdl));
-        input("x", DIMS(2, cases[q].c, cases[q].h, cases[q].w));
-        pdc_attrs *a = attrs();
-        int64_t s = cases[q].s, pd = cases[q].pad, d = cases[q].dil;
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", DIMS(cases[q].kh, cases[q].kw)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(s, s)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", DIMS(d, d)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pd, pd, pd, pd)));
-        layer("maxpool", a, "y", NAMES("x"));
-        output("y");
+        pool_model("maxpool", 2, cases[q].c, cases[q].h, cases[q].w, cases[q].kh, cases[q].kw, cases[q].s,
+                   cases[q].pad, cases[q].dil);
         char desc[64];
         snprintf(desc, sizeof desc, "max pool case %zu", q);
         pdc_program *p = check_matches_ref(desc, (uint32_t)q + 61);
@@ -506,16 +515,8 @@ START_TEST(pooling_rows_split_over_threads)
                  {"maxpool", 300, 14, 16, 3, 2, 1}, {"avgpool", 1100, 3, 17, 3, 1, 0}};
     setenv("PDC_OMP_STATIC", "1", 1); /* two threads even on a busy machine */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "pool rows", &mdl));
-        input("x", DIMS(1, cases[q].c, cases[q].h, cases[q].w));
-        pdc_attrs *a = attrs();
-        int64_t k = cases[q].k, s = cases[q].s, pd = cases[q].pad;
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", DIMS(k, k)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(s, s)));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(pd, pd, pd, pd)));
-        layer(cases[q].op, a, "y", NAMES("x"));
-        output("y");
+        pool_model(cases[q].op, 1, cases[q].c, cases[q].h, cases[q].w, cases[q].k, cases[q].k, cases[q].s, cases[q].pad,
+                   1);
         ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
         pdc_program *p = check_matches_ref(cases[q].op, (uint32_t)q + 7);
         ck_assert_kernel(p, "y", "pool");

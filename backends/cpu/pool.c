@@ -2,10 +2,11 @@
  * pool.c - 2-D max/average pooling and global average pooling for the cpu target, with the
  * reference's semantics (padding, dilation, ceil_mode, count_include_pad). Max pooling runs
  * separably: per output row, the max down the window's rows into a row buffer (contiguous passes),
- * then across the window's columns (strided passes): kh + kw passes instead of kh * kw, and the
- * padding costs nothing. The max of a set does not depend on the order, so results equal the
- * reference's exactly (NaN inputs aside: the reference keeps a NaN only when it is a window's first
- * valid tap). Average pooling splits the output so that the interior (every tap inside the input:
+ * then across the window's columns (strided passes): about kh + kw vector operations a vector of
+ * outputs instead of kh * kw, and the padding costs nothing. The max of a set does not depend on the
+ * order, so results equal the reference's exactly (NaN inputs and ties between -0 and +0 aside: the
+ * reference keeps a NaN only when it is a window's first valid tap, and the first of equal values
+ * in its row-major order). Average pooling splits the output so that the interior (every tap inside the input:
  * no bounds checks, no divisor lookups) runs straight-line and the border keeps the reference's
  * per-tap checks; equal to the reference to rounding (float sums). Threads take contiguous shares of
  * the output rows of every plane (the rows the producing conv's same thread wrote), or of the planes
@@ -26,7 +27,7 @@ typedef struct pool_state {
     /* average: interior output range, every tap valid */
     int64_t r0, r1, c0, c1;
     /* max: per output column, whether its window has a column inside the input (NULL: all do); the
-     * row buffer's floats (per thread) */
+     * floats of a row buffer's reach (a thread has POOL_ROW_BATCH buffers of tw + POOL_ROW_SLACK) */
     uint8_t *col_valid;
     int64_t tw;
 } pool_state;
@@ -85,13 +86,29 @@ static void avg_row(float *restrict y, const float *restrict x, int64_t iw, int6
 }
 
 /* 16 floats in GCC's generic vectors: one AVX-512 register in the avx512f clone, two or four
- * narrower ones in the others (used inside the clones only: a vector argument or result would
- * change the baseline ABI). */
+ * narrower ones in the others. Used only inside the clones, through macros: a function taking or
+ * returning one would change the baseline ABI. */
 typedef float pool_v16 __attribute__((vector_size(64)));
 typedef int32_t pool_i16 __attribute__((vector_size(64)));
 
-/* Floats a row buffer needs past the windows' reach: max_across's last block of 16 outputs reads
- * whole vectors (zeroed: the lanes past ow are never stored). */
+/* m = v > m ? v : m, lane by lane (the scalar loops' rule: of equal values the first stays). */
+#define V16_MAX_INTO(m, v)                                                                                      \
+    do {                                                                                                        \
+        pool_i16 gt_ = (v) > (m);                                                                               \
+        (m) = (pool_v16)(((pool_i16)(v) & gt_) | ((pool_i16)(m) & ~gt_));                                       \
+    } while (0)
+/* dst = p[0], p[2], ..., p[30]: the even lanes of two vectors. */
+#define V16_EVENS(dst, p)                                                                                       \
+    do {                                                                                                        \
+        pool_v16 lo_, hi_;                                                                                      \
+        memcpy(&lo_, (p), sizeof lo_);                                                                          \
+        memcpy(&hi_, (p) + 16, sizeof hi_);                                                                     \
+        (dst) = __builtin_shufflevector(lo_, hi_, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);   \
+    } while (0)
+
+/* Floats a row buffer holds past the windows' reach: max_across's last block of 16 outputs reads
+ * whole vectors, up to 31 floats past it. Zeroed once a call, so that the lanes past ow (never
+ * stored) hold defined, ordinary values. */
 #define POOL_ROW_SLACK 32
 /* Rows whose down passes run before their across passes (max_rows). */
 #define POOL_ROW_BATCH 4
@@ -100,8 +117,7 @@ typedef int32_t pool_i16 __attribute__((vector_size(64)));
 
 /* t[j] = the max of rows[i][j - pl] over i < nr (and t[j] itself unless first) for the row
  * buffer's columns inside the input, -inf outside (never above a value inside). The rows' maxima
- * are taken in registers and stored once: copying the first row (a memmove) and then updating t
- * row by row, each update read stores the core could not forward. */
+ * are taken in registers and t is stored once, not updated row by row. */
 static inline __attribute__((always_inline)) void max_down(float *restrict t, const float *const *rows, int nr,
                                                            int64_t tw, int64_t pl, int64_t iw, int first)
 {
@@ -115,12 +131,11 @@ static inline __attribute__((always_inline)) void max_down(float *restrict t, co
     for (; j + 16 <= j1; j += 16) {
         pool_v16 m, v;
         int i = 0;
-        if (first) memcpy(&m, rows[i++] + j - pl, sizeof m);
+        if (first) memcpy(&m, rows[i++] + (j - pl), sizeof m);
         else memcpy(&m, t + j, sizeof m);
         for (; i < nr; i++) {
-            memcpy(&v, rows[i] + j - pl, sizeof v);
-            pool_i16 gt = v > m; /* v > m ? v : m, lane by lane */
-            m = (pool_v16)(((pool_i16)v & gt) | ((pool_i16)m & ~gt));
+            memcpy(&v, rows[i] + (j - pl), sizeof v);
+            V16_MAX_INTO(m, v);
         }
         memcpy(t + j, &m, sizeof m);
     }
@@ -139,14 +154,11 @@ static inline __attribute__((always_inline)) void max_across(float *restrict y, 
 {
     if (sx == 2) {
         for (int64_t c = 0; c < ow; c += 16) {
-            pool_v16 m = {0}, lo, hi;
-            for (int64_t kc = 0; kc < kw; kc++) {
-                /* t[2c + kc*dx + 2j], j < 16: the even lanes of two vectors */
-                memcpy(&lo, t + 2 * c + kc * dx, sizeof lo);
-                memcpy(&hi, t + 2 * c + kc * dx + 16, sizeof hi);
-                pool_v16 e = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-                pool_i16 gt = e > m; /* e > m ? e : m, lane by lane (the scalar loops' rule) */
-                m = kc ? (pool_v16)(((pool_i16)e & gt) | ((pool_i16)m & ~gt)) : e;
+            pool_v16 m, e; /* outputs c.. c + 15: t[2c + kc*dx + 2j], j < 16, for each kc */
+            V16_EVENS(m, t + 2 * c);
+            for (int64_t kc = 1; kc < kw; kc++) {
+                V16_EVENS(e, t + 2 * c + kc * dx);
+                V16_MAX_INTO(m, e);
             }
             if (c + 16 <= ow) memcpy(y + c, &m, sizeof m);
             else memcpy(y + c, &m, (size_t)(ow - c) * sizeof *y);
