@@ -6,11 +6,11 @@
  * outputs instead of kh * kw, and the padding costs nothing. The max of a set does not depend on the
  * order, so results equal the reference's exactly (NaN inputs and ties between -0 and +0 aside: the
  * reference keeps a NaN only when it is a window's first valid tap, and the first of equal values
- * in its row-major order). Average pooling splits the output so that the interior (every tap inside the input:
- * no bounds checks, no divisor lookups) runs straight-line and the border keeps the reference's
- * per-tap checks; equal to the reference to rounding (float sums). Threads take contiguous shares of
- * the output rows of every plane (the rows the producing conv's same thread wrote), or of the planes
- * where there are too few rows for even shares.
+ * in its row-major order). Average pooling splits the output so that the interior (every tap inside
+ * the input: no bounds checks, no divisor lookups) runs straight-line and the border keeps the
+ * reference's per-tap checks; equal to the reference to rounding (float sums). Threads take
+ * contiguous shares of the output rows of every plane (the rows the producing conv's same thread
+ * wrote), or of the planes where there are too few rows for even shares.
  */
 #include <inttypes.h>
 #include <math.h>
