@@ -50,7 +50,7 @@ typedef struct conv_act {
 
 #define CONV_MAX_PATTERNS 32
 #define CONV_MAX_TAPS 64          /* kh * kw: patterns are uint64 masks */
-#define CONV_FILTER_CHUNK 16      /* filters per work item */
+#define CONV_FILTER_CHUNK 16      /* filters per work item (half of it where threads share pieces) */
 #define CONV_BAND_BYTES (512 << 10) /* packed input per row band: half of a 1 MiB L2 */
 #define CONV_WEIGHT_PREFETCH_FLOATS 2048 /* software prefetch distance in the weight stream (8 KiB) */
 #define CONV_PREFETCH_VECTORS 16   /* input prefetch: as many kernels ahead as compute this many vectors */
@@ -114,6 +114,7 @@ typedef struct cpu_conv_plan {
     int var_of[2][2];            /* [last row tile][last column tile] -> variant */
     ir_fused_params post;        /* activation left to apply after the kernel (act not inlined) */
     int64_t kept_kernels, kept_taps;
+    int64_t chunk;               /* filters per work item */
 } cpu_conv_plan;
 
 /* Stage 1: geometry, fused params, per-kernel masks and the pattern set. PDC_ERR_UNSUPPORTED with
