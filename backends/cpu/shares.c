@@ -6,11 +6,12 @@
  * Contiguous, because a conv numbers its items filter chunk by filter chunk (each over every tile),
  * and consecutive chunks' packed weights follow each other: the owner's weight stream (and its
  * prefetch 8 KiB ahead) runs on from one chunk to the next, a thread reads about its share of the
- * weights, and from run to run it takes the same items, whose weights its cache may still hold. Items dealt out one at a time from a shared counter, as before,
- * break the stream at every chunk and bounce the counter's line between the cores: ResNet-50 512@7
- * at 9x, 2 threads, run after oneDNN, 0.107-0.110 ms against 0.093-0.097 for fixed halves. Taking
- * from the back keeps what a fixed split loses: a thread that loses its core delays only the item it
- * is running, and uneven shares (filters run heaviest first) even out. (Items taken from the back
+ * weights, and from run to run it takes the same items, whose weights its cache may still hold.
+ * Items dealt out one at a time from a shared counter, as before, break the stream at every chunk
+ * and bounce the counter's line between the cores: ResNet-50 512@7 at 9x, 2 threads, run after
+ * oneDNN, 0.107-0.110 ms against 0.093-0.097 for fixed halves. Taking from the back keeps what a
+ * fixed split loses: a thread that loses its core delays only the item it is running, and uneven
+ * shares (filters run heaviest first) even out. (Items taken from the back
  * run backwards, so a thief's stream restarts at each one: the price of evening out, paid at the end.
  * Shares balanced by cost instead of count made no difference.)
  *
