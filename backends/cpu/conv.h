@@ -216,7 +216,8 @@ typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, co
                                  int64_t ch);
 /* Runs one image on x->threads threads: thread t packs xn into x->own[t] (whole, or a band at a time
  * when g->nband > 1) and calls tile for (tile, chunk) pieces of what it packed. Packed whole, the
- * pieces come in contiguous shares (x->shares, shares.c), and any thread may run any piece. */
+ * pieces go chunk by chunk (each chunk over every tile) in contiguous shares (x->shares, shares.c),
+ * and any thread may run any piece. */
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn,
                         const cpu_exec *x, cpu_conv_tile_fn tile, const void *arg);
 /* Runs a conv layer over every image of the batch (cpu_conv_run_image with nchunk chunks, into the
