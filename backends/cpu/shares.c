@@ -11,9 +11,9 @@
  * and bounce the counter's line between the cores: ResNet-50 512@7 at 9x, 2 threads, run after
  * oneDNN, 0.107-0.110 ms against 0.093-0.097 for fixed halves. Taking from the back keeps what a
  * fixed split loses: a thread that loses its core delays only the item it is running, and uneven
- * shares (filters run heaviest first) even out. (Items taken from the back
- * run backwards, so a thief's stream restarts at each one: the price of evening out, paid at the end.
- * Shares balanced by cost instead of count made no difference.)
+ * shares (filters run heaviest first) even out. (Items taken from the back run backwards, so a
+ * thief's stream restarts at each one: the price of evening out, paid at the end. Shares balanced
+ * by cost instead of count made no difference.)
  *
  * The shares are set before the region, so a thread that starts late (or never: a team smaller than
  * asked for) has its share taken by the others. Each share's front and back sit in one 64-bit word
