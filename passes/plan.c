@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ir/arena.h"
+#include "ir/epilogue.h"
 #include "passes/passes.h"
 
 typedef struct item {
@@ -36,25 +37,20 @@ static int by_off(const void *a, const void *b)
 
 static size_t align_up(size_t v) { return (v + IR_ARENA_ALIGN - 1) / IR_ARENA_ALIGN * IR_ARENA_ALIGN; }
 
-/* An add right after the conv producing one of its operands, and a relu right after that add, may
- * run in the conv's epilogue (the cpu target fuses them: backends/cpu/cpu_fuse.c), writing their
- * result while the conv still reads its input: their outputs are planned as live from the conv on,
- * so they never get the memory of the conv's input (nor of the add's other operand). Any plan made
- * so is valid for the plain live ranges too (they only start earlier). */
+/* The layers a conv's epilogue may compute (ir/epilogue.h: a residual add, an activation; the cpu
+ * target fuses them, backends/cpu/cpu_fuse.c) write their result while the conv still reads its
+ * input: their outputs are planned as live from the conv on, so they never get the memory of the
+ * conv's input (nor of the add's other operand). Any plan made so is valid for the plain live
+ * ranges too (they only start earlier). */
 static void epilogue_liveness(const ir_model *m, size_t *def)
 {
-    for (size_t li = 0; li + 1 < m->n_layers; li++) {
-        const ir_layer *c = &m->layers[li], *a = &m->layers[li + 1];
-        if (c->op != IR_OP_CONV || c->n_outputs < 1 || a->op != IR_OP_ADD || a->n_inputs != 2 || a->n_outputs < 1)
-            continue;
-        int t = c->outputs[0], s = a->outputs[0];
-        if (t < 0 || s < 0 || (a->inputs[0] != t && a->inputs[1] != t) || def[s] == SIZE_MAX) continue;
-        def[s] = li;
-        if (li + 2 >= m->n_layers) continue;
-        const ir_layer *u = &m->layers[li + 2];
-        if (u->op == IR_OP_RELU && u->n_inputs == 1 && u->inputs[0] == s && u->n_outputs >= 1 && u->outputs[0] >= 0 &&
-            def[u->outputs[0]] != SIZE_MAX)
-            def[u->outputs[0]] = li;
+    for (size_t li = 0; li < m->n_layers; li++) {
+        ir_epilogue e;
+        if (!ir_conv_epilogue(m, li, &e)) continue;
+        for (int k = 1; k <= e.n_layers; k++) {
+            int t = m->layers[li + k].outputs[0];
+            if (def[t] != SIZE_MAX) def[t] = li;
+        }
     }
 }
 

@@ -428,20 +428,138 @@ START_TEST(conv_residual_fusion_limits)
         if (!strcmp(m->tensors[t].name, "b")) tb = (int)t;
         if (!strcmp(m->tensors[t].name, "y")) ty = (int)t;
     }
-    cpu_residual r;
-    ck_assert_int_eq(cpu_fuse_residual(m, 2, off, num, &r), 1);
+    ir_epilogue r;
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 2, off, num, &r), 1);
     ck_assert_int_eq(r.residual, ta);
     ck_assert_int_eq(r.out, ty);
-    ck_assert_int_eq(r.relu, 1);
+    ck_assert_int_eq(r.n_layers, 2);
+    ck_assert_int_eq(r.act.act, IR_ACT_RELU);
     size_t keep = off[ty];
     off[ty] = off[ta]; /* the residual's memory exactly: element by element in place */
-    ck_assert_int_eq(cpu_fuse_residual(m, 2, off, num, &r), 1);
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 2, off, num, &r), 1);
     off[ty] = off[ta] + 400; /* part of it: an element would be written before another reads it */
-    ck_assert_int_eq(cpu_fuse_residual(m, 2, off, num, &r), 0);
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 2, off, num, &r), 0);
     off[ty] = off[tb] + 800; /* the conv's input, read until the conv ends */
-    ck_assert_int_eq(cpu_fuse_residual(m, 2, off, num, &r), 0);
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 2, off, num, &r), 0);
     off[ty] = keep;
-    ck_assert_int_eq(cpu_fuse_residual(m, 0, off, num, &r), 0); /* conv a feeds an add two layers on */
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 0, off, num, &r), 0); /* conv a feeds an add two layers on */
+}
+END_TEST
+
+/* mdl := conv (pattern-sparse or dense, 3x3 pad 1, stride s) of x (1 x c x h x h) into "c", then the
+ * activation layer `act` into "y"; clip with bounds -0.5 / 0.75, leaky_relu with slope 0.2. */
+static void conv_then_activation(const char *act, int64_t c, int64_t h, int64_t s, int dense, uint32_t seed)
+{
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "conv_act", &mdl));
+    input("x", DIMS(1, c, h, h));
+    if (dense) constant_rand("w", DIMS(c, c, 3, 3), 0.3f, seed);
+    else pattern_weight("w", c, c, seed);
+    constant_rand("b", DIMS(c), 0.2f, seed + 1);
+    layer("conv", conv_attrs(1, 1, 1, s, s, 1, NULL), "c", NAMES("x", "w", "b"));
+    pdc_attrs *a = attrs();
+    if (!strcmp(act, "clip")) {
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "min", -0.5f));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "max", 0.75f));
+    }
+    if (!strcmp(act, "leaky_relu")) ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.2f));
+    layer(act, a, "y", NAMES("c"));
+}
+
+START_TEST(conv_activation_fused)
+{
+    /* an activation layer right after a conv (an imported model that was not canonicalized) runs in
+     * the conv's epilogue, in every conv family: the pattern kernel along rows and on a flat plane,
+     * channel-major (stride 2), dense along rows and vectorised over output channels */
+    static const struct {
+        const char *act, *family;
+        int64_t c, h, s;
+        int dense;
+    } cases[] = {{"relu", "aligned rows", 16, 20, 1, 0},  {"clip", "flat vector", 16, 7, 1, 0},
+                 {"leaky_relu", "channel-major", 16, 20, 2, 0}, {"clip", "output channels vectorised", 32, 14, 1, 1},
+                 {"leaky_relu", "jit dense conv 3x3, tile", 8, 20, 1, 1}};
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        conv_then_activation(cases[q].act, cases[q].c, cases[q].h, cases[q].s, cases[q].dense, (uint32_t)q + 61);
+        output("y");
+        char desc[64], want[64];
+        snprintf(desc, sizeof desc, "conv + %s, case %zu", cases[q].act, q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 71);
+        snprintf(want, sizeof want, " + %s 'y' in the epilogue", cases[q].act);
+        ck_assert_kernel(p, "c", want);
+        ck_assert_kernel(p, "y", "fused into the epilogue of c");
+        if (q != 1 || !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "c", cases[q].family);
+        pdc_program_destroy(p);
+    }
+    /* what is not fused: an activation the kernels do not apply inline (sigmoid), a conv output read
+     * by a second layer too, a conv output that is also a graph output */
+    for (int q = 0; q < 3; q++) {
+        conv_then_activation(q == 0 ? "sigmoid" : "relu", 16, 10, 1, 0, (uint32_t)q + 81);
+        if (q == 1) layer("relu", NULL, "z", NAMES("c"));
+        output("y");
+        if (q == 1) output("z");
+        if (q == 2) output("c");
+        pdc_program *p = check_matches_ref("conv + activation, not fused", (uint32_t)q + 91);
+        ck_assert_msg(!strstr(kernel_of(p, "y"), "fused"), "case %d: %s", q, kernel_of(p, "y"));
+        ck_assert_msg(!strstr(kernel_of(p, "c"), "epilogue"), "case %d: %s", q, kernel_of(p, "c"));
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(conv_activation_fused_planned)
+{
+    /* a chain conv -> relu -> conv -> clip, then a residual block ending in add -> leaky_relu, with the
+     * memory plan: each activation's output is planned as live from its conv on (passes/plan.c), so
+     * it never takes the memory of the conv's input, which dies at the conv; fused all the same */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "chain", &mdl));
+    input("x", DIMS(1, 16, 12, 12));
+    pattern_weight("w1", 16, 16, 101);
+    pattern_weight("w2", 16, 16, 102);
+    pattern_weight("w3", 16, 16, 103);
+    layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, NULL), "c1", NAMES("x", "w1"));
+    layer("relu", NULL, "r1", NAMES("c1"));
+    layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, NULL), "c2", NAMES("r1", "w2"));
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "min", 0.0f));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "max", 0.5f));
+    layer("clip", a, "r2", NAMES("c2"));
+    layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, NULL), "c3", NAMES("r2", "w3"));
+    layer("add", NULL, "s", NAMES("c3", "r2"));
+    a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.1f));
+    layer("leaky_relu", a, "y", NAMES("s"));
+    output("y");
+    ck_assert_ok(ctx, pdc_model_transform(mdl, "plan", NULL));
+    pdc_program *p = check_matches_ref("planned chain", 111);
+    ck_assert_kernel(p, "c1", " + relu 'r1' in the epilogue");
+    ck_assert_kernel(p, "c2", " + clip 'r2' in the epilogue");
+    ck_assert_kernel(p, "c3", " + add 's' + leaky_relu 'y' in the epilogue");
+    pdc_program_destroy(p);
+    /* the sharing, checked directly (layers: c1 r1 c2 r2 c3 s y): the activation's output may not
+     * share memory with the conv's input */
+    const ir_model *m = mdl;
+    size_t nt = m->n_tensors, off[16], num[16];
+    ck_assert_uint_le(nt, 16);
+    for (size_t t = 0; t < nt; t++) {
+        off[t] = m->tensors[t].kind == IR_TENSOR_ACT ? 4000 * t : CPU_NO_SLOT; /* disjoint */
+        num[t] = 16 * 144;
+    }
+    int r1 = m->layers[1].outputs[0], r2 = m->layers[3].outputs[0];
+    ck_assert_int_eq(m->layers[2].inputs[0], r1);
+    ir_epilogue e;
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 0, off, num, &e), 1);
+    ck_assert_int_eq(e.residual, -1);
+    ck_assert_int_eq(e.out, r1);
+    ck_assert_int_eq(e.n_layers, 1);
+    ck_assert_int_eq(e.act.act, IR_ACT_RELU);
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 2, off, num, &e), 1);
+    ck_assert_int_eq(e.out, r2);
+    ck_assert_int_eq(e.act.act, IR_ACT_CLIP);
+    ck_assert(e.act.act_min == 0.0f && e.act.act_max == 0.5f);
+    off[r2] = off[r1] + 16; /* r2 over part of r1, which conv c2 reads until it ends */
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 2, off, num, &e), 0);
+    ck_assert_int_eq(cpu_fuse_epilogue(m, 1, off, num, &e), 0); /* a relu, not a conv */
 }
 END_TEST
 
@@ -1051,7 +1169,8 @@ END_TEST
 
 /* ------------------------------------------------------------------ kernel cache */
 
-/* A model with a few distinct kernels: a conv, an fc with block sparsity, an activation. */
+/* A model with a few distinct kernels: a conv, an fc with block sparsity, an activation (after the
+ * flatten, so that it is not fused into the conv). */
 static void cache_model(void)
 {
     input("x", DIMS(1, 5, 9, 11));
@@ -1059,8 +1178,8 @@ static void cache_model(void)
     pdc_attrs *a = attrs();
     ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
     layer("conv", a, "c", NAMES("x", "w"));
-    layer("leaky_relu", NULL, "r", NAMES("c"));
-    layer("flatten", NULL, "f", NAMES("r"));
+    layer("flatten", NULL, "f", NAMES("c"));
+    layer("leaky_relu", NULL, "r", NAMES("f"));
     float w2[7 * 594];
     uint8_t mask[7 * 594];
     test_fill_random(w2, 7 * 594, 2);
@@ -1070,7 +1189,7 @@ static void cache_model(void)
     }
     ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w2", 2, (const int64_t[]){7, 594}, w2));
     ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w2", 7 * 594, mask));
-    layer("fc", NULL, "y", NAMES("f", "w2"));
+    layer("fc", NULL, "y", NAMES("r", "w2"));
     output("y");
 }
 
@@ -1270,6 +1389,8 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_dense_output_channel_vectors);
     tcase_add_test(t.conv, conv_residual_add_relu_fused);
     tcase_add_test(t.conv, conv_residual_fusion_limits);
+    tcase_add_test(t.conv, conv_activation_fused);
+    tcase_add_test(t.conv, conv_activation_fused_planned);
     tcase_add_test(t.pool, maxpool_window_outside_input);
     tcase_add_test(t.pool, maxpool_wide_rows_and_tall_windows);
     tcase_add_test(t.pool, pooling_rows_split_over_threads);

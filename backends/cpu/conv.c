@@ -1004,8 +1004,8 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     }
     if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
     st = PDC_OK;
-    /* a fused residual add: before the activation, a relu after it becomes ours */
-    int res = cpu_conv_plan_residual(cc, &s->p.fp);
+    /* a fused epilogue: its residual add, then its activation, become ours */
+    int res = cpu_conv_plan_epilogue(cc, &s->p.fp);
     if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, CONV_BAND_BYTES, cc->threads, &s->p))) goto fail;
     s->p.key.residual = res;
     static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
@@ -1019,7 +1019,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     L->state = s;
     L->free_state = conv_free;
     L->thread_floats = cpu_conv_thread_floats(&s->p.g);
-    if (res) cpu_conv_take_residual(cc, L);
+    cpu_conv_take_epilogue(cc, L);
     cpu_conv_plan_info(&s->p, cc->target, L->info, sizeof L->info);
     return PDC_OK;
 fail:

@@ -75,7 +75,7 @@ typedef struct conv_key {
     int32_t n_pat;
     conv_kwin w;
     conv_act act;                /* inline activation (cpu_conv_inline_act) */
-    int32_t residual;            /* a residual tensor (rt) added before the activation (cpu_residual) */
+    int32_t residual;            /* a residual tensor (rt) added before the activation (ir_epilogue) */
     int32_t ksets;               /* partial accumulator sets per output vector (flat planes) */
     int32_t shift;               /* rows read as aligned vectors, other columns shuffled out of them */
     int64_t lead;
@@ -181,29 +181,33 @@ LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v);
 conv_act cpu_conv_inline_act(ir_fused_params *post);
 void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
                               int64_t p0, int64_t wq, int64_t ow, int64_t rows);
-/* A fused residual (cpu_residual) for a conv with fused params fp: taken if the backend offers one
- * and the conv has no activation of its own (the add comes before any activation); a relu after
- * the add becomes fp's activation. */
-static inline int cpu_conv_plan_residual(const cpu_compile *cc, ir_fused_params *fp)
+/* The epilogue the backend offers (cc->fuse, ir_epilogue) for a conv with fused params fp (the conv
+ * has no activation of its own then): its activation becomes fp's. Returns 1 if it adds a residual. */
+static inline int cpu_conv_plan_epilogue(const cpu_compile *cc, ir_fused_params *fp)
 {
-    if (!cc->fuse || fp->act != IR_ACT_NONE) return 0;
-    if (cc->fuse->relu) fp->act = IR_ACT_RELU;
-    return 1;
+    if (!cc->fuse) return 0;
+    fp->act = cc->fuse->act.act;
+    fp->act_min = cc->fuse->act.act_min;
+    fp->act_max = cc->fuse->act.act_max;
+    fp->act_alpha = cc->fuse->act.act_alpha;
+    return cc->fuse->residual >= 0;
 }
-/* On success with a residual: the layer takes it (its run writes res.out, adding res.residual). */
-static inline void cpu_conv_take_residual(const cpu_compile *cc, cpu_layer *L)
+/* On success: the layer takes the epilogue offered, if any (its run writes epi.out, adding
+ * epi.residual if any). */
+static inline void cpu_conv_take_epilogue(const cpu_compile *cc, cpu_layer *L)
 {
+    if (!cc->fuse) return;
     L->fused = 1;
-    L->res = *cc->fuse;
+    L->epi = *cc->fuse;
 }
 /* The buffer a conv's run writes, and the residual it adds (NULL: none). */
 static inline float *cpu_conv_out(const cpu_layer *L, const ir_layer *l, float *const *buf)
 {
-    return buf[L->fused ? L->res.out : l->outputs[0]];
+    return buf[L->fused ? L->epi.out : l->outputs[0]];
 }
 static inline const float *cpu_conv_residual(const cpu_layer *L, float *const *buf)
 {
-    return L->fused ? buf[L->res.residual] : NULL;
+    return L->fused && L->epi.residual >= 0 ? buf[L->epi.residual] : NULL;
 }
 /* The store of vector v to yk + off (n lanes valid), after adding the residual's at rk + off (unless
  * rk is NULL) and the activation. */

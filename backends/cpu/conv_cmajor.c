@@ -36,7 +36,7 @@ typedef struct cm_key {
     int32_t n_pat;
     conv_kwin w;
     conv_act act;                /* inline activation (cpu_conv_inline_act) */
-    int32_t residual;            /* rt added before the activation (cpu_residual) */
+    int32_t residual;            /* rt added before the activation (ir_epilogue) */
     int32_t n_var;
     int32_t var_ty[CM_MAX_VARIANTS], var_tx[CM_MAX_VARIANTS], var_last[CM_MAX_VARIANTS];
     int32_t var_x0[CM_MAX_VARIANTS]; /* flat: the tile's first vector of the plane */
@@ -428,7 +428,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     k->n_pat = (int32_t)P->n_pat;
     for (size_t p = 0; p < P->n_pat; p++) k->pat[p] = P->pats[p];
     cpu_conv_key_window(&g, &k->w);
-    k->residual = cpu_conv_plan_residual(cc, &s->post);
+    k->residual = cpu_conv_plan_epilogue(cc, &s->post);
     k->act = cpu_conv_inline_act(&s->post);
     if (g.flat) {
         k->n_var = (int32_t)g.ntx;
@@ -458,7 +458,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     L->free_state = cm_free;
     s->pack_floats = cpu_conv_thread_floats(&g);
     L->thread_floats = s->pack_floats + (size_t)(k->chunk * k->nacc * k->vec); /* then the accumulators */
-    if (k->residual) cpu_conv_take_residual(cc, L);
+    cpu_conv_take_epilogue(cc, L);
     char tile[128];
     if (g.flat)
         snprintf(tile, sizeof tile, "channel-major: plane as %" PRId64 " flat vectors in tiles of %" PRId64 ", %" PRId64

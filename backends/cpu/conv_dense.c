@@ -26,7 +26,7 @@ typedef struct dconv_key {
     int32_t vec, to;
     conv_kwin w;             /* flat: a small plane as one row of flat vectors (conv.h) */
     conv_act act;            /* inline activation (cpu_conv_inline_act) */
-    int32_t residual;        /* rt added before the activation (cpu_residual) */
+    int32_t residual;        /* rt added before the activation (ir_epilogue) */
     int32_t n_var;
     int32_t var_ty[DC_MAX_VARIANTS], var_tx[DC_MAX_VARIANTS], var_last[DC_MAX_VARIANTS];
 } dconv_key;
@@ -245,9 +245,9 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     k->vec = t->vec;
     k->to = bto;
     cpu_conv_key_window(&g, &k->w);
-    /* a fused residual add (before the activation; a relu after it becomes ours), then what of
-     * the activation the kernel applies */
-    k->residual = cpu_conv_plan_residual(cc, &s->post);
+    /* a fused epilogue (its residual add, then its activation, become ours), then what of the
+     * activation the kernel applies */
+    k->residual = cpu_conv_plan_epilogue(cc, &s->post);
     k->act = cpu_conv_inline_act(&s->post);
     int nv = k->n_var = cpu_conv_row_variants(&g, t->vec, k->var_ty, k->var_tx, k->var_last, s->var_of);
 
@@ -269,7 +269,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     L->state = s;
     L->free_state = dconv_free;
     L->thread_floats = cpu_conv_thread_floats(&g);
-    if (k->residual) cpu_conv_take_residual(cc, L);
+    cpu_conv_take_epilogue(cc, L);
     if (g.flat)
         snprintf(L->info, sizeof L->info, "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x plane as %" PRId64
                  " flat vectors, %s", g.kh, g.kw, g.group > 1 ? " grouped" : "", bto, g.tx, pdc_isa_name(t->isa));

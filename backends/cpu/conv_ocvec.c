@@ -30,7 +30,7 @@ typedef struct ocv_key {
     int32_t vec, ob;
     conv_kwin w;
     conv_act act;            /* inline activation (cpu_conv_inline_act) */
-    int32_t residual;        /* rt added before the activation (cpu_residual) */
+    int32_t residual;        /* rt added before the activation (ir_epilogue) */
     int32_t n_var;
     int32_t var_ty[OC_MAX_VARIANTS], var_p[OC_MAX_VARIANTS]; /* rows, pixels */
 } ocv_key;
@@ -286,9 +286,9 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     k->vec = vec;
     k->ob = bob;
     cpu_conv_key_window(&g, &k->w);
-    /* a fused residual add (before the activation; a relu after it becomes ours), then what of
-     * the activation the kernel applies */
-    k->residual = cpu_conv_plan_residual(cc, &s->post);
+    /* a fused epilogue (its residual add, then its activation, become ours), then what of the
+     * activation the kernel applies */
+    k->residual = cpu_conv_plan_epilogue(cc, &s->post);
     k->act = cpu_conv_inline_act(&s->post);
     /* variants: full and last row tiles x full and last pixel tiles */
     int32_t rows[2] = {(int32_t)g.ty, (int32_t)(g.oh - (g.nty - 1) * g.ty)};
@@ -313,7 +313,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     L->state = s;
     L->free_state = ocv_free;
     L->thread_floats = cpu_conv_thread_floats(&g);
-    if (k->residual) cpu_conv_take_residual(cc, L);
+    cpu_conv_take_epilogue(cc, L);
     snprintf(L->info, sizeof L->info,
              "jit dense conv %" PRId64 "x%" PRId64 "%s, output channels vectorised: tile %d filters x %" PRId64
              " pixels%s, %s",

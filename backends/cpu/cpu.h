@@ -24,7 +24,7 @@
 
 #include "backends/backend.h"
 #include "backends/llvm/llvm.h"
-#include "ir/params.h"
+#include "ir/epilogue.h"
 
 /* One thread's share of a parallel region's work items (shares.c); the array has a slot per thread.
  * 128 bytes: adjacent-line prefetchers fetch 64-byte lines in 128-byte pairs, so two owners' words
@@ -51,34 +51,27 @@ typedef pdc_status (*cpu_run_fn)(const cpu_layer *L, const ir_model *m, const ir
                                  const cpu_exec *x);
 
 /*
- * A residual add, and a relu after it, fused into a conv's epilogue: the conv writes
- * relu?(conv(x) + buf[residual]) to buf[out] (the add's or the relu's output) and the add and relu
- * layers do nothing. cpu_backend.c finds where the graph and the memory plan allow it (cpu_fuse.c);
- * a conv family that can take it says so in cpu_layer.fused.
+ * Layers after a conv that its epilogue computes (ir/epilogue.h): the conv writes
+ * act?(conv(x) + buf[residual]?) to buf[out] (the last taken layer's output) and the taken layers
+ * do nothing. cpu_backend.c finds where the graph and the memory plan allow it (cpu_fuse.c); a conv
+ * family that can take it says so in cpu_layer.fused.
  */
-typedef struct cpu_residual {
-    int residual;                /* tensor added before the activation */
-    int out;                     /* tensor written instead of the conv's output */
-    int relu;                    /* 1: relu after the add */
-} cpu_residual;
-
 struct cpu_layer {
     cpu_run_fn run;              /* NULL: the reference kernel runs this layer */
     void *state;                 /* the family's, freed with free_state */
     void (*free_state)(void *state);
     size_t scratch_floats;       /* scratch one run of this layer needs, shared by its threads */
     size_t thread_floats;        /* private scratch each of its threads needs (cpu_exec.own) */
-    int fused;                   /* took cpu_compile.fuse: res is in its epilogue */
-    cpu_residual res;
+    int fused;                   /* took cpu_compile.fuse: epi is in its epilogue */
+    ir_epilogue epi;
     char info[320];              /* for pdc_program_layer_kernel: kernel chosen and why (and fused layers) */
 };
 
 #define CPU_NO_SLOT SIZE_MAX /* a tensor outside the activation arena */
 
-/* The residual add (and relu) conv layer li may take in its epilogue, given each tensor's arena
- * offset and size (CPU_NO_SLOT: not in the arena): 1 and *r where the graph and the memory plan
- * allow it (cpu_fuse.c), else 0. */
-int cpu_fuse_residual(const ir_model *m, size_t li, const size_t *offset, const size_t *numel, cpu_residual *r);
+/* The epilogue conv layer li may take, given each tensor's arena offset and size (CPU_NO_SLOT: not
+ * in the arena): 1 and *e where the graph and the memory plan allow it (cpu_fuse.c), else 0. */
+int cpu_fuse_epilogue(const ir_model *m, size_t li, const size_t *offset, const size_t *numel, ir_epilogue *e);
 
 /* Compile-time facts every family may use. */
 typedef struct cpu_compile {
@@ -86,7 +79,7 @@ typedef struct cpu_compile {
     pdc_jit *jit;                /* the context's JIT session */
     const pdc_llvm_target *target;
     int threads;
-    const cpu_residual *fuse;    /* a residual add the layer being planned may take, or NULL */
+    const ir_epilogue *fuse;     /* an epilogue the layer being planned may take, or NULL */
 } cpu_compile;
 
 /*

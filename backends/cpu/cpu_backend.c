@@ -196,8 +196,8 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
             snprintf(L->info, sizeof L->info, "fused into the epilogue of %s", m->layers[fused_into[li]].name);
             continue;
         }
-        cpu_residual fr;
-        cc.fuse = fuse && cpu_fuse_residual(m, li, s->offset, s->numel, &fr) ? &fr : NULL;
+        ir_epilogue epi;
+        cc.fuse = fuse && cpu_fuse_epilogue(m, li, s->offset, s->numel, &epi) ? &epi : NULL;
         char why[160] = "";
         pdc_status ps = PDC_ERR_UNSUPPORTED;
         for (size_t k = 0; k < N_PLANNERS && ps == PDC_ERR_UNSUPPORTED; k++) {
@@ -207,11 +207,15 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         }
         cc.fuse = NULL;
         if (ps == PDC_OK && L->fused) {
-            fused_into[li + 1] = (long)li;
-            if (L->res.relu) fused_into[li + 2] = (long)li;
+            /* " + add 's' + relu 'y' in the epilogue" */
+            for (int k = 1; k <= L->epi.n_layers; k++) {
+                const ir_layer *f = &m->layers[li + k];
+                fused_into[li + k] = (long)li;
+                size_t n = strlen(L->info);
+                snprintf(L->info + n, sizeof L->info - n, " + %s '%s'", ir_op_get_info(f->op)->name, f->name);
+            }
             size_t n = strlen(L->info);
-            snprintf(L->info + n, sizeof L->info - n, " + add '%s'%s%s%s in the epilogue", m->layers[li + 1].name,
-                     L->res.relu ? " + relu '" : "", L->res.relu ? m->layers[li + 2].name : "", L->res.relu ? "'" : "");
+            snprintf(L->info + n, sizeof L->info - n, " in the epilogue");
         }
         if (ps == PDC_ERR_UNSUPPORTED) {
             memset(L, 0, sizeof *L);

@@ -1,0 +1,101 @@
+/*
+ * epilogue.c - which layers after a conv its epilogue may compute (epilogue.h).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ir/epilogue.h"
+
+static int is_graph_output(const ir_model *m, int t)
+{
+    for (size_t i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i] == t) return 1;
+    return 0;
+}
+
+/* Layers reading tensor t. */
+static size_t readers(const ir_model *m, int t)
+{
+    size_t n = 0;
+    for (size_t li = 0; li < m->n_layers; li++)
+        for (size_t i = 0; i < m->layers[li].n_inputs; i++) n += m->layers[li].inputs[i] == t;
+    return n;
+}
+
+/* Index of the layer producing t, or -1 (a graph input or a constant). */
+static long producer(const ir_model *m, int t)
+{
+    for (size_t li = 0; li < m->n_layers; li++)
+        for (size_t i = 0; i < m->layers[li].n_outputs; i++)
+            if (m->layers[li].outputs[i] == t) return (long)li;
+    return -1;
+}
+
+static int same_shape(const ir_tensor *a, const ir_tensor *b)
+{
+    if (a->rank != b->rank) return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return 0;
+    return 1;
+}
+
+/* t has one reader and is not a graph output: what reads it may take over writing its value. */
+static int private_to_next(const ir_model *m, int t) { return t >= 0 && !is_graph_output(m, t) && readers(m, t) == 1; }
+
+/* 1 and *p if layer li (if any) is an activation an epilogue applies, of tensor x alone. */
+static int activation_of(const ir_model *m, size_t li, int x, ir_fused_params *p)
+{
+    if (li >= m->n_layers) return 0;
+    const ir_layer *u = &m->layers[li];
+    if (u->n_inputs != 1 || u->inputs[0] != x || u->n_outputs != 1 || u->outputs[0] < 0) return 0;
+    memset(p, 0, sizeof *p);
+    p->act_min = -INFINITY;
+    p->act_max = INFINITY;
+    p->act_alpha = 0.01f;
+    switch (u->op) {
+    case IR_OP_RELU: p->act = IR_ACT_RELU; return 1;
+    case IR_OP_CLIP: /* the defaults are the reference kernels' (backends/ref/elementwise.c) */
+        p->act = IR_ACT_CLIP;
+        p->act_min = ir_attr_float(&u->attrs, "min", -INFINITY);
+        p->act_max = ir_attr_float(&u->attrs, "max", INFINITY);
+        return 1;
+    case IR_OP_LEAKY_RELU:
+        p->act = IR_ACT_LEAKY_RELU;
+        p->act_alpha = ir_attr_float(&u->attrs, "alpha", 0.01f);
+        return 1;
+    default: return 0;
+    }
+}
+
+int ir_conv_epilogue(const ir_model *m, size_t li, ir_epilogue *e)
+{
+    if (li + 1 >= m->n_layers) return 0;
+    const ir_layer *c = &m->layers[li], *a = &m->layers[li + 1];
+    if (c->op != IR_OP_CONV || c->n_outputs != 1 || ir_attrs_find(&c->attrs, "activation")) return 0;
+    int t = c->outputs[0];
+    if (!private_to_next(m, t)) return 0;
+    if (activation_of(m, li + 1, t, &e->act)) {
+        e->residual = -1;
+        e->out = a->outputs[0];
+        e->n_layers = 1;
+        return 1;
+    }
+    if (a->op != IR_OP_ADD || a->n_inputs != 2 || a->n_outputs != 1 || a->outputs[0] < 0) return 0;
+    if ((a->inputs[0] == t) == (a->inputs[1] == t)) return 0; /* t on exactly one side */
+    int res = a->inputs[0] == t ? a->inputs[1] : a->inputs[0], s = a->outputs[0];
+    if (res < 0 || !same_shape(&m->tensors[res], &m->tensors[t]) || !same_shape(&m->tensors[s], &m->tensors[t]))
+        return 0;
+    /* the other operand exists when the conv runs (with the add right after the conv, only a
+     * malformed order could break this: checked all the same) */
+    if (producer(m, res) >= (long)li) return 0;
+    e->residual = res;
+    e->out = s;
+    e->n_layers = 1;
+    if (private_to_next(m, s) && activation_of(m, li + 2, s, &e->act)) {
+        e->out = m->layers[li + 2].outputs[0];
+        e->n_layers = 2;
+    } else {
+        memset(&e->act, 0, sizeof e->act); /* IR_ACT_NONE */
+    }
+    return 1;
+}
