@@ -42,29 +42,22 @@ static int same_shape(const ir_tensor *a, const ir_tensor *b)
 /* t has one reader and is not a graph output: what reads it may take over writing its value. */
 static int private_to_next(const ir_model *m, int t) { return t >= 0 && !is_graph_output(m, t) && readers(m, t) == 1; }
 
-/* 1 and *p if layer li (if any) is an activation an epilogue applies, of tensor x alone. */
+/* 1 and *p if layer li (if any) is an activation an epilogue applies inline (relu, clip,
+ * leaky_relu), of tensor x alone; its attributes with the reference kernels' defaults. */
 static int activation_of(const ir_model *m, size_t li, int x, ir_fused_params *p)
 {
     if (li >= m->n_layers) return 0;
     const ir_layer *u = &m->layers[li];
+    ir_act_kind act;
+    if (!ir_act_from_op(u->op, &act) || (act != IR_ACT_RELU && act != IR_ACT_CLIP && act != IR_ACT_LEAKY_RELU))
+        return 0;
     if (u->n_inputs != 1 || u->inputs[0] != x || u->n_outputs != 1 || u->outputs[0] < 0) return 0;
     memset(p, 0, sizeof *p);
-    p->act_min = -INFINITY;
-    p->act_max = INFINITY;
-    p->act_alpha = 0.01f;
-    switch (u->op) {
-    case IR_OP_RELU: p->act = IR_ACT_RELU; return 1;
-    case IR_OP_CLIP: /* the defaults are the reference kernels' (backends/ref/elementwise.c) */
-        p->act = IR_ACT_CLIP;
-        p->act_min = ir_attr_float(&u->attrs, "min", -INFINITY);
-        p->act_max = ir_attr_float(&u->attrs, "max", INFINITY);
-        return 1;
-    case IR_OP_LEAKY_RELU:
-        p->act = IR_ACT_LEAKY_RELU;
-        p->act_alpha = ir_attr_float(&u->attrs, "alpha", 0.01f);
-        return 1;
-    default: return 0;
-    }
+    p->act = act;
+    p->act_min = ir_attr_float(&u->attrs, "min", -INFINITY);
+    p->act_max = ir_attr_float(&u->attrs, "max", INFINITY);
+    p->act_alpha = ir_attr_float(&u->attrs, "alpha", 0.01f);
+    return 1;
 }
 
 int ir_conv_epilogue(const ir_model *m, size_t li, ir_epilogue *e)

@@ -1,9 +1,9 @@
 /*
  * cpu_fuse.c - the layers after a conv that its epilogue computes (ir/epilogue.h): a residual add
  * and an activation after it, or an activation alone. A ResNet block ends in conv -> add(shortcut)
- * -> relu, and an imported model without canonicalize has conv -> relu everywhere: fused, the conv's
- * epilogue adds the shortcut and applies the activation while its result is in registers, where
- * each of those layers was one more pass over memory.
+ * -> relu, and a model imported without canonicalize has conv -> relu wherever no batchnorm sits
+ * between them: fused, the conv's epilogue adds the shortcut and applies the activation while its
+ * result is in registers, where each of those layers was one more pass over memory.
  */
 #include "backends/cpu/cpu.h"
 
