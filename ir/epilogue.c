@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ir/batchnorm.h"
 #include "ir/epilogue.h"
 
 static int is_graph_output(const ir_model *m, int t)
@@ -60,35 +61,53 @@ static int activation_of(const ir_model *m, size_t li, int x, ir_fused_params *p
     return 1;
 }
 
-int ir_conv_epilogue(const ir_model *m, size_t li, ir_epilogue *e)
+/* 1 if layer li (if any) is a foldable batchnorm of tensor x, and conv c's weights and bias, which
+ * the batchnorm is folded into, are constants. */
+static int batchnorm_of(const ir_model *m, size_t li, int x, const ir_layer *c)
 {
-    if (li + 1 >= m->n_layers) return 0;
-    const ir_layer *c = &m->layers[li], *a = &m->layers[li + 1];
-    if (c->op != IR_OP_CONV || c->n_outputs != 1 || ir_attrs_find(&c->attrs, "activation")) return 0;
-    int t = c->outputs[0];
-    if (!private_to_next(m, t)) return 0;
-    if (activation_of(m, li + 1, t, &e->act)) {
-        e->residual = -1;
-        e->out = a->outputs[0];
-        e->n_layers = 1;
-        return 1;
-    }
+    if (li >= m->n_layers) return 0;
+    const ir_layer *b = &m->layers[li];
+    if (b->op != IR_OP_BATCHNORM || b->inputs[0] != x || b->outputs[0] < 0 || !ir_batchnorm_foldable(m, b)) return 0;
+    for (size_t i = 1; i < c->n_inputs && i < 3; i++)
+        if (c->inputs[i] >= 0 && m->tensors[c->inputs[i]].kind != IR_TENSOR_CONST) return 0;
+    return c->n_inputs > 1 && c->inputs[1] >= 0;
+}
+
+/* 1 and *res if layer li (if any) adds tensor x and another operand of its shape made before layer
+ * conv; its output has that shape too. */
+static int residual_add_of(const ir_model *m, size_t li, int x, size_t conv, int *res)
+{
+    if (li >= m->n_layers) return 0;
+    const ir_layer *a = &m->layers[li];
     if (a->op != IR_OP_ADD || a->n_inputs != 2 || a->n_outputs != 1 || a->outputs[0] < 0) return 0;
-    if ((a->inputs[0] == t) == (a->inputs[1] == t)) return 0; /* t on exactly one side */
-    int res = a->inputs[0] == t ? a->inputs[1] : a->inputs[0], s = a->outputs[0];
-    if (res < 0 || !same_shape(&m->tensors[res], &m->tensors[t]) || !same_shape(&m->tensors[s], &m->tensors[t]))
+    if ((a->inputs[0] == x) == (a->inputs[1] == x)) return 0; /* x on exactly one side */
+    int r = a->inputs[0] == x ? a->inputs[1] : a->inputs[0];
+    if (r < 0 || !same_shape(&m->tensors[r], &m->tensors[x]) || !same_shape(&m->tensors[a->outputs[0]], &m->tensors[x]))
         return 0;
     /* the other operand exists when the conv runs (with the add right after the conv, only a
      * malformed order could break this: checked all the same) */
-    if (producer(m, res) >= (long)li) return 0;
-    e->residual = res;
-    e->out = s;
-    e->n_layers = 1;
-    if (private_to_next(m, s) && activation_of(m, li + 2, s, &e->act)) {
-        e->out = m->layers[li + 2].outputs[0];
-        e->n_layers = 2;
-    } else {
-        memset(&e->act, 0, sizeof e->act); /* IR_ACT_NONE */
-    }
+    if (producer(m, r) >= (long)conv) return 0;
+    *res = r;
     return 1;
+}
+
+int ir_conv_epilogue(const ir_model *m, size_t li, ir_epilogue *e)
+{
+    if (li + 1 >= m->n_layers) return 0;
+    const ir_layer *c = &m->layers[li];
+    if (c->op != IR_OP_CONV || c->n_outputs != 1 || ir_attrs_find(&c->attrs, "activation")) return 0;
+    memset(e, 0, sizeof *e); /* act IR_ACT_NONE */
+    e->bn = e->residual = -1;
+    /* t: the value so far, which only layer `next` may read */
+    int t = c->outputs[0];
+    size_t next = li + 1;
+    if (private_to_next(m, t) && batchnorm_of(m, next, t, c)) {
+        e->bn = (int)next;
+        t = m->layers[next++].outputs[0];
+    }
+    if (private_to_next(m, t) && residual_add_of(m, next, t, li, &e->residual)) t = m->layers[next++].outputs[0];
+    if (private_to_next(m, t) && activation_of(m, next, t, &e->act)) t = m->layers[next++].outputs[0];
+    e->out = t;
+    e->n_layers = (int)(next - li - 1);
+    return e->n_layers > 0;
 }

@@ -20,6 +20,7 @@
 
 #include "backends/ref/ref.h"
 #include "ir/arena.h"
+#include "ir/batchnorm.h"
 #include "passes/passes.h"
 
 typedef pdc_status (*step_fn)(ir_model *m, uint8_t *drop_layer, uint8_t *drop_tensor, int *changed);
@@ -195,20 +196,10 @@ static pdc_status fold_batchnorm(ir_model *m, uint8_t *dl, uint8_t *dt, int *cha
         const ir_layer *pl = &m->layers[p];
         if (pl->n_inputs > 2 && pl->inputs[2] >= 0 && !pass_const_input(m, pl, 2)) continue;
         int64_t o = pass_const_input(m, pl, 1)->dims[0]; /* output channels */
-        if (prm[0]->rank != 1 || prm[0]->dims[0] != o) continue;
-        double eps = (double)ir_attr_float(&bn->attrs, "epsilon", 1e-5f);
-        int finite = 1;
-        for (int64_t c = 0; c < o && finite; c++) {
-            double g = (double)prm[0]->data[c] / sqrt((double)prm[3]->data[c] + eps);
-            finite = isfinite(g);
-        }
-        if (!finite) continue;
+        if (prm[0]->rank != 1 || prm[0]->dims[0] != o || !ir_batchnorm_foldable(m, bn)) continue;
         double *g = pdc_alloc(m->ctx, (size_t)o * sizeof *g), *shift = pdc_alloc(m->ctx, (size_t)o * sizeof *shift);
         pdc_status st = g && shift ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
-        for (int64_t c = 0; c < o && !st; c++) {
-            g[c] = (double)prm[0]->data[c] / sqrt((double)prm[3]->data[c] + eps);
-            shift[c] = (double)prm[1]->data[c] - (double)prm[2]->data[c] * g[c]; /* beta - mean*g */
-        }
+        for (int64_t c = 0; c < o && !st; c++) ir_batchnorm_channel(m, bn, c, &g[c], &shift[c]);
         int wt, bt = -1;
         if (!st) st = pass_private_constant(m, (size_t)p, 1, &wt);
         if (!st && m->layers[p].n_inputs > 2 && m->layers[p].inputs[2] >= 0)

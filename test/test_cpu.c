@@ -85,14 +85,14 @@ static pdc_attrs *conv_attrs(int64_t pt, int64_t pl, int64_t pr, int64_t sy, int
     return a;
 }
 
-/* conv_attrs with pads `pad` all round, groups, clip bounds for "clip" and, with perm, an out_perm
+/* conv_attrs with pads `pad` all round, groups, clip bounds for "clip" (act NULL: none) and, with perm, an out_perm
  * over o (<= 64) channels (reversed, rotated by 3). */
 static pdc_attrs *conv_case_attrs(int64_t pad, int64_t sy, int64_t sx, int64_t dil, const char *act, int64_t group,
                                   int64_t o, int perm)
 {
     pdc_attrs *a = conv_attrs(pad, pad, pad, sy, sx, dil, act);
     ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", group));
-    if (!strcmp(act, "clip")) {
+    if (act && !strcmp(act, "clip")) {
         ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
         ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
     }
@@ -503,6 +503,133 @@ START_TEST(conv_activation_fused)
         ck_assert_msg(!strstr(kernel_of(p, "c"), "epilogue"), "case %d: %s", q, kernel_of(p, "c"));
         pdc_program_destroy(p);
     }
+}
+END_TEST
+
+/* Layer `out` := batchnorm(in) over c (<= 64) channels: constants out.scale (0.5 to 1.5), out.bias,
+ * out.mean (or graph input `mean` if not NULL), out.var (0 to 1). */
+static void batchnorm_layer(const char *out, const char *in, int64_t c, uint32_t seed, const char *mean)
+{
+    static const char *const part[4] = {"scale", "bias", "mean", "var"};
+    char names[4][48];
+    const char *ins[5] = {in, names[0], names[1], names[2], names[3]};
+    float v[64];
+    ck_assert_int_le(c, 64);
+    for (int i = 0; i < 4; i++) {
+        snprintf(names[i], sizeof names[i], "%s.%s", out, part[i]);
+        test_fill_random(v, (size_t)c, seed + (uint32_t)i);
+        for (int64_t k = 0; k < c; k++) v[k] = i == 0 ? 1.0f + 0.5f * v[k] : i == 3 ? fabsf(v[k]) : v[k];
+        if (i == 2 && mean) ins[3] = mean;
+        else ck_assert_ok(ctx, pdc_model_add_constant(mdl, names[i], DIMS(c), v));
+    }
+    layer("batchnorm", NULL, out, 5, ins);
+}
+
+/* mdl := x [1, c, h, h] -> conv 3x3 c (stride s, pads 1; bias if `bias`, filters reordered if `perm`)
+ * -> batchnorm n -> add(n, x) s if `residual` -> activation y if `act` (not NULL). */
+static void conv_then_batchnorm(int64_t c, int64_t h, int64_t s, int dense, int bias, int perm, int residual,
+                                const char *act, uint32_t seed)
+{
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "conv_bn", &mdl));
+    input("x", DIMS(1, c, h, h));
+    if (dense) constant_rand("w", DIMS(c, c, 3, 3), 0.3f, seed);
+    else pattern_weight("w", c, c, seed);
+    if (bias) constant_rand("b", DIMS(c), 0.2f, seed + 1);
+    pdc_attrs *a = conv_case_attrs(1, s, s, 1, NULL, 1, c, perm);
+    if (bias) layer("conv", a, "c", NAMES("x", "w", "b"));
+    else layer("conv", a, "c", NAMES("x", "w"));
+    batchnorm_layer("n", "c", c, seed + 2, NULL);
+    if (residual) layer("add", NULL, "s", NAMES("n", "x"));
+    if (act) {
+        a = attrs();
+        if (!strcmp(act, "leaky_relu")) ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.2f));
+        layer(act, a, "y", 1, (const char *const[]){residual ? "s" : "n"});
+    }
+}
+
+START_TEST(conv_batchnorm_fused)
+{
+    /* a batchnorm right after a conv (an imported model that was not canonicalized) is folded into
+     * the weights the conv packs, in every conv family, with or without a conv bias, with
+     * reordered filters (out_perm: the batchnorm's channel of each stored filter), alone or followed
+     * by a residual add and an activation */
+    static const struct {
+        const char *family, *act;
+        int64_t c, h, s;
+        int dense, bias, perm, residual;
+        const char *want;
+    } cases[] = {
+        {"jit pattern-sparse conv 3x3", "relu", 16, 20, 1, 0, 1, 0, 0, " + batchnorm 'n' + relu 'y' in the epilogue"},
+        {"flat vector", NULL, 16, 7, 1, 0, 0, 0, 0, " + batchnorm 'n' in the epilogue"},
+        {"channel-major", "leaky_relu", 16, 20, 2, 0, 1, 1, 0, " + batchnorm 'n' + leaky_relu 'y' in the epilogue"},
+        {"output channels vectorised", "relu", 32, 14, 1, 1, 1, 1, 1, " + batchnorm 'n' + add 's' + relu 'y' in the epilogue"},
+        {"jit dense conv 3x3, tile", NULL, 8, 20, 1, 1, 0, 0, 1, " + batchnorm 'n' + add 's' in the epilogue"},
+    };
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        conv_then_batchnorm(cases[q].c, cases[q].h, cases[q].s, cases[q].dense, cases[q].bias, cases[q].perm,
+                            cases[q].residual, cases[q].act, (uint32_t)q + 121);
+        output(cases[q].act ? "y" : cases[q].residual ? "s" : "n");
+        char desc[64];
+        snprintf(desc, sizeof desc, "conv + batchnorm, case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 131);
+        ck_assert_kernel(p, "c", cases[q].want);
+        ck_assert_kernel(p, "n", "fused into the epilogue of c");
+        if (q != 1 || !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "c", cases[q].family); /* flat: avx512 */
+        pdc_program_destroy(p);
+    }
+    /* what is not fused: statistics that are not constants (the mean a graph input), a conv output
+     * that a second layer reads too; a batchnorm output that is a graph output ends the epilogue */
+    for (int q = 0; q < 3; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "conv_bn", &mdl));
+        input("x", DIMS(1, 16, 10, 10));
+        if (q == 0) input("mean", DIMS(16));
+        pattern_weight("w", 16, 16, (uint32_t)q + 141);
+        layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, NULL), "c", NAMES("x", "w"));
+        batchnorm_layer("n", "c", 16, (uint32_t)q + 151, q == 0 ? "mean" : NULL);
+        layer("relu", NULL, "y", NAMES("n"));
+        if (q == 1) layer("relu", NULL, "z", NAMES("c"));
+        output("y");
+        if (q == 1) output("z");
+        if (q == 2) output("n");
+        pdc_program *p = check_matches_ref("conv + batchnorm, not fused", (uint32_t)q + 161);
+        if (q == 2) {
+            ck_assert_kernel(p, "c", " + batchnorm 'n' in the epilogue");
+        } else {
+            ck_assert_msg(!strstr(kernel_of(p, "c"), "epilogue"), "case %d: %s", q, kernel_of(p, "c"));
+            ck_assert_msg(!strstr(kernel_of(p, "n"), "fused"), "case %d: %s", q, kernel_of(p, "n"));
+        }
+        ck_assert_msg(!strstr(kernel_of(p, "y"), "fused"), "case %d: %s", q, kernel_of(p, "y"));
+        if (q == 0) ck_assert_kernel(p, "n", "ref fallback: batchnorm statistics not constant");
+        pdc_program_destroy(p);
+    }
+    /* a ResNet block as exported (conv -> batchnorm -> relu -> conv -> batchnorm -> add -> relu)
+     * with the memory plan: both epilogues fused */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "block", &mdl));
+    input("x", DIMS(1, 16, 12, 12));
+    pattern_weight("w1", 16, 16, 171);
+    pattern_weight("w2", 16, 16, 172);
+    layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, NULL), "c1", NAMES("x", "w1"));
+    batchnorm_layer("n1", "c1", 16, 173, NULL);
+    layer("relu", NULL, "r1", NAMES("n1"));
+    layer("conv", conv_attrs(1, 1, 1, 1, 1, 1, NULL), "c2", NAMES("r1", "w2"));
+    batchnorm_layer("n2", "c2", 16, 174, NULL);
+    layer("add", NULL, "s", NAMES("n2", "r1"));
+    layer("relu", NULL, "y", NAMES("s"));
+    output("y");
+    ck_assert_ok(ctx, pdc_model_transform(mdl, "plan", NULL));
+    pdc_program *p = check_matches_ref("planned block", 181);
+    ck_assert_kernel(p, "c1", " + batchnorm 'n1' + relu 'r1' in the epilogue");
+    ck_assert_kernel(p, "c2", " + batchnorm 'n2' + add 's' + relu 'y' in the epilogue");
+    pdc_program_destroy(p);
+    ir_epilogue e;
+    ck_assert_int_eq(ir_conv_epilogue(mdl, 3, &e), 1);
+    ck_assert_int_eq(e.bn, 4);
+    ck_assert_int_eq(e.n_layers, 3);
+    ck_assert_int_eq(e.residual, mdl->layers[2].outputs[0]);
+    ck_assert_int_eq(e.act.act, IR_ACT_RELU);
 }
 END_TEST
 
@@ -1391,6 +1518,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_residual_fusion_limits);
     tcase_add_test(t.conv, conv_activation_fused);
     tcase_add_test(t.conv, conv_activation_fused_planned);
+    tcase_add_test(t.conv, conv_batchnorm_fused);
     tcase_add_test(t.pool, maxpool_window_outside_input);
     tcase_add_test(t.pool, maxpool_wide_rows_and_tall_windows);
     tcase_add_test(t.pool, pooling_rows_split_over_threads);

@@ -67,7 +67,7 @@ pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
     char why[200] = "";
     cpu_conv_plan P;
     pdc_status st = cpu_conv_plan_init(G->ctx, G->m, l, &P, why, sizeof why);
-    if (!st) st = cpu_conv_plan_pack(G->ctx, &G->t, G->m, l, 0, 1, &P);
+    if (!st) st = cpu_conv_plan_pack(G->ctx, &G->t, 0, 1, &P);
     if (st == PDC_ERR_UNSUPPORTED) {
         cpu_conv_plan_release(&P);
         return arm_unsupported(G, l, why[0] ? why : "not supported by the conv generator");

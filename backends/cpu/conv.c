@@ -777,6 +777,8 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
     if (st) return st;
     if ((st = ir_fused_params_get(m, l, &P->fp))) return st;
     P->g = g;
+    P->w = wt->data;
+    P->b = bt ? bt->data : NULL;
 
     /* per-kernel masks */
     const int64_t taps = g.kh * g.kw, n_kern = g.o * g.cg;
@@ -833,11 +835,9 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
     return PDC_OK;
 }
 
-pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_model *m, const ir_layer *l,
+pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
                               int64_t band_bytes, int threads, cpu_conv_plan *P)
 {
-    const ir_tensor *wt = &m->tensors[l->inputs[1]];
-    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
     conv_geom g = P->g;
     const ir_fused_params fp = P->fp;
     const uint64_t *kmask = P->kmask, *pats = P->pats;
@@ -935,7 +935,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
     for (int64_t e = 0; e < g.o; e++) {
         int64_t o = order[e].index, gidx = o / (g.o / g.group);
         int64_t *mr = P->meta + e * (int64_t)(2 * n_pat + 1);
-        P->bias[e] = bt ? bt->data[o] : 0.0f;
+        P->bias[e] = P->b ? P->b[o] : 0.0f;
         P->ochan[e] = fp.out_perm ? fp.out_perm[o] : o;
         for (size_t p = 0; p < n_pat; p++) {
             mr[p] = ci;
@@ -944,7 +944,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const 
                 uint64_t mk = kmask[o * g.cg + c];
                 if (mk != pats[p]) continue;
                 P->cidx[ci++] = (int32_t)(gidx * g.cg + c);
-                const float *src = wt->data + (o * g.cg + c) * taps;
+                const float *src = P->w + (o * g.cg + c) * taps;
                 for (int64_t b = 0; b < taps; b++)
                     if (mk >> b & 1) P->wpk[wi++] = src[b];
             }
@@ -994,19 +994,20 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     pdc_status st = cpu_conv_plan_init(ctx, m, l, &s->p, why, why_cap);
     if (st) goto fail;
+    cpu_conv_operands(cc, m, l, &s->p.w, &s->p.b);
     /* Every kernel dense: the multi-filter dense kernel shares each input load across filters.
      * Strided pattern layers: channel-major order. */
     if (s->p.all_dense) {
         st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
         if (st == PDC_ERR_UNSUPPORTED) st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
     } else {
-        st = cpu_plan_conv_cmajor(cc, m, l, &s->p, L);
+        st = cpu_plan_conv_cmajor(cc, &s->p, L);
     }
     if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
     st = PDC_OK;
     /* a fused epilogue: its residual add, then its activation, become ours */
     int res = cpu_conv_plan_epilogue(cc, &s->p.fp);
-    if ((st = cpu_conv_plan_pack(ctx, cc->target, m, l, CONV_BAND_BYTES, cc->threads, &s->p))) goto fail;
+    if ((st = cpu_conv_plan_pack(ctx, cc->target, CONV_BAND_BYTES, cc->threads, &s->p))) goto fail;
     s->p.key.residual = res;
     static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
     pdc_kernel_desc d = {&s->p.key, sizeof s->p.key, cpu_conv_emit_tiles, &s->p.key, (size_t)s->p.key.n_var, syms};
@@ -1058,8 +1059,8 @@ int cpu_conv_row_variants(const conv_geom *g, int vec, int32_t *var_ty, int32_t 
     return cpu_conv_tile_variants(g, rows, cols, lasts, var_ty, var_tx, var_last, var_of);
 }
 
-pdc_status cpu_conv_blocks_make(pdc_context *ctx, const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt,
-                                int64_t bsz, conv_blocks *b)
+pdc_status cpu_conv_blocks_make(pdc_context *ctx, const conv_geom *g, const float *w, const float *bias, int64_t bsz,
+                                conv_blocks *b)
 {
     const int64_t taps = g->kh * g->kw, og = g->o / g->group;
     b->n = g->o / bsz;
@@ -1071,10 +1072,10 @@ pdc_status cpu_conv_blocks_make(pdc_context *ctx, const conv_geom *g, const ir_t
         b->cbase[k] = (k * bsz / og) * g->cg;
         for (int64_t f = 0; f < bsz; f++) {
             int64_t o = k * bsz + f;
-            b->bias[o] = bt ? bt->data[o] : 0.0f;
+            b->bias[o] = bias ? bias[o] : 0.0f;
             for (int64_t c = 0; c < g->cg; c++)
                 for (int64_t tp = 0; tp < taps; tp++)
-                    b->wpk[((k * g->cg + c) * taps + tp) * bsz + f] = wt->data[(o * g->cg + c) * taps + tp];
+                    b->wpk[((k * g->cg + c) * taps + tp) * bsz + f] = w[(o * g->cg + c) * taps + tp];
         }
     }
     return PDC_OK;

@@ -97,6 +97,8 @@ typedef struct cpu_conv_plan {
     conv_geom g;
     ir_fused_params fp;          /* the layer's fused activation and out_perm */
     /* after cpu_conv_plan_init */
+    const float *w, *b;          /* the weights and bias (NULL: none) packed: the model's, or those a
+                                  * planner sets (cpu_conv_operands); read by cpu_conv_plan_pack */
     uint64_t *kmask;             /* per kernel o*cg+c: kept taps (0 = pruned) */
     uint64_t pats[CONV_MAX_PATTERNS + 1], full;
     size_t n_pat;
@@ -124,7 +126,7 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
 /* Stage 2, for target t: tiling, the code key, filter order and the packed arrays. band_bytes > 0:
  * row bands of at most about that many packed bytes when the whole input is larger, for `threads`
  * threads (the caller packs band by band, cpu_conv_pack's r0/r1); 0: never banded. */
-pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_model *m, const ir_layer *l,
+pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
                               int64_t band_bytes, int threads, cpu_conv_plan *P);
 void cpu_conv_plan_release(cpu_conv_plan *P);
 /* One line for pdc_program_layer_kernel. */
@@ -192,6 +194,19 @@ static inline int cpu_conv_plan_epilogue(const cpu_compile *cc, ir_fused_params 
     fp->act_alpha = cc->fuse->act.act_alpha;
     return cc->fuse->residual >= 0;
 }
+/* The weights and bias (NULL: none) conv l's kernels compute with: the model's constants, or with
+ * the batchnorm of the epilogue offered folded in. */
+static inline void cpu_conv_operands(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const float **w,
+                                     const float **b)
+{
+    if (cc->fuse && cc->fuse->bn >= 0) {
+        *w = cc->fold_w;
+        *b = cc->fold_b;
+        return;
+    }
+    *w = m->tensors[l->inputs[1]].data;
+    *b = l->n_inputs > 2 && l->inputs[2] >= 0 ? m->tensors[l->inputs[2]].data : NULL;
+}
 /* On success: the layer takes the epilogue offered, if any (its run writes epi.out, adding
  * epi.residual if any). */
 static inline void cpu_conv_take_epilogue(const cpu_compile *cc, cpu_layer *L)
@@ -247,7 +262,7 @@ typedef struct conv_blocks {
     int64_t n;                   /* blocks */
 } conv_blocks;
 /* Allocates and packs b (PDC_ERR_OUT_OF_MEMORY: release b all the same). */
-pdc_status cpu_conv_blocks_make(pdc_context *ctx, const conv_geom *g, const ir_tensor *wt, const ir_tensor *bt,
+pdc_status cpu_conv_blocks_make(pdc_context *ctx, const conv_geom *g, const float *w, const float *bias,
                                 int64_t bsz, conv_blocks *b);
 void cpu_conv_blocks_release(conv_blocks *b);
 /* Prefetch of the weight stream of a channel loop: the `per` floats of one channel, whole channels
@@ -284,7 +299,6 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
  * cpu_conv_plan_init: PDC_ERR_UNSUPPORTED unless the layer is strided (PDC_CONV_CMAJOR=1/0 forces)
  * and the patterns' union leaves registers for a tile.
  */
-pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const cpu_conv_plan *P,
-                                cpu_layer *L);
+pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const cpu_conv_plan *P, cpu_layer *L);
 
 #endif

@@ -319,8 +319,7 @@ static int cm_tap_vectors(const conv_geom *g, int vec, uint64_t uni, int ty, int
 
 /* Kernel lists of P's layer in chunk order: per (chunk, channel, pattern) the kernels of the chunk's
  * filters in stored order, each with its accumulator slot and its weights. */
-static pdc_status cm_pack(pdc_context *ctx, const cpu_conv_plan *P, const ir_tensor *wt, const ir_tensor *bt,
-                          int64_t chunk, cm_state *s)
+static pdc_status cm_pack(pdc_context *ctx, const cpu_conv_plan *P, int64_t chunk, cm_state *s)
 {
     const conv_geom *g = &P->g;
     const int64_t og = g->o / g->group, per_group = (og + chunk - 1) / chunk, taps = g->kh * g->kw;
@@ -335,7 +334,7 @@ static pdc_status cm_pack(pdc_context *ctx, const cpu_conv_plan *P, const ir_ten
     s->chunks = pdc_alloc(ctx, (size_t)(3 * s->n_chunks) * sizeof *s->chunks);
     if (!s->meta || !s->kslot || !s->wpk || !s->bias || !s->ochan || !s->chunks) return PDC_ERR_OUT_OF_MEMORY;
     for (int64_t o = 0; o < g->o; o++) {
-        s->bias[o] = bt ? bt->data[o] : 0.0f;
+        s->bias[o] = P->b ? P->b[o] : 0.0f;
         s->ochan[o] = P->fp.out_perm ? P->fp.out_perm[o] : o;
     }
     int64_t ki = 0, wi = 0, li = 0;
@@ -353,7 +352,7 @@ static pdc_status cm_pack(pdc_context *ctx, const cpu_conv_plan *P, const ir_ten
                     uint64_t mk = P->kmask[o * g->cg + c];
                     if (mk != P->pats[p]) continue;
                     s->kslot[ki++] = (int32_t)((o - f0) * s->key.nacc * s->key.vec);
-                    const float *src = wt->data + (o * g->cg + c) * taps;
+                    const float *src = P->w + (o * g->cg + c) * taps;
                     for (int64_t b = 0; b < taps; b++)
                         if (mk >> b & 1) s->wpk[wi++] = src[b];
                 }
@@ -364,8 +363,7 @@ static pdc_status cm_pack(pdc_context *ctx, const cpu_conv_plan *P, const ir_ten
     return PDC_OK;
 }
 
-pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const cpu_conv_plan *P,
-                                cpu_layer *L)
+pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const cpu_conv_plan *P, cpu_layer *L)
 {
     const pdc_llvm_target *t = cc->target;
     const int vec = t->vec;
@@ -441,9 +439,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const ir_model *m, const 
     } else {
         k->n_var = cpu_conv_row_variants(&g, vec, k->var_ty, k->var_tx, k->var_last, s->var_of);
     }
-    const ir_tensor *wt = &m->tensors[l->inputs[1]];
-    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
-    pdc_status st = cm_pack(ctx, P, wt, bt, chunk, s);
+    pdc_status st = cm_pack(ctx, P, chunk, s);
     static const char *const syms[CM_MAX_VARIANTS] = {"cmtile0", "cmtile1", "cmtile2", "cmtile3"};
     pdc_kernel_desc d = {k, sizeof *k, cm_emit, k, (size_t)k->n_var, syms};
     void *addrs[CM_MAX_VARIANTS] = {0};

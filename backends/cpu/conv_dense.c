@@ -233,8 +233,8 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     }
 
     pdc_context *ctx = cc->ctx;
-    const ir_tensor *wt = &m->tensors[l->inputs[1]];
-    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    const float *w, *bias;
+    cpu_conv_operands(cc, m, l, &w, &bias);
     dconv_state *s = pdc_calloc(ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->g = g;
@@ -252,7 +252,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     int nv = k->n_var = cpu_conv_row_variants(&g, t->vec, k->var_ty, k->var_tx, k->var_last, s->var_of);
 
     /* weights [filter group][channel][tap][To]; filters keep their stored order */
-    pdc_status st = cpu_conv_blocks_make(ctx, &g, wt, bt, bto, &s->w);
+    pdc_status st = cpu_conv_blocks_make(ctx, &g, w, bias, bto, &s->w);
     s->ochan = pdc_alloc(ctx, (size_t)g.o * sizeof *s->ochan);
     if (!st && !s->ochan) st = PDC_ERR_OUT_OF_MEMORY;
     for (int64_t o = 0; o < g.o && !st; o++) s->ochan[o] = fp->out_perm ? fp->out_perm[o] : o;

@@ -274,8 +274,8 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     }
 
     pdc_context *ctx = cc->ctx;
-    const ir_tensor *wt = &m->tensors[l->inputs[1]];
-    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    const float *w, *bias;
+    cpu_conv_operands(cc, m, l, &w, &bias);
     ocv_state *s = pdc_calloc(ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->g = g;
@@ -296,7 +296,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     int nv = k->n_var = cpu_conv_tile_variants(&g, rows, cols, NULL, k->var_ty, k->var_p, NULL, s->var_of);
 
     /* weights [block group][channel][tap][OB * vec]; filters keep their stored order */
-    pdc_status st = cpu_conv_blocks_make(ctx, &g, wt, bt, (int64_t)bob * vec, &s->w);
+    pdc_status st = cpu_conv_blocks_make(ctx, &g, w, bias, (int64_t)bob * vec, &s->w);
     s->oidx = pdc_alloc(ctx, (size_t)g.o * sizeof *s->oidx);
     if (!st && !s->oidx) st = PDC_ERR_OUT_OF_MEMORY;
     for (int64_t o = 0; o < g.o && !st; o++) s->oidx[o] = (int32_t)((fp->out_perm ? fp->out_perm[o] : o) * g.oh * g.ow);

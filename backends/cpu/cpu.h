@@ -72,6 +72,10 @@ struct cpu_layer {
 /* The epilogue conv layer li may take, given each tensor's arena offset and size (CPU_NO_SLOT: not
  * in the arena): 1 and *e where the graph and the memory plan allow it (cpu_fuse.c), else 0. */
 int cpu_fuse_epilogue(const ir_model *m, size_t li, const size_t *offset, const size_t *numel, ir_epilogue *e);
+/* The weights and bias of conv layer li with e's batchnorm folded in (w' = w * g, b' = b * g + shift
+ * per output channel, in double), in new allocations (freed with pdc_free). */
+pdc_status cpu_fuse_fold_batchnorm(pdc_context *ctx, const ir_model *m, size_t li, const ir_epilogue *e, float **w,
+                                   float **b);
 
 /* Compile-time facts every family may use. */
 typedef struct cpu_compile {
@@ -80,6 +84,7 @@ typedef struct cpu_compile {
     const pdc_llvm_target *target;
     int threads;
     const ir_epilogue *fuse;     /* an epilogue the layer being planned may take, or NULL */
+    const float *fold_w, *fold_b; /* with fuse->bn >= 0: the conv's weights and bias, batchnorm folded in */
 } cpu_compile;
 
 /*

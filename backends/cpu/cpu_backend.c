@@ -176,7 +176,7 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
     if (!s->numel || !s->offset || !s->input_slot || !s->layers) st = PDC_ERR_OUT_OF_MEMORY;
     if (!st) st = plan_memory(prog, s);
 
-    cpu_compile cc = {ctx, NULL, NULL, cpu_threads_for(ctx->threads), NULL};
+    cpu_compile cc = {ctx, NULL, NULL, cpu_threads_for(ctx->threads), NULL, NULL, NULL};
     s->threads = cc.threads;
     if (!st) st = pdc_jit_get(ctx, &cc.jit);
     if (!st) cc.target = pdc_jit_target(cc.jit);
@@ -198,6 +198,10 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         }
         ir_epilogue epi;
         cc.fuse = fuse && cpu_fuse_epilogue(m, li, s->offset, s->numel, &epi) ? &epi : NULL;
+        float *fold_w = NULL, *fold_b = NULL;
+        if (cc.fuse && epi.bn >= 0 && (st = cpu_fuse_fold_batchnorm(ctx, m, li, &epi, &fold_w, &fold_b))) break;
+        cc.fold_w = fold_w;
+        cc.fold_b = fold_b;
         char why[160] = "";
         pdc_status ps = PDC_ERR_UNSUPPORTED;
         for (size_t k = 0; k < N_PLANNERS && ps == PDC_ERR_UNSUPPORTED; k++) {
@@ -206,6 +210,9 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
             if (ps == PDC_ERR_UNSUPPORTED && reason[0] && !why[0]) snprintf(why, sizeof why, "%s", reason);
         }
         cc.fuse = NULL;
+        cc.fold_w = cc.fold_b = NULL;
+        pdc_free(fold_w);
+        pdc_free(fold_b);
         if (ps == PDC_OK && L->fused) {
             /* " + add 's' + relu 'y' in the epilogue" */
             for (int k = 1; k <= L->epi.n_layers; k++) {

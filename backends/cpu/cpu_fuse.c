@@ -1,11 +1,12 @@
 /*
- * cpu_fuse.c - the layers after a conv that its epilogue computes (ir/epilogue.h): a residual add
- * and an activation after it, or an activation alone. A ResNet block ends in conv -> add(shortcut)
- * -> relu, and a model imported without canonicalize has conv -> relu wherever no batchnorm sits
- * between them: fused, the conv's epilogue adds the shortcut and applies the activation while its
- * result is in registers, where each of those layers was one more pass over memory.
+ * cpu_fuse.c - the layers after a conv that its epilogue computes (ir/epilogue.h): a batchnorm, a
+ * residual add, an activation. A ResNet block ends in conv -> add(shortcut) -> relu, and a model
+ * imported without canonicalize has conv -> batchnorm -> relu: fused, the batchnorm is folded into
+ * the weights the conv packs, and the conv's epilogue adds the shortcut and applies the activation
+ * while its result is in registers, where each of those layers was one more pass over memory.
  */
 #include "backends/cpu/cpu.h"
+#include "ir/batchnorm.h"
 
 /* Tensor t occupies [offset, offset + numel) of the arena; tensors outside it (inputs, constants)
  * share memory with no arena tensor. */
@@ -26,4 +27,32 @@ int cpu_fuse_epilogue(const ir_model *m, size_t li, const size_t *offset, const 
         (offset[e->out] != offset[e->residual] || numel[e->out] != numel[e->residual]))
         return 0;
     return 1;
+}
+
+pdc_status cpu_fuse_fold_batchnorm(pdc_context *ctx, const ir_model *m, size_t li, const ir_epilogue *e, float **w,
+                                   float **b)
+{
+    const ir_layer *c = &m->layers[li], *bn = &m->layers[e->bn];
+    const ir_tensor *wt = &m->tensors[c->inputs[1]];
+    const ir_tensor *bt = c->n_inputs > 2 && c->inputs[2] >= 0 ? &m->tensors[c->inputs[2]] : NULL;
+    ir_fused_params fp;
+    pdc_status st = ir_fused_params_get(m, c, &fp);
+    if (st) return st;
+    const int64_t o = wt->dims[0];
+    const size_t per = ir_tensor_numel(wt) / (size_t)o;
+    *w = pdc_alloc(ctx, ir_tensor_numel(wt) * sizeof **w);
+    *b = pdc_alloc(ctx, (size_t)o * sizeof **b);
+    if (!*w || !*b) {
+        pdc_free(*w);
+        pdc_free(*b);
+        *w = *b = NULL;
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t f = 0; f < o; f++) {
+        double g, shift; /* of the output channel stored filter f computes */
+        ir_batchnorm_channel(m, bn, fp.out_perm ? fp.out_perm[f] : f, &g, &shift);
+        for (size_t k = 0; k < per; k++) (*w)[(size_t)f * per + k] = (float)((double)wt->data[(size_t)f * per + k] * g);
+        (*b)[f] = (float)((bt ? (double)bt->data[f] : 0.0) * g + shift);
+    }
+    return PDC_OK;
 }

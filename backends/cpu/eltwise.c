@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
+#include "ir/batchnorm.h"
 
 #define ELT_MAX_RUNS (1u << 20)
 #define ELT_PAR_MIN 65536 /* elements below which one thread does the layer */
@@ -238,14 +239,12 @@ static pdc_status bn_run(const cpu_layer *L, const ir_model *m, const ir_layer *
 static pdc_status plan_batchnorm(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                                  size_t why_cap)
 {
-    if (l->n_inputs < 5 || l->outputs[0] < 0) return PDC_ERR_UNSUPPORTED;
-    for (size_t i = 1; i < 5; i++)
-        if (l->inputs[i] < 0 || m->tensors[l->inputs[i]].kind != IR_TENSOR_CONST) {
-            snprintf(why, why_cap, "batchnorm statistics are not constants");
-            return PDC_ERR_UNSUPPORTED;
-        }
+    if (l->outputs[0] < 0) return PDC_ERR_UNSUPPORTED;
+    if (!ir_batchnorm_foldable(m, l)) {
+        snprintf(why, why_cap, "batchnorm statistics not constant, or scale/sqrt(var+eps) not finite");
+        return PDC_ERR_UNSUPPORTED;
+    }
     const ir_tensor *t = &m->tensors[l->inputs[0]];
-    if (l->inputs[0] < 0 || t->rank < 2) return PDC_ERR_UNSUPPORTED;
     bn_state *s = pdc_calloc(cc->ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->n = t->dims[0];
@@ -258,13 +257,11 @@ static pdc_status plan_batchnorm(const cpu_compile *cc, const ir_model *m, const
         bn_free(s);
         return PDC_ERR_OUT_OF_MEMORY;
     }
-    const double eps = (double)ir_attr_float(&l->attrs, "epsilon", 1e-5f);
-    const float *scale = m->tensors[l->inputs[1]].data, *bias = m->tensors[l->inputs[2]].data;
-    const float *mean = m->tensors[l->inputs[3]].data, *var = m->tensors[l->inputs[4]].data;
     for (int64_t c = 0; c < s->c; c++) {
-        double g = (double)scale[c] / sqrt((double)var[c] + eps);
+        double g, shift;
+        ir_batchnorm_channel(m, l, c, &g, &shift);
         s->a[c] = (float)g;
-        s->b[c] = (float)((double)bias[c] - g * (double)mean[c]);
+        s->b[c] = (float)shift;
     }
     L->run = bn_run;
     L->state = s;

@@ -51,7 +51,7 @@ pdc_status tr_cpu_prepare(tr_net *net)
         tr_cpu_free(net);
         return PDC_ERR_OUT_OF_MEMORY;
     }
-    cpu_compile cc = {net->ctx, NULL, NULL, net->threads, NULL};
+    cpu_compile cc = {net->ctx, NULL, NULL, net->threads, NULL, NULL, NULL};
     pdc_status st = pdc_jit_get(net->ctx, &cc.jit);
     if (!st) cc.target = pdc_jit_target(cc.jit);
     size_t scratch = 0;
