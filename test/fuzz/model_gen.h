@@ -4,7 +4,8 @@
  * depthwise, strides, pads, dilations; fc; gemm; matmul; max/avg pooling; global average pooling;
  * batchnorm; broadcasting add/sub/mul/div; the activations; softmax; concat), its sizes and
  * attributes, a sparsity (pattern, connectivity, block or unstructured, made with the
- * pdc_prune_project_* projections so it is valid), a fused activation and an optional second layer.
+ * pdc_prune_project_* projections so it is valid), a fused activation, maybe a batchnorm after a conv
+ * and maybe an activation layer last.
  * Every input is thus a valid model, and mutations explore shapes and attributes rather than syntax.
  * Also the helpers both targets use to compile, run and compare against ref. FUZZ_PRINT_MODEL=1
  * prints each generated model as IR text (to debug a finding).
@@ -165,6 +166,18 @@ static void layer(gen *g, const char *name, const char *op, size_t ni, const cha
 
 /* ------------------------------------------------------------------ the model */
 
+/* Layer `name` := batchnorm of x over c channels (random statistics, variances 0.1 to 1.1) -> out. */
+static void batchnorm(gen *g, const char *name, const char *x, int64_t c, const char *out)
+{
+    float *var = weights(g, (size_t)c, 1.0);
+    for (int64_t i = 0; i < c; i++) var[i] = fabsf(var[i]) + 0.1f;
+    char names[3][32];
+    for (int i = 0; i < 3; i++) snprintf(names[i], sizeof names[i], "%s", constant(g, 1, &c, 1.0, NULL));
+    const char *in[5] = {x, names[0], names[1], names[2], constant(g, 1, &c, 1.0, var)};
+    free(var);
+    layer(g, name, "batchnorm", 5, in, out, NULL);
+}
+
 /* Builds input "x" and layer "l1" -> "y1" of one op family, then maybe an activation "y2". */
 static void build(gen *g)
 {
@@ -205,6 +218,10 @@ static void build(gen *g)
         ok(g, pdc_attrs_set_int(a, "group", grp), "group");
         maybe_activation(g, a);
         layer(g, "l1", "conv", ni, in, "y1", a);
+        if (pick(g->b, 0, 1)) { /* the cpu target folds it into the conv */
+            batchnorm(g, "l1b", "y1", o, "y1b");
+            y = "y1b";
+        }
     } else if (fam == 2) { /* fc */
         int64_t k = c * h, o = pick(g->b, 1, 16), xd[2] = {n, k}, wd[2] = {o, k};
         ok(g, pdc_model_add_input(g->m, "x", 2, xd), "input");
@@ -264,14 +281,7 @@ static void build(gen *g)
         if (pick(g->b, 0, 1)) {
             layer(g, "l1", "global_avgpool", 1, in, "y1", NULL);
         } else {
-            float *var = weights(g, (size_t)c, 1.0);
-            for (int64_t i = 0; i < c; i++) var[i] = fabsf(var[i]) + 0.1f;
-            in[1] = constant(g, 1, &c, 1.0, NULL);
-            in[2] = constant(g, 1, &c, 1.0, NULL);
-            in[3] = constant(g, 1, &c, 1.0, NULL);
-            in[4] = constant(g, 1, &c, 1.0, var);
-            free(var);
-            layer(g, "l1", "batchnorm", 5, in, "y1", NULL);
+            batchnorm(g, "l1", "x", c, "y1");
         }
     } else if (fam == 8) { /* broadcasting binary op with a constant */
         static const char *const ops[] = {"add", "sub", "mul", "div"};
@@ -324,7 +334,7 @@ static void build(gen *g)
     }
     if (pick(g->b, 0, 2) == 0) {
         static const char *const ops[] = {"relu", "sigmoid", "tanh", "hardswish"};
-        const char *in[1] = {"y1"};
+        const char *in[1] = {y};
         layer(g, "l2", ops[pick(g->b, 0, 3)], 1, in, "y2", NULL);
         y = "y2";
     }
