@@ -1,6 +1,7 @@
 /*
  * batchnorm.c - a batchnorm with constant statistics as a per-channel multiply-add (batchnorm.h).
  */
+#include <float.h>
 #include <math.h>
 
 #include "ir/batchnorm.h"
@@ -26,7 +27,7 @@ int ir_batchnorm_foldable(const ir_model *m, const ir_layer *l)
     for (int64_t c = 0; c < x->dims[1]; c++) {
         double g, shift;
         ir_batchnorm_channel(m, l, c, &g, &shift);
-        if (!isfinite(g) || !isfinite(shift)) return 0;
+        if (!(fabs(g) <= FLT_MAX) || !(fabs(shift) <= FLT_MAX)) return 0; /* finite as floats too */
     }
     return 1;
 }

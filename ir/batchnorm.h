@@ -1,7 +1,7 @@
 /*
  * batchnorm.h - a batchnorm with constant statistics as what it is at inference: a per-channel
  * multiply-add y = x * g[c] + shift[c], g = scale / sqrt(var + eps), shift = bias - mean * g.
- * One formula for the passes that fold it into a conv (passes/canonicalize.c), the cpu target's
+ * One formula for the pass that folds it into a conv (passes/canonicalize.c), the cpu target's
  * batchnorm kernel (backends/cpu/eltwise.c) and its conv epilogue (backends/cpu/cpu_fuse.c).
  */
 #ifndef PDC_IR_BATCHNORM_H
@@ -9,8 +9,9 @@
 
 #include "ir/ir.h"
 
-/* 1 if batchnorm layer l's four statistics are constants and every channel's g and shift are
- * finite; else 0 (a folded form would not compute what the layer does). */
+/* 1 if l is a batchnorm whose four statistics are constants of one value per channel of its input
+ * (dims[1]) and every channel's g and shift are finite as floats; else 0 (a folded form would not
+ * compute what the layer does). */
 int ir_batchnorm_foldable(const ir_model *m, const ir_layer *l);
 
 /* Channel c of a foldable batchnorm l, in double. */

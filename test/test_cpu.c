@@ -525,18 +525,18 @@ static void batchnorm_layer(const char *out, const char *in, int64_t c, uint32_t
     layer("batchnorm", NULL, out, 5, ins);
 }
 
-/* mdl := x [1, c, h, h] -> conv 3x3 c (stride s, pads 1; bias if `bias`, filters reordered if `perm`)
- * -> batchnorm n -> add(n, x) s if `residual` -> activation y if `act` (not NULL). */
-static void conv_then_batchnorm(int64_t c, int64_t h, int64_t s, int dense, int bias, int perm, int residual,
-                                const char *act, uint32_t seed)
+/* mdl := x [1, c, h, h] -> conv 3x3 c (stride s, pads 1, `group` groups; bias if `bias`, filters
+ * reordered if `perm`) -> batchnorm n -> add(n, x) s if `residual` -> activation y if `act` (not NULL). */
+static void conv_then_batchnorm(int64_t c, int64_t h, int64_t s, int64_t group, int dense, int bias, int perm,
+                                int residual, const char *act, uint32_t seed)
 {
     pdc_model_destroy(mdl);
     ck_assert_ok(ctx, pdc_model_create(ctx, "conv_bn", &mdl));
     input("x", DIMS(1, c, h, h));
-    if (dense) constant_rand("w", DIMS(c, c, 3, 3), 0.3f, seed);
-    else pattern_weight("w", c, c, seed);
+    if (dense) constant_rand("w", DIMS(c, c / group, 3, 3), 0.3f, seed);
+    else pattern_weight("w", c, c / group, seed);
     if (bias) constant_rand("b", DIMS(c), 0.2f, seed + 1);
-    pdc_attrs *a = conv_case_attrs(1, s, s, 1, NULL, 1, c, perm);
+    pdc_attrs *a = conv_case_attrs(1, s, s, 1, NULL, group, c, perm);
     if (bias) layer("conv", a, "c", NAMES("x", "w", "b"));
     else layer("conv", a, "c", NAMES("x", "w"));
     batchnorm_layer("n", "c", c, seed + 2, NULL);
@@ -552,23 +552,25 @@ START_TEST(conv_batchnorm_fused)
 {
     /* a batchnorm right after a conv (an imported model that was not canonicalized) is folded into
      * the weights the conv packs, in every conv family, with or without a conv bias, with
-     * reordered filters (out_perm: the batchnorm's channel of each stored filter), alone or followed
-     * by a residual add and an activation */
+     * reordered filters (out_perm, group 1 only: the batchnorm's channel of each stored filter), grouped and
+     * depthwise, alone or followed by a residual add and an activation */
     static const struct {
         const char *family, *act;
-        int64_t c, h, s;
+        int64_t c, h, s, group;
         int dense, bias, perm, residual;
         const char *want;
     } cases[] = {
-        {"jit pattern-sparse conv 3x3", "relu", 16, 20, 1, 0, 1, 0, 0, " + batchnorm 'n' + relu 'y' in the epilogue"},
-        {"flat vector", NULL, 16, 7, 1, 0, 0, 0, 0, " + batchnorm 'n' in the epilogue"},
-        {"channel-major", "leaky_relu", 16, 20, 2, 0, 1, 1, 0, " + batchnorm 'n' + leaky_relu 'y' in the epilogue"},
-        {"output channels vectorised", "relu", 32, 14, 1, 1, 1, 1, 1, " + batchnorm 'n' + add 's' + relu 'y' in the epilogue"},
-        {"jit dense conv 3x3, tile", NULL, 8, 20, 1, 1, 0, 0, 1, " + batchnorm 'n' + add 's' in the epilogue"},
+        {"jit pattern-sparse conv 3x3", "relu", 16, 20, 1, 1, 0, 1, 0, 0, " + batchnorm 'n' + relu 'y' in the epilogue"},
+        {"flat vector", NULL, 16, 7, 1, 1, 0, 0, 0, 0, " + batchnorm 'n' in the epilogue"},
+        {"channel-major", "leaky_relu", 16, 20, 2, 1, 0, 1, 1, 0, " + batchnorm 'n' + leaky_relu 'y' in the epilogue"},
+        {"output channels vectorised", "relu", 32, 14, 1, 1, 1, 1, 1, 1, " + batchnorm 'n' + add 's' + relu 'y' in the epilogue"},
+        {"jit dense conv 3x3, tile", NULL, 8, 20, 1, 1, 1, 1, 0, 1, " + batchnorm 'n' + add 's' in the epilogue"},
+        {"jit pattern-sparse conv 3x3", "relu", 16, 20, 1, 2, 0, 1, 0, 1, " + batchnorm 'n' + add 's' + relu 'y' in the epilogue"},
+        {"depthwise", "relu", 16, 20, 1, 16, 1, 1, 0, 0, " + batchnorm 'n' + relu 'y' in the epilogue"},
     };
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
-        conv_then_batchnorm(cases[q].c, cases[q].h, cases[q].s, cases[q].dense, cases[q].bias, cases[q].perm,
-                            cases[q].residual, cases[q].act, (uint32_t)q + 121);
+        conv_then_batchnorm(cases[q].c, cases[q].h, cases[q].s, cases[q].group, cases[q].dense, cases[q].bias,
+                            cases[q].perm, cases[q].residual, cases[q].act, (uint32_t)q + 121);
         output(cases[q].act ? "y" : cases[q].residual ? "s" : "n");
         char desc[64];
         snprintf(desc, sizeof desc, "conv + batchnorm, case %zu", q);

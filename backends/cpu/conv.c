@@ -1016,6 +1016,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     for (int v = 0; v < s->p.key.n_var; v++) s->fn[v] = (conv_tile_fn)addrs[v];
     pdc_free(s->p.kmask);
     s->p.kmask = NULL;
+    s->p.w = s->p.b = NULL; /* packed; the folded arrays they may point to are freed after planning */
     L->run = conv_run;
     L->state = s;
     L->free_state = conv_free;

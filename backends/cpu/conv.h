@@ -98,7 +98,8 @@ typedef struct cpu_conv_plan {
     ir_fused_params fp;          /* the layer's fused activation and out_perm */
     /* after cpu_conv_plan_init */
     const float *w, *b;          /* the weights and bias (NULL: none) packed: the model's, or those a
-                                  * planner sets (cpu_conv_operands); read by cpu_conv_plan_pack */
+                                  * planner sets (cpu_conv_operands); read while planning only
+                                  * (cpu_conv_plan_pack, the channel-major family's packing) */
     uint64_t *kmask;             /* per kernel o*cg+c: kept taps (0 = pruned) */
     uint64_t pats[CONV_MAX_PATTERNS + 1], full;
     size_t n_pat;

@@ -73,7 +73,8 @@ struct cpu_layer {
  * in the arena): 1 and *e where the graph and the memory plan allow it (cpu_fuse.c), else 0. */
 int cpu_fuse_epilogue(const ir_model *m, size_t li, const size_t *offset, const size_t *numel, ir_epilogue *e);
 /* The weights and bias of conv layer li with e's batchnorm folded in (w' = w * g, b' = b * g + shift
- * per output channel, in double), in new allocations (freed with pdc_free). */
+ * per output channel, in double), in new allocations (freed with pdc_free); PDC_ERR_UNSUPPORTED
+ * (nothing allocated) if a folded value is not finite as a float: the layers then run unfused. */
 pdc_status cpu_fuse_fold_batchnorm(pdc_context *ctx, const ir_model *m, size_t li, const ir_epilogue *e, float **w,
                                    float **b);
 

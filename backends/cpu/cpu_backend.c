@@ -199,7 +199,17 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         ir_epilogue epi;
         cc.fuse = fuse && cpu_fuse_epilogue(m, li, s->offset, s->numel, &epi) ? &epi : NULL;
         float *fold_w = NULL, *fold_b = NULL;
-        if (cc.fuse && epi.bn >= 0 && (st = cpu_fuse_fold_batchnorm(ctx, m, li, &epi, &fold_w, &fold_b))) break;
+        if (cc.fuse && epi.bn >= 0) {
+            st = cpu_fuse_fold_batchnorm(ctx, m, li, &epi, &fold_w, &fold_b);
+            if (st == PDC_ERR_UNSUPPORTED) { /* a folded value overflows a float: run unfused */
+                cc.fuse = NULL;
+                st = PDC_OK;
+            }
+            if (st) {
+                pdc_error_prefix(ctx, "cpu: layer '%s' (%s)", l->name, ir_op_get_info(l->op)->name);
+                break;
+            }
+        }
         cc.fold_w = fold_w;
         cc.fold_b = fold_b;
         char why[160] = "";

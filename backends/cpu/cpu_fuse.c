@@ -5,6 +5,8 @@
  * the weights the conv packs, and the conv's epilogue adds the shortcut and applies the activation
  * while its result is in registers, where each of those layers was one more pass over memory.
  */
+#include <math.h>
+
 #include "backends/cpu/cpu.h"
 #include "ir/batchnorm.h"
 
@@ -48,11 +50,21 @@ pdc_status cpu_fuse_fold_batchnorm(pdc_context *ctx, const ir_model *m, size_t l
         *w = *b = NULL;
         return PDC_ERR_OUT_OF_MEMORY;
     }
+    int finite = 1;
     for (int64_t f = 0; f < o; f++) {
         double g, shift; /* of the output channel stored filter f computes */
         ir_batchnorm_channel(m, bn, fp.out_perm ? fp.out_perm[f] : f, &g, &shift);
-        for (size_t k = 0; k < per; k++) (*w)[(size_t)f * per + k] = (float)((double)wt->data[(size_t)f * per + k] * g);
+        for (size_t k = 0; k < per; k++) {
+            float v = (float)((double)wt->data[(size_t)f * per + k] * g);
+            (*w)[(size_t)f * per + k] = v;
+            finite &= isfinite(v) != 0;
+        }
         (*b)[f] = (float)((bt ? (double)bt->data[f] : 0.0) * g + shift);
+        finite &= isfinite((*b)[f]) != 0;
     }
-    return PDC_OK;
+    if (finite) return PDC_OK;
+    pdc_free(*w);
+    pdc_free(*b);
+    *w = *b = NULL;
+    return PDC_ERR_UNSUPPORTED;
 }

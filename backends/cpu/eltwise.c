@@ -241,7 +241,7 @@ static pdc_status plan_batchnorm(const cpu_compile *cc, const ir_model *m, const
 {
     if (l->outputs[0] < 0) return PDC_ERR_UNSUPPORTED;
     if (!ir_batchnorm_foldable(m, l)) {
-        snprintf(why, why_cap, "batchnorm statistics not constant, or scale/sqrt(var+eps) not finite");
+        snprintf(why, why_cap, "batchnorm statistics not constants of one value per channel, or scale and shift not finite");
         return PDC_ERR_UNSUPPORTED;
     }
     const ir_tensor *t = &m->tensors[l->inputs[0]];
