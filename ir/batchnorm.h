@@ -1,8 +1,8 @@
 /*
  * batchnorm.h - a batchnorm with constant statistics as what it is at inference: a per-channel
  * multiply-add y = x * g[c] + shift[c], g = scale / sqrt(var + eps), shift = bias - mean * g.
- * One formula for the pass that folds it into a conv (passes/canonicalize.c), the cpu target's
- * batchnorm kernel (backends/cpu/eltwise.c) and its conv epilogue (backends/cpu/cpu_fuse.c).
+ * One formula for the pass that folds it into a conv (passes/canonicalize.c), the batchnorm kernels
+ * of the cpu, AArch64 and gpu targets and the cpu target's conv epilogue (backends/cpu/cpu_fuse.c).
  */
 #ifndef PDC_IR_BATCHNORM_H
 #define PDC_IR_BATCHNORM_H

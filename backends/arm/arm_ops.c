@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backends/arm/arm.h"
+#include "ir/batchnorm.h"
 
 /* ------------------------------------------------------------------ shared helpers */
 
@@ -288,15 +289,13 @@ static pdc_status emit_batchnorm(arm_gen *G, const ir_layer *l)
     if (tx->rank < 2) return arm_unsupported(G, l, "input rank < 2");
     int64_t N = tx->dims[0], C = tx->dims[1], sp = 1;
     for (int i = 2; i < tx->rank; i++) sp *= tx->dims[i];
-    const float *sc = m->tensors[l->inputs[1]].data, *bi = m->tensors[l->inputs[2]].data;
-    const float *mu = m->tensors[l->inputs[3]].data, *var = m->tensors[l->inputs[4]].data;
-    double eps = (double)ir_attr_float(&l->attrs, "epsilon", 1e-5f);
     float *gh = pdc_alloc(G->ctx, (size_t)(2 * C) * sizeof *gh);
     if (!gh) return PDC_ERR_OUT_OF_MEMORY;
     for (int64_t c = 0; c < C; c++) {
-        double g = (double)sc[c] / sqrt((double)var[c] + eps);
+        double g, shift;
+        ir_batchnorm_channel(m, l, c, &g, &shift);
         gh[c] = (float)g;
-        gh[C + c] = (float)((double)bi[c] - (double)mu[c] * g);
+        gh[C + c] = (float)shift;
     }
     LLVMValueRef par = arm_const_bytes(G, gh, (size_t)(2 * C) * sizeof *gh, "bn");
     pdc_free(gh);

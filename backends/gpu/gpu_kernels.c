@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backends/gpu/gpu.h"
+#include "ir/batchnorm.h"
 
 #define LAYER_ERR(m, l, status, ...)                                                                    \
     (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
@@ -406,13 +407,11 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
             pdc_free(b);
             return PDC_ERR_OUT_OF_MEMORY;
         }
-        const double eps = (double)ir_attr_float(&l->attrs, "epsilon", 1e-5f);
-        const float *sc = m->tensors[l->inputs[1]].data, *bi = m->tensors[l->inputs[2]].data;
-        const float *mu = m->tensors[l->inputs[3]].data, *var = m->tensors[l->inputs[4]].data;
         for (int64_t c = 0; c < b->c; c++) {
-            double gg = (double)sc[c] / sqrt((double)var[c] + eps);
+            double gg, shift;
+            ir_batchnorm_channel(m, l, c, &gg, &shift);
             p->wts[g + c] = (float)gg;
-            p->wts[be + c] = (float)((double)bi[c] - gg * (double)mu[c]);
+            p->wts[be + c] = (float)shift;
         }
         b->g = (gpu_ref){1, g};
         b->be = (gpu_ref){1, be};
