@@ -7,13 +7,6 @@
 #include "ir/batchnorm.h"
 #include "ir/epilogue.h"
 
-static int is_graph_output(const ir_model *m, int t)
-{
-    for (size_t i = 0; i < m->n_outputs; i++)
-        if (m->outputs[i] == t) return 1;
-    return 0;
-}
-
 /* Layers reading tensor t. */
 static size_t readers(const ir_model *m, int t)
 {
@@ -21,15 +14,6 @@ static size_t readers(const ir_model *m, int t)
     for (size_t li = 0; li < m->n_layers; li++)
         for (size_t i = 0; i < m->layers[li].n_inputs; i++) n += m->layers[li].inputs[i] == t;
     return n;
-}
-
-/* Index of the layer producing t, or -1 (a graph input or a constant). */
-static long producer(const ir_model *m, int t)
-{
-    for (size_t li = 0; li < m->n_layers; li++)
-        for (size_t i = 0; i < m->layers[li].n_outputs; i++)
-            if (m->layers[li].outputs[i] == t) return (long)li;
-    return -1;
 }
 
 static int same_shape(const ir_tensor *a, const ir_tensor *b)
@@ -41,7 +25,10 @@ static int same_shape(const ir_tensor *a, const ir_tensor *b)
 }
 
 /* t has one reader and is not a graph output: what reads it may take over writing its value. */
-static int private_to_next(const ir_model *m, int t) { return t >= 0 && !is_graph_output(m, t) && readers(m, t) == 1; }
+static int private_to_next(const ir_model *m, int t)
+{
+    return t >= 0 && !ir_model_is_output(m, t) && readers(m, t) == 1;
+}
 
 /* 1 and *p if layer li (if any) is an activation an epilogue applies inline (relu, clip,
  * leaky_relu), of tensor x alone; its attributes with the reference kernels' defaults. */
@@ -86,7 +73,7 @@ static int residual_add_of(const ir_model *m, size_t li, int x, size_t conv, int
         return 0;
     /* the other operand exists when the conv runs (with the add right after the conv, only a
      * malformed order could break this: checked all the same) */
-    if (producer(m, r) >= (long)conv) return 0;
+    if (m->tensors[r].producer >= (int)conv) return 0;
     *res = r;
     return 1;
 }

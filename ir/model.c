@@ -234,14 +234,20 @@ pdc_status ir_model_add_layer(ir_model *m, const char *name, ir_op op, size_t n_
     return st;
 }
 
+int ir_model_is_output(const ir_model *m, int t)
+{
+    for (size_t i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i] == t) return 1;
+    return 0;
+}
+
 pdc_status ir_model_mark_output(ir_model *m, const char *name)
 {
     int t = ir_model_find_tensor(m, name);
     if (t < 0) return pdc_error(m->ctx, PDC_ERR_NOT_FOUND, "output '%s' is not a tensor of the model", name);
     if (m->tensors[t].kind != IR_TENSOR_ACT)
         return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "output '%s' must be produced by a layer", name);
-    for (size_t i = 0; i < m->n_outputs; i++)
-        if (m->outputs[i] == t) return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "'%s' is already an output", name);
+    if (ir_model_is_output(m, t)) return pdc_error(m->ctx, PDC_ERR_INVALID_ARG, "'%s' is already an output", name);
     return push_index(m->ctx, &m->outputs, &m->n_outputs, &m->cap_outputs, t);
 }
 

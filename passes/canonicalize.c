@@ -25,13 +25,6 @@
 
 typedef pdc_status (*step_fn)(ir_model *m, uint8_t *drop_layer, uint8_t *drop_tensor, int *changed);
 
-static int is_graph_output(const ir_model *m, int t)
-{
-    for (size_t i = 0; i < m->n_outputs; i++)
-        if (m->outputs[i] == t) return 1;
-    return 0;
-}
-
 static void drop_with_outputs(const ir_model *m, size_t li, uint8_t *dl, uint8_t *dt)
 {
     dl[li] = 1;
@@ -103,7 +96,7 @@ static pdc_status remove_identities(ir_model *m, uint8_t *dl, uint8_t *dt, int *
         const ir_layer *l = &m->layers[li];
         if (!is_identity(m, l)) continue;
         int x = l->inputs[0], y = l->outputs[0];
-        if (!is_graph_output(m, y)) {
+        if (!ir_model_is_output(m, y)) {
             ir_model_replace_uses(m, y, x);
             drop_with_outputs(m, li, dl, dt);
         } else if (m->tensors[x].kind == IR_TENSOR_ACT && pass_tensor_uses(m, x) == 1) {
@@ -140,7 +133,7 @@ static pdc_status fold_constants(ir_model *m, uint8_t *dl, uint8_t *dt, int *cha
             if (!foldable) break;
         }
         for (size_t i = 0; i < l->n_outputs && foldable; i++)
-            if (l->outputs[i] >= 0 && is_graph_output(m, l->outputs[i])) foldable = 0;
+            if (l->outputs[i] >= 0 && ir_model_is_output(m, l->outputs[i])) foldable = 0;
         if (!foldable) continue;
         for (size_t i = 0; i < l->n_inputs; i++)
             if (l->inputs[i] >= 0) buf[l->inputs[i]] = m->tensors[l->inputs[i]].data;

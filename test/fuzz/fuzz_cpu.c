@@ -142,13 +142,10 @@ static int moderate_values(pdc_context *ctx, const pdc_model *m, size_t o, const
     pdc_tensor **out = NULL;
     size_t n_out = 0;
     if (!verdict || pdc_model_load_memory(ctx, image, size, &probe) != PDC_OK || !fix_symbolic(probe)) goto done;
-    for (size_t t = 0; t < probe->n_tensors; t++) {
-        int is_output = 0;
-        for (size_t k = 0; k < probe->n_outputs; k++) is_output |= probe->outputs[k] == (int)t;
-        if (probe->tensors[t].kind == IR_TENSOR_ACT && !is_output &&
+    for (size_t t = 0; t < probe->n_tensors; t++)
+        if (probe->tensors[t].kind == IR_TENSOR_ACT && !ir_model_is_output(probe, (int)t) &&
             pdc_model_mark_output(probe, probe->tensors[t].name) != PDC_OK)
             goto done;
-    }
     if (pdc_compile(ctx, probe, "ref", &p) != PDC_OK || pdc_program_num_outputs(p, &n_out) != PDC_OK) goto done;
     out = calloc(n_out + 1, sizeof *out);
     fuzz_check(out, "calloc");
