@@ -128,10 +128,25 @@ static void check_thread_invariance(const char *what)
     free(res[1]);
 }
 
+/* A fresh context (and no model) whose JIT sees the host's features narrowed by `features`
+ * (PDC_CPU_FEATURES; NULL: the host's own). */
+static void reopen_context(const char *features)
+{
+    pdc_model_destroy(mdl);
+    mdl = NULL;
+    pdc_context_destroy(ctx);
+    if (features) ck_assert_int_eq(setenv("PDC_CPU_FEATURES", features, 1), 0);
+    else unsetenv("PDC_CPU_FEATURES");
+    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", cache_dir));
+}
+
 START_TEST(conv_wide_rows_shift_mode)
 {
     /* rows wider than half a vector: on AVX-512 each input row is loaded as aligned vectors and the
-     * other columns shuffled out of them, with the most used column aligned by a lead of zeros. Cases:
+     * other columns shuffled out of them, with the most used column aligned by a lead of zeros; on
+     * AVX2 (run here too where the host has AVX-512) unaligned loads, in tiles of 3 rows or more
+     * where the output has them (a loaded row then serves the taps of several rows). Cases:
      * several column tiles, a partial last vector, strides (phase planes), dilation, asymmetric pads,
      * 5x5 windows, a pattern set whose taps sit mostly in column 0 or 2 (other leads), dense windows */
     static const struct {
@@ -143,43 +158,59 @@ START_TEST(conv_wide_rows_shift_mode)
      * 3: unstructured 5x5; 4: dense 3x3 windows with some kernels removed */
     static const uint64_t sets[3][4] = {{0x1b, 0x3a, 0xb2, 0x9a}, {0x49, 0x9, 0x41, 0x1b}, {0x124, 0x24, 0x104, 0x36}};
     setenv("PDC_CONV_CMAJOR", "0", 1); /* strided cases: conv.c's phase planes, not channel-major */
-    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "wide", &mdl));
-        int64_t c = cases[q].c, o = cases[q].o, k = cases[q].k, which = cases[q].which;
-        input("x", DIMS(2, c, cases[q].h, cases[q].w));
-        size_t wn = (size_t)(o * c * k * k);
-        float *w = malloc(wn * sizeof *w);
-        int32_t *kp = malloc((size_t)(o * c) * sizeof *kp);
-        uint8_t *mask = malloc(wn);
-        test_fill_random(w, wn, (uint32_t)q + 41);
-        for (int64_t i = 0; i < o * c; i++) {
-            kp[i] = i % 3 == 1 ? -1 : (int32_t)(i * 7 % 4);
-            for (int64_t b = 0; b < k * k; b++) {
-                size_t e = (size_t)(i * k * k + b);
-                int keep = which < 3 ? kp[i] >= 0 && (sets[which][kp[i]] >> b & 1) : which == 3 ? e * 7 % 5 < 2 : kp[i] >= 0;
-                mask[e] = (uint8_t)keep;
-                if (!keep) w[e] = 0.0f;
+    const int avx512 = !strcmp(expected_isa(), "avx512");
+    for (int round = 0; round < (avx512 ? 2 : 1); round++) {
+        if (round) reopen_context("-avx512f"); /* the second round: AVX2 on an AVX-512 host */
+        const char *isa = round ? "avx2" : expected_isa();
+        for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+            pdc_model_destroy(mdl);
+            ck_assert_ok(ctx, pdc_model_create(ctx, "wide", &mdl));
+            int64_t c = cases[q].c, o = cases[q].o, k = cases[q].k, which = cases[q].which;
+            input("x", DIMS(2, c, cases[q].h, cases[q].w));
+            size_t wn = (size_t)(o * c * k * k);
+            float *w = malloc(wn * sizeof *w);
+            int32_t *kp = malloc((size_t)(o * c) * sizeof *kp);
+            uint8_t *mask = malloc(wn);
+            test_fill_random(w, wn, (uint32_t)q + 41);
+            for (int64_t i = 0; i < o * c; i++) {
+                kp[i] = i % 3 == 1 ? -1 : (int32_t)(i * 7 % 4);
+                for (int64_t b = 0; b < k * k; b++) {
+                    size_t e = (size_t)(i * k * k + b);
+                    int keep = which < 3 ? kp[i] >= 0 && (sets[which][kp[i]] >> b & 1) : which == 3 ? e * 7 % 5 < 2 : kp[i] >= 0;
+                    mask[e] = (uint8_t)keep;
+                    if (!keep) w[e] = 0.0f;
+                }
             }
+            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, (const int64_t[]){o, c, k, k}, w));
+            if (which < 3) ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", 3, 3, 4, sets[which], (size_t)(o * c), kp));
+            else ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
+            free(mask);
+            free(w);
+            free(kp);
+            constant_rand("b", DIMS(o), 0.2f, 7);
+            pdc_attrs *a = conv_attrs((k / 2) * cases[q].dil, cases[q].pl, cases[q].pr, cases[q].sy, cases[q].sx,
+                                      cases[q].dil, "leaky_relu");
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.1f));
+            layer("conv", a, "y", NAMES("x", "w", "b"));
+            output("y");
+            char desc[96];
+            snprintf(desc, sizeof desc, "wide case %zu (%s)", q, isa);
+            pdc_program *p = check_matches_ref(desc, (uint32_t)q);
+            ck_assert_kernel(p, "y", isa);
+            if (!strcmp(isa, "avx512")) ck_assert_kernel(p, "y", "aligned rows + lane shifts");
+            if (!strcmp(isa, "avx2")) {
+                int64_t oh = (cases[q].h + 2 * (k / 2) * cases[q].dil - (k - 1) * cases[q].dil - 1) / cases[q].sy + 1;
+                long ty = 0, tx = 0;
+                const char *tile = strstr(kernel_of(p, "y"), "tile ");
+                ck_assert_msg(tile && sscanf(tile, "tile %ldx%ldx8", &ty, &tx) == 2, "%s: %s", desc, kernel_of(p, "y"));
+                /* no more row tiles than tiles of 3 rows make (they are balanced: 4 rows are 2 + 2) */
+                ck_assert_msg((oh + ty - 1) / ty <= (oh + 2) / 3 && ty * tx <= 12, "%s: tile %ldx%ld, %" PRId64 " output rows",
+                              desc, ty, tx, oh);
+            }
+            pdc_program_destroy(p);
         }
-        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, (const int64_t[]){o, c, k, k}, w));
-        if (which < 3) ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", 3, 3, 4, sets[which], (size_t)(o * c), kp));
-        else ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
-        free(mask);
-        free(w);
-        free(kp);
-        constant_rand("b", DIMS(o), 0.2f, 7);
-        pdc_attrs *a = conv_attrs((k / 2) * cases[q].dil, cases[q].pl, cases[q].pr, cases[q].sy, cases[q].sx,
-                                  cases[q].dil, "leaky_relu");
-        ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.1f));
-        layer("conv", a, "y", NAMES("x", "w", "b"));
-        output("y");
-        char desc[96];
-        snprintf(desc, sizeof desc, "wide case %zu", q);
-        pdc_program *p = check_matches_ref(desc, (uint32_t)q);
-        if (!strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "y", "aligned rows + lane shifts");
-        pdc_program_destroy(p);
     }
+    if (avx512) reopen_context(NULL);
     unsetenv("PDC_CONV_CMAJOR");
 }
 END_TEST
@@ -1467,12 +1498,7 @@ START_TEST(isa_follows_host_and_override)
     pdc_program_destroy(p);
 
     /* a new context picks the variables up */
-    pdc_model_destroy(mdl);
-    mdl = NULL;
-    pdc_context_destroy(ctx);
-    ck_assert_int_eq(setenv("PDC_CPU_FEATURES", "-avx512f", 1), 0);
-    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
-    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", cache_dir));
+    reopen_context("-avx512f");
     ck_assert_ok(ctx, pdc_model_create(ctx, "isa", &mdl));
     input("x", DIMS(1, 40));
     layer("relu", NULL, "y", NAMES("x"));
