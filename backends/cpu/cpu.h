@@ -15,8 +15,11 @@
  * exists and crashes the process at start-up (seen with gcc 12), so sanitizer builds use one clone. */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define PDC_ISA_CLONES
+#define PDC_ISA_CLONES_NO_AVX512
 #else
 #define PDC_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* for code with an AVX-512 version of its own (pool.c) */
+#define PDC_ISA_CLONES_NO_AVX512 __attribute__((target_clones("avx2", "default")))
 #endif
 
 #include <stdatomic.h>

@@ -85,29 +85,16 @@ static void avg_row(float *restrict y, const float *restrict x, int64_t iw, int6
     for (int64_t c = c0; c < c1; c++) y[c] *= inv;
 }
 
-/* 16 floats in GCC's generic vectors: one AVX-512 register in the avx512f clone, two or four
- * narrower ones in the others. Used only inside the clones, through macros: a function taking or
- * returning one would change the baseline ABI. */
+/* The max pool's row passes in GCC's generic vectors, at the width of the ISA's registers
+ * (pool_rows.h): 16 floats with AVX-512, 8 elsewhere. Used only inside these functions: a
+ * function taking or returning one would change the baseline ABI. */
 typedef float pool_v16 __attribute__((vector_size(64)));
 typedef int32_t pool_i16 __attribute__((vector_size(64)));
+typedef float pool_v8 __attribute__((vector_size(32)));
+typedef int32_t pool_i8 __attribute__((vector_size(32)));
 
-/* m = v > m ? v : m, lane by lane (the scalar loops' rule: of equal values the first stays). */
-#define V16_MAX_INTO(m, v)                                                                                      \
-    do {                                                                                                        \
-        pool_i16 gt_ = (v) > (m);                                                                               \
-        (m) = (pool_v16)(((pool_i16)(v) & gt_) | ((pool_i16)(m) & ~gt_));                                       \
-    } while (0)
-/* dst = p[0], p[2], ..., p[30]: the even lanes of two vectors. */
-#define V16_EVENS(dst, p)                                                                                       \
-    do {                                                                                                        \
-        pool_v16 lo_, hi_;                                                                                      \
-        memcpy(&lo_, (p), sizeof lo_);                                                                          \
-        memcpy(&hi_, (p) + 16, sizeof hi_);                                                                     \
-        (dst) = __builtin_shufflevector(lo_, hi_, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);   \
-    } while (0)
-
-/* Floats a row buffer holds past the windows' reach: max_across's last block of 16 outputs reads
- * whole vectors, up to 31 floats past it. Zeroed once a call, so that the lanes past ow (never
+/* Floats a row buffer holds past the windows' reach: max_across's last block of 16 (or 8) outputs
+ * reads whole vectors, up to 31 floats past it. Zeroed once a call, so that the lanes past ow (never
  * stored) hold defined, ordinary values. */
 #define POOL_ROW_SLACK 32
 /* Rows whose down passes run before their across passes (max_rows). */
@@ -115,104 +102,51 @@ typedef int32_t pool_i16 __attribute__((vector_size(64)));
 /* Input rows a down pass takes at once. */
 #define POOL_DOWN_ROWS 8
 
-/* t[j] = the max of rows[i][j - pl] over i < nr (and t[j] itself unless first) for the row
- * buffer's columns inside the input, -inf outside (never above a value inside). The rows' maxima
- * are taken in registers and t is stored once, not updated row by row. */
-static inline __attribute__((always_inline)) void max_down(float *restrict t, const float *const *rows, int nr,
-                                                           int64_t tw, int64_t pl, int64_t iw, int first)
-{
-    int64_t j0 = pl < 0 ? 0 : pl < tw ? pl : tw, j1 = pl + iw < tw ? pl + iw : tw;
-    if (j1 < j0) j1 = j0;
-    if (first) {
-        for (int64_t j = 0; j < j0; j++) t[j] = -INFINITY;
-        for (int64_t j = j1; j < tw; j++) t[j] = -INFINITY;
-    }
-    int64_t j = j0;
-    for (; j + 16 <= j1; j += 16) {
-        pool_v16 m, v;
-        int i = 0;
-        if (first) memcpy(&m, rows[i++] + (j - pl), sizeof m);
-        else memcpy(&m, t + j, sizeof m);
-        for (; i < nr; i++) {
-            memcpy(&v, rows[i] + (j - pl), sizeof v);
-            V16_MAX_INTO(m, v);
-        }
-        memcpy(t + j, &m, sizeof m);
-    }
-    for (; j < j1; j++) {
-        float m = first ? rows[0][j - pl] : t[j];
-        for (int i = first; i < nr; i++) m = rows[i][j - pl] > m ? rows[i][j - pl] : m;
-        t[j] = m;
-    }
-}
+#define POOL_LANES 16
+#define POOL_V pool_v16
+#define POOL_I pool_i16
+#define POOL_NAME(f) f##_v16
+#define POOL_TARGET __attribute__((target("avx512f")))
+#define POOL_EVENS(dst, p)                                                                                      \
+    do {                                                                                                        \
+        pool_v16 lo_, hi_;                                                                                      \
+        memcpy(&lo_, (p), sizeof lo_);                                                                          \
+        memcpy(&hi_, (p) + 16, sizeof hi_);                                                                     \
+        (dst) = __builtin_shufflevector(lo_, hi_, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);   \
+    } while (0)
+#include "backends/cpu/pool_rows.h"
+#undef POOL_LANES
+#undef POOL_V
+#undef POOL_I
+#undef POOL_NAME
+#undef POOL_TARGET
+#undef POOL_EVENS
 
-/* y[c] = max over kc of t[c * sx + kc * dx], c in [0, ow). Stride 2 (ResNet's and VGG's pools)
- * takes 16 outputs at a time, each tap's even lanes shuffled out of two vectors: gcc left that
- * loop scalar. */
-static inline __attribute__((always_inline)) void max_across(float *restrict y, const float *restrict t, int64_t ow,
-                                                             int64_t sx, int64_t kw, int64_t dx)
-{
-    if (sx == 2) {
-        for (int64_t c = 0; c < ow; c += 16) {
-            pool_v16 m, e; /* outputs c.. c + 15: t[2c + kc*dx + 2j], j < 16, for each kc */
-            V16_EVENS(m, t + 2 * c);
-            for (int64_t kc = 1; kc < kw; kc++) {
-                V16_EVENS(e, t + 2 * c + kc * dx);
-                V16_MAX_INTO(m, e);
-            }
-            if (c + 16 <= ow) memcpy(y + c, &m, sizeof m);
-            else memcpy(y + c, &m, (size_t)(ow - c) * sizeof *y);
-        }
-        return;
-    }
-    for (int64_t c = 0; c < ow; c++) y[c] = t[c * sx];
-    for (int64_t kc = 1; kc < kw; kc++) {
-        const float *tr = t + kc * dx;
-        if (sx == 1)
-            for (int64_t c = 0; c < ow; c++) y[c] = tr[c] > y[c] ? tr[c] : y[c];
-        else
-            for (int64_t c = 0; c < ow; c++) y[c] = tr[c * sx] > y[c] ? tr[c * sx] : y[c];
-    }
-}
+#define POOL_LANES 8
+#define POOL_V pool_v8
+#define POOL_I pool_i8
+#define POOL_NAME(f) f##_v8
+#define POOL_TARGET PDC_ISA_CLONES_NO_AVX512
+#define POOL_EVENS(dst, p)                                                                                      \
+    do {                                                                                                        \
+        pool_v8 lo_, hi_;                                                                                       \
+        memcpy(&lo_, (p), sizeof lo_);                                                                          \
+        memcpy(&hi_, (p) + 8, sizeof hi_);                                                                      \
+        (dst) = __builtin_shufflevector(lo_, hi_, 0, 2, 4, 6, 8, 10, 12, 14);                                   \
+    } while (0)
+#include "backends/cpu/pool_rows.h"
+#undef POOL_LANES
+#undef POOL_V
+#undef POOL_I
+#undef POOL_NAME
+#undef POOL_TARGET
+#undef POOL_EVENS
 
-/* Output rows [r0, r1) of one plane of a max pool; t: POOL_ROW_BATCH row buffers of tw +
- * POOL_ROW_SLACK floats. A window with no tap inside the input gives 0, as in the reference. One
- * function per ISA with its passes inlined (not a call per pass), the down passes of a batch of
- * rows before their across passes: an across pass right after its own down pass reads vectors
- * that straddle stores still in flight, which the core cannot forward. With the vector passes,
- * ResNet-18's 3x3 pool of 64x112x112 at 1 thread: 0.17 -> 0.10 ms. */
-PDC_ISA_CLONES __attribute__((optimize("O3")))
+/* Output rows [r0, r1) of one plane of a max pool, at the width of the CPU's registers. */
 static void max_rows(const pool_state *s, const float *xp, float *yp, float *t, int64_t r0, int64_t r1)
 {
-    const ir_window_params *p = &s->p;
-    const int64_t ow = p->out[1], tws = s->tw + POOL_ROW_SLACK;
-    for (int b = 0; b < POOL_ROW_BATCH; b++) memset(t + b * tws + s->tw, 0, POOL_ROW_SLACK * sizeof *t);
-    for (int64_t rb = r0; rb < r1; rb += POOL_ROW_BATCH) {
-        int n = r1 - rb < POOL_ROW_BATCH ? (int)(r1 - rb) : POOL_ROW_BATCH, any[POOL_ROW_BATCH] = {0};
-        for (int b = 0; b < n; b++) {
-            const float *rows[POOL_DOWN_ROWS];
-            int nr = 0;
-            for (int64_t kr = 0; kr < p->k[0]; kr++) {
-                int64_t ir = (rb + b) * p->stride[0] - p->pad_begin[0] + kr * p->dil[0];
-                if (ir >= 0 && ir < p->in[0]) rows[nr++] = xp + ir * p->in[1];
-                if (nr == POOL_DOWN_ROWS || (nr && kr == p->k[0] - 1)) {
-                    max_down(t + b * tws, rows, nr, s->tw, p->pad_begin[1], p->in[1], !any[b]);
-                    any[b] = 1;
-                    nr = 0;
-                }
-            }
-        }
-        for (int b = 0; b < n; b++) {
-            float *yr = yp + (rb + b) * ow;
-            if (!any[b]) {
-                memset(yr, 0, (size_t)ow * sizeof *yr);
-                continue;
-            }
-            max_across(yr, t + b * tws, ow, p->stride[1], p->k[1], p->dil[1]);
-            for (int64_t c = 0; s->col_valid && c < ow; c++)
-                if (!s->col_valid[c]) yr[c] = 0.0f;
-        }
-    }
+    if (__builtin_cpu_supports("avx512f")) max_rows_v16(s, xp, yp, t, r0, r1);
+    else max_rows_v8(s, xp, yp, t, r0, r1);
 }
 
 /* Output rows [r0, r1) of one plane of an average pool. */
