@@ -115,12 +115,6 @@ typedef int32_t pool_i8 __attribute__((vector_size(32)));
         (dst) = __builtin_shufflevector(lo_, hi_, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);   \
     } while (0)
 #include "backends/cpu/pool_rows.h"
-#undef POOL_LANES
-#undef POOL_V
-#undef POOL_I
-#undef POOL_NAME
-#undef POOL_TARGET
-#undef POOL_EVENS
 
 #define POOL_LANES 8
 #define POOL_V pool_v8
@@ -135,12 +129,6 @@ typedef int32_t pool_i8 __attribute__((vector_size(32)));
         (dst) = __builtin_shufflevector(lo_, hi_, 0, 2, 4, 6, 8, 10, 12, 14);                                   \
     } while (0)
 #include "backends/cpu/pool_rows.h"
-#undef POOL_LANES
-#undef POOL_V
-#undef POOL_I
-#undef POOL_NAME
-#undef POOL_TARGET
-#undef POOL_EVENS
 
 /* Output rows [r0, r1) of one plane of a max pool, at the width of the CPU's registers. */
 static void max_rows(const pool_state *s, const float *xp, float *yp, float *t, int64_t r0, int64_t r1)

@@ -3,7 +3,8 @@
  * pool.c once per width, with
  *   POOL_LANES   floats a vector (16 or 8), POOL_V / POOL_I its float and int32 GCC vector types,
  *   POOL_EVENS(dst, p)  dst = p[0], p[2], ..., the even lanes of the two vectors at p,
- *   POOL_NAME(f) the name of this width's f, POOL_TARGET the attributes that pick its ISA.
+ *   POOL_NAME(f) the name of this width's f, POOL_TARGET the attributes that pick its ISA;
+ * it undefines them at its end.
  * GCC lowers a generic vector wider than the ISA's registers lane by lane where it shuffles (the
  * 16-float version compiled for AVX2 was nearly all scalar moves: ResNet-18's 3x3 pool of
  * 64x112x112 took 2.2 ms on a Zen 3 core), so each ISA gets the width of its registers.
@@ -116,4 +117,11 @@ static void POOL_NAME(max_rows)(const pool_state *s, const float *xp, float *yp,
     }
 }
 
+/* the parameters, for the next width */
 #undef POOL_MAX_INTO
+#undef POOL_LANES
+#undef POOL_V
+#undef POOL_I
+#undef POOL_NAME
+#undef POOL_TARGET
+#undef POOL_EVENS
