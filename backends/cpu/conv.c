@@ -741,11 +741,11 @@ static void conv_tiling(conv_geom *g, int vec, int budget, int max_tx)
     cpu_conv_layout(g, vec, tx, ty);
 }
 
-/* Row tiles loading unaligned vectors (no shift mode): a loaded vector serves every tap of its
- * column that falls in the tile, so a tile of one row reuses nothing, and each kernel reads its
- * rows from L2 again for each filter. With AVX-512's 28 accumulators a full row of 7 vectors still
- * leaves 4 rows; AVX2's 12 made that 1 row x 7: tiles at least 3 rows tall instead (VGG-16 conv3_1
- * at 4.5x on Zen 3, one thread: 10.7 -> 7.3 ms, 3x4 against 1x7). */
+/* Row tiles loading unaligned vectors (no shift mode): a loaded vector serves the taps of its
+ * column that fall in the tile's rows, so in a tile of one row every FMA has a load of its own.
+ * With AVX-512's 28 accumulators a full row of 7 vectors still leaves 4 rows; AVX2's 12 made that
+ * 1 row x 7: tiles of 3 rows or more instead (VGG-16 conv3_1 at 4.5x on Zen 3, one thread: 10.7 ->
+ * 7.3 ms, 3x4 against 1x7). */
 static int row_tile_max_tx(const pdc_llvm_target *t, int budget)
 {
     return t->n_vregs >= 32 ? 7 : budget / 3;
