@@ -7,15 +7,6 @@
 #include "ir/batchnorm.h"
 #include "ir/epilogue.h"
 
-/* Layers reading tensor t. */
-static size_t readers(const ir_model *m, int t)
-{
-    size_t n = 0;
-    for (size_t li = 0; li < m->n_layers; li++)
-        for (size_t i = 0; i < m->layers[li].n_inputs; i++) n += m->layers[li].inputs[i] == t;
-    return n;
-}
-
 static int same_shape(const ir_tensor *a, const ir_tensor *b)
 {
     if (a->rank != b->rank) return 0;
@@ -27,7 +18,7 @@ static int same_shape(const ir_tensor *a, const ir_tensor *b)
 /* t has one reader and is not a graph output: what reads it may take over writing its value. */
 static int private_to_next(const ir_model *m, int t)
 {
-    return t >= 0 && !ir_model_is_output(m, t) && readers(m, t) == 1;
+    return t >= 0 && !ir_model_is_output(m, t) && ir_model_tensor_uses(m, t) == 1; /* a layer's input slot */
 }
 
 /* 1 and *p if layer li (if any) is an activation an epilogue applies inline (relu, clip,

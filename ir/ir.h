@@ -159,6 +159,8 @@ pdc_status ir_model_clone(const ir_model *m, ir_model **out);
 int ir_model_find_tensor(const ir_model *m, const char *name);
 /* 1 if tensor t is a graph output. */
 int ir_model_is_output(const ir_model *m, int t);
+/* Number of places that read tensor t: layer input slots plus graph outputs. */
+size_t ir_model_tensor_uses(const ir_model *m, int t);
 int ir_model_find_layer(const ir_model *m, const char *name);
 /* Tensor/layer/model names: 1..4096 bytes, no control characters (any other UTF-8 is fine). */
 int ir_name_valid(const char *name);

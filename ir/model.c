@@ -241,6 +241,15 @@ int ir_model_is_output(const ir_model *m, int t)
     return 0;
 }
 
+size_t ir_model_tensor_uses(const ir_model *m, int t)
+{
+    size_t n = 0;
+    for (size_t li = 0; li < m->n_layers; li++)
+        for (size_t i = 0; i < m->layers[li].n_inputs; i++) n += m->layers[li].inputs[i] == t;
+    for (size_t i = 0; i < m->n_outputs; i++) n += m->outputs[i] == t;
+    return n;
+}
+
 pdc_status ir_model_mark_output(ir_model *m, const char *name)
 {
     int t = ir_model_find_tensor(m, name);

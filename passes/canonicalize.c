@@ -45,7 +45,7 @@ static int same_shape(const ir_tensor *a, const ir_tensor *b)
 static int sole_producer(const ir_model *m, int x, int want_conv_fc, int want_gemm)
 {
     const ir_tensor *t = &m->tensors[x];
-    if (t->kind != IR_TENSOR_ACT || t->producer < 0 || pass_tensor_uses(m, x) != 1) return -1;
+    if (t->kind != IR_TENSOR_ACT || t->producer < 0 || ir_model_tensor_uses(m, x) != 1) return -1;
     const ir_layer *p = &m->layers[t->producer];
     int ok = (want_conv_fc && (p->op == IR_OP_CONV || p->op == IR_OP_FC)) || (want_gemm && p->op == IR_OP_GEMM);
     if (!ok || p->outputs[0] != x || ir_attrs_find(&p->attrs, "activation")) return -1;
@@ -99,7 +99,7 @@ static pdc_status remove_identities(ir_model *m, uint8_t *dl, uint8_t *dt, int *
         if (!ir_model_is_output(m, y)) {
             ir_model_replace_uses(m, y, x);
             drop_with_outputs(m, li, dl, dt);
-        } else if (m->tensors[x].kind == IR_TENSOR_ACT && pass_tensor_uses(m, x) == 1) {
+        } else if (m->tensors[x].kind == IR_TENSOR_ACT && ir_model_tensor_uses(m, x) == 1) {
             /* y is a graph output: x's producer writes y directly */
             int p = m->tensors[x].producer;
             ir_layer *pl = &m->layers[p];

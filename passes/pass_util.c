@@ -32,14 +32,6 @@ double pass_rate_for(const pass_rates *r, const char *name)
     return r->global;
 }
 
-size_t pass_tensor_uses(const ir_model *m, int t)
-{
-    size_t n = 0;
-    for (size_t li = 0; li < m->n_layers; li++)
-        for (size_t i = 0; i < m->layers[li].n_inputs; i++) n += m->layers[li].inputs[i] == t;
-    for (size_t i = 0; i < m->n_outputs; i++) n += m->outputs[i] == t;
-    return n;
-}
 
 void pass_attr_remove(ir_attrs *a, const char *name)
 {
@@ -82,7 +74,7 @@ pdc_status pass_add_constant(ir_model *m, const char *base, const char *suffix, 
 pdc_status pass_private_constant(ir_model *m, size_t li, size_t slot, int *t_out)
 {
     int t = m->layers[li].inputs[slot];
-    if (pass_tensor_uses(m, t) <= 1) {
+    if (ir_model_tensor_uses(m, t) <= 1) {
         *t_out = t;
         return PDC_OK;
     }

@@ -23,8 +23,6 @@ int pass_layer_selected(const pass_options *opt, const char *name);
 void pass_layer_hit(const pass_options *opt, const char *name);
 /* The rate for layer `name`: its override, else the global rate. */
 double pass_rate_for(const pass_rates *r, const char *name);
-/* Number of places that read tensor t: layer input slots plus graph outputs. */
-size_t pass_tensor_uses(const ir_model *m, int t);
 /* Adds constant base+suffix (made unique with "_2", "_3", ... if taken); takes ownership of data
  * (pdc_alloc'd, prod(dims) floats) on success and failure. */
 pdc_status pass_add_constant(ir_model *m, const char *base, const char *suffix, int rank, const int64_t *dims,

@@ -746,7 +746,7 @@ START_TEST(canonicalize_keeps_outputs)
     ck_assert_int_eq(ir_model_find_tensor(m, "s1"), -1);  /* batchnorm parameters are gone */
     /* every constant left is read */
     for (size_t t = 0; t < m->n_tensors; t++)
-        if (m->tensors[t].kind == IR_TENSOR_CONST) ck_assert_uint_ge(pass_tensor_uses(m, (int)t), 1);
+        if (m->tensors[t].kind == IR_TENSOR_CONST) ck_assert_uint_ge(ir_model_tensor_uses(m, (int)t), 1);
     ck_assert_ok(ctx, pdc_model_verify(m));
     /* folding never adds work: fused activations are counted as their layers were (one op per
      * element), batchnorm and the bias add are gone */
