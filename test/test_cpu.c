@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <omp.h>
 #include <stdatomic.h>
+#include <float.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -46,7 +47,8 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
     case BC_UNARY:
         ck_assert_kernel(p, "y0", "jit elementwise relu");
         ck_assert_kernel(p, "y0", expected_isa());
-        ck_assert_kernel(p, "y5", "ref fallback: sigmoid");
+        ck_assert_kernel(p, "y5", "jit elementwise sigmoid");
+        ck_assert_kernel(p, "y6", "jit elementwise tanh");
         break;
     case BC_BINARY: ck_assert_kernel(p, "y", "jit elementwise"); break;
     case BC_CONST_OPERAND: ck_assert_kernel(p, "y", "38 runs of 35 (scalar x vector)"); break;
@@ -508,7 +510,9 @@ START_TEST(conv_activation_fused)
         int dense;
     } cases[] = {{"relu", "jit pattern-sparse conv 3x3", 16, 20, 1, 0},  {"clip", "flat vector", 16, 7, 1, 0},
                  {"leaky_relu", "channel-major", 16, 20, 2, 0}, {"clip", "output channels vectorised", 32, 14, 1, 1},
-                 {"leaky_relu", "jit dense conv 3x3, tile", 8, 20, 1, 1}};
+                 {"leaky_relu", "jit dense conv 3x3, tile", 8, 20, 1, 1}, {"sigmoid", "jit pattern-sparse conv 3x3", 16, 20, 1, 0},
+                 {"tanh", "flat vector", 16, 7, 1, 0},         {"sigmoid", "channel-major", 16, 20, 2, 0},
+                 {"tanh", "output channels vectorised", 32, 14, 1, 1}, {"sigmoid", "jit dense conv 3x3, tile", 8, 20, 1, 1}};
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         conv_then_activation(cases[q].act, cases[q].c, cases[q].h, cases[q].s, cases[q].dense, (uint32_t)q + 61);
         output("y");
@@ -518,13 +522,14 @@ START_TEST(conv_activation_fused)
         snprintf(want, sizeof want, " + %s 'y' in the epilogue", cases[q].act);
         ck_assert_kernel(p, "c", want);
         ck_assert_kernel(p, "y", "fused into the epilogue of c");
-        if (q != 1 || !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "c", cases[q].family); /* flat: avx512 */
+        if (strcmp(cases[q].family, "flat vector") || !strcmp(expected_isa(), "avx512")) /* flat: avx512 */
+            ck_assert_kernel(p, "c", cases[q].family);
         pdc_program_destroy(p);
     }
-    /* what is not fused: an activation the kernels do not apply inline (sigmoid), a conv output read
+    /* what is not fused: an activation the kernels do not apply inline (hardswish), a conv output read
      * by a second layer too, a conv output that is also a graph output */
     for (int q = 0; q < 3; q++) {
-        conv_then_activation(q == 0 ? "sigmoid" : "relu", 16, 10, 1, 0, (uint32_t)q + 81);
+        conv_then_activation(q == 0 ? "hardswish" : "relu", 16, 10, 1, 0, (uint32_t)q + 81);
         if (q == 1) layer("relu", NULL, "z", NAMES("c"));
         output("y");
         if (q == 1) output("z");
@@ -739,6 +744,59 @@ static void pool_model(const char *op, int64_t n, int64_t c, int64_t h, int64_t 
     layer(op, a, "y", NAMES("x"));
     output("y");
 }
+
+/* sigmoid and tanh are straight-line IR (backends/llvm/irb_math.c), not libm: against the reference
+ * (double-precision exp, tanhf) over [-20, 20] in steps of 1/1024 and at the edges - signed zeros,
+ * tiny and denormal inputs, the tanh series' switch at 0.5, the exp clamp near +-88, huge values,
+ * infinities, NaN - within a relative 2.4e-7, 2 to 4 ulps (the worst seen is 2: a tolerance of 3 x
+ * 2^-24 fails at tanh(-0.775)); results below 1e-37 within 1e-37 (the clamp keeps 2^n a normal
+ * float, so sigmoid(-100) is 5e-39, not 4e-44). The edges come first and last; the last 7 run in
+ * the scalar tail after the vector loop. */
+START_TEST(sigmoid_tanh_close_to_reference)
+{
+    static const float edge[] = {0.0f,  -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 0.49999997f, 0.5f, -0.5f,
+                                 1.0f,  -1.0f, 9.0f,   -9.0f,   20.0f,  -20.0f,  87.0f,       -87.0f, 88.5f,
+                                 -88.5f, 100.0f, -100.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN};
+    const size_t ne = sizeof edge / sizeof *edge, nsweep = 40963, n = 2 * ne + nsweep;
+    ck_assert_uint_eq(n % 8, 7); /* n % 16 too */
+    input("x", DIMS(1, (int64_t)n));
+    layer("sigmoid", NULL, "s", NAMES("x"));
+    layer("tanh", NULL, "t", NAMES("x"));
+    output("s");
+    output("t");
+    pdc_program *pr = NULL, *pc = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "cpu", &pc));
+    ck_assert_kernel(pc, "s", "jit elementwise sigmoid");
+    ck_assert_kernel(pc, "t", "jit elementwise tanh");
+    pdc_tensor *x, *out[2][2];
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(1, (int64_t)n), &x));
+    for (int b = 0; b < 2; b++)
+        for (int o = 0; o < 2; o++) ck_assert_ok(ctx, pdc_tensor_create(ctx, DIMS(1, (int64_t)n), &out[b][o]));
+    float *xv = pdc_tensor_data(x);
+    for (size_t i = 0; i < ne; i++) xv[i] = xv[n - ne + i] = edge[i];
+    for (size_t i = 0; i < nsweep; i++) xv[ne + i] = -20.0f + (float)i / 1024.0f;
+    ck_assert_ok(ctx, pdc_program_run(pr, 1, &x, 2, out[0]));
+    ck_assert_ok(ctx, pdc_program_run(pc, 1, &x, 2, out[1]));
+    for (int o = 0; o < 2; o++) {
+        const float *want = pdc_tensor_data(out[0][o]), *got = pdc_tensor_data(out[1][o]);
+        for (size_t i = 0; i < n; i++) {
+            if (isnan(want[i])) {
+                ck_assert_msg(isnan(got[i]), "%s(%g): %g, want NaN", o ? "tanh" : "sigmoid", xv[i], got[i]);
+                continue;
+            }
+            double tol = 4.0 * FLT_EPSILON / 2.0 * fabs(want[i]) + 1e-37; /* 4 x 2^-24 */
+            ck_assert_msg(fabs((double)got[i] - want[i]) <= tol, "%s(%.9g) at %zu: %.9g, reference %.9g",
+                          o ? "tanh" : "sigmoid", xv[i], i, got[i], want[i]);
+        }
+    }
+    pdc_tensor_destroy(x);
+    for (int b = 0; b < 2; b++)
+        for (int o = 0; o < 2; o++) pdc_tensor_destroy(out[b][o]);
+    pdc_program_destroy(pr);
+    pdc_program_destroy(pc);
+}
+END_TEST
 
 START_TEST(maxpool_window_outside_input)
 {
@@ -1160,7 +1218,7 @@ START_TEST(outputs_in_callers_buffers_or_copied)
         ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
         layer("conv", a, "c", NAMES("x", "w"));
         layer("add", NULL, "r", NAMES("c", "x"));
-        if (fallback) layer("sigmoid", NULL, "q", NAMES("r"));
+        if (fallback) layer("softmax", NULL, "q", NAMES("r"));
         output("c");
         output(fallback ? "q" : "r");
         pdc_program *pc = check_matches_ref(fallback ? "with a ref layer" : "all jit", 3);
@@ -1547,6 +1605,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.conv, conv_activation_fused);
     tcase_add_test(t.conv, conv_activation_fused_planned);
     tcase_add_test(t.conv, conv_batchnorm_fused);
+    tcase_add_test(t.eltwise, sigmoid_tanh_close_to_reference);
     tcase_add_test(t.pool, maxpool_window_outside_input);
     tcase_add_test(t.pool, maxpool_wide_rows_and_tall_windows);
     tcase_add_test(t.pool, pooling_rows_split_over_threads);

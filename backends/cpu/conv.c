@@ -28,8 +28,8 @@
  *    the whole plane, accumulation split over 16 chains (conv.h). Rows share their zero padding
  *    where the stride allows (a 7x7 plane's rows are 8 floats), and a lead chosen over all kernels
  *    weighs shuffles against cache lines read; each pattern prefetches just the lines it reads.
- *  - Epilogue: bias (the accumulators start at it), relu/clip/leaky_relu inline, masked stores for
- *    the last partial vector of a row. Other fused activations run right after, in C.
+ *  - Epilogue: bias (the accumulators start at it), relu/clip/leaky_relu/sigmoid/tanh inline, masked
+ *    stores for the last partial vector of a row. Other fused activations run right after, in C.
  *
  * Layers whose every kernel is dense go to conv_dense.c (several filters per tile) when it takes
  * them; otherwise they run here with one pattern covering the whole window. Unstructured or block
@@ -297,6 +297,8 @@ LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v)
         LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, a->act_alpha));
         return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, LLVMBuildFMul(B, al, v, ""), "");
     }
+    case IR_ACT_SIGMOID: return pdc_irb_sigmoid(irb, v);
+    case IR_ACT_TANH: return pdc_irb_tanh(irb, v);
     default: return v;
     }
 }
@@ -304,7 +306,8 @@ LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v)
 conv_act cpu_conv_inline_act(ir_fused_params *post)
 {
     conv_act a = {IR_ACT_NONE, 0.0f, 0.0f, 0.0f};
-    if (post->act == IR_ACT_RELU || post->act == IR_ACT_CLIP || post->act == IR_ACT_LEAKY_RELU) {
+    if (post->act == IR_ACT_RELU || post->act == IR_ACT_CLIP || post->act == IR_ACT_LEAKY_RELU ||
+        post->act == IR_ACT_SIGMOID || post->act == IR_ACT_TANH) {
         a.act = (int32_t)post->act;
         a.act_min = post->act == IR_ACT_CLIP ? post->act_min : 0.0f;
         a.act_max = post->act == IR_ACT_CLIP ? post->act_max : 0.0f;

@@ -42,7 +42,7 @@ typedef struct conv_geom {
     int64_t nband, band_rows, band_groups;
 } conv_geom;
 
-/* An activation a conv kernel applies inline: relu, clip or leaky_relu (IR_ACT_NONE: none). */
+/* An activation a conv kernel applies inline: relu, clip, leaky_relu, sigmoid or tanh (IR_ACT_NONE: none). */
 typedef struct conv_act {
     int32_t act;
     float act_min, act_max, act_alpha;
@@ -173,14 +173,14 @@ void cpu_conv_pack_portable(const conv_geom *g, const float *x, float *xp, int64
 /* Zeros that end every phase plane of the whole input (its last rows and columns, padding): how
  * far a flat plane may reach into the next one's lead. */
 int64_t cpu_conv_plane_zero_tail(const conv_geom *g);
-/* Epilogue pieces the conv generators emit: the inline activation (relu, clip, leaky_relu; any
- * other act is returned unchanged, to run after the kernel), and the store of flat vector v holding
+/* Epilogue pieces the conv generators emit: the inline activation (relu, clip, leaky_relu, sigmoid,
+ * tanh; any other act is returned unchanged, to run after the kernel), and the store of flat vector v holding
  * pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow), one masked store
  * per output row it touches, after adding the same pixels of residual channel rk (unless NULL) and
  * the activation. */
 LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v);
-/* The activation of post a kernel applies inline (relu, clip, leaky_relu: then removed from post,
- * whose other activations run after the kernel). */
+/* The activation of post a kernel applies inline (relu, clip, leaky_relu, sigmoid, tanh: then removed
+ * from post, whose other activations run after the kernel). */
 conv_act cpu_conv_inline_act(ir_fused_params *post);
 void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
                               int64_t p0, int64_t wq, int64_t ow, int64_t rows);

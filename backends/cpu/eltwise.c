@@ -1,14 +1,14 @@
 /*
  * eltwise.c - JIT'd elementwise kernels: activations (relu, clip, leaky_relu, hardswish,
- * hardsigmoid) and add/sub/mul/div with numpy broadcasting.
+ * hardsigmoid, sigmoid, tanh) and add/sub/mul/div with numpy broadcasting.
  *
  * One kernel computes y[i] = a[i] (op) b[i] over a contiguous run of n elements, where each operand
  * is either a vector run or one value broadcast over the run; the kernel is specialised on the op,
  * its constants and the two operand kinds. Broadcasting is reduced at compile time to a list of runs:
  * the trailing dims over which both operands are uniformly contiguous or uniformly broadcast form a
  * run; the leading dims enumerate runs, whose operand offsets are tabulated. The arithmetic is
- * exactly the reference kernel's (same comparisons, no contraction), so results match bit for bit.
- * sigmoid and tanh keep the reference kernel (they need libm's exp/tanh).
+ * exactly the reference kernel's (same comparisons, no contraction), so results match bit for bit,
+ * except sigmoid and tanh: straight-line IR (irb_math.c) within about 2 ulp of the reference's libm.
  * batchnorm (inference form, constant statistics) is a per-channel y = x * a[c] + b[c] with a and b
  * folded at compile time in double precision.
  */
@@ -24,7 +24,7 @@
 #define ELT_PAR_MIN 65536 /* elements below which one thread does the layer */
 
 typedef struct elt_key {
-    char tag[8];            /* "eltw1" */
+    char tag[8];            /* "eltw2" */
     int32_t op;             /* ir_op */
     int32_t a_vec, b_vec;   /* 1: operand varies along the run; 0: one value broadcast (b unused for unary) */
     int32_t vec;
@@ -81,6 +81,8 @@ static LLVMValueRef elt_op(pdc_irb *irb, const elt_key *k, LLVMTypeRef t, LLVMVa
     case IR_OP_SUB: return LLVMBuildFSub(B, a, b, "");
     case IR_OP_MUL: return LLVMBuildFMul(B, a, b, "");
     case IR_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+    case IR_OP_SIGMOID: return pdc_irb_sigmoid(irb, a);
+    case IR_OP_TANH: return pdc_irb_tanh(irb, a);
     default: return a;
     }
 #undef CF
@@ -275,13 +277,13 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
 {
     elt_key k;
     memset(&k, 0, sizeof k); /* padding bytes too: the key is hashed */
-    memcpy(k.tag, "eltw1", 6);
+    memcpy(k.tag, "eltw2", 6);
     k.op = (int32_t)l->op;
     k.vec = cc->target->vec;
     int unary = 1;
     if (l->op == IR_OP_BATCHNORM) return plan_batchnorm(cc, m, l, L, why, why_cap);
     switch (l->op) {
-    case IR_OP_RELU: case IR_OP_HARDSWISH: break;
+    case IR_OP_RELU: case IR_OP_HARDSWISH: case IR_OP_SIGMOID: case IR_OP_TANH: break;
     case IR_OP_CLIP:
         k.p0 = ir_attr_float(&l->attrs, "min", -INFINITY);
         k.p1 = ir_attr_float(&l->attrs, "max", INFINITY);
@@ -292,9 +294,6 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
         k.p1 = ir_attr_float(&l->attrs, "beta", 0.5f);
         break;
     case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: unary = 0; break;
-    case IR_OP_SIGMOID: case IR_OP_TANH:
-        snprintf(why, why_cap, "%s needs libm (exp/tanh), the reference kernel computes it", ir_op_get_info(l->op)->name);
-        return PDC_ERR_UNSUPPORTED;
     default: return PDC_ERR_UNSUPPORTED;
     }
     if (l->inputs[0] < 0 || l->outputs[0] < 0 || (!unary && (l->n_inputs < 2 || l->inputs[1] < 0)))
