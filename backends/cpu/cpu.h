@@ -107,6 +107,10 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
                             size_t why_cap);
 pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                          size_t why_cap);
+/* A JIT'd y[i] = op(a[i]) over n floats, op sigmoid or tanh (y and a distinct): the kernel eltwise.c
+ * runs for such a layer, for kernels written in C that apply one (rnn.c's gates). */
+typedef void (*cpu_unary_fn)(const float *a, const float *b, float *y, int64_t n);
+pdc_status cpu_unary_kernel(const cpu_compile *cc, ir_op op, cpu_unary_fn *fn);
 pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                         size_t why_cap);
 

@@ -31,7 +31,7 @@ typedef struct elt_key {
     float p0, p1;           /* clip min/max, leaky alpha, hardsigmoid alpha/beta */
 } elt_key;
 
-typedef void (*elt_fn)(const float *a, const float *b, float *y, int64_t n);
+typedef cpu_unary_fn elt_fn; /* b is read only by binary ops */
 
 typedef struct elt_state {
     elt_fn fn;
@@ -160,6 +160,33 @@ static pdc_status elt_emit(void *arg, const pdc_context *ctx, const pdc_llvm_tar
     return PDC_OK;
 }
 
+static pdc_status elt_kernel(const cpu_compile *cc, elt_key *k, elt_fn *fn)
+{
+    static const char *const syms[] = {"run"};
+    pdc_kernel_desc d = {k, sizeof *k, elt_emit, k, 1, syms};
+    void *addr = NULL;
+    pdc_status st = pdc_jit_kernel(cc->jit, cc->ctx, &d, &addr, NULL);
+    *fn = st ? NULL : (elt_fn)addr;
+    return st;
+}
+
+static void elt_key_init(elt_key *k, ir_op op, int vec)
+{
+    memset(k, 0, sizeof *k); /* padding bytes too: the key is hashed */
+    memcpy(k->tag, "eltw2", 6);
+    k->op = (int32_t)op;
+    k->vec = vec;
+}
+
+pdc_status cpu_unary_kernel(const cpu_compile *cc, ir_op op, cpu_unary_fn *fn)
+{
+    if (op != IR_OP_SIGMOID && op != IR_OP_TANH) return PDC_ERR_UNSUPPORTED;
+    elt_key k;
+    elt_key_init(&k, op, cc->target->vec);
+    k.a_vec = 1;
+    return elt_kernel(cc, &k, fn);
+}
+
 /* Broadcast strides of t against the output (rank r, dims od), right-aligned; -1 if it does not broadcast. */
 static int elt_strides(const ir_tensor *t, int r, const int64_t *od, int64_t *strides)
 {
@@ -276,10 +303,7 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
                             size_t why_cap)
 {
     elt_key k;
-    memset(&k, 0, sizeof k); /* padding bytes too: the key is hashed */
-    memcpy(k.tag, "eltw2", 6);
-    k.op = (int32_t)l->op;
-    k.vec = cc->target->vec;
+    elt_key_init(&k, l->op, cc->target->vec);
     int unary = 1;
     if (l->op == IR_OP_BATCHNORM) return plan_batchnorm(cc, m, l, L, why, why_cap);
     switch (l->op) {
@@ -365,15 +389,11 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
             }
         }
     }
-    static const char *const syms[] = {"run"};
-    pdc_kernel_desc d = {&k, sizeof k, elt_emit, &k, 1, syms};
-    void *addr = NULL;
-    pdc_status st = pdc_jit_kernel(cc->jit, cc->ctx, &d, &addr, NULL);
+    pdc_status st = elt_kernel(cc, &k, &s->fn);
     if (st) {
         elt_free(s);
         return st;
     }
-    s->fn = (elt_fn)addr;
     L->run = elt_run;
     L->state = s;
     L->free_state = elt_free;
