@@ -3,7 +3,7 @@
  * the input projections of all time steps in one GEMM per direction (x[T*B, I] w^T, biases
  * folded in), then per step one GEMM for the recurrent part (h[B, H] r^T) and the gates: their
  * sigmoids and tanhs JIT'd over each whole gate block (eltwise.c's kernels; one libm call per element
- * took about half of a step with hidden size 512), the products around them in C.
+ * cost 1-1.5 ms of a 32-step LSTM with hidden size 512 at batch 1), the products around them in C.
  * Dense weights go through OpenBLAS. A block- or unstructured-pruned w or r (sparse enough, blocks
  * not straddling a direction or GRU's h gate) goes through gemm.c's JIT'd block-sparse product
  * instead: one matrix-vector product per time step and sample, over the kept blocks only. Each of

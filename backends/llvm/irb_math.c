@@ -8,7 +8,7 @@
  */
 #include "backends/llvm/llvm.h"
 
-/* A constant of the type of v (a float or a float vector). */
+/* A constant of like's type (a float or a vector of irb->vec floats). */
 static LLVMValueRef cf(pdc_irb *irb, LLVMValueRef like, float v)
 {
     LLVMValueRef s = pdc_irb_f32(irb, v);
