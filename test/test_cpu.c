@@ -1354,6 +1354,35 @@ START_TEST(work_shares_each_item_once)
 }
 END_TEST
 
+/* The recurrent product of a batch-1 LSTM/GRU is split over the threads by rows once it has 64K
+ * weights (rnn.c RNN_PAR_MIN): hidden 128 (LSTM: 512 x 128) and 192 (GRU's z and r: 384 x 192),
+ * against the reference at 2 threads, and bit-identical at 1 and 2 (PDC_OMP_STATIC: the team is
+ * what the option says, whatever else the host runs). */
+START_TEST(rnn_recurrent_rows_split_over_threads)
+{
+    ck_assert_int_eq(setenv("PDC_OMP_STATIC", "1", 1), 0);
+    for (int lstm = 1; lstm >= 0; lstm--) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "rnn_threads", &mdl));
+        const int64_t H = lstm ? 128 : 192, G = lstm ? 4 : 3, I = 24;
+        input("x", DIMS(3, 1, I));
+        constant_rand("w", DIMS(1, G * H, I), 0.3f, 5);
+        constant_rand("r", DIMS(1, G * H, H), 0.15f, 6);
+        constant_rand("b", DIMS(1, 2 * G * H), 0.3f, 7);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
+        ck_assert_ok(ctx, pdc_model_add_layer(mdl, "rnn", lstm ? "lstm" : "gru", 4, (const char *const[]){"x", "w", "r", "b"},
+                                              1, (const char *const[]){"y"}, a));
+        pdc_attrs_destroy(a);
+        output("y");
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
+        pdc_program_destroy(check_matches_ref(lstm ? "lstm 128, 2 threads" : "gru 192, 2 threads", 11));
+        check_thread_invariance(lstm ? "lstm 128" : "gru 192");
+    }
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 START_TEST(rnn_block_sparse_uses_jit)
 {
     /* block-pruned bidirectional LSTM and unstructured GRU: every gate product on the sparse kernel */
@@ -1612,6 +1641,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.gemm, outputs_in_callers_buffers_or_copied);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
+    tcase_add_test(t.gemm, rnn_recurrent_rows_split_over_threads);
     tcase_add_test(t.api, team_size_rule_and_loadavg_parsing);
     tcase_add_test(t.api, work_shares_each_item_once);
     tcase_add_test(t.api, isa_follows_host_and_override);
