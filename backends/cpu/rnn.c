@@ -54,8 +54,9 @@ static void bsr_mv(const cpu_bsr *b, const float *x, int64_t n, float *pad, cons
 }
 
 /* y[b][0, o) = x[b] w^T for nb rows x[b] of k floats (w: o x k, row-major; y rows ldy apart). One
- * row is a matrix-vector product: sgemm with one row repacks all of w on every call (an LSTM step
- * with hidden size 512 at batch 1, 32 steps: 13.3-15.0 -> 3.9-4.1 ms). */
+ * row is a matrix-vector product: sgemm with one row repacks all of w on every call (a 32-step LSTM
+ * with hidden size 512 at batch 1: 13.3-15.0 -> 3.9-4.1 ms), and from RNN_PAR_MIN weights on its
+ * rows are split over the threads (each output the same dot product whatever the split). */
 static void rows_times_wt(int nb, int o, int k, const float *x, const float *w, float *y, int ldy, int threads)
 {
     if (nb > 1) {
