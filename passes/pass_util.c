@@ -32,7 +32,6 @@ double pass_rate_for(const pass_rates *r, const char *name)
     return r->global;
 }
 
-
 void pass_attr_remove(ir_attrs *a, const char *name)
 {
     for (size_t i = 0; i < a->n; i++) {

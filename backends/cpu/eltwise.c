@@ -54,7 +54,7 @@ static LLVMValueRef elt_op(pdc_irb *irb, const elt_key *k, LLVMTypeRef t, LLVMVa
 {
     LLVMBuilderRef B = irb->b;
     LLVMValueRef zero = LLVMConstNull(t);
-#define CF(v) (LLVMGetTypeKind(t) == LLVMVectorTypeKind ? pdc_irb_splat(irb, pdc_irb_f32(irb, (v))) : pdc_irb_f32(irb, (v)))
+#define CF(v) pdc_irb_f32_like(irb, a, (v))
     switch ((ir_op)k->op) {
     case IR_OP_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, zero, ""), a, zero, "");
     case IR_OP_CLIP: {

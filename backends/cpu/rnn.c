@@ -119,17 +119,18 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
                 rows_times_wt((int)nb, (int)nrec, (int)nh, h, rd, hr, (int)ngh, x->threads);
             /* each activation over a whole gate block: gt = input + recurrent part, then sigmoid or
              * tanh from gt into hr */
-            for (int64_t b = 0; s->lstm && b < nb; b++) {
-                const float *a = xw + (t * nb + b) * ngh;
-                float *ar = hr + b * ngh, *hb = h + b * nh, *cb = c + b * nh;
-                for (int64_t j = 0; j < ngh; j++) gt[j] = a[j] + ar[j];
-                s->sig(gt, NULL, ar, 3 * nh);                    /* i, o, f */
-                s->tanh(gt + 3 * nh, NULL, ar + 3 * nh, nh);    /* c~ */
-                for (int64_t k = 0; k < nh; k++) cb[k] = ar[2 * nh + k] * cb[k] + ar[k] * ar[3 * nh + k];
-                s->tanh(cb, NULL, gt, nh);
-                for (int64_t k = 0; k < nh; k++) hb[k] = ar[nh + k] * gt[k];
-            }
-            if (!s->lstm) {
+            if (s->lstm) {
+                for (int64_t b = 0; b < nb; b++) {
+                    const float *a = xw + (t * nb + b) * ngh;
+                    float *ar = hr + b * ngh, *hb = h + b * nh, *cb = c + b * nh;
+                    for (int64_t j = 0; j < ngh; j++) gt[j] = a[j] + ar[j];
+                    s->sig(gt, NULL, ar, 3 * nh);                 /* i, o, f */
+                    s->tanh(gt + 3 * nh, NULL, ar + 3 * nh, nh); /* c~ */
+                    for (int64_t k = 0; k < nh; k++) cb[k] = ar[2 * nh + k] * cb[k] + ar[k] * ar[3 * nh + k];
+                    s->tanh(cb, NULL, gt, nh);
+                    for (int64_t k = 0; k < nh; k++) hb[k] = ar[nh + k] * gt[k];
+                }
+            } else {
                 /* reset gate, then the h gate's recurrent part with it */
                 for (int64_t b = 0; b < nb; b++) {
                     const float *a = xw + (t * nb + b) * ngh;

@@ -59,6 +59,12 @@ LLVMValueRef pdc_irb_i64(pdc_irb *irb, int64_t v) { return LLVMConstInt(irb->i64
 LLVMValueRef pdc_irb_i32(pdc_irb *irb, int32_t v) { return LLVMConstInt(irb->i32, (unsigned long long)(int64_t)v, 1); }
 LLVMValueRef pdc_irb_f32(pdc_irb *irb, float v) { return LLVMConstReal(irb->f32, (double)v); }
 
+LLVMValueRef pdc_irb_f32_like(pdc_irb *irb, LLVMValueRef like, float v)
+{
+    LLVMValueRef s = pdc_irb_f32(irb, v);
+    return LLVMGetTypeKind(LLVMTypeOf(like)) == LLVMVectorTypeKind ? pdc_irb_splat(irb, s) : s;
+}
+
 LLVMValueRef pdc_irb_gep(pdc_irb *irb, LLVMTypeRef elem, LLVMValueRef base, LLVMValueRef index)
 {
     return LLVMBuildInBoundsGEP2(irb->b, elem, base, &index, 1, "");

@@ -8,13 +8,6 @@
  */
 #include "backends/llvm/llvm.h"
 
-/* A constant of like's type (a float or a vector of irb->vec floats). */
-static LLVMValueRef cf(pdc_irb *irb, LLVMValueRef like, float v)
-{
-    LLVMValueRef s = pdc_irb_f32(irb, v);
-    return LLVMGetTypeKind(LLVMTypeOf(like)) == LLVMVectorTypeKind ? pdc_irb_splat(irb, s) : s;
-}
-
 /* The integer type with v's shape (i32 or <vec x i32>). */
 static LLVMTypeRef int_like(pdc_irb *irb, LLVMValueRef v)
 {
@@ -37,7 +30,7 @@ static LLVMValueRef ci(LLVMTypeRef t, int32_t v)
 static LLVMValueRef clamp(pdc_irb *irb, LLVMValueRef v, float lo, float hi)
 {
     LLVMBuilderRef B = irb->b;
-    LLVMValueRef l = cf(irb, v, lo), h = cf(irb, v, hi);
+    LLVMValueRef l = pdc_irb_f32_like(irb, v, lo), h = pdc_irb_f32_like(irb, v, hi);
     v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v, l, ""), l, v, "");
     return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, h, ""), h, v, "");
 }
@@ -45,8 +38,8 @@ static LLVMValueRef clamp(pdc_irb *irb, LLVMValueRef v, float lo, float hi)
 /* Horner: c[0] + x (c[1] + x (... c[n-1])). */
 static LLVMValueRef poly(pdc_irb *irb, LLVMValueRef x, const float *c, int n)
 {
-    LLVMValueRef p = cf(irb, x, c[n - 1]);
-    for (int i = n - 2; i >= 0; i--) p = pdc_irb_fma(irb, p, x, cf(irb, x, c[i]));
+    LLVMValueRef p = pdc_irb_f32_like(irb, x, c[n - 1]);
+    for (int i = n - 2; i >= 0; i--) p = pdc_irb_fma(irb, p, x, pdc_irb_f32_like(irb, x, c[i]));
     return p;
 }
 
@@ -57,11 +50,11 @@ static LLVMValueRef emit_exp(pdc_irb *irb, LLVMValueRef x)
     static const float taylor[8] = {1.0f, 1.0f, 1.0f / 2, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer, kept in the low mantissa bits */
     x = clamp(irb, x, -87.3f, 88.3f);
-    LLVMValueRef t = pdc_irb_fma(irb, x, cf(irb, x, 1.44269504f), cf(irb, x, magic));
-    LLVMValueRef n = LLVMBuildFSub(B, t, cf(irb, x, magic), "");
+    LLVMValueRef t = pdc_irb_fma(irb, x, pdc_irb_f32_like(irb, x, 1.44269504f), pdc_irb_f32_like(irb, x, magic));
+    LLVMValueRef n = LLVMBuildFSub(B, t, pdc_irb_f32_like(irb, x, magic), "");
     /* r = x - n ln2 in two steps (Cody-Waite): n * 0.693359375 is exact for |n| < 2^15 */
-    LLVMValueRef r = pdc_irb_fma(irb, n, cf(irb, x, -0.693359375f), x);
-    r = pdc_irb_fma(irb, n, cf(irb, x, 2.12194440e-4f), r);
+    LLVMValueRef r = pdc_irb_fma(irb, n, pdc_irb_f32_like(irb, x, -0.693359375f), x);
+    r = pdc_irb_fma(irb, n, pdc_irb_f32_like(irb, x, 2.12194440e-4f), r);
     LLVMValueRef er = poly(irb, r, taylor, 8); /* |r|^8/8! < 6e-9 */
     /* t's bits are 0x4b400000 + n; shifted left by 23 only n << 23 is left, and + 127 << 23 makes 2^n */
     LLVMTypeRef it = int_like(irb, x);
@@ -73,7 +66,7 @@ static LLVMValueRef emit_exp(pdc_irb *irb, LLVMValueRef x)
 LLVMValueRef pdc_irb_sigmoid(pdc_irb *irb, LLVMValueRef x)
 {
     LLVMBuilderRef B = irb->b;
-    LLVMValueRef one = cf(irb, x, 1.0f);
+    LLVMValueRef one = pdc_irb_f32_like(irb, x, 1.0f);
     return LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, emit_exp(irb, LLVMBuildFNeg(B, x, "")), ""), "");
 }
 
@@ -89,10 +82,11 @@ LLVMValueRef pdc_irb_tanh(pdc_irb *irb, LLVMValueRef x)
     LLVMValueRef sign = LLVMBuildAnd(B, xi, ci(it, INT32_MIN), "");
     LLVMValueRef a = LLVMBuildBitCast(B, LLVMBuildAnd(B, xi, ci(it, INT32_MAX), ""), LLVMTypeOf(x), "");
     LLVMValueRef small = LLVMBuildFMul(B, a, poly(irb, LLVMBuildFMul(B, a, a, ""), series, 7), "");
-    LLVMValueRef one = cf(irb, x, 1.0f), two = cf(irb, x, 2.0f);
+    LLVMValueRef one = pdc_irb_f32_like(irb, x, 1.0f), two = pdc_irb_f32_like(irb, x, 2.0f);
     LLVMValueRef e = emit_exp(irb, LLVMBuildFMul(B, two, a, ""));
     LLVMValueRef large = LLVMBuildFSub(B, one, LLVMBuildFDiv(B, two, LLVMBuildFAdd(B, e, one, ""), ""), "");
-    LLVMValueRef v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, cf(irb, x, 0.5f), ""), small, large, "");
+    LLVMValueRef below = LLVMBuildFCmp(B, LLVMRealOLT, a, pdc_irb_f32_like(irb, x, 0.5f), "");
+    LLVMValueRef v = LLVMBuildSelect(B, below, small, large, "");
     /* the sign bit of x back on |tanh| (a NaN keeps its own) */
     LLVMValueRef vi = LLVMBuildOr(B, LLVMBuildBitCast(B, v, it, ""), sign, "");
     return LLVMBuildBitCast(B, vi, LLVMTypeOf(x), "");

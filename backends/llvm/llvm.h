@@ -139,6 +139,8 @@ LLVMValueRef pdc_irb_function(pdc_irb *irb, const char *prefix, const char *name
 LLVMValueRef pdc_irb_i64(pdc_irb *irb, int64_t v);
 LLVMValueRef pdc_irb_i32(pdc_irb *irb, int32_t v);
 LLVMValueRef pdc_irb_f32(pdc_irb *irb, float v);
+/* v as a constant of like's type: a float, or a splat for a vector of irb->vec floats. */
+LLVMValueRef pdc_irb_f32_like(pdc_irb *irb, LLVMValueRef like, float v);
 /* &base[index] for float/i32/i64 element types (inbounds GEP). */
 LLVMValueRef pdc_irb_gep(pdc_irb *irb, LLVMTypeRef elem, LLVMValueRef base, LLVMValueRef index);
 LLVMValueRef pdc_irb_gepc(pdc_irb *irb, LLVMTypeRef elem, LLVMValueRef base, int64_t index);
