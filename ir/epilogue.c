@@ -21,14 +21,14 @@ static int private_to_next(const ir_model *m, int t)
     return t >= 0 && !ir_model_is_output(m, t) && ir_model_tensor_uses(m, t) == 1; /* a layer's input slot */
 }
 
-/* 1 and *p if layer li (if any) is an activation an epilogue applies inline (relu, clip,
- * leaky_relu, sigmoid, tanh), of tensor x alone; its attributes with the reference kernels' defaults. */
+/* 1 and *p if layer li (if any) is an activation (relu, clip, leaky_relu, sigmoid, tanh,
+ * hardswish) of tensor x alone; its attributes with the reference kernels' defaults. */
 static int activation_of(const ir_model *m, size_t li, int x, ir_fused_params *p)
 {
     if (li >= m->n_layers) return 0;
     const ir_layer *u = &m->layers[li];
     ir_act_kind act;
-    if (!ir_act_from_op(u->op, &act) || act == IR_ACT_HARDSWISH) return 0;
+    if (!ir_act_from_op(u->op, &act)) return 0;
     if (u->n_inputs != 1 || u->inputs[0] != x || u->n_outputs != 1 || u->outputs[0] < 0) return 0;
     memset(p, 0, sizeof *p);
     p->act = act;

@@ -25,7 +25,7 @@ typedef struct ir_epilogue {
  *    bias are constants;
  *  - maybe an add of the value so far and another operand of the same shape made before the conv
  *    (a residual);
- *  - maybe an activation: relu, clip, leaky_relu, sigmoid or tanh (one input, one output);
+ *  - maybe an activation: relu, clip, leaky_relu, sigmoid, tanh or hardswish (one input, one output);
  * at least one of them. Else 0. Graph structure only: whether the memory plan allows writing
  * e->out during the conv is the backend's to check. */
 int ir_conv_epilogue(const ir_model *m, size_t li, ir_epilogue *e);

@@ -307,6 +307,22 @@ END_TEST
 typedef enum { SP_DENSE, SP_PATTERN, SP_BLOCK, SP_UNSTRUCTURED } sp_kind;
 static const char *const sp_names[] = {"dense", "pattern", "block", "unstructured"};
 
+/* Fused activations conv, fc and gemm take (NULL: none). */
+static const char *const fused_acts[] = {NULL, "relu", "clip", "leaky_relu", "sigmoid", "tanh", "hardswish"};
+#define N_FUSED_ACTS (sizeof fused_acts / sizeof fused_acts[0])
+
+/* Sets fused activation act (NULL: none) on a: clip with bounds -0.5 / 0.75, leaky_relu with slope 0.2. */
+static void set_fused_activation(pdc_attrs *a, const char *act)
+{
+    if (!act) return;
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", act));
+    if (!strcmp(act, "clip")) {
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
+    }
+    if (!strcmp(act, "leaky_relu")) ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.2f));
+}
+
 /* A random conv layer "y" = conv(x, w[, b]) with fused activation / out_perm / sparsity as drawn;
  * describes it in desc. nsp: 1 or 2 spatial dims. */
 static void random_conv(int nsp, sp_kind sp, char *desc, size_t cap)
@@ -328,8 +344,7 @@ static void random_conv(int nsp, sp_kind sp, char *desc, size_t cap)
     if (nsp == 1) k[0] = 1, st[0] = 1, dl[0] = 1, pb[0] = pe[0] = 0, in[0] = 1;
     if (nsp == 1 && sp == SP_PATTERN) sp = SP_DENSE; /* pattern sparsity is for 2-D convs */
     int has_bias = rnd() % 3 != 0;
-    static const char *const acts[] = {NULL, "relu", "clip", "leaky_relu", "sigmoid", "hardswish"};
-    const char *act = acts[rnd() % 6];
+    const char *act = fused_acts[rnd() % N_FUSED_ACTS];
     int perm = g == 1 && rnd() % 3 == 0;
 
     if (nsp == 2) input("x", DIMS(n, c, in[0], in[1]));
@@ -389,14 +404,7 @@ static void random_conv(int nsp, sp_kind sp, char *desc, size_t cap)
     if (nd == 1) pads[0] = pb[1], pads[1] = pe[1];
     ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", (size_t)(2 * nd), pads));
     ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", g));
-    if (act) {
-        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", act));
-        if (!strcmp(act, "clip")) {
-            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.5f));
-            ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.75f));
-        }
-        if (!strcmp(act, "leaky_relu")) ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.2f));
-    }
+    set_fused_activation(a, act);
     if (perm) {
         int64_t *pv = malloc((size_t)o * sizeof *pv);
         for (int64_t i = 0; i < o; i++) pv[i] = i;
@@ -589,7 +597,8 @@ START_TEST(fc_random_matches_ref)
         }
         free(w);
         pdc_attrs *a = attrs();
-        if (rnd() % 2) ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", rnd() % 2 ? "relu" : "tanh"));
+        const char *act = fused_acts[rnd() % N_FUSED_ACTS];
+        set_fused_activation(a, act);
         if (has_bias) {
             constant_rand("b", DIMS(o), 0.5f, rnd());
             layer("fc", a, "y", NAMES("x", "w", "b"));
@@ -598,8 +607,9 @@ START_TEST(fc_random_matches_ref)
         }
         output("y");
         char what[128];
-        snprintf(what, sizeof what, "fc n%lld k%lld o%lld %s %lldx%lld", (long long)n, (long long)k, (long long)o,
-                 _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
+        snprintf(what, sizeof what, "fc n%lld k%lld o%lld %s %lldx%lld act %s", (long long)n, (long long)k,
+                 (long long)o, _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured", (long long)bh, (long long)bw,
+                 act ? act : "none");
         pdc_program *p = check_matches_ref(what, (uint32_t)c);
         bc_expect_kernels(BC_FC, p, (int)_i);
         pdc_program_destroy(p);
@@ -624,6 +634,8 @@ START_TEST(gemm_random_matches_ref)
         ck_assert_ok(ctx, pdc_attrs_set_int(a, "transB", tb));
         ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.75f));
         ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", -1.5f));
+        const char *act = fused_acts[rnd() % N_FUSED_ACTS];
+        set_fused_activation(a, act);
         /* C: absent, scalar, [N], [M,1], [M,N] */
         if (cform == 1) constant_rand("c", DIMS(1), 1.0f, 3);
         else if (cform == 2) constant_rand("c", DIMS(nn), 1.0f, 3);
@@ -632,9 +644,9 @@ START_TEST(gemm_random_matches_ref)
         if (cform) layer("gemm", a, "y", NAMES("a", "b", "c"));
         else layer("gemm", a, "y", NAMES("a", "b"));
         output("y");
-        char what[96];
-        snprintf(what, sizeof what, "gemm %lldx%lldx%lld ta%d tb%d c%d", (long long)mm, (long long)kk, (long long)nn, ta,
-                 tb, cform);
+        char what[112];
+        snprintf(what, sizeof what, "gemm %lldx%lldx%lld ta%d tb%d c%d act %s", (long long)mm, (long long)kk,
+                 (long long)nn, ta, tb, cform, act ? act : "none");
         pdc_program *p = check_matches_ref(what, (uint32_t)c);
         bc_expect_kernels(BC_GEMM, p, 0);
         pdc_program_destroy(p);

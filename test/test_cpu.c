@@ -512,7 +512,10 @@ START_TEST(conv_activation_fused)
                  {"leaky_relu", "channel-major", 16, 20, 2, 0}, {"clip", "output channels vectorised", 32, 14, 1, 1},
                  {"leaky_relu", "jit dense conv 3x3, tile", 8, 20, 1, 1}, {"sigmoid", "jit pattern-sparse conv 3x3", 16, 20, 1, 0},
                  {"tanh", "flat vector", 16, 7, 1, 0},         {"sigmoid", "channel-major", 16, 20, 2, 0},
-                 {"tanh", "output channels vectorised", 32, 14, 1, 1}, {"sigmoid", "jit dense conv 3x3, tile", 8, 20, 1, 1}};
+                 {"tanh", "output channels vectorised", 32, 14, 1, 1}, {"sigmoid", "jit dense conv 3x3, tile", 8, 20, 1, 1},
+                 {"hardswish", "jit pattern-sparse conv 3x3", 16, 20, 1, 0}, {"hardswish", "flat vector", 16, 7, 1, 0},
+                 {"hardswish", "channel-major", 16, 20, 2, 0}, {"hardswish", "output channels vectorised", 32, 14, 1, 1},
+                 {"hardswish", "jit dense conv 3x3, tile", 8, 20, 1, 1}};
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         conv_then_activation(cases[q].act, cases[q].c, cases[q].h, cases[q].s, cases[q].dense, (uint32_t)q + 61);
         output("y");
@@ -526,10 +529,10 @@ START_TEST(conv_activation_fused)
             ck_assert_kernel(p, "c", cases[q].family);
         pdc_program_destroy(p);
     }
-    /* what is not fused: an activation the kernels do not apply inline (hardswish), a conv output read
-     * by a second layer too, a conv output that is also a graph output */
+    /* what is not fused: an elementwise op that is no activation kind (hardsigmoid), a conv output
+     * read by a second layer too, a conv output that is also a graph output */
     for (int q = 0; q < 3; q++) {
-        conv_then_activation(q == 0 ? "hardswish" : "relu", 16, 10, 1, 0, (uint32_t)q + 81);
+        conv_then_activation(q == 0 ? "hardsigmoid" : "relu", 16, 10, 1, 0, (uint32_t)q + 81);
         if (q == 1) layer("relu", NULL, "z", NAMES("c"));
         output("y");
         if (q == 1) output("z");
@@ -1383,6 +1386,43 @@ START_TEST(rnn_recurrent_rows_split_over_threads)
 }
 END_TEST
 
+START_TEST(gemm_activation_per_block)
+{
+    /* a fused activation runs on each thread's block right after its product: blocks of rows
+     * (200x300 by 300x8), of columns (8x300 by 300x200, each row of a block a separate run), and
+     * a block-sparse fc's block-rows (o 300 in 2x4 blocks), all with several blocks, at 2 threads */
+    static const struct {
+        int64_t m, k, n;
+        const char *act;
+    } cases[] = {{200, 300, 8, "tanh"}, {8, 300, 200, "hardswish"}, {3, 300, 300, "sigmoid"}};
+    ck_assert_int_eq(setenv("PDC_OMP_STATIC", "1", 1), 0);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "gemm_act", &mdl));
+        input("a", DIMS(cases[q].m, cases[q].k));
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", cases[q].act));
+        if (q < 2) {
+            constant_rand("b", DIMS(cases[q].n, cases[q].k), 0.2f, (uint32_t)q + 3);
+            ck_assert_ok(ctx, pdc_attrs_set_int(a, "transB", 1));
+            layer("gemm", a, "y", NAMES("a", "b"));
+        } else {
+            constant_pruned("w", DIMS(cases[q].n, cases[q].k), 1, 2, 4, 30, 9);
+            layer("fc", a, "y", NAMES("a", "w"));
+        }
+        output("y");
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s %lldx%lldx%lld", cases[q].act, (long long)cases[q].m, (long long)cases[q].k,
+                 (long long)cases[q].n);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 5);
+        ck_assert_kernel(p, "y", q < 2 ? "blas sgemm" : "jit block-sparse fc");
+        pdc_program_destroy(p);
+    }
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 START_TEST(rnn_block_sparse_uses_jit)
 {
     /* block-pruned bidirectional LSTM and unstructured GRU: every gate product on the sparse kernel */
@@ -1640,6 +1680,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.pool, pooling_rows_split_over_threads);
     tcase_add_test(t.gemm, outputs_in_callers_buffers_or_copied);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
+    tcase_add_test(t.gemm, gemm_activation_per_block);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.gemm, rnn_recurrent_rows_split_over_threads);
     tcase_add_test(t.api, team_size_rule_and_loadavg_parsing);

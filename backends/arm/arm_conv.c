@@ -131,7 +131,6 @@ pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
                 arm_loop_end(G, &Ly);
             }
     }
-    arm_act_inplace(G, &P.post, y, g->n * g->o * g->oh * g->ow);
     cpu_conv_plan_release(&P);
     return PDC_OK;
 }

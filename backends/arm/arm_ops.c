@@ -8,7 +8,9 @@
  * that makes the inner loop unit-stride (y[i, :] += a[i, k] * B[k, :], no reduction, so no
  * reassociation is needed to vectorise). Block- or unstructured-pruned constant weights of fc (and
  * gemm with transB) go through gemm.c's block-sparse generator (arm_sparse.c) where the cpu target's
- * conditions hold, one matrix-vector product per row. exp and tanh are libm's expf/tanhf. Semantics follow backends/ref (accumulation is in float here, not double).
+ * conditions hold, one matrix-vector product per row. Activations are the straight-line IR every
+ * JIT'd kernel applies (pdc_irb_act: sigmoid and tanh without libm, so their loops vectorise too);
+ * softmax calls libm's expf. Semantics follow backends/ref (accumulation is in float here, not double).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -94,27 +96,15 @@ static LLVMValueRef fadd(arm_gen *G, LLVMValueRef a, LLVMValueRef b) { return LL
 static LLVMValueRef fsub(arm_gen *G, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(G->irb.b, a, b, ""); }
 static LLVMValueRef fdiv(arm_gen *G, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFDiv(G->irb.b, a, b, ""); }
 
-static LLVMValueRef call_libm(arm_gen *G, const char *name, LLVMValueRef *fn, LLVMValueRef x)
+/* libm's expf (softmax); the activations' exp is straight-line IR (pdc_irb_act) */
+static LLVMValueRef expf_(arm_gen *G, LLVMValueRef x)
 {
     if (!G->expf_ty) G->expf_ty = LLVMFunctionType(G->irb.f32, &G->irb.f32, 1, 0);
-    if (!*fn) {
-        *fn = LLVMGetNamedFunction(G->irb.m, name);
-        if (!*fn) *fn = LLVMAddFunction(G->irb.m, name, G->expf_ty);
+    if (!G->expf_fn) {
+        G->expf_fn = LLVMGetNamedFunction(G->irb.m, "expf");
+        if (!G->expf_fn) G->expf_fn = LLVMAddFunction(G->irb.m, "expf", G->expf_ty);
     }
-    return LLVMBuildCall2(G->irb.b, G->expf_ty, *fn, &x, 1, "");
-}
-static LLVMValueRef expf_(arm_gen *G, LLVMValueRef x) { return call_libm(G, "expf", &G->expf_fn, x); }
-static LLVMValueRef tanhf_(arm_gen *G, LLVMValueRef x) { return call_libm(G, "tanhf", &G->tanhf_fn, x); }
-
-/* Stable sigmoid: exp of -|x| only, as the reference does. */
-static LLVMValueRef sigmoid_(arm_gen *G, LLVMValueRef x)
-{
-    LLVMValueRef zero = arm_f32(G, 0.0f), one = arm_f32(G, 1.0f);
-    LLVMValueRef neg = LLVMBuildFNeg(G->irb.b, x, "");
-    LLVMValueRef pos = fcmp(G, LLVMRealOGE, x, zero);
-    LLVMValueRef e = expf_(G, sel(G, pos, neg, x));
-    LLVMValueRef d = fadd(G, one, e);
-    return sel(G, pos, fdiv(G, one, d), fdiv(G, e, d));
+    return LLVMBuildCall2(G->irb.b, G->expf_ty, G->expf_fn, &x, 1, "");
 }
 
 static LLVMValueRef clampf(arm_gen *G, LLVMValueRef v, float lo, float hi)
@@ -124,23 +114,7 @@ static LLVMValueRef clampf(arm_gen *G, LLVMValueRef v, float lo, float hi)
     return sel(G, fcmp(G, LLVMRealOGT, v, h), h, v);
 }
 
-LLVMValueRef arm_act(arm_gen *G, const ir_fused_params *p, LLVMValueRef v)
-{
-    LLVMValueRef zero = arm_f32(G, 0.0f);
-    switch (p->act) {
-    case IR_ACT_NONE: return v;
-    case IR_ACT_RELU: return sel(G, fcmp(G, LLVMRealOGT, v, zero), v, zero);
-    case IR_ACT_CLIP: return clampf(G, v, p->act_min, p->act_max);
-    case IR_ACT_LEAKY_RELU: return sel(G, fcmp(G, LLVMRealOGE, v, zero), v, fmul(G, arm_f32(G, p->act_alpha), v));
-    case IR_ACT_SIGMOID: return sigmoid_(G, v);
-    case IR_ACT_TANH: return tanhf_(G, v);
-    case IR_ACT_HARDSWISH: {
-        LLVMValueRef t = clampf(G, fadd(G, v, arm_f32(G, 3.0f)), 0.0f, 6.0f);
-        return fdiv(G, fmul(G, v, t), arm_f32(G, 6.0f));
-    }
-    }
-    return v;
-}
+LLVMValueRef arm_act(arm_gen *G, const ir_fused_params *p, LLVMValueRef v) { return pdc_irb_act(&G->irb, p, v); }
 
 void arm_act_inplace(arm_gen *G, const ir_fused_params *p, LLVMValueRef y, int64_t n)
 {

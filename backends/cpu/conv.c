@@ -283,37 +283,18 @@ static void emit_pattern_body(conv_gen *G, uint64_t mask, int ty, int tx, LLVMVa
 
 LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v)
 {
-    LLVMBuilderRef B = irb->b;
-    LLVMValueRef zero = LLVMConstNull(irb->vf);
-    switch ((ir_act_kind)a->act) {
-    case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, zero, ""), v, zero, "");
-    case IR_ACT_CLIP: {
-        LLVMValueRef lo = pdc_irb_splat(irb, pdc_irb_f32(irb, a->act_min));
-        LLVMValueRef hi = pdc_irb_splat(irb, pdc_irb_f32(irb, a->act_max));
-        v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v, lo, ""), lo, v, "");
-        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, hi, ""), hi, v, "");
-    }
-    case IR_ACT_LEAKY_RELU: {
-        LLVMValueRef al = pdc_irb_splat(irb, pdc_irb_f32(irb, a->act_alpha));
-        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, LLVMBuildFMul(B, al, v, ""), "");
-    }
-    case IR_ACT_SIGMOID: return pdc_irb_sigmoid(irb, v);
-    case IR_ACT_TANH: return pdc_irb_tanh(irb, v);
-    default: return v;
-    }
+    ir_fused_params p = {.act = (ir_act_kind)a->act, .act_min = a->act_min, .act_max = a->act_max,
+                         .act_alpha = a->act_alpha};
+    return pdc_irb_act(irb, &p, v);
 }
 
-conv_act cpu_conv_inline_act(ir_fused_params *post)
+conv_act cpu_conv_inline_act(const ir_fused_params *fp)
 {
-    conv_act a = {IR_ACT_NONE, 0.0f, 0.0f, 0.0f};
-    if (post->act == IR_ACT_RELU || post->act == IR_ACT_CLIP || post->act == IR_ACT_LEAKY_RELU ||
-        post->act == IR_ACT_SIGMOID || post->act == IR_ACT_TANH) {
-        a.act = (int32_t)post->act;
-        a.act_min = post->act == IR_ACT_CLIP ? post->act_min : 0.0f;
-        a.act_max = post->act == IR_ACT_CLIP ? post->act_max : 0.0f;
-        a.act_alpha = post->act == IR_ACT_LEAKY_RELU ? post->act_alpha : 0.0f;
-        post->act = IR_ACT_NONE;
-    }
+    conv_act a = {(int32_t)fp->act, 0.0f, 0.0f, 0.0f};
+    /* only the parameters the activation reads: equal kernels get equal keys */
+    a.act_min = fp->act == IR_ACT_CLIP ? fp->act_min : 0.0f;
+    a.act_max = fp->act == IR_ACT_CLIP ? fp->act_max : 0.0f;
+    a.act_alpha = fp->act == IR_ACT_LEAKY_RELU ? fp->act_alpha : 0.0f;
     return a;
 }
 
@@ -919,8 +900,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
     k->ksets = ksets;
     k->shift = shift;
     k->lead = g.lead;
-    P->post = fp;
-    k->act = cpu_conv_inline_act(&P->post);
+    k->act = cpu_conv_inline_act(&fp);
     k->n_var = cpu_conv_row_variants(&g, t->vec, k->var_ty, k->var_tx, k->var_last, P->var_of);
 
     /* filter order, kernel lists, packed weights */
@@ -1188,8 +1168,7 @@ static void conv_tile(const void *arg, const float *xr, float *yn, const float *
 }
 
 pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *const *buf, const cpu_exec *x,
-                              const conv_geom *g, int64_t nchunk, cpu_conv_tile_fn tile, const void *arg,
-                              const ir_fused_params *post)
+                              const conv_geom *g, int64_t nchunk, cpu_conv_tile_fn tile, const void *arg)
 {
     const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
     float *out = cpu_conv_out(L, l, buf);
@@ -1197,7 +1176,6 @@ pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *cons
     for (int64_t n = 0; n < g->n; n++)
         cpu_conv_run_image(g, nchunk, in + n * g->c * g->h * g->w, out + n * oimg, res ? res + n * oimg : NULL, x,
                            tile, arg);
-    if (post->act != IR_ACT_NONE) cpu_apply_activation(post, out, (size_t)(g->n * oimg));
     return PDC_OK;
 }
 
@@ -1207,5 +1185,5 @@ static pdc_status conv_run(const cpu_layer *L, const ir_model *m, const ir_layer
     (void)m;
     const conv_state *s = L->state;
     return cpu_conv_run_layer(L, l, buf, x, &s->p.g, (s->p.g.o + s->p.chunk - 1) / s->p.chunk, conv_tile,
-                              s, &s->p.post);
+                              s);
 }

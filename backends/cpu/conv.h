@@ -42,7 +42,7 @@ typedef struct conv_geom {
     int64_t nband, band_rows, band_groups;
 } conv_geom;
 
-/* An activation a conv kernel applies inline: relu, clip, leaky_relu, sigmoid or tanh (IR_ACT_NONE: none). */
+/* The activation a conv kernel applies inline (an ir_act_kind; IR_ACT_NONE: none) and its parameters. */
 typedef struct conv_act {
     int32_t act;
     float act_min, act_max, act_alpha;
@@ -115,7 +115,6 @@ typedef struct cpu_conv_plan {
     int64_t *ochan;              /* per executed filter: output channel */
     size_t n_meta, n_cidx, n_wpk; /* entries of meta, cidx, wpk (bias, ochan: g.o) */
     int var_of[2][2];            /* [last row tile][last column tile] -> variant */
-    ir_fused_params post;        /* activation left to apply after the kernel (act not inlined) */
     int64_t kept_kernels, kept_taps;
     int64_t chunk;               /* filters per work item */
 } cpu_conv_plan;
@@ -173,15 +172,13 @@ void cpu_conv_pack_portable(const conv_geom *g, const float *x, float *xp, int64
 /* Zeros that end every phase plane of the whole input (its last rows and columns, padding): how
  * far a flat plane may reach into the next one's lead. */
 int64_t cpu_conv_plane_zero_tail(const conv_geom *g);
-/* Epilogue pieces the conv generators emit: the inline activation (relu, clip, leaky_relu, sigmoid,
- * tanh; any other act is returned unchanged, to run after the kernel), and the store of flat vector v holding
+/* Epilogue pieces the conv generators emit: the activation (pdc_irb_act), and the store of flat vector v holding
  * pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow), one masked store
  * per output row it touches, after adding the same pixels of residual channel rk (unless NULL) and
  * the activation. */
 LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v);
-/* The activation of post a kernel applies inline (relu, clip, leaky_relu, sigmoid, tanh: then removed
- * from post, whose other activations run after the kernel). */
-conv_act cpu_conv_inline_act(ir_fused_params *post);
+/* The activation of fp as a kernel key holds it (every activation is applied inline). */
+conv_act cpu_conv_inline_act(const ir_fused_params *fp);
 void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
                               int64_t p0, int64_t wq, int64_t ow, int64_t rows);
 /* The epilogue the backend offers (cc->fuse, ir_epilogue) for a conv with fused params fp (the conv
@@ -241,10 +238,9 @@ typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, co
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn,
                         const cpu_exec *x, cpu_conv_tile_fn tile, const void *arg);
 /* Runs a conv layer over every image of the batch (cpu_conv_run_image with nchunk chunks, into the
- * layer's output or its fused residual's: cpu_conv_out), then post's activation if any. */
+ * layer's output or its fused residual's: cpu_conv_out). */
 pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *const *buf, const cpu_exec *x,
-                              const conv_geom *g, int64_t nchunk, cpu_conv_tile_fn tile, const void *arg,
-                              const ir_fused_params *post);
+                              const conv_geom *g, int64_t nchunk, cpu_conv_tile_fn tile, const void *arg);
 /* Tile variants, one per distinct (rows, columns, last) of [last row tile?][last column tile?]
  * among those that occur: rows[r] / cols[c] / lasts[c] give the sizes of a full (0) or last (1)
  * tile (lasts and var_last may be NULL: no third size). Fills var_* and var_of (-1 where a

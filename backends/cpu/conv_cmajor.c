@@ -60,7 +60,6 @@ typedef struct cm_state {
     int64_t *ochan, *chunks;     /* per filter: output channel; per chunk: first filter, filters, first channel */
     int64_t n_chunks;
     size_t pack_floats;          /* a thread's private scratch: its packed input, then its accumulators */
-    ir_fused_params post;
 } cm_state;
 
 /* What a run's tiles share: the layer and the threads' private scratch. */
@@ -296,7 +295,7 @@ static pdc_status cm_run(const cpu_layer *L, const ir_model *m, const ir_layer *
     (void)m;
     const cm_state *s = L->state;
     cm_run_arg r = {s, x->own};
-    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->n_chunks, cm_tile, &r, &s->post);
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->n_chunks, cm_tile, &r);
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -417,7 +416,6 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const cpu_conv_plan *P, c
     cm_state *s = pdc_calloc(ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->g = g;
-    s->post = P->fp;
     cm_key *k = &s->key;
     memcpy(k->tag, "cm2", 4);
     k->vec = vec;
@@ -426,8 +424,9 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const cpu_conv_plan *P, c
     k->n_pat = (int32_t)P->n_pat;
     for (size_t p = 0; p < P->n_pat; p++) k->pat[p] = P->pats[p];
     cpu_conv_key_window(&g, &k->w);
-    k->residual = cpu_conv_plan_epilogue(cc, &s->post);
-    k->act = cpu_conv_inline_act(&s->post);
+    ir_fused_params fp = P->fp;
+    k->residual = cpu_conv_plan_epilogue(cc, &fp);
+    k->act = cpu_conv_inline_act(&fp);
     if (g.flat) {
         k->n_var = (int32_t)g.ntx;
         for (int v = 0; v < k->n_var; v++) {

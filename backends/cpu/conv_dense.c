@@ -41,7 +41,6 @@ typedef struct dconv_state {
     dconv_fn fn[DC_MAX_VARIANTS];
     conv_blocks w;           /* weights and bias in blocks of To filters */
     int64_t *ochan;
-    ir_fused_params post;
 } dconv_state;
 
 static void dconv_free(void *p)
@@ -181,8 +180,7 @@ static pdc_status dconv_run(const cpu_layer *L, const ir_model *m, const ir_laye
 {
     (void)m;
     const dconv_state *s = L->state;
-    return cpu_conv_run_layer(L, l, buf, x, &s->g, (s->w.n + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK, dconv_tile, s,
-                              &s->post);
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, (s->w.n + DC_GROUP_CHUNK - 1) / DC_GROUP_CHUNK, dconv_tile, s);
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -238,7 +236,6 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     dconv_state *s = pdc_calloc(ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->g = g;
-    s->post = *fp;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
     memcpy(k->tag, "dconv9", 7);
@@ -247,8 +244,9 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     cpu_conv_key_window(&g, &k->w);
     /* a fused epilogue (its residual add, then its activation, become ours), then what of the
      * activation the kernel applies */
-    k->residual = cpu_conv_plan_epilogue(cc, &s->post);
-    k->act = cpu_conv_inline_act(&s->post);
+    ir_fused_params post = *fp;
+    k->residual = cpu_conv_plan_epilogue(cc, &post);
+    k->act = cpu_conv_inline_act(&post);
     int nv = k->n_var = cpu_conv_row_variants(&g, t->vec, k->var_ty, k->var_tx, k->var_last, s->var_of);
 
     /* weights [filter group][channel][tap][To]; filters keep their stored order */

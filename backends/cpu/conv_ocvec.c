@@ -46,7 +46,6 @@ typedef struct ocv_state {
     ocv_fn fn[OC_MAX_VARIANTS];
     conv_blocks w;           /* weights and bias in groups of OB blocks of filters */
     int32_t *oidx;           /* per stored filter: ochan * oh * ow, its output plane's offset */
-    ir_fused_params post;
 } ocv_state;
 
 static void ocv_free(void *p)
@@ -207,7 +206,7 @@ static pdc_status ocv_run(const cpu_layer *L, const ir_model *m, const ir_layer 
 {
     (void)m;
     const ocv_state *s = L->state;
-    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->w.n, ocv_tile, s, &s->post);
+    return cpu_conv_run_layer(L, l, buf, x, &s->g, s->w.n, ocv_tile, s);
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -280,7 +279,6 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->g = g;
     s->p = bp;
-    s->post = *fp;
     ocv_key *k = &s->key;
     memcpy(k->tag, "ocv5", 5);
     k->vec = vec;
@@ -288,8 +286,9 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     cpu_conv_key_window(&g, &k->w);
     /* a fused epilogue (its residual add, then its activation, become ours), then what of the
      * activation the kernel applies */
-    k->residual = cpu_conv_plan_epilogue(cc, &s->post);
-    k->act = cpu_conv_inline_act(&s->post);
+    ir_fused_params post = *fp;
+    k->residual = cpu_conv_plan_epilogue(cc, &post);
+    k->act = cpu_conv_inline_act(&post);
     /* variants: full and last row tiles x full and last pixel tiles */
     int32_t rows[2] = {(int32_t)g.ty, (int32_t)(g.oh - (g.nty - 1) * g.ty)};
     int32_t cols[2] = {(int32_t)bp, (int32_t)(g.ow - (g.ntx - 1) * bp)};

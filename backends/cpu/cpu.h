@@ -107,10 +107,11 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
                             size_t why_cap);
 pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                          size_t why_cap);
-/* A JIT'd y[i] = op(a[i]) over n floats, op sigmoid or tanh (y and a distinct): the kernel eltwise.c
- * runs for such a layer, for kernels written in C that apply one (rnn.c's gates). */
+/* A JIT'd y[i] = act(a[i]) over n floats (y may be a; b is not read): the kernel eltwise.c runs for
+ * such an activation layer, for kernels written in C that apply one (rnn.c's gates, fc/gemm after
+ * the BLAS call). *fn NULL for IR_ACT_NONE. */
 typedef void (*cpu_unary_fn)(const float *a, const float *b, float *y, int64_t n);
-pdc_status cpu_unary_kernel(const cpu_compile *cc, ir_op op, cpu_unary_fn *fn);
+pdc_status cpu_act_kernel(const cpu_compile *cc, const ir_fused_params *act, cpu_unary_fn *fn);
 pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                         size_t why_cap);
 
@@ -174,8 +175,6 @@ int cpu_loadavg_running(const char *text);
 void cpu_share_split(cpu_share *s, int nt, int64_t n);
 /* The next item for thread t: the front of its own share, else the back of another's; -1: none left. */
 int64_t cpu_share_next(cpu_share *s, int t, int nt);
-/* Applies activation p (relu/clip/... from ir_fused_params) to n floats in place. */
-void cpu_apply_activation(const ir_fused_params *p, float *y, size_t n);
 /* Makes OpenBLAS single-threaded (pdc parallelises around it); once per process. */
 void cpu_blas_single_thread(void);
 

@@ -1,6 +1,5 @@
 /*
- * cpu_util.c - helpers the cpu kernel families share: thread counts, post-op activations that the
- * JIT'd code does not inline, OpenBLAS threading.
+ * cpu_util.c - helpers the cpu kernel families share: thread counts, OpenBLAS threading.
  */
 #include <cblas.h>
 #include <omp.h>
@@ -13,12 +12,6 @@ int cpu_threads_for(int v)
     if (v > 0) return v;
     int n = omp_get_num_procs();
     return n > 0 ? n : 1;
-}
-
-void cpu_apply_activation(const ir_fused_params *p, float *y, size_t n)
-{
-    if (p->act == IR_ACT_NONE) return;
-    for (size_t i = 0; i < n; i++) y[i] = ir_act_apply(p, y[i]);
 }
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;

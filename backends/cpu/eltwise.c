@@ -53,27 +53,17 @@ static void elt_free(void *p)
 static LLVMValueRef elt_op(pdc_irb *irb, const elt_key *k, LLVMTypeRef t, LLVMValueRef a, LLVMValueRef b)
 {
     LLVMBuilderRef B = irb->b;
-    LLVMValueRef zero = LLVMConstNull(t);
-#define CF(v) pdc_irb_f32_like(irb, a, (v))
+    ir_fused_params act = {0};
+    if (ir_act_from_op((ir_op)k->op, &act.act)) {
+        act.act_min = act.act_alpha = k->p0;
+        act.act_max = k->p1;
+        return pdc_irb_act(irb, &act, a);
+    }
     switch ((ir_op)k->op) {
-    case IR_OP_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, zero, ""), a, zero, "");
-    case IR_OP_CLIP: {
-        LLVMValueRef lo = CF(k->p0), hi = CF(k->p1);
-        LLVMValueRef v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, lo, ""), lo, a, "");
-        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, hi, ""), hi, v, "");
-    }
-    case IR_OP_LEAKY_RELU:
-        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, a, zero, ""), a, LLVMBuildFMul(B, CF(k->p0), a, ""), "");
-    case IR_OP_HARDSWISH: {
-        LLVMValueRef t3 = LLVMBuildFAdd(B, a, CF(3.0f), "");
-        LLVMValueRef c6 = CF(6.0f);
-        LLVMValueRef hi = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, t3, c6, ""), c6, t3, "");
-        LLVMValueRef v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, t3, zero, ""), zero, hi, "");
-        return LLVMBuildFDiv(B, LLVMBuildFMul(B, a, v, ""), c6, "");
-    }
     case IR_OP_HARDSIGMOID: {
-        LLVMValueRef v = LLVMBuildFAdd(B, LLVMBuildFMul(B, CF(k->p0), a, ""), CF(k->p1), "");
-        LLVMValueRef one = CF(1.0f);
+        LLVMValueRef zero = LLVMConstNull(t), one = pdc_irb_f32_like(irb, a, 1.0f);
+        LLVMValueRef v = LLVMBuildFAdd(B, LLVMBuildFMul(B, pdc_irb_f32_like(irb, a, k->p0), a, ""),
+                                       pdc_irb_f32_like(irb, a, k->p1), "");
         LLVMValueRef hi = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, one, ""), one, v, "");
         return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v, zero, ""), zero, hi, "");
     }
@@ -81,11 +71,8 @@ static LLVMValueRef elt_op(pdc_irb *irb, const elt_key *k, LLVMTypeRef t, LLVMVa
     case IR_OP_SUB: return LLVMBuildFSub(B, a, b, "");
     case IR_OP_MUL: return LLVMBuildFMul(B, a, b, "");
     case IR_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
-    case IR_OP_SIGMOID: return pdc_irb_sigmoid(irb, a);
-    case IR_OP_TANH: return pdc_irb_tanh(irb, a);
     default: return a;
     }
-#undef CF
 }
 
 /* Operand value at index i: a vector (or scalar) load, or the broadcast value. */
@@ -146,10 +133,10 @@ static pdc_status elt_emit(void *arg, const pdc_context *ctx, const pdc_llvm_tar
     LLVMValueRef fn = pdc_irb_function(&irb, prefix, "run", 4, params);
     LLVMSetFunctionCallConv(fn, LLVMCCallConv);
     LLVMValueRef a = LLVMGetParam(fn, 0), b = LLVMGetParam(fn, 1), y = LLVMGetParam(fn, 2), n = LLVMGetParam(fn, 3);
-    /* a and b may be the same buffer (x + x): only y is noalias. */
+    /* a and b may be the same buffer (x + x), and y may be a (an activation applied in place, as
+     * fc/gemm do): each element is read before it is written, so no pointer is noalias */
     unsigned na = LLVMGetEnumAttributeKindForName("noalias", 7);
-    LLVMRemoveEnumAttributeAtIndex(fn, 1, na);
-    LLVMRemoveEnumAttributeAtIndex(fn, 2, na);
+    for (unsigned i = 1; i <= 3; i++) LLVMRemoveEnumAttributeAtIndex(fn, i, na);
     LLVMPositionBuilderAtEnd(irb.b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
     LLVMValueRef end;
     elt_loop(&irb, k, fn, a, b, y, pdc_irb_i64(&irb, 0), n, 1, &end);
@@ -178,11 +165,18 @@ static void elt_key_init(elt_key *k, ir_op op, int vec)
     k->vec = vec;
 }
 
-pdc_status cpu_unary_kernel(const cpu_compile *cc, ir_op op, cpu_unary_fn *fn)
+pdc_status cpu_act_kernel(const cpu_compile *cc, const ir_fused_params *act, cpu_unary_fn *fn)
 {
-    if (op != IR_OP_SIGMOID && op != IR_OP_TANH) return PDC_ERR_UNSUPPORTED;
+    static const ir_op op_of[] = {[IR_ACT_RELU] = IR_OP_RELU, [IR_ACT_CLIP] = IR_OP_CLIP,
+                                  [IR_ACT_LEAKY_RELU] = IR_OP_LEAKY_RELU, [IR_ACT_SIGMOID] = IR_OP_SIGMOID,
+                                  [IR_ACT_TANH] = IR_OP_TANH, [IR_ACT_HARDSWISH] = IR_OP_HARDSWISH};
+    *fn = NULL;
+    if (act->act == IR_ACT_NONE) return PDC_OK;
     elt_key k;
-    elt_key_init(&k, op, cc->target->vec);
+    elt_key_init(&k, op_of[act->act], cc->target->vec);
+    /* the parameters as cpu_plan_eltwise sets them for that layer, so the two share a kernel */
+    k.p0 = act->act == IR_ACT_CLIP ? act->act_min : act->act == IR_ACT_LEAKY_RELU ? act->act_alpha : 0.0f;
+    k.p1 = act->act == IR_ACT_CLIP ? act->act_max : 0.0f;
     k.a_vec = 1;
     return elt_kernel(cc, &k, fn);
 }

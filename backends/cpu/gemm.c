@@ -35,7 +35,7 @@ typedef struct gemm_state {
     ir_gemm_params p;
     int op;                  /* IR_OP_FC, IR_OP_GEMM, IR_OP_MATMUL */
     int64_t cm, cn;          /* gemm: dims of C as broadcast to [M, N] (1 = broadcast) */
-    ir_fused_params act;
+    cpu_unary_fn act;        /* the fused activation, in place after the product (NULL: none) */
     /* matmul batches: per batch the offsets into a and b */
     int64_t batches, *offs;
 } gemm_state;
@@ -49,7 +49,7 @@ static void gemm_free(void *p)
 }
 
 /* y[M,N] = alpha A' B' (+ beta C) over rows [i0, i1) or columns [j0, j1) - whichever the plan
- * split - with one BLAS thread. */
+ * split - with one BLAS thread, then the fused activation over that block while it is in cache. */
 static void gemm_block(const gemm_state *s, const float *a, const float *b, float *y, int64_t i0, int64_t i1,
                        int64_t j0, int64_t j1)
 {
@@ -64,10 +64,14 @@ static void gemm_block(const gemm_state *s, const float *a, const float *b, floa
         /* one row: y = alpha * op(B)^T a + beta y */
         cblas_sgemv(CblasRowMajor, p->trans_b ? CblasNoTrans : CblasTrans, (int)(p->trans_b ? nn : p->k),
                     (int)(p->trans_b ? p->k : nn), p->alpha, bb, ldb, ab, 1, 1.0f, yb, 1);
-        return;
+    } else {
+        cblas_sgemm(CblasRowMajor, p->trans_a ? CblasTrans : CblasNoTrans, p->trans_b ? CblasTrans : CblasNoTrans,
+                    (int)mm, (int)nn, (int)p->k, p->alpha, ab, lda, bb, ldb, 1.0f, yb, (int)p->n);
     }
-    cblas_sgemm(CblasRowMajor, p->trans_a ? CblasTrans : CblasNoTrans, p->trans_b ? CblasTrans : CblasNoTrans, (int)mm,
-                (int)nn, (int)p->k, p->alpha, ab, lda, bb, ldb, 1.0f, yb, (int)p->n);
+    if (!s->act) return;
+    if (nn == p->n) s->act(yb, NULL, yb, mm * nn); /* whole rows: one run */
+    else
+        for (int64_t i = 0; i < mm; i++) s->act(yb + i * p->n, NULL, yb + i * p->n, nn);
 }
 
 /* One GEMM y = alpha A' B' + (y's initial contents), split over threads along the larger free dim. */
@@ -121,7 +125,6 @@ static pdc_status gemm_run(const cpu_layer *L, const ir_model *m, const ir_layer
             for (int64_t j = 0; j < p->n; j++) yr[j] = p->beta * c[(s->cm == 1 ? 0 : i) * s->cn + (s->cn == 1 ? 0 : j)];
     }
     gemm_parallel(s, a, b, y, x->threads);
-    cpu_apply_activation(&s->act, y, (size_t)(p->m * p->n));
     return PDC_OK;
 }
 
@@ -181,7 +184,7 @@ typedef struct spfc_state {
     int64_t n;
     float *bias;            /* o entries (zeros if none) */
     int small;              /* too little work to split over threads */
-    ir_fused_params act;
+    cpu_unary_fn act;       /* as gemm_state's */
 } spfc_state;
 
 void cpu_bsr_release(cpu_bsr *b)
@@ -388,10 +391,13 @@ static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer
     int64_t chunk = 64; /* block-rows per work item: fixed, independent of the thread count */
     for (int64_t n = 0; n < s->n; n++) {
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-        for (int64_t r0 = 0; r0 < w->nbr; r0 += chunk)
+        for (int64_t r0 = 0; r0 < w->nbr; r0 += chunk) {
             cpu_bsr_gemv(w, xs + n * kp, s->bias, y + n * w->o, r0, r0 + chunk);
+            /* the activation over the rows just written (block-rows r0.. hold outputs r0 * bh..) */
+            int64_t o0 = r0 * w->bh, o1 = (r0 + chunk) * w->bh < w->o ? (r0 + chunk) * w->bh : w->o;
+            if (s->act) s->act(y + n * w->o + o0, NULL, y + n * w->o + o0, o1 - o0);
+        }
     }
-    cpu_apply_activation(&s->act, y, (size_t)(s->n * w->o));
     return PDC_OK;
 }
 
@@ -418,7 +424,10 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_model *m, const ir_l
     }
     if (bt) memcpy(s->bias, bt->data, (size_t)p->n * sizeof *s->bias);
     s->n = p->m;
-    s->act = *fp;
+    if ((st = cpu_act_kernel(cc, fp, &s->act))) {
+        spfc_free(s);
+        return st;
+    }
     const cpu_bsr *w = &s->w;
     s->small = (size_t)w->rowptr[w->nbr] * (size_t)(w->bh * w->bw) * (size_t)s->n < 65536;
     L->run = spfc_run;
@@ -443,7 +452,6 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
     gemm_state *s = pdc_calloc(cc->ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->op = (int)l->op;
-    s->act = fp;
     s->cm = s->cn = 1;
     if (l->op == IR_OP_MATMUL) {
         st = matmul_plan(cc, m, l, s);
@@ -471,6 +479,7 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
         snprintf(why, why_cap, "dims beyond BLAS's int range");
         st = PDC_ERR_UNSUPPORTED;
     }
+    if (!st) st = cpu_act_kernel(cc, &fp, &s->act);
     if (st) {
         gemm_free(s);
         return st;

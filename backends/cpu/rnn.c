@@ -208,8 +208,9 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
         }
         if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
     }
-    if (!st) st = cpu_unary_kernel(cc, IR_OP_SIGMOID, &s->sig);
-    if (!st) st = cpu_unary_kernel(cc, IR_OP_TANH, &s->tanh);
+    const ir_fused_params sig = {.act = IR_ACT_SIGMOID}, th = {.act = IR_ACT_TANH};
+    if (!st) st = cpu_act_kernel(cc, &sig, &s->sig);
+    if (!st) st = cpu_act_kernel(cc, &th, &s->tanh);
     if (st) {
         rnn_free(s);
         return st;

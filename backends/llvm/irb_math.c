@@ -4,9 +4,10 @@
  * x = n ln2 + r with |r| <= ln2/2, e^r by its Taylor series, 2^n written into the exponent bits.
  * About 2 ulp against the reference kernel's double-precision formulas; NaN stays NaN. Integer
  * tricks use only adds, shifts and bitcasts, so no value (NaN included) reaches a poison-producing
- * fptosi.
+ * fptosi. pdc_irb_act puts them beside the other activations, for every kernel that applies one.
  */
 #include "backends/llvm/llvm.h"
+#include "ir/params.h"
 
 /* The integer type with v's shape (i32 or <vec x i32>). */
 static LLVMTypeRef int_like(pdc_irb *irb, LLVMValueRef v)
@@ -90,4 +91,27 @@ LLVMValueRef pdc_irb_tanh(pdc_irb *irb, LLVMValueRef x)
     /* the sign bit of x back on |tanh| (a NaN keeps its own) */
     LLVMValueRef vi = LLVMBuildOr(B, LLVMBuildBitCast(B, v, it, ""), sign, "");
     return LLVMBuildBitCast(B, vi, LLVMTypeOf(x), "");
+}
+
+LLVMValueRef pdc_irb_act(pdc_irb *irb, const ir_fused_params *p, LLVMValueRef v)
+{
+    LLVMBuilderRef B = irb->b;
+    LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(v));
+    switch (p->act) {
+    case IR_ACT_NONE: return v;
+    case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, zero, ""), v, zero, "");
+    case IR_ACT_CLIP: return clamp(irb, v, p->act_min, p->act_max);
+    case IR_ACT_LEAKY_RELU: {
+        LLVMValueRef neg = LLVMBuildFMul(B, pdc_irb_f32_like(irb, v, p->act_alpha), v, "");
+        return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, neg, "");
+    }
+    case IR_ACT_SIGMOID: return pdc_irb_sigmoid(irb, v);
+    case IR_ACT_TANH: return pdc_irb_tanh(irb, v);
+    case IR_ACT_HARDSWISH: {
+        /* x * clamp(x + 3, 0, 6) / 6, divided last as the reference does, so the bits agree */
+        LLVMValueRef t = clamp(irb, LLVMBuildFAdd(B, v, pdc_irb_f32_like(irb, v, 3.0f), ""), 0.0f, 6.0f);
+        return LLVMBuildFDiv(B, LLVMBuildFMul(B, v, t, ""), pdc_irb_f32_like(irb, v, 6.0f), "");
+    }
+    }
+    return v;
 }

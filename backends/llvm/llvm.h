@@ -172,6 +172,11 @@ LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValue
  * call; about 2 ulp from the reference kernel's formulas, NaN in NaN out. */
 LLVMValueRef pdc_irb_sigmoid(pdc_irb *irb, LLVMValueRef x);
 LLVMValueRef pdc_irb_tanh(pdc_irb *irb, LLVMValueRef x);
+/* Activation p->act (relu, clip, leaky_relu, sigmoid, tanh, hardswish; none: v itself) of a float
+ * or a vector of irb->vec floats, with p's clip bounds and slope: the one definition every JIT'd
+ * kernel (cpu eltwise and conv epilogues, the ARM emitter) applies. */
+struct ir_fused_params;
+LLVMValueRef pdc_irb_act(pdc_irb *irb, const struct ir_fused_params *p, LLVMValueRef v);
 
 /* ------------------------------------------------------------------ ahead-of-time (aot.c) */
 
