@@ -6,7 +6,8 @@
  * cost 1-1.5 ms of a 32-step LSTM with hidden size 512 at batch 1), the products around them in C.
  * Dense weights go through OpenBLAS. A block- or unstructured-pruned w or r (sparse enough, blocks
  * not straddling a direction or GRU's h gate) goes through gemm.c's JIT'd block-sparse product
- * instead: one matrix-vector product per time step and sample, over the kept blocks only. Each of
+ * instead: one matrix-vector product per time step and sample, over the kept blocks only (split
+ * over the threads, as a dense one at batch 1, from RNN_PAR_MIN weights on). Each of
  * the matrices chooses on its own; pdc inspect says which did. Arithmetic is float (the reference
  * uses double): results agree to rounding.
  */
@@ -42,15 +43,36 @@ static void rnn_free(void *p)
     pdc_free(s);
 }
 
-/* y[0, b->o) = bias + b x for an n-float x: through a zero-padded copy when b reads past n. */
-static void bsr_mv(const cpu_bsr *b, const float *x, int64_t n, float *pad, const float *bias, float *y)
+/* The first block-row at or after which b's kept blocks number at least `blocks`. */
+static int64_t bsr_row_at(const cpu_bsr *b, int64_t blocks)
+{
+    int64_t lo = 0, hi = b->nbr;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (b->rowptr[mid] < blocks) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* y[0, b->o) = bias + b x for an n-float x: through a zero-padded copy when b reads past n. From
+ * RNN_PAR_MIN kept weights on, the block-rows are split over the threads in shares of equal kept
+ * blocks (each output row is the same sequence of operations whatever the split). */
+static void bsr_mv(const cpu_bsr *b, const float *x, int64_t n, float *pad, const float *bias, float *y, int threads)
 {
     if (cpu_bsr_kpad(b) != n) {
         memcpy(pad, x, (size_t)n * sizeof *pad);
         memset(pad + n, 0, (size_t)(cpu_bsr_kpad(b) - n) * sizeof *pad);
         x = pad;
     }
-    cpu_bsr_gemv(b, x, bias, y, 0, b->nbr);
+    const int64_t blocks = b->rowptr[b->nbr];
+    int nt = blocks * b->bh * b->bw >= RNN_PAR_MIN ? threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++) {
+        /* the last share takes the rows without blocks at the end too (they get y = bias) */
+        int64_t r1 = t + 1 < nt ? bsr_row_at(b, blocks * (t + 1) / nt) : b->nbr;
+        cpu_bsr_gemv(b, x, bias, y, bsr_row_at(b, blocks * t / nt), r1);
+    }
 }
 
 /* y[b][0, o) = x[b] w^T for nb rows x[b] of k floats (w: o x k, row-major; y rows ldy apart). One
@@ -99,7 +121,7 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
         /* xw = x w^ns + Wb (+ Rb except GRU's h gate, whose Rb sits inside the reset product) */
         for (int64_t j = 0; j < ngh; j++) bsum[j] = (wb ? wb[j] : 0.0f) + (rb && (s->lstm || j < 2 * nh) ? rb[j] : 0.0f);
         if (s->w[d].fn) {
-            for (int64_t q = 0; q < ns * nb; q++) bsr_mv(&s->w[d], xin + q * ni, ni, pad, bsum, xw + q * ngh);
+            for (int64_t q = 0; q < ns * nb; q++) bsr_mv(&s->w[d], xin + q * ni, ni, pad, bsum, xw + q * ngh, x->threads);
         } else {
             for (int64_t q = 0; q < ns * nb; q++) memcpy(xw + q * ngh, bsum, (size_t)ngh * sizeof *xw);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(ns * nb), (int)ngh, (int)ni, 1.0f, xin, (int)ni,
@@ -114,7 +136,7 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
             /* recurrent products h r^ns for every gate (GRU: z and r only) */
             int64_t nrec = s->lstm ? ngh : 2 * nh;
             if (s->r[d].fn)
-                for (int64_t b = 0; b < nb; b++) bsr_mv(&s->r[d], h + b * nh, nh, pad, zeros, hr + b * ngh);
+                for (int64_t b = 0; b < nb; b++) bsr_mv(&s->r[d], h + b * nh, nh, pad, zeros, hr + b * ngh, x->threads);
             else
                 rows_times_wt((int)nb, (int)nrec, (int)nh, h, rd, hr, (int)ngh, x->threads);
             /* each activation over a whole gate block: gt = input + recurrent part, then sigmoid or
@@ -142,7 +164,8 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
                 }
                 /* (r*h) Rh^ns or h Rh^ns into hr's third block */
                 if (s->rh[d].fn)
-                    for (int64_t b = 0; b < nb; b++) bsr_mv(&s->rh[d], rh + b * nh, nh, pad, zeros, hr + b * ngh + 2 * nh);
+                    for (int64_t b = 0; b < nb; b++)
+                        bsr_mv(&s->rh[d], rh + b * nh, nh, pad, zeros, hr + b * ngh + 2 * nh, x->threads);
                 else
                     rows_times_wt((int)nb, (int)nh, (int)nh, rh, rd + 2 * nh * nh, hr + 2 * nh, (int)ngh, x->threads);
                 for (int64_t b = 0; b < nb; b++) {
