@@ -172,10 +172,10 @@ void cpu_conv_pack_portable(const conv_geom *g, const float *x, float *xp, int64
 /* Zeros that end every phase plane of the whole input (its last rows and columns, padding): how
  * far a flat plane may reach into the next one's lead. */
 int64_t cpu_conv_plane_zero_tail(const conv_geom *g);
-/* Epilogue pieces the conv generators emit: the activation (pdc_irb_act), and the store of flat vector v holding
- * pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow), one masked store
- * per output row it touches, after adding the same pixels of residual channel rk (unless NULL) and
- * the activation. */
+/* Epilogue pieces the conv generators emit: the activation (pdc_irb_act), and the store of flat
+ * vector v holding pixels p0.. of a flat plane (row stride wq) into output channel yk (rows of ow),
+ * one masked store per output row it touches, after adding the same pixels of residual channel rk
+ * (unless NULL) and the activation. */
 LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v);
 /* The activation of fp as a kernel key holds it (every activation is applied inline). */
 conv_act cpu_conv_inline_act(const ir_fused_params *fp);

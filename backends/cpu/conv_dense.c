@@ -242,8 +242,8 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     k->vec = t->vec;
     k->to = bto;
     cpu_conv_key_window(&g, &k->w);
-    /* a fused epilogue (its residual add, then its activation, become ours), then what of the
-     * activation the kernel applies */
+    /* a fused epilogue (its residual add, then its activation, become ours), then the activation
+     * the kernel applies inline */
     ir_fused_params post = *fp;
     k->residual = cpu_conv_plan_epilogue(cc, &post);
     k->act = cpu_conv_inline_act(&post);

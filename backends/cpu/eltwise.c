@@ -24,7 +24,7 @@
 #define ELT_PAR_MIN 65536 /* elements below which one thread does the layer */
 
 typedef struct elt_key {
-    char tag[8];            /* "eltw2" */
+    char tag[8];            /* "eltw3": bump when the generated code changes (cached objects) */
     int32_t op;             /* ir_op */
     int32_t a_vec, b_vec;   /* 1: operand varies along the run; 0: one value broadcast (b unused for unary) */
     int32_t vec;
@@ -160,7 +160,7 @@ static pdc_status elt_kernel(const cpu_compile *cc, elt_key *k, elt_fn *fn)
 static void elt_key_init(elt_key *k, ir_op op, int vec)
 {
     memset(k, 0, sizeof *k); /* padding bytes too: the key is hashed */
-    memcpy(k->tag, "eltw2", 6);
+    memcpy(k->tag, "eltw3", 6);
     k->op = (int32_t)op;
     k->vec = vec;
 }

@@ -108,7 +108,7 @@ LLVMValueRef pdc_irb_act(pdc_irb *irb, const ir_fused_params *p, LLVMValueRef v)
     case IR_ACT_SIGMOID: return pdc_irb_sigmoid(irb, v);
     case IR_ACT_TANH: return pdc_irb_tanh(irb, v);
     case IR_ACT_HARDSWISH: {
-        /* x * clamp(x + 3, 0, 6) / 6, divided last as the reference does, so the bits agree */
+        /* x * clamp(x + 3, 0, 6) / 6, multiplied, then divided, in the reference's order */
         LLVMValueRef t = clamp(irb, LLVMBuildFAdd(B, v, pdc_irb_f32_like(irb, v, 3.0f), ""), 0.0f, 6.0f);
         return LLVMBuildFDiv(B, LLVMBuildFMul(B, v, t, ""), pdc_irb_f32_like(irb, v, 6.0f), "");
     }
