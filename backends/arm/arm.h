@@ -32,8 +32,6 @@ typedef struct arm_gen {
     size_t n_globals;            /* for unique global names */
     size_t const_bytes;          /* bytes of constants embedded (statistics) */
     LLVMValueRef fn;             /* function being built */
-    LLVMValueRef expf_fn;
-    LLVMTypeRef expf_ty;
     size_t li;                   /* layer being emitted */
 } arm_gen;
 

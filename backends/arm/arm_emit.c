@@ -1,7 +1,6 @@
 /*
  * arm_emit.c - the "aarch64-linux-gnu" emitter of pdc_model_emit: NAME.h and libNAME.a (AArch64
- * NEON object code of the whole model, its packed weights and its arena; depends on libc and libm
- * only). arm_graph.c builds the module, archive.c wraps the object, arm_header.c writes the header.
+ * NEON object code of the whole model, its packed weights and its arena; depends on libc only). arm_graph.c builds the module, archive.c wraps the object, arm_header.c writes the header.
  */
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
 /*
  * arm_ops.c - every op but conv and the recurrent cells as plain LLVM IR loop nests for the
- * AArch64 module (the device has no pdc runtime, only libc/libm).
+ * AArch64 module (the device has no pdc runtime, only libc).
  *
  * Shapes are known at emit time, so every loop has a constant trip count and every tensor a
  * constant address; innermost loops run along unit-stride data so LLVM's loop vectoriser turns them
@@ -9,8 +9,9 @@
  * reassociation is needed to vectorise). Block- or unstructured-pruned constant weights of fc (and
  * gemm with transB) go through gemm.c's block-sparse generator (arm_sparse.c) where the cpu target's
  * conditions hold, one matrix-vector product per row. Activations are the straight-line IR every
- * JIT'd kernel applies (pdc_irb_act: sigmoid and tanh without libm, so their loops vectorise too);
- * softmax calls libm's expf. Semantics follow backends/ref (accumulation is in float here, not double).
+ * JIT'd kernel applies (pdc_irb_act: sigmoid and tanh without libm, so their loops vectorise too),
+ * and softmax's exp is pdc_irb_exp: the module calls no libm function. Semantics follow
+ * backends/ref (accumulation is in float here, not double).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -95,17 +96,6 @@ static LLVMValueRef fmul(arm_gen *G, LLVMValueRef a, LLVMValueRef b) { return LL
 static LLVMValueRef fadd(arm_gen *G, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(G->irb.b, a, b, ""); }
 static LLVMValueRef fsub(arm_gen *G, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(G->irb.b, a, b, ""); }
 static LLVMValueRef fdiv(arm_gen *G, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFDiv(G->irb.b, a, b, ""); }
-
-/* libm's expf (softmax); the activations' exp is straight-line IR (pdc_irb_act) */
-static LLVMValueRef expf_(arm_gen *G, LLVMValueRef x)
-{
-    if (!G->expf_ty) G->expf_ty = LLVMFunctionType(G->irb.f32, &G->irb.f32, 1, 0);
-    if (!G->expf_fn) {
-        G->expf_fn = LLVMGetNamedFunction(G->irb.m, "expf");
-        if (!G->expf_fn) G->expf_fn = LLVMAddFunction(G->irb.m, "expf", G->expf_ty);
-    }
-    return LLVMBuildCall2(G->irb.b, G->expf_ty, G->expf_fn, &x, 1, "");
-}
 
 static LLVMValueRef clampf(arm_gen *G, LLVMValueRef v, float lo, float hi)
 {
@@ -480,7 +470,7 @@ static LLVMValueRef reduce(arm_gen *G, LLVMValueRef x, LLVMValueRef base, int64_
     LLVMValueRef init = arm_f32(G, op == 0 ? -INFINITY : 0.0f);
     LLVMAddIncoming(acc, &init, &pre, 1);
     LLVMValueRef v = arm_ldf(G, x, arm_add(G, base, arm_mulc(G, k, inner)));
-    LLVMValueRef nacc = op == 0 ? sel(G, fcmp(G, LLVMRealOGT, v, acc), v, acc) : fadd(G, acc, expf_(G, fsub(G, v, mx)));
+    LLVMValueRef nacc = op == 0 ? sel(G, fcmp(G, LLVMRealOGT, v, acc), v, acc) : fadd(G, acc, pdc_irb_exp(&G->irb, fsub(G, v, mx)));
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
     LLVMAddIncoming(acc, &nacc, &latch, 1);
     arm_loop_end(G, &L);
@@ -507,7 +497,7 @@ static pdc_status emit_softmax(arm_gen *G, const ir_layer *l)
     LLVMValueRef rs = fdiv(G, arm_f32(G, 1.0f), sum);
     LLVMValueRef k = arm_loop_begin(G, len, &Lk);
     LLVMValueRef at = arm_add(G, base, arm_mulc(G, k, inner));
-    arm_stf(G, y, at, fmul(G, expf_(G, fsub(G, arm_ldf(G, x, at), mx)), rs));
+    arm_stf(G, y, at, fmul(G, pdc_irb_exp(&G->irb, fsub(G, arm_ldf(G, x, at), mx)), rs));
     arm_loop_end(G, &Lk);
     arm_loop_end(G, &Li);
     arm_loop_end(G, &Lo);

@@ -44,8 +44,7 @@ static LLVMValueRef poly(pdc_irb *irb, LLVMValueRef x, const float *c, int n)
     return p;
 }
 
-/* e^x, x clamped to [-87.3, 88.3] so that 2^n stays a normal float (n in [-126, 127]). */
-static LLVMValueRef emit_exp(pdc_irb *irb, LLVMValueRef x)
+LLVMValueRef pdc_irb_exp(pdc_irb *irb, LLVMValueRef x)
 {
     LLVMBuilderRef B = irb->b;
     static const float taylor[8] = {1.0f, 1.0f, 1.0f / 2, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
@@ -68,7 +67,7 @@ LLVMValueRef pdc_irb_sigmoid(pdc_irb *irb, LLVMValueRef x)
 {
     LLVMBuilderRef B = irb->b;
     LLVMValueRef one = pdc_irb_f32_like(irb, x, 1.0f);
-    return LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, emit_exp(irb, LLVMBuildFNeg(B, x, "")), ""), "");
+    return LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, pdc_irb_exp(irb, LLVMBuildFNeg(B, x, "")), ""), "");
 }
 
 LLVMValueRef pdc_irb_tanh(pdc_irb *irb, LLVMValueRef x)
@@ -84,7 +83,7 @@ LLVMValueRef pdc_irb_tanh(pdc_irb *irb, LLVMValueRef x)
     LLVMValueRef a = LLVMBuildBitCast(B, LLVMBuildAnd(B, xi, ci(it, INT32_MAX), ""), LLVMTypeOf(x), "");
     LLVMValueRef small = LLVMBuildFMul(B, a, poly(irb, LLVMBuildFMul(B, a, a, ""), series, 7), "");
     LLVMValueRef one = pdc_irb_f32_like(irb, x, 1.0f), two = pdc_irb_f32_like(irb, x, 2.0f);
-    LLVMValueRef e = emit_exp(irb, LLVMBuildFMul(B, two, a, ""));
+    LLVMValueRef e = pdc_irb_exp(irb, LLVMBuildFMul(B, two, a, ""));
     LLVMValueRef large = LLVMBuildFSub(B, one, LLVMBuildFDiv(B, two, LLVMBuildFAdd(B, e, one, ""), ""), "");
     LLVMValueRef below = LLVMBuildFCmp(B, LLVMRealOLT, a, pdc_irb_f32_like(irb, x, 0.5f), "");
     LLVMValueRef v = LLVMBuildSelect(B, below, small, large, "");

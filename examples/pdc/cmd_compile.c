@@ -20,7 +20,7 @@ const char cli_compile_help[] =
     "into DIR (created if missing). Nothing is left half-written: on an error DIR gets no new files.\n"
     "\n"
     "  aarch64-linux-gnu  NAME.h and libNAME.a: AArch64 code (NEON), packed weights and runtime; link it\n"
-    "                     into a program for the device with aarch64-linux-gnu-gcc (needs libc, libm)\n"
+    "                     into a program for the device with aarch64-linux-gnu-gcc (needs only libc)\n"
     "  nvptx              NAME.ptx (PTX text, one .entry per kernel) and NAME.launch.txt (launch order\n"
     "                     and grid sizes), for inspection or use with the CUDA driver API\n"
     "\n"
