@@ -27,15 +27,8 @@ static int activation_of(const ir_model *m, size_t li, int x, ir_fused_params *p
 {
     if (li >= m->n_layers) return 0;
     const ir_layer *u = &m->layers[li];
-    ir_act_kind act;
-    if (!ir_act_from_op(u->op, &act)) return 0;
     if (u->n_inputs != 1 || u->inputs[0] != x || u->n_outputs != 1 || u->outputs[0] < 0) return 0;
-    memset(p, 0, sizeof *p);
-    p->act = act;
-    p->act_min = ir_attr_float(&u->attrs, "min", -INFINITY);
-    p->act_max = ir_attr_float(&u->attrs, "max", INFINITY);
-    p->act_alpha = ir_attr_float(&u->attrs, "alpha", 0.01f);
-    return 1;
+    return ir_act_layer_params(u, p);
 }
 
 /* 1 if layer li (if any) is a foldable batchnorm of tensor x, and conv c's weights and bias, which

@@ -37,6 +37,16 @@ int ir_act_from_op(ir_op op, ir_act_kind *act)
     }
 }
 
+int ir_act_layer_params(const ir_layer *l, ir_fused_params *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!ir_act_from_op(l->op, &p->act)) return 0;
+    p->act_min = ir_attr_float(&l->attrs, "min", -INFINITY);
+    p->act_max = ir_attr_float(&l->attrs, "max", INFINITY);
+    p->act_alpha = ir_attr_float(&l->attrs, "alpha", 0.01f);
+    return 1;
+}
+
 static int takes_activation(ir_op op) { return op == IR_OP_CONV || op == IR_OP_FC || op == IR_OP_GEMM; }
 
 /* A float attribute (an int is accepted, as ir_attr_float does); absent -> dflt. */

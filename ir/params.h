@@ -75,5 +75,8 @@ float ir_act_apply(const ir_fused_params *p, float x);
 const char *ir_act_name(ir_act_kind act);
 /* 1 and *act if op is an activation that can be fused. */
 int ir_act_from_op(ir_op op, ir_act_kind *act);
+/* 1 and *p (no out_perm) if layer l is such an activation: its kind, and its clip bounds and
+ * leaky_relu slope from its attributes, with the reference kernels' defaults. */
+int ir_act_layer_params(const ir_layer *l, ir_fused_params *p);
 
 #endif

@@ -183,10 +183,7 @@ static pdc_status emit_unary(arm_gen *G, const ir_layer *l, LLVMValueRef x, LLVM
         arm_loop_end(G, &L);
         return PDC_OK;
     }
-    if (!ir_act_from_op(l->op, &p.act)) return arm_unsupported(G, l, "not an activation");
-    p.act_min = ir_attr_float(&l->attrs, "min", -INFINITY);
-    p.act_max = ir_attr_float(&l->attrs, "max", INFINITY);
-    p.act_alpha = ir_attr_float(&l->attrs, "alpha", 0.01f);
+    if (!ir_act_layer_params(l, &p)) return arm_unsupported(G, l, "not an activation");
     LLVMValueRef i = arm_loop_begin(G, n, &L);
     arm_stf(G, y, i, arm_act(G, &p, arm_ldf(G, x, i)));
     arm_loop_end(G, &L);

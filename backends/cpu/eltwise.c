@@ -165,6 +165,14 @@ static void elt_key_init(elt_key *k, ir_op op, int vec)
     k->vec = vec;
 }
 
+/* The key's parameters of activation act (those it reads, so equal activations share a kernel;
+ * elt_op reads them back). */
+static void elt_key_act(elt_key *k, const ir_fused_params *act)
+{
+    k->p0 = act->act == IR_ACT_CLIP ? act->act_min : act->act == IR_ACT_LEAKY_RELU ? act->act_alpha : 0.0f;
+    k->p1 = act->act == IR_ACT_CLIP ? act->act_max : 0.0f;
+}
+
 pdc_status cpu_act_kernel(const cpu_compile *cc, const ir_fused_params *act, cpu_unary_fn *fn)
 {
     static const ir_op op_of[] = {[IR_ACT_RELU] = IR_OP_RELU, [IR_ACT_CLIP] = IR_OP_CLIP,
@@ -174,9 +182,7 @@ pdc_status cpu_act_kernel(const cpu_compile *cc, const ir_fused_params *act, cpu
     if (act->act == IR_ACT_NONE) return PDC_OK;
     elt_key k;
     elt_key_init(&k, op_of[act->act], cc->target->vec);
-    /* the parameters as cpu_plan_eltwise sets them for that layer, so the two share a kernel */
-    k.p0 = act->act == IR_ACT_CLIP ? act->act_min : act->act == IR_ACT_LEAKY_RELU ? act->act_alpha : 0.0f;
-    k.p1 = act->act == IR_ACT_CLIP ? act->act_max : 0.0f;
+    elt_key_act(&k, act); /* as cpu_plan_eltwise keys that activation's layer: one shared kernel */
     k.a_vec = 1;
     return elt_kernel(cc, &k, fn);
 }
@@ -300,13 +306,13 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
     elt_key_init(&k, l->op, cc->target->vec);
     int unary = 1;
     if (l->op == IR_OP_BATCHNORM) return plan_batchnorm(cc, m, l, L, why, why_cap);
+    ir_fused_params act;
     switch (l->op) {
-    case IR_OP_RELU: case IR_OP_HARDSWISH: case IR_OP_SIGMOID: case IR_OP_TANH: break;
-    case IR_OP_CLIP:
-        k.p0 = ir_attr_float(&l->attrs, "min", -INFINITY);
-        k.p1 = ir_attr_float(&l->attrs, "max", INFINITY);
+    case IR_OP_RELU: case IR_OP_CLIP: case IR_OP_LEAKY_RELU: case IR_OP_HARDSWISH: case IR_OP_SIGMOID:
+    case IR_OP_TANH:
+        ir_act_layer_params(l, &act);
+        elt_key_act(&k, &act);
         break;
-    case IR_OP_LEAKY_RELU: k.p0 = ir_attr_float(&l->attrs, "alpha", 0.01f); break;
     case IR_OP_HARDSIGMOID:
         k.p0 = ir_attr_float(&l->attrs, "alpha", 0.2f);
         k.p1 = ir_attr_float(&l->attrs, "beta", 0.5f);

@@ -1,6 +1,6 @@
 /*
- * irb_math.c - sigmoid and tanh as straight-line IR over floats or float vectors, for kernels that
- * cannot call libm (a JIT'd loop calling expf per lane runs scalar). Both rest on one exp:
+ * irb_math.c - exp, sigmoid and tanh as straight-line IR over floats or float vectors, for kernels
+ * that cannot call libm (a JIT'd loop calling expf per lane runs scalar). All rest on one exp:
  * x = n ln2 + r with |r| <= ln2/2, e^r by its Taylor series, 2^n written into the exponent bits.
  * About 2 ulp against the reference kernel's double-precision formulas; NaN stays NaN. Integer
  * tricks use only adds, shifts and bitcasts, so no value (NaN included) reaches a poison-producing
@@ -63,14 +63,14 @@ LLVMValueRef pdc_irb_exp(pdc_irb *irb, LLVMValueRef x)
     return LLVMBuildFMul(B, er, LLVMBuildBitCast(B, bits, LLVMTypeOf(x), ""), "");
 }
 
-LLVMValueRef pdc_irb_sigmoid(pdc_irb *irb, LLVMValueRef x)
+static LLVMValueRef sigmoid_ir(pdc_irb *irb, LLVMValueRef x)
 {
     LLVMBuilderRef B = irb->b;
     LLVMValueRef one = pdc_irb_f32_like(irb, x, 1.0f);
     return LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, pdc_irb_exp(irb, LLVMBuildFNeg(B, x, "")), ""), "");
 }
 
-LLVMValueRef pdc_irb_tanh(pdc_irb *irb, LLVMValueRef x)
+static LLVMValueRef tanh_ir(pdc_irb *irb, LLVMValueRef x)
 {
     LLVMBuilderRef B = irb->b;
     /* odd Taylor series below 0.5 (1 - 2/(e^2a + 1) loses bits to cancellation near 0; the first
@@ -104,8 +104,8 @@ LLVMValueRef pdc_irb_act(pdc_irb *irb, const ir_fused_params *p, LLVMValueRef v)
         LLVMValueRef neg = LLVMBuildFMul(B, pdc_irb_f32_like(irb, v, p->act_alpha), v, "");
         return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, v, zero, ""), v, neg, "");
     }
-    case IR_ACT_SIGMOID: return pdc_irb_sigmoid(irb, v);
-    case IR_ACT_TANH: return pdc_irb_tanh(irb, v);
+    case IR_ACT_SIGMOID: return sigmoid_ir(irb, v);
+    case IR_ACT_TANH: return tanh_ir(irb, v);
     case IR_ACT_HARDSWISH: {
         /* x * clamp(x + 3, 0, 6) / 6, multiplied, then divided, in the reference's order */
         LLVMValueRef t = clamp(irb, LLVMBuildFAdd(B, v, pdc_irb_f32_like(irb, v, 3.0f), ""), 0.0f, 6.0f);

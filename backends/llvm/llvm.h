@@ -168,15 +168,14 @@ void pdc_irb_prefetch(pdc_irb *irb, LLVMValueRef p);
 void pdc_irb_loop_unroll(pdc_irb *irb, LLVMValueRef latch, unsigned count);
 /* Vector a*b + c through llvm.fmuladd (contracted to an FMA by the backend). */
 LLVMValueRef pdc_irb_fma(pdc_irb *irb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
-/* e^x, sigmoid and tanh of a float or a vector of irb->vec floats (irb_math.c): straight-line IR, no
- * libm call; about 2 ulp from the reference kernel's formulas, NaN in NaN out. exp clamps x to
- * [-87.3, 88.3] (2^n stays a normal float): e^x below is about 5e-39 instead of smaller. */
+/* e^x of a float or a vector of irb->vec floats (irb_math.c): straight-line IR, no libm call; about
+ * 2 ulp from the reference's double-precision exp, NaN in NaN out. x is clamped to [-87.3, 88.3]
+ * (2^n stays a normal float): e^x below is about 5e-39 instead of smaller. */
 LLVMValueRef pdc_irb_exp(pdc_irb *irb, LLVMValueRef x);
-LLVMValueRef pdc_irb_sigmoid(pdc_irb *irb, LLVMValueRef x);
-LLVMValueRef pdc_irb_tanh(pdc_irb *irb, LLVMValueRef x);
 /* Activation p->act (relu, clip, leaky_relu, sigmoid, tanh, hardswish; none: v itself) of a float
  * or a vector of irb->vec floats, with p's clip bounds and slope: the one definition every JIT'd
- * kernel (cpu eltwise and conv epilogues, the ARM emitter) applies. */
+ * kernel (cpu eltwise and conv epilogues, the ARM emitter) applies. sigmoid and tanh rest on
+ * pdc_irb_exp and are as close to the reference. */
 struct ir_fused_params;
 LLVMValueRef pdc_irb_act(pdc_irb *irb, const struct ir_fused_params *p, LLVMValueRef v);
 
