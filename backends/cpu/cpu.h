@@ -156,6 +156,10 @@ void cpu_bsr_release(cpu_bsr *b);
 int64_t cpu_bsr_kpad(const cpu_bsr *b);
 /* y[0, o) = bias + w x for block-rows [r0, r1) (clamped to nbr); bias has o entries. */
 void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y, int64_t r0, int64_t r1);
+/* The same over all block-rows on nt threads, in chunks of 64 block-rows taken dynamically (each
+ * output row is one call's work, so results do not depend on nt), then act (unless NULL) in place
+ * over each chunk's outputs while they are in cache. */
+void cpu_bsr_gemv_threads(const cpu_bsr *b, const float *x, const float *bias, float *y, int nt, cpu_unary_fn act);
 
 /* ------------------------------------------------------------------ shared helpers (cpu_util.c) */
 

@@ -287,6 +287,18 @@ void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y,
     if (r0 < r1) b->fn(x, b->rowptr, b->col, b->wpk, bias, y, r0, r1, b->o);
 }
 
+void cpu_bsr_gemv_threads(const cpu_bsr *b, const float *x, const float *bias, float *y, int nt, cpu_unary_fn act)
+{
+    const int64_t chunk = 64; /* block-rows per work item: fixed, independent of the thread count */
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int64_t r0 = 0; r0 < b->nbr; r0 += chunk) {
+        cpu_bsr_gemv(b, x, bias, y, r0, r0 + chunk);
+        /* the activation over the rows just written (block-rows r0.. hold outputs r0 * bh..) */
+        int64_t o0 = r0 * b->bh, o1 = (r0 + chunk) * b->bh < b->o ? (r0 + chunk) * b->bh : b->o;
+        if (act) act(y + o0, NULL, y + o0, o1 - o0);
+    }
+}
+
 pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0,
                              int64_t rows, cpu_bsr *b)
 {
@@ -387,17 +399,8 @@ static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer
         }
         xs = pad;
     }
-    int nt = s->small ? 1 : x->threads;
-    int64_t chunk = 64; /* block-rows per work item: fixed, independent of the thread count */
-    for (int64_t n = 0; n < s->n; n++) {
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-        for (int64_t r0 = 0; r0 < w->nbr; r0 += chunk) {
-            cpu_bsr_gemv(w, xs + n * kp, s->bias, y + n * w->o, r0, r0 + chunk);
-            /* the activation over the rows just written (block-rows r0.. hold outputs r0 * bh..) */
-            int64_t o0 = r0 * w->bh, o1 = (r0 + chunk) * w->bh < w->o ? (r0 + chunk) * w->bh : w->o;
-            if (s->act) s->act(y + n * w->o + o0, NULL, y + n * w->o + o0, o1 - o0);
-        }
-    }
+    for (int64_t n = 0; n < s->n; n++)
+        cpu_bsr_gemv_threads(w, xs + n * kp, s->bias, y + n * w->o, s->small ? 1 : x->threads, s->act);
     return PDC_OK;
 }
 

@@ -12,7 +12,6 @@
  * uses double): results agree to rounding.
  */
 #include <cblas.h>
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,21 +42,8 @@ static void rnn_free(void *p)
     pdc_free(s);
 }
 
-/* The first block-row at or after which b's kept blocks number at least `blocks`. */
-static int64_t bsr_row_at(const cpu_bsr *b, int64_t blocks)
-{
-    int64_t lo = 0, hi = b->nbr;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (b->rowptr[mid] < blocks) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* y[0, b->o) = bias + b x for an n-float x: through a zero-padded copy when b reads past n. From
- * RNN_PAR_MIN kept weights on, the block-rows are split over the threads in shares of equal kept
- * blocks (each output row is the same sequence of operations whatever the split). */
+/* y[0, b->o) = bias + b x for an n-float x: through a zero-padded copy when b reads past n; over
+ * the threads (as the block-sparse fc) from RNN_PAR_MIN weights in kept blocks on. */
 static void bsr_mv(const cpu_bsr *b, const float *x, int64_t n, float *pad, const float *bias, float *y, int threads)
 {
     if (cpu_bsr_kpad(b) != n) {
@@ -65,14 +51,7 @@ static void bsr_mv(const cpu_bsr *b, const float *x, int64_t n, float *pad, cons
         memset(pad + n, 0, (size_t)(cpu_bsr_kpad(b) - n) * sizeof *pad);
         x = pad;
     }
-    const int64_t blocks = b->rowptr[b->nbr];
-    int nt = blocks * b->bh * b->bw >= RNN_PAR_MIN ? threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        /* the last share takes the rows without blocks at the end too (they get y = bias) */
-        int64_t r1 = t + 1 < nt ? bsr_row_at(b, blocks * (t + 1) / nt) : b->nbr;
-        cpu_bsr_gemv(b, x, bias, y, bsr_row_at(b, blocks * t / nt), r1);
-    }
+    cpu_bsr_gemv_threads(b, x, bias, y, b->rowptr[b->nbr] * b->bh * b->bw >= RNN_PAR_MIN ? threads : 1, NULL);
 }
 
 /* y[b][0, o) = x[b] w^T for nb rows x[b] of k floats (w: o x k, row-major; y rows ldy apart). One
