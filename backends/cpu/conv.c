@@ -28,8 +28,8 @@
  *    the whole plane, accumulation split over 16 chains (conv.h). Rows share their zero padding
  *    where the stride allows (a 7x7 plane's rows are 8 floats), and a lead chosen over all kernels
  *    weighs shuffles against cache lines read; each pattern prefetches just the lines it reads.
- *  - Epilogue: bias (the accumulators start at it), relu/clip/leaky_relu/sigmoid/tanh inline, masked
- *    stores for the last partial vector of a row. Other fused activations run right after, in C.
+ *  - Epilogue: bias (the accumulators start at it), the residual add and the activation inline
+ *    (pdc_irb_act: any fused activation), masked stores for the last partial vector of a row.
  *
  * Layers whose every kernel is dense go to conv_dense.c (several filters per tile) when it takes
  * them; otherwise they run here with one pattern covering the whole window. Unstructured or block

@@ -7,8 +7,8 @@
  * filter, weights broadcast), so loads per FMA fall to 1/To and the L2 traffic per FMA by To as
  * well - the GEMM micro-kernel shape, without im2col. The channel loop has a compile-time trip count
  * (the group's channels); weights are packed [filter group][channel][tap][To] in that order.
- * Input packing, tiling into row/column tiles with tail variants, the epilogue (bias, inline
- * relu/clip/leaky_relu, out_perm, masked row tails) and the fixed work split are those of conv.c.
+ * Input packing, tiling into row/column tiles with tail variants, the epilogue (bias, residual,
+ * inline activation, out_perm, masked row tails) and the fixed work split are those of conv.c.
  * 1x1 convolutions are this kernel with one tap: a register-blocked GEMM over pixels.
  */
 #include <inttypes.h>
