@@ -115,38 +115,6 @@ static void cm_store_acc(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p)
     LLVMSetAlignment(LLVMBuildStore(irb->b, v, p), (unsigned)irb->vec * 4);
 }
 
-/* A counted loop `for (i = from; i < to; i++)` (to > from not assumed): returns i in the body,
- * where the builder is left; cm_loop_end closes it. */
-typedef struct cm_loop {
-    LLVMValueRef var;
-    LLVMBasicBlockRef head, body, after;
-} cm_loop;
-
-static LLVMValueRef cm_loop_begin(pdc_irb *irb, LLVMValueRef fn, cm_loop *lp, LLVMValueRef var, LLVMValueRef from,
-                                  LLVMValueRef to, const char *name)
-{
-    LLVMBuilderRef B = irb->b;
-    lp->var = var;
-    lp->head = LLVMAppendBasicBlockInContext(irb->c, fn, name);
-    lp->body = LLVMAppendBasicBlockInContext(irb->c, fn, "body");
-    lp->after = LLVMAppendBasicBlockInContext(irb->c, fn, "after");
-    LLVMBuildStore(B, from, var);
-    LLVMBuildBr(B, lp->head);
-    LLVMPositionBuilderAtEnd(B, lp->head);
-    LLVMValueRef i = LLVMBuildLoad2(B, irb->i64, var, "");
-    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i, to, ""), lp->body, lp->after);
-    LLVMPositionBuilderAtEnd(B, lp->body);
-    return i;
-}
-
-static LLVMValueRef cm_loop_end(pdc_irb *irb, cm_loop *lp, LLVMValueRef i)
-{
-    LLVMBuildStore(irb->b, LLVMBuildAdd(irb->b, i, pdc_irb_i64(irb, 1), ""), lp->var);
-    LLVMValueRef latch = LLVMBuildBr(irb->b, lp->head);
-    LLVMPositionBuilderAtEnd(irb->b, lp->after);
-    return latch;
-}
-
 static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, int var)
 {
     LLVMBuilderRef B = irb->b;
@@ -169,18 +137,18 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
     LLVMValueRef slot_floats = pdc_irb_i64(irb, (int64_t)nacc * vec);
 
     /* the chunk's accumulators start at the bias */
-    cm_loop lp;
-    LLVMValueRef s = cm_loop_begin(irb, fn, &lp, sv, pdc_irb_i64(irb, 0), nf, "init");
+    pdc_irb_loop lp;
+    LLVMValueRef s = pdc_irb_loop_begin(irb, fn, &lp, sv, pdc_irb_i64(irb, 0), nf, 1, "init");
     LLVMValueRef b0 = pdc_irb_load_splat(irb, pdc_irb_gep(irb, irb->f32, bias, LLVMBuildAdd(B, f0, s, "")));
     LLVMValueRef ap = pdc_irb_gep(irb, irb->f32, buf, LLVMBuildMul(B, s, slot_floats, ""));
     for (int a = 0; a < na; a++) cm_store_acc(irb, b0, pdc_irb_gepc(irb, irb->f32, ap, (int64_t)a * vec));
-    cm_loop_end(irb, &lp, s);
+    pdc_irb_loop_end(irb, &lp, s);
 
     /* per input channel: the union's tap vectors, then each pattern's kernels */
     uint64_t uni = 0;
     for (int p = 0; p < k->n_pat; p++) uni |= k->pat[p];
     LLVMValueRef xg = pdc_irb_gep(irb, irb->f32, xt, LLVMBuildMul(B, cb, pdc_irb_i64(irb, k->w.ps), ""));
-    LLVMValueRef c = cm_loop_begin(irb, fn, &lp, cv, pdc_irb_i64(irb, 0), pdc_irb_i64(irb, k->w.cg), "channel");
+    LLVMValueRef c = pdc_irb_loop_begin(irb, fn, &lp, cv, pdc_irb_i64(irb, 0), pdc_irb_i64(irb, k->w.cg), 1, "channel");
     LLVMValueRef x = pdc_irb_gep(irb, irb->f32, xg, LLVMBuildMul(B, c, pdc_irb_i64(irb, k->w.ps), ""));
     /* the next channel's lines, a channel's worth of kernels ahead (its address is a constant
      * stride on, but 64 kernels between two channels hide the pattern from the hardware); past the
@@ -217,8 +185,8 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
         LLVMValueRef lo = pdc_irb_load_i64(irb, mr), wst = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mr, 1)),
                      hi = pdc_irb_load_i64(irb, pdc_irb_gepc(irb, irb->i64, mr, 2));
         LLVMBuildStore(B, pdc_irb_gep(irb, irb->f32, wpk, wst), wpv);
-        cm_loop kl;
-        LLVMValueRef i = cm_loop_begin(irb, fn, &kl, iv, lo, hi, "kernels");
+        pdc_irb_loop kl;
+        LLVMValueRef i = pdc_irb_loop_begin(irb, fn, &kl, iv, lo, hi, 1, "kernels");
         LLVMValueRef wp = LLVMBuildLoad2(B, irb->ptr, wpv, "");
         LLVMValueRef slot = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, kslot, i));
         LLVMValueRef kp = pdc_irb_gep(irb, irb->f32, buf, slot);
@@ -235,12 +203,12 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
         /* not unrolled: a pattern's list on a channel is short (8 kernels for 128 filters at 50%),
          * and the remainder loop of an unrolled one costs a second mispredicted exit
          * (ResNet-18's 256->512/2 at 4.5x: 0.274 -> 0.239 ms) */
-        pdc_irb_loop_unroll(irb, cm_loop_end(irb, &kl, i), 1);
+        pdc_irb_loop_unroll(irb, pdc_irb_loop_end(irb, &kl, i), 1);
     }
-    cm_loop_end(irb, &lp, c);
+    pdc_irb_loop_end(irb, &lp, c);
 
     /* epilogue: residual, activation and stores to output channel ochan[f] */
-    s = cm_loop_begin(irb, fn, &lp, sv, pdc_irb_i64(irb, 0), nf, "store");
+    s = pdc_irb_loop_begin(irb, fn, &lp, sv, pdc_irb_i64(irb, 0), nf, 1, "store");
     LLVMValueRef oc = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, ochan, LLVMBuildAdd(B, f0, s, "")));
     LLVMValueRef ooff = LLVMBuildMul(B, oc, pdc_irb_i64(irb, k->w.ohw), "");
     LLVMValueRef yk = pdc_irb_gep(irb, irb->f32, yt, ooff);
@@ -255,7 +223,7 @@ static void cm_emit_variant(pdc_irb *irb, const cm_key *k, const char *prefix, i
             cpu_conv_emit_row_store(irb, v, yk, rk, &k->act, (int64_t)(a / tx) * k->w.ow + (int64_t)(a % tx) * vec,
                                     a % tx == tx - 1 ? k->var_last[var] : vec);
     }
-    cm_loop_end(irb, &lp, s);
+    pdc_irb_loop_end(irb, &lp, s);
     LLVMBuildRetVoid(B);
 }
 

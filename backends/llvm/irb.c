@@ -174,6 +174,61 @@ void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid
     pdc_irb_store_masked(irb, v, p, lanes_below(irb, n_valid));
 }
 
+LLVMValueRef pdc_irb_lanes_below(pdc_irb *irb, LLVMValueRef n)
+{
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < irb->vec; i++) lanes[i] = pdc_irb_i64(irb, i);
+    LLVMValueRef nv = LLVMBuildInsertElement(irb->b, LLVMGetUndef(LLVMVectorType(irb->i64, (unsigned)irb->vec)), n,
+                                             pdc_irb_i32(irb, 0), "");
+    LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(irb->i32, (unsigned)irb->vec));
+    nv = LLVMBuildShuffleVector(irb->b, nv, nv, zeros, "");
+    return LLVMBuildICmp(irb->b, LLVMIntSLT, LLVMConstVector(lanes, (unsigned)irb->vec), nv, "");
+}
+
+/* llvm.vector.reduce.<name> of v (overloaded on v's type); start, if not NULL, is the first operand. */
+static LLVMValueRef reduce_call(pdc_irb *irb, const char *name, LLVMValueRef start, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(irb->m, id, &t, 1);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(irb->c, id, &t, 1);
+    LLVMValueRef args[2] = {start, v};
+    return start ? LLVMBuildCall2(irb->b, fty, fn, args, 2, "") : LLVMBuildCall2(irb->b, fty, fn, &args[1], 1, "");
+}
+
+LLVMValueRef pdc_irb_reduce_max(pdc_irb *irb, LLVMValueRef v) { return reduce_call(irb, "llvm.vector.reduce.fmax", NULL, v); }
+
+LLVMValueRef pdc_irb_reduce_add(pdc_irb *irb, LLVMValueRef v)
+{
+    return reduce_call(irb, "llvm.vector.reduce.fadd", pdc_irb_f32(irb, -0.0f), v);
+}
+
+LLVMValueRef pdc_irb_loop_begin(pdc_irb *irb, LLVMValueRef fn, pdc_irb_loop *lp, LLVMValueRef var, LLVMValueRef from,
+                                LLVMValueRef to, int64_t step, const char *name)
+{
+    LLVMBuilderRef B = irb->b;
+    lp->var = var;
+    lp->step = step;
+    lp->head = LLVMAppendBasicBlockInContext(irb->c, fn, name);
+    lp->body = LLVMAppendBasicBlockInContext(irb->c, fn, "body");
+    lp->after = LLVMAppendBasicBlockInContext(irb->c, fn, "after");
+    LLVMBuildStore(B, from, var);
+    LLVMBuildBr(B, lp->head);
+    LLVMPositionBuilderAtEnd(B, lp->head);
+    LLVMValueRef i = LLVMBuildLoad2(B, irb->i64, var, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, i, to, ""), lp->body, lp->after);
+    LLVMPositionBuilderAtEnd(B, lp->body);
+    return i;
+}
+
+LLVMValueRef pdc_irb_loop_end(pdc_irb *irb, pdc_irb_loop *lp, LLVMValueRef i)
+{
+    LLVMBuildStore(irb->b, LLVMBuildAdd(irb->b, i, pdc_irb_i64(irb, lp->step), ""), lp->var);
+    LLVMValueRef latch = LLVMBuildBr(irb->b, lp->head);
+    LLVMPositionBuilderAtEnd(irb->b, lp->after);
+    return latch;
+}
+
 void pdc_irb_loop_unroll(pdc_irb *irb, LLVMValueRef latch, unsigned count)
 {
     /* !llvm.loop !0, !0 = distinct !{!0, !{!"llvm.loop.unroll.count", i32 count}}: a node whose first

@@ -164,6 +164,24 @@ void pdc_irb_scatter(pdc_irb *irb, LLVMValueRef v, LLVMValueRef base, LLVMValueR
 void pdc_irb_store_vec(pdc_irb *irb, LLVMValueRef v, LLVMValueRef p, int n_valid);
 /* A read prefetch of the cache line at p (never faults). */
 void pdc_irb_prefetch(pdc_irb *irb, LLVMValueRef p);
+/* <vec x i1>: the lanes below n (an i64 computed at run time; none if n <= 0, all if n >= vec). */
+LLVMValueRef pdc_irb_lanes_below(pdc_irb *irb, LLVMValueRef n);
+/* The largest lane of a float vector (lanes that are NaN are passed over), the sum of its lanes (in
+ * lane order). */
+LLVMValueRef pdc_irb_reduce_max(pdc_irb *irb, LLVMValueRef v);
+LLVMValueRef pdc_irb_reduce_add(pdc_irb *irb, LLVMValueRef v);
+/* A counted loop `for (i = from; i < to; i += step)` (to > from not assumed) over var, an i64 alloca
+ * of the entry block (mem2reg makes it a phi): returns i in the body, where the builder is left;
+ * pdc_irb_loop_end closes it (after it, the builder is past the loop) and returns the latch branch,
+ * for pdc_irb_loop_unroll. Values a loop carries live in allocas the same way. */
+typedef struct pdc_irb_loop {
+    LLVMValueRef var;
+    int64_t step;
+    LLVMBasicBlockRef head, body, after;
+} pdc_irb_loop;
+LLVMValueRef pdc_irb_loop_begin(pdc_irb *irb, LLVMValueRef fn, pdc_irb_loop *lp, LLVMValueRef var, LLVMValueRef from,
+                                LLVMValueRef to, int64_t step, const char *name);
+LLVMValueRef pdc_irb_loop_end(pdc_irb *irb, pdc_irb_loop *lp, LLVMValueRef i);
 /* Asks LLVM to unroll the loop whose back edge is the branch `latch` count times (loop metadata). */
 void pdc_irb_loop_unroll(pdc_irb *irb, LLVMValueRef latch, unsigned count);
 /* Vector a*b + c through llvm.fmuladd (contracted to an FMA by the backend). */
