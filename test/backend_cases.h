@@ -203,6 +203,8 @@ typedef enum {
     BC_RNN,            /* rnn; variant: weights 0 dense, 1 block, 2 unstructured */
     BC_POOL,           /* y max/avg pool, g global average pool */
     BC_EVERY_OP,       /* s softmax, t transpose, c concat, f flatten, r reshape */
+    BC_SOFTMAX,        /* y; variant: 1 along an inner axis (columns), 0 along the last (rows) */
+    BC_MOVE,           /* t transpose, c concat, r reshape; variant: 1 if the transpose moves the last dim */
 } bc_case;
 
 /* Defined by the suite: asserts (ck_assert_kernel) the kernels its target gave case `which`. */
@@ -802,6 +804,123 @@ START_TEST(every_op_matches_ref)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ softmax, data movement */
+
+/* Halves random dims of d (rank r) until it has at most cap elements. */
+static void shrink_dims(int64_t *d, int r, int64_t cap)
+{
+    for (;;) {
+        int64_t n = 1;
+        for (int i = 0; i < r; i++) n *= d[i];
+        if (n <= cap) return;
+        int i = (int)(rnd() % (uint32_t)r);
+        d[i] = (d[i] + 1) / 2;
+    }
+}
+
+/* "2x3x4" (sep "x") or "2,3,4" (sep ","). */
+static void ints_text(char *out, size_t cap, int r, const int64_t *d, const char *sep)
+{
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < r && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? sep : "", (long long)d[i]);
+}
+
+START_TEST(softmax_random_matches_ref)
+{
+    /* along the last axis (rows) and an inner one (columns): lengths below, at and past a vector,
+     * column runs past a block of 256, logits up to +-30 (so the max must come off), layers large
+     * enough to be split over the threads */
+    for (int c = 0; c < sweep(32); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "softmax", &mdl));
+        int r = (int)rnd_in(1, 4);
+        int64_t d[4];
+        for (int i = 0; i < r; i++) d[i] = rnd_in(1, 24);
+        if (rnd() % 3 == 0) d[r - 1] = rnd_in(200, 900);
+        shrink_dims(d, r, 150000);
+        int64_t axis = rnd_in(-r, r - 1);
+        input("x", (size_t)r, d);
+        constant_rand("scale", (size_t)r, d, 30.0f, 100u + (uint32_t)c);
+        layer("mul", NULL, "z", NAMES("x", "scale"));
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", axis));
+        layer("softmax", a, "y", NAMES("z"));
+        output("y");
+        char shape[64], what[128];
+        ints_text(shape, sizeof shape, r, d, "x");
+        snprintf(what, sizeof what, "softmax axis %lld of %s", (long long)axis, shape);
+        pdc_program *p = check_matches_ref(what, 40u + (uint32_t)c);
+        int inner = 0;
+        for (int i = (int)(axis < 0 ? axis + r : axis) + 1; i < r; i++) inner |= d[i] > 1;
+        bc_expect_kernels(BC_SOFTMAX, p, inner);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
+START_TEST(transpose_concat_reshape_random_match_ref)
+{
+    /* x -> transpose (random perm, rank 1..5) -> t; concat of t and 0..3 more inputs along a random
+     * axis -> c; reshape to one dim -> r. Dims of 1 (dropped when merging), perms that keep runs
+     * (channel shuffle) and that move the last dim (tiles), some large enough for the threads. */
+    for (int c = 0; c < sweep(32); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "move", &mdl));
+        int r = (int)rnd_in(1, 5);
+        int64_t d[5], perm[5], td[5];
+        for (int i = 0; i < r; i++) d[i] = rnd() % 5 == 0 ? 1 : rnd_in(1, 12);
+        if (rnd() % 3 == 0) d[rnd() % (uint32_t)r] = rnd_in(40, 300);
+        shrink_dims(d, r, 120000);
+        for (int i = 0; i < r; i++) perm[i] = i;
+        for (int i = r - 1; i > 0; i--) {
+            int j = (int)(rnd() % (uint32_t)(i + 1));
+            int64_t tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        for (int i = 0; i < r; i++) td[i] = d[perm[i]];
+        input("x", (size_t)r, d);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "perm", (size_t)r, perm));
+        layer("transpose", a, "t", NAMES("x"));
+        int n_more = (int)rnd_in(0, 3);
+        int64_t axis = rnd_in(-r, r - 1), ax = axis < 0 ? axis + r : axis;
+        const char *ins[4] = {"t", "u1", "u2", "u3"};
+        for (int j = 1; j <= n_more; j++) {
+            int64_t ud[5];
+            memcpy(ud, td, sizeof ud);
+            ud[ax] = rnd_in(1, 7);
+            input(ins[j], (size_t)r, ud);
+        }
+        a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", axis));
+        layer("concat", a, "c", (size_t)(1 + n_more), ins);
+        a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "shape", DIMS(-1)));
+        layer("reshape", a, "r", NAMES("c"));
+        output("t");
+        output("c");
+        output("r");
+        char shape[64], order[64], what[192];
+        ints_text(shape, sizeof shape, r, d, "x");
+        ints_text(order, sizeof order, r, perm, ",");
+        snprintf(what, sizeof what, "transpose of %s by (%s), concat of %d on axis %lld", shape, order, 1 + n_more,
+                 (long long)axis);
+        pdc_program *p = check_matches_ref(what, 60u + (uint32_t)c);
+        /* the last dim moves if, dims of 1 left out, the input's last one is not the output's last */
+        int last_in = -1, last_out = -1;
+        for (int i = 0; i < r; i++) {
+            if (d[i] > 1) last_in = i;
+            if (td[i] > 1) last_out = (int)perm[i];
+        }
+        bc_expect_kernels(BC_MOVE, p, last_in != last_out);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ the suite and main */
 
 /* The shared tcases (added to s in this order, each with the fixture and its timeout); the suite adds
@@ -848,6 +967,8 @@ static bc_tcases bc_add_cases(Suite *s, SFun setup, SFun teardown)
     t.api = bc_tcase(s, "api", 120, setup, teardown);
     tcase_add_test(t.api, layer_kernel_api);
     tcase_add_test(t.api, every_op_matches_ref);
+    tcase_add_test(t.api, softmax_random_matches_ref);
+    tcase_add_test(t.api, transpose_concat_reshape_random_match_ref);
     return t;
 }
 

@@ -710,7 +710,7 @@ expect_rc 0
 expect_out "kernels (target cpu):"
 expect_out_re "conv2 +jit pattern-sparse conv 3x3, 8 patterns"
 expect_out_re "fc +jit block-sparse fc, blocks 1x4"
-expect_out_re "softmax +ref fallback: "
+expect_out_re "softmax +jit softmax, 1 row of 10, "
 end
 
 begin "run --target cpu gives the reference's outputs"

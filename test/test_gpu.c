@@ -77,6 +77,12 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
         ck_assert_kernel(p, "c", "ptx concat");
         ck_assert_kernel(p, "r", "ptx copy");
         break;
+    case BC_SOFTMAX: ck_assert_kernel(p, "y", "ptx softmax"); break;
+    case BC_MOVE:
+        ck_assert_kernel(p, "t", "ptx transpose");
+        ck_assert_kernel(p, "c", "ptx concat");
+        ck_assert_kernel(p, "r", "ptx copy");
+        break;
     }
 }
 

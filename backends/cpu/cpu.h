@@ -112,6 +112,10 @@ pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_laye
  * the BLAS call). *fn NULL for IR_ACT_NONE. */
 typedef void (*cpu_unary_fn)(const float *a, const float *b, float *y, int64_t n);
 pdc_status cpu_act_kernel(const cpu_compile *cc, const ir_fused_params *act, cpu_unary_fn *fn);
+pdc_status cpu_plan_shape(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                          size_t why_cap);
+pdc_status cpu_plan_softmax(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                            size_t why_cap);
 pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                         size_t why_cap);
 
