@@ -137,6 +137,16 @@ pdc_status ir_window_params_get(const ir_model *m, const ir_layer *l, ir_window_
     return PDC_OK;
 }
 
+void ir_window_params_as_2d(ir_window_params *p)
+{
+    if (p->nsp != 1) return;
+    p->in[1] = p->in[0], p->out[1] = p->out[0], p->k[1] = p->k[0], p->stride[1] = p->stride[0];
+    p->pad_begin[1] = p->pad_begin[0], p->pad_end[1] = p->pad_end[0], p->dil[1] = p->dil[0];
+    p->in[0] = p->out[0] = p->k[0] = p->stride[0] = p->dil[0] = 1;
+    p->pad_begin[0] = p->pad_end[0] = 0;
+    p->nsp = 2;
+}
+
 pdc_status ir_gemm_params_get(const ir_model *m, const ir_layer *l, ir_gemm_params *p)
 {
     memset(p, 0, sizeof *p);

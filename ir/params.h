@@ -33,6 +33,9 @@ typedef struct ir_window_params {
 /* Decodes conv/maxpool/avgpool attrs against the input (and weight) shapes. Input dims must be
  * concrete. Errors name the layer. */
 pdc_status ir_window_params_get(const ir_model *m, const ir_layer *l, ir_window_params *p);
+/* A 1-D window as the 2-D window of height 1 it equals (dim 0 of size, kernel, stride and dilation
+ * 1, no padding; dim 1 the 1-D one), for kernels written for 2-D; other windows are left as they are. */
+void ir_window_params_as_2d(ir_window_params *p);
 
 typedef struct ir_rnn_params {
     int64_t seq, batch, input, hidden, dirs;

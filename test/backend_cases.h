@@ -723,6 +723,8 @@ START_TEST(pool_random_matches_ref)
     for (int c = 0; c < sweep(24); c++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "pool", &mdl));
+        /* every third case 1-D: the same window along one dim (dim 0 of these arrays unused) */
+        const int nsp = c % 3 == 2 ? 1 : 2, d0 = 2 - nsp;
         int64_t k[2] = {rnd_in(1, 4), rnd_in(1, 4)}, st[2] = {rnd_in(1, 3), rnd_in(1, 3)}, dl[2], pads[4], in[2];
         for (int d = 0; d < 2; d++) {
             dl[d] = rnd() % 4 == 0 ? 2 : 1;
@@ -730,13 +732,15 @@ START_TEST(pool_random_matches_ref)
             pads[d + 2] = rnd_in(0, k[d] - 1 < 2 ? k[d] - 1 : 2);
             in[d] = rnd_in(dl[d] * (k[d] - 1) + 1, 20);
         }
-        input("x", DIMS(rnd_in(1, 2), rnd_in(1, 5), in[0], in[1]));
+        int64_t xd[4] = {rnd_in(1, 2), rnd_in(1, 5), in[0], in[1]};
+        if (nsp == 1) xd[2] = in[1];
+        input("x", (size_t)(2 + nsp), xd);
         int is_max = rnd() % 2;
         pdc_attrs *a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 2, k));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, st));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", 2, dl));
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, pads));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", (size_t)nsp, k + d0));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", (size_t)nsp, st + d0));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", (size_t)nsp, dl + d0));
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 2 * (size_t)nsp, nsp == 2 ? pads : (const int64_t[]){pads[1], pads[3]}));
         ck_assert_ok(ctx, pdc_attrs_set_int(a, "ceil_mode", rnd() % 2));
         if (!is_max) ck_assert_ok(ctx, pdc_attrs_set_int(a, "count_include_pad", rnd() % 2));
         layer(is_max ? "maxpool" : "avgpool", a, "y", NAMES("x"));
@@ -744,9 +748,13 @@ START_TEST(pool_random_matches_ref)
         output("y");
         output("g");
         char what[128];
-        snprintf(what, sizeof what, "%s k%lldx%lld s%lldx%lld d%lldx%lld in %lldx%lld", is_max ? "maxpool" : "avgpool",
-                 (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], (long long)dl[0],
-                 (long long)dl[1], (long long)in[0], (long long)in[1]);
+        if (nsp == 1)
+            snprintf(what, sizeof what, "1-D %s k%lld s%lld d%lld in %lld", is_max ? "maxpool" : "avgpool", (long long)k[1],
+                     (long long)st[1], (long long)dl[1], (long long)in[1]);
+        else
+            snprintf(what, sizeof what, "%s k%lldx%lld s%lldx%lld d%lldx%lld in %lldx%lld", is_max ? "maxpool" : "avgpool",
+                     (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], (long long)dl[0],
+                     (long long)dl[1], (long long)in[0], (long long)in[1]);
         pdc_program *p = check_matches_ref(what, (uint32_t)c);
         bc_expect_kernels(BC_POOL, p, 0);
         pdc_program_destroy(p);

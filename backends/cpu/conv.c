@@ -495,19 +495,19 @@ pdc_status cpu_conv_geometry(const ir_model *m, const ir_layer *l, conv_geom *g,
     g->o = p.o;
     g->group = p.group;
     g->cg = p.c / p.group;
-    int d = p.nsp == 2 ? 1 : 0; /* index of the width dim in p.* */
-    g->h = p.nsp == 2 ? p.in[0] : 1;
-    g->w = p.in[d];
-    g->kh = p.nsp == 2 ? p.k[0] : 1;
-    g->kw = p.k[d];
-    g->sy = p.nsp == 2 ? p.stride[0] : 1;
-    g->sx = p.stride[d];
-    g->dy = p.nsp == 2 ? p.dil[0] : 1;
-    g->dx = p.dil[d];
-    g->pt = p.nsp == 2 ? p.pad_begin[0] : 0;
-    g->pl = p.pad_begin[d];
-    g->oh = p.nsp == 2 ? p.out[0] : 1;
-    g->ow = p.out[d];
+    ir_window_params_as_2d(&p);
+    g->h = p.in[0];
+    g->w = p.in[1];
+    g->kh = p.k[0];
+    g->kw = p.k[1];
+    g->sy = p.stride[0];
+    g->sx = p.stride[1];
+    g->dy = p.dil[0];
+    g->dx = p.dil[1];
+    g->pt = p.pad_begin[0];
+    g->pl = p.pad_begin[1];
+    g->oh = p.out[0];
+    g->ow = p.out[1];
     /* an axis with one tap (1x1 convs): its stride is taken by the packing, which copies only the
      * rows/columns that tap reads, and the kernel sees stride 1 */
     g->py = g->px = 1;

@@ -231,6 +231,7 @@ pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_laye
             pool_free(s);
             return st;
         }
+        ir_window_params_as_2d(&s->p); /* a 1-D pool is a 2-D one of height 1 */
         if (s->p.nsp != 2) {
             snprintf(why, why_cap, "%d-D pooling", s->p.nsp);
             pool_free(s);
