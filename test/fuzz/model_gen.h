@@ -2,10 +2,10 @@
  * model_gen.h - the model generator of the differential fuzz targets (fuzz_cpu_gen, fuzz_gpu_gen):
  * the input bytes are the choices of a generator - an op family (conv 2-D or 1-D with groups,
  * depthwise, strides, pads, dilations; fc; gemm; matmul; max/avg pooling; global average pooling;
- * batchnorm; broadcasting add/sub/mul/div; the activations; softmax; concat), its sizes and
- * attributes, a sparsity (pattern, connectivity, block or unstructured, made with the
- * pdc_prune_project_* projections so it is valid), a fused activation, maybe a batchnorm after a conv
- * and maybe an activation layer last.
+ * batchnorm; broadcasting add/sub/mul/div; the activations; softmax; concat, maybe then a transpose),
+ * its sizes and attributes, a sparsity (pattern, connectivity, block or unstructured, made with the
+ * pdc_prune_project_* projections so it is valid), a fused activation, maybe a batchnorm after a
+ * conv and maybe an activation layer last.
  * Every input is thus a valid model, and mutations explore shapes and attributes rather than syntax.
  * Also the helpers both targets use to compile, run and compare against ref. FUZZ_PRINT_MODEL=1
  * prints each generated model as IR text (to debug a finding).
@@ -331,6 +331,20 @@ static void build(gen *g)
         pdc_attrs *a = attrs(g);
         ok(g, pdc_attrs_set_int(a, "axis", axis), "axis");
         layer(g, "l1", "concat", 2, in, "y1", a);
+        if (pick(g->b, 0, 1)) { /* then a transpose, by a permutation the input picks */
+            int64_t perm[4] = {0, 1, 2, 3};
+            for (int i = 3; i > 0; i--) {
+                int j = (int)pick(g->b, 0, i);
+                int64_t t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
+            pdc_attrs *pa = attrs(g);
+            ok(g, pdc_attrs_set_ints(pa, "perm", 4, perm), "perm");
+            const char *tin[1] = {"y1"};
+            layer(g, "l1t", "transpose", 1, tin, "y1t", pa);
+            y = "y1t";
+        }
     }
     if (pick(g->b, 0, 2) == 0) {
         static const char *const ops[] = {"relu", "sigmoid", "tanh", "hardswish"};
