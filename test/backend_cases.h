@@ -868,6 +868,40 @@ START_TEST(softmax_random_matches_ref)
 }
 END_TEST
 
+START_TEST(softmax_masked_logits_give_zero)
+{
+    /* logits of -inf (masked positions, as in attention) give exactly 0, along rows and across
+     * columns (a tail of columns included) */
+    static const int64_t shapes[2][4] = {{2, 3, 5, 37}, {1, 19, 3, 70}};
+    static const int64_t axes[2] = {-1, 1};
+    for (int q = 0; q < 2; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "masked", &mdl));
+        size_t n = 1;
+        for (int i = 0; i < 4; i++) n *= (size_t)shapes[q][i];
+        float *mask = malloc(n * sizeof *mask);
+        for (size_t i = 0; i < n; i++) mask[i] = i % 4 == 1 ? -INFINITY : 0.0f; /* no softmax all masked */
+        input("x", 4, shapes[q]);
+        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "mask", 4, shapes[q], mask));
+        layer("add", NULL, "z", NAMES("x", "mask"));
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", axes[q]));
+        layer("softmax", a, "y", NAMES("z"));
+        output("y");
+        char what[64];
+        snprintf(what, sizeof what, "masked softmax, axis %lld", (long long)axes[q]);
+        pdc_program *p = check_matches_ref(what, 9u);
+        size_t no, *sizes;
+        float **got = run_prog(p, 9u, &no, &sizes);
+        for (size_t i = 1; i < n; i += 4)
+            ck_assert_msg(got[0][i] == 0.0f, "%s: element %zu is %g, not 0", what, i, (double)got[0][i]);
+        free_outputs(got, no, sizes);
+        free(mask);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
 START_TEST(transpose_concat_reshape_random_match_ref)
 {
     /* x -> transpose (random perm, rank 1..5) -> t; concat of t and 0..3 more inputs along a random
@@ -976,6 +1010,7 @@ static bc_tcases bc_add_cases(Suite *s, SFun setup, SFun teardown)
     tcase_add_test(t.api, layer_kernel_api);
     tcase_add_test(t.api, every_op_matches_ref);
     tcase_add_test(t.api, softmax_random_matches_ref);
+    tcase_add_test(t.api, softmax_masked_logits_give_zero);
     tcase_add_test(t.api, transpose_concat_reshape_random_match_ref);
     return t;
 }

@@ -23,10 +23,11 @@ typedef struct move_state {
     int64_t row;
     size_t n_in;
     int64_t at[64], len[64];
-    /* transpose, dims merged: output dims[r] (last first moves fastest), input stride per dim */
+    /* transpose, dims merged: output dims[r] (the last moves fastest), input stride per dim */
     int r;
     int64_t dims[PDC_MAX_RANK], xs[PDC_MAX_RANK];
     int b;                             /* tiles: the output dim the input's last dim became */
+    int64_t plane_dims[PDC_MAX_RANK];  /* tiles: dims with dims[b] = 1, to count planes */
 } move_state;
 
 static void move_free(void *p) { pdc_free(p); }
@@ -90,12 +91,12 @@ static int64_t input_offset(const move_state *s, int nd, const int64_t *idx)
     return off;
 }
 
-/* idx = the digits of flat index f over dims [0, nd) (the last fastest). */
-static void unflatten(const move_state *s, int nd, int64_t f, int64_t *idx)
+/* idx = the digits of flat index f over dims[0, nd) (the last fastest). */
+static void unflatten(const int64_t *dims, int nd, int64_t f, int64_t *idx)
 {
     for (int d = nd - 1; d >= 0; d--) {
-        idx[d] = f % s->dims[d];
-        f /= s->dims[d];
+        idx[d] = f % dims[d];
+        f /= dims[d];
     }
 }
 
@@ -115,7 +116,7 @@ static pdc_status runs_run(const cpu_layer *L, const ir_model *m, const ir_layer
     for (int64_t p = 0; p < pieces; p++) {
         int64_t idx[PDC_MAX_RANK];
         int64_t k0 = p * per, k1 = runs - k0 < per ? runs : k0 + per;
-        unflatten(s, r - 1, k0, idx);
+        unflatten(s->dims, r - 1, k0, idx);
         int64_t off = input_offset(s, r - 1, idx);
         for (int64_t k = k0; k < k1; k++) {
             memcpy(out + k * run, in + off, (size_t)run * sizeof(float));
@@ -162,12 +163,8 @@ static pdc_status tiles_run(const cpu_layer *L, const ir_model *m, const ir_laye
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4) if (nt > 1)
     for (int64_t it = 0; it < items; it++) {
         /* plane: an index over the output dims but b and the last; its digits with dim b at 0 */
-        int64_t idx[PDC_MAX_RANK] = {0}, f = it / blocks, i0 = it % blocks * MOVE_TILE;
-        for (int d = r - 2; d >= 0; d--) {
-            if (d == b) continue;
-            idx[d] = f % s->dims[d];
-            f /= s->dims[d];
-        }
+        int64_t idx[PDC_MAX_RANK], i0 = it % blocks * MOVE_TILE;
+        unflatten(s->plane_dims, r - 1, it / blocks, idx);
         int64_t yo = 0;
         for (int d = 0; d < r - 1; d++) yo = (yo + idx[d]) * s->dims[d + 1];
         int64_t n = ni - i0 < MOVE_TILE ? ni - i0 : MOVE_TILE;
@@ -210,6 +207,8 @@ static void plan_transpose(const ir_model *m, const ir_layer *l, move_state *s)
     s->kind = s->xs[s->r - 1] == 1 ? MOVE_RUNS : MOVE_TILES;
     for (int d = 0; d < s->r; d++)
         if (s->xs[d] == 1) s->b = d;
+    memcpy(s->plane_dims, s->dims, sizeof s->dims);
+    s->plane_dims[s->b] = 1;
 }
 
 pdc_status cpu_plan_shape(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
@@ -224,7 +223,12 @@ pdc_status cpu_plan_shape(const cpu_compile *cc, const ir_model *m, const ir_lay
     move_state *s = pdc_calloc(cc->ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->total = (int64_t)ir_tensor_numel(ty);
-    L->run = copy_run;
+    cpu_run_fn run = copy_run;
+    if (l->op == IR_OP_TRANSPOSE && m->tensors[l->inputs[0]].rank < 1) {
+        pdc_free(s);
+        snprintf(why, why_cap, "transpose of a scalar");
+        return PDC_ERR_UNSUPPORTED;
+    }
     if (l->op == IR_OP_CONCAT) {
         int64_t axis = ir_attr_int(&l->attrs, "axis", 0);
         if (axis < 0) axis += ty->rank;
@@ -242,14 +246,13 @@ pdc_status cpu_plan_shape(const cpu_compile *cc, const ir_model *m, const ir_lay
             s->len[j] = m->tensors[l->inputs[j]].dims[axis] * inner;
             s->row += s->len[j];
         }
-        L->run = concat_run;
+        run = concat_run;
         snprintf(L->info, sizeof L->info, "concat of %zu inputs along axis %lld, copied in runs", s->n_in,
                  (long long)axis);
     } else if (l->op == IR_OP_TRANSPOSE) {
         plan_transpose(m, l, s);
-        L->run = s->kind == MOVE_RUNS ? runs_run : tiles_run;
-        if (s->r == 1)
-            L->run = copy_run, s->kind = MOVE_COPY;
+        if (s->r == 1) s->kind = MOVE_COPY;
+        run = s->kind == MOVE_COPY ? copy_run : s->kind == MOVE_RUNS ? runs_run : tiles_run;
         if (s->kind == MOVE_COPY)
             snprintf(L->info, sizeof L->info, "transpose that keeps the order: a copy");
         else if (s->kind == MOVE_RUNS)
@@ -261,6 +264,7 @@ pdc_status cpu_plan_shape(const cpu_compile *cc, const ir_model *m, const ir_lay
     } else {
         snprintf(L->info, sizeof L->info, "%s: a copy (the data's order does not change)", ir_op_get_info(l->op)->name);
     }
+    L->run = run;
     L->state = s;
     L->free_state = move_free;
     return PDC_OK;

@@ -7,8 +7,9 @@
  *   vector accumulator, its last partial vector under a mask, then across the lanes;
  * - columns (inner > 1: per-pixel class scores, axis 1 of NCHW): vec neighbouring columns at a time,
  *   each lane a softmax of its own over elements inner floats apart, so no step crosses lanes.
- * The max is taken as the reference takes it (x > max); sums are in float where the reference's are
- * in double: a relative difference of about 1e-6 for len in the thousands.
+ * The max skips NaNs (x > max), but a NaN still makes its softmax's sum and so every output NaN, as
+ * in the reference; e^(x - max) below e^-87.3 is 0 (a logit of -inf gives 0). Sums are in float
+ * where the reference's are in double: a relative difference of about 1e-6 for len in the thousands.
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@
 #define SMAX_PIECE 16384    /* elements a thread takes at a time */
 
 typedef struct smax_key {
-    char tag[8];            /* "smax2": bump when the generated code changes (cached objects) */
+    char tag[8];            /* "smax3": bump when the generated code changes (cached objects) */
     int32_t vec;
     int32_t columns;        /* 1: vectors across columns; 0: along rows */
 } smax_key;
@@ -75,7 +76,12 @@ static void smax_step(smax_gen *g, int pass, LLVMValueRef at, LLVMValueRef mask,
         if (mask) v = LLVMBuildSelect(B, mask, v, pdc_irb_f32_like(irb, v, -INFINITY), "");
         acc = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, acc, ""), v, acc, "");
     } else {
-        LLVMValueRef e = pdc_irb_exp(irb, LLVMBuildFSub(B, v, m, ""));
+        /* e^d for d = x - max below -87.3 (where pdc_irb_exp clamps, about 1e-38) is 0: a logit of
+         * -inf (a masked position) gets exactly 0, as in the reference */
+        LLVMValueRef d = LLVMBuildFSub(B, v, m, "");
+        LLVMValueRef e = pdc_irb_exp(irb, d);
+        e = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, d, pdc_irb_f32_like(irb, d, -87.3f), ""),
+                            LLVMConstNull(irb->vf), e, "");
         st(irb, e, pdc_irb_gep(irb, irb->f32, g->y, at), mask);
         if (mask) e = LLVMBuildSelect(B, mask, e, LLVMConstNull(irb->vf), "");
         acc = LLVMBuildFAdd(B, acc, e, "");
@@ -107,45 +113,56 @@ static void smax_row(smax_gen *g, LLVMValueRef base)
     }
 }
 
-/* arr[0, SMAX_BLOCK) = v */
-static void smax_fill(smax_gen *g, LLVMValueRef arr, LLVMValueRef v)
+/* arr[0, span) = v (span: a multiple of vec, at most SMAX_BLOCK) */
+static void smax_fill(smax_gen *g, LLVMValueRef arr, LLVMValueRef span, LLVMValueRef v)
 {
     pdc_irb *irb = g->irb;
     pdc_irb_loop lp;
-    LLVMValueRef c = pdc_irb_loop_begin(irb, g->fn, &lp, g->c_var, pdc_irb_i64(irb, 0), pdc_irb_i64(irb, SMAX_BLOCK),
-                                        irb->vec, "fill");
+    LLVMValueRef c = pdc_irb_loop_begin(irb, g->fn, &lp, g->c_var, pdc_irb_i64(irb, 0), span, irb->vec, "fill");
     pdc_irb_store_vec(irb, v, pdc_irb_gep(irb, irb->f32, arr, c), irb->vec);
     pdc_irb_loop_end(irb, &lp, c);
 }
 
 /* The softmax of n <= SMAX_BLOCK columns from base, lane by lane: each pass row by row over the
  * block (so each row's part is read in one run, wherever the rows fall in the cache's sets), whole
- * vectors and then the rest under a mask; per-column max and sum live in g->mx and g->sum. */
+ * vectors and then, if any, the rest under a mask; per-column max and sum live in g->mx and g->sum
+ * (their first span floats: n rounded up to whole vectors). */
 static void smax_columns(smax_gen *g, LLVMValueRef base, LLVMValueRef n)
 {
     pdc_irb *irb = g->irb;
     LLVMBuilderRef B = irb->b;
     LLVMValueRef whole = LLVMBuildAnd(B, n, pdc_irb_i64(irb, -(int64_t)irb->vec), "");
+    LLVMValueRef has_tail = LLVMBuildICmp(B, LLVMIntSLT, whole, n, "");
     LLVMValueRef tail = pdc_irb_lanes_below(irb, LLVMBuildSub(B, n, whole, ""));
-    smax_fill(g, g->mx, splat_f(irb, -INFINITY));
-    smax_fill(g, g->sum, LLVMConstNull(irb->vf));
+    LLVMValueRef span = LLVMBuildAnd(B, LLVMBuildAdd(B, n, pdc_irb_i64(irb, irb->vec - 1), ""),
+                                     pdc_irb_i64(irb, -(int64_t)irb->vec), "");
+    smax_fill(g, g->mx, span, splat_f(irb, -INFINITY));
+    smax_fill(g, g->sum, span, LLVMConstNull(irb->vf));
     for (int pass = 0; pass < 3; pass++) {
         LLVMValueRef slots = pass == 0 ? g->mx : g->sum;
         pdc_irb_loop lk, lc;
         LLVMValueRef k = pdc_irb_loop_begin(irb, g->fn, &lk, g->k_var, pdc_irb_i64(irb, 0), g->len, 1, "rows");
         LLVMValueRef row = LLVMBuildAdd(B, base, LLVMBuildMul(B, k, g->stride, ""), "");
         LLVMValueRef c = pdc_irb_loop_begin(irb, g->fn, &lc, g->c_var, pdc_irb_i64(irb, 0), whole, irb->vec, "vectors");
+        LLVMBasicBlockRef rest = NULL, next = NULL;
         for (int last = 0; last < 2; last++) {
             LLVMValueRef at = last ? whole : c;
             LLVMValueRef slot = pdc_irb_gep(irb, irb->f32, slots, at);
             LLVMValueRef m = pass == 0 ? NULL : pdc_irb_load_vec(irb, pdc_irb_gep(irb, irb->f32, pass == 1 ? g->mx : g->sum, at));
             smax_step(g, pass, LLVMBuildAdd(B, row, at, ""), last ? tail : NULL, slot, m);
-            if (!last) pdc_irb_loop_end(irb, &lc, c);
+            if (last) break;
+            pdc_irb_loop_end(irb, &lc, c);
+            /* the rest only if there is one: at n == SMAX_BLOCK its slot would be past the arrays */
+            rest = LLVMAppendBasicBlockInContext(irb->c, g->fn, "rest");
+            next = LLVMAppendBasicBlockInContext(irb->c, g->fn, "next");
+            LLVMBuildCondBr(B, has_tail, rest, next);
+            LLVMPositionBuilderAtEnd(B, rest);
         }
+        LLVMBuildBr(B, next);
+        LLVMPositionBuilderAtEnd(B, next);
         pdc_irb_loop_end(irb, &lk, k);
         if (pass == 1) { /* sum -> its reciprocal */
-            LLVMValueRef i = pdc_irb_loop_begin(irb, g->fn, &lc, g->c_var, pdc_irb_i64(irb, 0),
-                                                pdc_irb_i64(irb, SMAX_BLOCK), irb->vec, "reciprocal");
+            LLVMValueRef i = pdc_irb_loop_begin(irb, g->fn, &lc, g->c_var, pdc_irb_i64(irb, 0), span, irb->vec, "reciprocal");
             LLVMValueRef p = pdc_irb_gep(irb, irb->f32, g->sum, i);
             pdc_irb_store_vec(irb, LLVMBuildFDiv(B, splat_f(irb, 1.0f), pdc_irb_load_vec(irb, p), ""), p, irb->vec);
             pdc_irb_loop_end(irb, &lc, i);
@@ -210,9 +227,18 @@ static pdc_status smax_run(const cpu_layer *L, const ir_model *m, const ir_layer
             s->fn(in + r0 * s->len, out + r0 * s->len, s->len, s->len, s->outer - r0 < rows ? s->outer - r0 : rows);
         return PDC_OK;
     }
-    /* pieces of (outer slice, a run of columns), the run a multiple of 64 columns */
+    /* pieces of about SMAX_PIECE elements: a run of columns (a multiple of 64) of one outer slice,
+     * or whole slices where a slice is smaller */
     int64_t cols = SMAX_PIECE / s->len / 64 * 64;
     if (cols < 64) cols = 64;
+    if (cols >= s->inner) {
+        const int64_t slab = s->len * s->inner, slices = SMAX_PIECE / slab > 1 ? SMAX_PIECE / slab : 1;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+        for (int64_t o0 = 0; o0 < s->outer; o0 += slices)
+            for (int64_t o = o0; o < s->outer && o < o0 + slices; o++)
+                s->fn(in + o * slab, out + o * slab, s->len, s->inner, s->inner);
+        return PDC_OK;
+    }
     int64_t per = (s->inner + cols - 1) / cols, pieces = s->outer * per;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int64_t p = 0; p < pieces; p++) {
@@ -247,7 +273,7 @@ pdc_status cpu_plan_softmax(const cpu_compile *cc, const ir_model *m, const ir_l
     }
     smax_key k;
     memset(&k, 0, sizeof k); /* padding bytes too: the key is hashed */
-    memcpy(k.tag, "smax2", 6);
+    memcpy(k.tag, "smax3", 6);
     k.vec = cc->target->vec;
     k.columns = inner > 1;
     static const char *const syms[] = {"run"};
