@@ -1383,22 +1383,23 @@ START_TEST(work_shares_each_item_once)
 }
 END_TEST
 
-/* The recurrent product of a batch-1 LSTM/GRU is split over the threads by rows once it has 64K
- * weights (rnn.c RNN_PAR_MIN): hidden 128 (LSTM: 512 x 128) and 192 (GRU's z and r: 384 x 192),
- * against the reference at 2 threads, and bit-identical at 1 and 2 (PDC_OMP_STATIC: the team is
- * what the option says, whatever else the host runs). */
+/* An LSTM/GRU's products are split over the threads from 64K multiply-adds (rnn.c RNN_PAR_MIN),
+ * the recurrent one by rows of r: hidden 128 (LSTM: 512 x 128) and 192 (GRU's z and r: 384 x 192)
+ * at batch 1 (sgemv) and 3 (sgemm), against the reference at 2 threads, and bit-identical at 1 and
+ * 2 (PDC_OMP_STATIC: the team is what the option says, whatever else the host runs). */
 START_TEST(rnn_recurrent_rows_split_over_threads)
 {
-    /* batch 1, 64K weights or more: a dense LSTM 128 and GRU 192, and an LSTM 256 with 4x4 blocks
-     * (40% kept, 105K weights), its rows split over the threads by kept blocks */
+    /* 64K weights or more: a dense LSTM 128 and GRU 192 at batch 1, an LSTM 256 with 4x4 blocks
+     * (40% kept, 105K weights; its rows split by the block-sparse product, its dense input
+     * projection of 73K multiply-adds by columns), a dense LSTM 128 at batch 3 */
     ck_assert_int_eq(setenv("PDC_OMP_STATIC", "1", 1), 0);
-    for (int q = 0; q < 3; q++) {
+    for (int q = 0; q < 4; q++) {
         const int lstm = q != 1, sparse = q == 2;
-        const char *desc = q == 0 ? "lstm 128" : q == 1 ? "gru 192" : "lstm 256 4x4 blocks";
+        const char *desc = q == 0 ? "lstm 128" : q == 1 ? "gru 192" : q == 2 ? "lstm 256 4x4 blocks" : "lstm 128 batch 3";
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "rnn_threads", &mdl));
-        const int64_t H = q == 0 ? 128 : q == 1 ? 192 : 256, G = lstm ? 4 : 3, I = 24;
-        input("x", DIMS(3, 1, I));
+        const int64_t H = q == 0 || q == 3 ? 128 : q == 1 ? 192 : 256, G = lstm ? 4 : 3, I = 24;
+        input("x", DIMS(3, q == 3 ? 3 : 1, I));
         constant_rand("w", DIMS(1, G * H, I), 0.3f, 5);
         if (sparse) constant_pruned("r", DIMS(1, G * H, H), 1, 4, 4, 40, 6);
         else constant_rand("r", DIMS(1, G * H, H), 0.15f, 6);

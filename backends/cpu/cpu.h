@@ -165,6 +165,14 @@ void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y,
  * over each chunk's outputs while they are in cache. */
 void cpu_bsr_gemv_threads(const cpu_bsr *b, const float *x, const float *bias, float *y, int nt, cpu_unary_fn act);
 
+/* ------------------------------------------------------------------ dense products (gemm.c) */
+
+/* y[m x n] (rows ldy apart) = x[m x k] w[n x k]^T + beta y: up to 8 chunks of y's columns (w's
+ * rows), one OpenBLAS call each (single-threaded), taken by nt threads; each thread reads only its
+ * chunks of w. The chunks depend on n alone, so results do not depend on nt. One row (m = 1) goes
+ * through sgemv (sgemm repacks all of w per call). */
+void cpu_sgemm_nt_threads(int m, int n, int k, const float *x, const float *w, float beta, float *y, int ldy, int nt);
+
 /* ------------------------------------------------------------------ shared helpers (cpu_util.c) */
 
 /* Number of threads for `threads` option value v (0 = all cores). */

@@ -299,6 +299,25 @@ void cpu_bsr_gemv_threads(const cpu_bsr *b, const float *x, const float *bias, f
     }
 }
 
+void cpu_sgemm_nt_threads(int m, int n, int k, const float *x, const float *w, float beta, float *y, int ldy, int nt)
+{
+    /* up to 8 chunks of whole 16-column groups (at least 64 columns), a function of n alone: each
+     * output comes from a call of the same shape whatever nt (sgemm's results depend on it) */
+    int chunk = ((n + 7) / 8 + 15) / 16 * 16;
+    if (chunk < 64) chunk = 64;
+    const int chunks = (n + chunk - 1) / chunk;
+    if (nt > chunks) nt = chunks;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int q = 0; q < chunks; q++) {
+        const int c0 = q * chunk, c1 = n - c0 < chunk ? n : c0 + chunk;
+        if (m == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, c1 - c0, k, 1.0f, w + (int64_t)c0 * k, k, x, 1, beta, y + c0, 1);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, c1 - c0, k, 1.0f, x, k, w + (int64_t)c0 * k, k, beta,
+                        y + c0, ldy);
+    }
+}
+
 pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0,
                              int64_t rows, cpu_bsr *b)
 {

@@ -6,8 +6,9 @@
  * cost 1-1.5 ms of a 32-step LSTM with hidden size 512 at batch 1), the products around them in C.
  * Dense weights go through OpenBLAS. A block- or unstructured-pruned w or r (sparse enough, blocks
  * not straddling a direction or GRU's h gate) goes through gemm.c's JIT'd block-sparse product
- * instead: one matrix-vector product per time step and sample, over the kept blocks only (split
- * over the threads, as a dense one at batch 1, from RNN_PAR_MIN weights on). Each of
+ * instead: one matrix-vector product per time step and sample, over the kept blocks only. Every
+ * product of RNN_PAR_MIN multiply-adds or more is split over the threads (dense ones by
+ * cpu_sgemm_nt_threads, block-sparse ones by cpu_bsr_gemv_threads). Each of
  * the matrices chooses on its own; pdc inspect says which did. Arithmetic is float (the reference
  * uses double): results agree to rounding.
  */
@@ -54,22 +55,11 @@ static void bsr_mv(const cpu_bsr *b, const float *x, int64_t n, float *pad, cons
     cpu_bsr_gemv_threads(b, x, bias, y, b->rowptr[b->nbr] * b->bh * b->bw >= RNN_PAR_MIN ? threads : 1, NULL);
 }
 
-/* y[b][0, o) = x[b] w^T for nb rows x[b] of k floats (w: o x k, row-major; y rows ldy apart). One
- * row is a matrix-vector product: sgemm with one row repacks all of w on every call (a 32-step LSTM
- * with hidden size 512 at batch 1: 13.3-15.0 -> 3.9-4.1 ms), and from RNN_PAR_MIN weights on its
- * rows are split over the threads (each output the same dot product whatever the split). */
+/* y[b][0, o) = x[b] w^T for nb rows x[b] of k floats (w: o x k, row-major; y rows ldy apart), over
+ * the threads from RNN_PAR_MIN multiply-adds on. */
 static void rows_times_wt(int nb, int o, int k, const float *x, const float *w, float *y, int ldy, int threads)
 {
-    if (nb > 1) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, o, k, 1.0f, x, k, w, k, 0.0f, y, ldy);
-        return;
-    }
-    int nt = (int64_t)o * k >= RNN_PAR_MIN ? threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int r0 = (int)((int64_t)o * t / nt), r1 = (int)((int64_t)o * (t + 1) / nt);
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, k, 1.0f, w + (int64_t)r0 * k, k, x, 1, 0.0f, y + r0, 1);
-    }
+    cpu_sgemm_nt_threads(nb, o, k, x, w, 0.0f, y, ldy, (int64_t)nb * o * k >= RNN_PAR_MIN ? threads : 1);
 }
 
 static int in_at(const ir_layer *l, size_t i) { return i < l->n_inputs ? l->inputs[i] : -1; }
@@ -103,8 +93,8 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
             for (int64_t q = 0; q < ns * nb; q++) bsr_mv(&s->w[d], xin + q * ni, ni, pad, bsum, xw + q * ngh, x->threads);
         } else {
             for (int64_t q = 0; q < ns * nb; q++) memcpy(xw + q * ngh, bsum, (size_t)ngh * sizeof *xw);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(ns * nb), (int)ngh, (int)ni, 1.0f, xin, (int)ni,
-                        wd, (int)ni, 1.0f, xw, (int)ngh);
+            cpu_sgemm_nt_threads((int)(ns * nb), (int)ngh, (int)ni, xin, wd, 1.0f, xw, (int)ngh,
+                                 ns * nb * ngh * ni >= RNN_PAR_MIN ? x->threads : 1);
         }
         for (int64_t i = 0; i < nb * nh; i++) {
             h[i] = h0 ? h0[d * nb * nh + i] : 0.0f;
