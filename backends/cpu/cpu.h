@@ -191,6 +191,9 @@ int cpu_loadavg_running(const char *text);
 void cpu_share_split(cpu_share *s, int nt, int64_t n);
 /* The next item for thread t: the front of its own share, else the back of another's; -1: none left. */
 int64_t cpu_share_next(cpu_share *s, int t, int nt);
+/* dst[0, n) = src[0, n) on nt threads in pieces of 64 KiB (one thread if the spans overlap, as a
+ * caller's input and output buffers may). */
+void cpu_copy_floats(float *dst, const float *src, size_t n, int nt);
 /* Makes OpenBLAS single-threaded (pdc parallelises around it); once per process. */
 void cpu_blas_single_thread(void);
 

@@ -326,18 +326,10 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
             st = pdc_error(ctx, PDC_ERR_INTERNAL, "cpu: graph output '%s' has no buffer", m->tensors[m->outputs[i]].name);
     if (st == PDC_OK)
         for (size_t i = 0; i < m->n_outputs; i++) {
-            /* outputs are written only when the run succeeded: a copy, over the team in pieces of
-             * 64 KiB (a conv's 6.4 MB output took a tenth of its run on one thread) */
+            /* outputs are written only when the run succeeded: a copy over the team (a conv's 6.4 MB
+             * output took a tenth of its run on one thread); skipped where written in place */
             int t = m->outputs[i];
-            size_t n = s->numel[t], piece = 16384, np = (n + piece - 1) / piece;
-            const float *src = buf[t];
-            if (src == outputs[i]) continue; /* written in place */
-            /* pieces in parallel only between disjoint buffers: a graph input that is also an output
-             * may come in a caller's buffer overlapping the output's */
-            int apart = src + n <= outputs[i] || outputs[i] + n <= src;
-#pragma omp parallel for num_threads(x.threads) if (x.threads > 1 && np > 1 && apart) schedule(static)
-            for (size_t k = 0; k < np; k++)
-                memmove(outputs[i] + k * piece, buf[t] + k * piece, (k + 1 < np ? piece : n - k * piece) * sizeof(float));
+            cpu_copy_floats(outputs[i], buf[t], s->numel[t], x.threads);
         }
     pdc_free(buf);
     cpu_work *expected = NULL;

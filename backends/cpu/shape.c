@@ -39,16 +39,7 @@ static pdc_status copy_run(const cpu_layer *L, const ir_model *m, const ir_layer
 {
     (void)m;
     const move_state *s = L->state;
-    const float *in = buf[l->inputs[0]];
-    float *out = buf[l->outputs[0]];
-    if (in == out) return PDC_OK;
-    int64_t pieces = (s->total + MOVE_PIECE - 1) / MOVE_PIECE;
-    int nt = move_threads(s, x);
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-    for (int64_t p = 0; p < pieces; p++) {
-        int64_t e0 = p * MOVE_PIECE, n = s->total - e0 < MOVE_PIECE ? s->total - e0 : MOVE_PIECE;
-        memcpy(out + e0, in + e0, (size_t)n * sizeof(float));
-    }
+    cpu_copy_floats(buf[l->outputs[0]], buf[l->inputs[0]], (size_t)s->total, move_threads(s, x));
     return PDC_OK;
 }
 
