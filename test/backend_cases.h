@@ -569,7 +569,9 @@ START_TEST(fc_random_matches_ref)
     for (int c = 0; c < sweep(16); c++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "fc", &mdl));
-        int64_t n = rnd_in(1, 3), k = rnd_in(1, 300), o = rnd_in(1, 70), bh = rnd_in(1, 4), bw = rnd_in(1, 8);
+        /* every 4th case a batch of 4..40: the sparse kernels' several-samples form, in groups */
+        int64_t n = c % 4 == 1 ? rnd_in(4, 40) : rnd_in(1, 3), k = rnd_in(1, 300), o = rnd_in(1, 70), bh = rnd_in(1, 4),
+                bw = rnd_in(1, 8);
         int has_bias = rnd() % 2;
         input("x", DIMS(n, k));
         size_t wn = (size_t)(o * k);

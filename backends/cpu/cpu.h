@@ -121,49 +121,71 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
 
 /* ------------------------------------------------------------------ block-sparse products (gemm.c) */
 
-/* JIT'd: y[r*bh + q] = bias[r*bh + q] + sum over row r*bh + q's kept blocks, block-rows [r0, r1). */
+/* JIT'd, one sample: y[r*bh + q] = bias[r*bh + q] + sum over row r*bh + q's kept blocks of w x,
+ * block-rows [r0, r1), rows < o stored (x along the lanes of each block). The AArch64 emitter uses it. */
 typedef void (*cpu_bsr_fn)(const float *x, const int64_t *rowptr, const int32_t *col, const float *wpk,
                            const float *bias, float *y, int64_t r0, int64_t r1, int64_t o);
+/* JIT'd, nl samples at once, a sample per lane: yt[((r - r0) * bh + q) * nl + lane] = the sum over
+ * row r*bh + q's kept blocks of w xt, block-rows [r0, r1); xt is kpad rows of nl floats (column c of
+ * every sample's x in row c). Each weight is loaded once for nl samples. */
+typedef void (*cpu_bsr_lanes_fn)(const float *xt, const int64_t *rowptr, const int32_t *col, const float *wpk,
+                                 float *yt, int64_t r0, int64_t r1);
 
 /* Everything the generated code depends on (hashed: the planner zeroes it before filling). */
 typedef struct cpu_bsr_key {
     char tag[8];                 /* "spfcN": bump N when the generated code changes */
     int32_t vec, bh, bw;
+    int32_t nl, acc;             /* the lanes kernel (nl > 0): samples per call, accumulators per row */
 } cpu_bsr_key;
 
 /* Rows of a block- or unstructured-pruned constant weight's matrix view (ir_weight_matrix_view),
- * kept blocks packed in execution order, multiplied by code specialised on the block shape. */
+ * kept blocks packed in execution order, multiplied by code specialised on the block shape - one
+ * sample at a time (fn), or, for a product of several rows of x, nl samples at a time (lanes_fn). */
 typedef struct cpu_bsr {
-    cpu_bsr_fn fn;               /* JIT'd code (cpu_bsr_plan); NULL after cpu_bsr_plan_pack alone */
+    cpu_bsr_fn fn;               /* JIT'd code (cpu_bsr_plan) for one sample, or NULL */
+    cpu_bsr_lanes_fn lanes_fn;   /* JIT'd code for nl samples, or NULL */
     cpu_bsr_key key;             /* the code's key, cpu_bsr_emit's argument */
     int64_t k, o;                /* columns, rows of the slice */
     int64_t bh, bw, nbr;         /* block shape, block-rows */
+    int64_t nx;                  /* rows of x a product takes at most (the plan's) */
     int64_t *rowptr;             /* per block-row: first block, nbr + 1 entries */
     int32_t *col;                /* per block: first column */
     float *wpk;                  /* per block: bh x bw weights, row-major; edge blocks zero-padded */
     size_t kept, total;          /* weights kept, weights in the slice */
 } cpu_bsr;
 
-/* Plans rows [row0, row0 + rows) of wt for target t (block rows, packed kept blocks, the code key; no
- * code): PDC_ERR_UNSUPPORTED (b zeroed, nothing on ctx) if wt is not block/unstructured sparse, too
- * dense to gain, or the slice does not fall on block-row bounds. The AArch64 emitter calls it too. */
+/* Plans rows [row0, row0 + rows) of wt for target t (block rows, packed kept blocks, the one-sample
+ * code key; no code): PDC_ERR_UNSUPPORTED (b zeroed, nothing on ctx) if wt is not block/unstructured
+ * sparse, too dense to gain, or the slice does not fall on block-row bounds. The AArch64 emitter
+ * calls it too. */
 pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0,
                              int64_t rows, cpu_bsr *b);
-/* Emits the kernel of key arg (a cpu_bsr_key *) as "<prefix>_run" (signature cpu_bsr_fn) into m (a
- * pdc_kernel_emit_fn). */
+/* Emits the kernel of key arg (a cpu_bsr_key *) as "<prefix>_run" (signature cpu_bsr_fn, or
+ * cpu_bsr_lanes_fn if key->nl > 0) into m (a pdc_kernel_emit_fn). */
 pdc_status cpu_bsr_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
                         LLVMModuleRef m, const char *prefix);
-/* cpu_bsr_plan_pack, then the kernel through the JIT (b->fn). */
-pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, cpu_bsr *b);
+/* cpu_bsr_plan_pack, then the kernel for products of up to nx rows of x through the JIT: the lanes
+ * kernel from CPU_BSR_LANES_MIN rows on (where its accumulators fit the registers), else the
+ * one-sample one. */
+pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
+                        cpu_bsr *b);
 void cpu_bsr_release(cpu_bsr *b);
-/* Columns x must hold: k rounded up to bw, zeros past k. */
+static inline int cpu_bsr_ready(const cpu_bsr *b) { return b->fn || b->lanes_fn; }
+/* Columns x must hold for the one-sample kernel: k rounded up to bw, zeros past k. */
 int64_t cpu_bsr_kpad(const cpu_bsr *b);
 /* y[0, o) = bias + w x for block-rows [r0, r1) (clamped to nbr); bias has o entries. */
 void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y, int64_t r0, int64_t r1);
-/* The same over all block-rows on nt threads, in chunks of 64 block-rows taken dynamically (each
- * output row is one call's work, so results do not depend on nt), then act (unless NULL) in place
- * over each chunk's outputs while they are in cache. */
-void cpu_bsr_gemv_threads(const cpu_bsr *b, const float *x, const float *bias, float *y, int nt, cpu_unary_fn act);
+/* Scratch cpu_bsr_product needs: shared by its threads, and each thread's own. */
+size_t cpu_bsr_scratch_floats(const cpu_bsr *b);
+size_t cpu_bsr_thread_floats(const cpu_bsr *b);
+/* y[i][0, o) = act(bias + w x[i]) for nx <= b->nx rows x[i] (k floats, ldx apart) into rows ldy
+ * apart (bias NULL: none; y must not overlap x). Chunks of 64 block-rows, taken dynamically by nt
+ * threads (one thread below 64K multiply-adds), each computed by one kernel call per group of
+ * samples, so results do not depend on nt; act (unless NULL) runs over each chunk's outputs while
+ * they are in cache. scratch: cpu_bsr_scratch_floats(b) floats, own[t]: cpu_bsr_thread_floats(b)
+ * floats for each thread t < nt, all 64-byte aligned. */
+void cpu_bsr_product(const cpu_bsr *b, int64_t nx, const float *x, int64_t ldx, const float *bias, float *y,
+                     int64_t ldy, float *scratch, float *const *own, int nt, cpu_unary_fn act);
 
 /* ------------------------------------------------------------------ dense products (gemm.c) */
 

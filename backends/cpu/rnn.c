@@ -6,9 +6,10 @@
  * cost 1-1.5 ms of a 32-step LSTM with hidden size 512 at batch 1), the products around them in C.
  * Dense weights go through OpenBLAS. A block- or unstructured-pruned w or r (sparse enough, blocks
  * not straddling a direction or GRU's h gate) goes through gemm.c's JIT'd block-sparse product
- * instead: one matrix-vector product per time step and sample, over the kept blocks only. Every
- * product of RNN_PAR_MIN multiply-adds or more is split over the threads (dense ones by
- * cpu_sgemm_nt_threads, block-sparse ones by cpu_bsr_gemv_threads). Each of
+ * instead, over the kept blocks only (cpu_bsr_product: each weight loaded once for every sample of
+ * the batch, or of all time steps for the input projection). Every product of RNN_PAR_MIN
+ * multiply-adds or more is split over the threads (dense ones by cpu_sgemm_nt_threads; block-sparse
+ * ones from the same size on, by cpu_bsr_product). Each of
  * the matrices chooses on its own; pdc inspect says which did. Arithmetic is float (the reference
  * uses double): results agree to rounding.
  */
@@ -27,7 +28,7 @@ typedef struct rnn_state {
     /* per direction, block-sparse forms (fn NULL: dense BLAS): w's gates; r's gates (lstm) or r's
      * z and r gates (gru); gru's h gate of r */
     cpu_bsr w[2], r[2], rh[2];
-    int64_t pad;            /* floats of the padded-vector scratch */
+    int64_t pad;            /* floats of the block-sparse products' scratch (cpu_bsr_scratch_floats) */
     cpu_unary_fn sig, tanh; /* the gates' activations, JIT'd over whole vectors (eltwise.c) */
 } rnn_state;
 
@@ -41,18 +42,6 @@ static void rnn_free(void *p)
         cpu_bsr_release(&s->rh[d]);
     }
     pdc_free(s);
-}
-
-/* y[0, b->o) = bias + b x for an n-float x: through a zero-padded copy when b reads past n; over
- * the threads (as the block-sparse fc) from RNN_PAR_MIN weights in kept blocks on. */
-static void bsr_mv(const cpu_bsr *b, const float *x, int64_t n, float *pad, const float *bias, float *y, int threads)
-{
-    if (cpu_bsr_kpad(b) != n) {
-        memcpy(pad, x, (size_t)n * sizeof *pad);
-        memset(pad + n, 0, (size_t)(cpu_bsr_kpad(b) - n) * sizeof *pad);
-        x = pad;
-    }
-    cpu_bsr_gemv_threads(b, x, bias, y, b->rowptr[b->nbr] * b->bh * b->bw >= RNN_PAR_MIN ? threads : 1, NULL);
 }
 
 /* y[b][0, o) = x[b] w^T for nb rows x[b] of k floats (w: o x k, row-major; y rows ldy apart), over
@@ -79,18 +68,17 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     float *yh = out_at(l, 1) >= 0 ? buf[out_at(l, 1)] : NULL;
     float *yc = s->lstm && out_at(l, 2) >= 0 ? buf[out_at(l, 2)] : NULL;
     /* scratch: xw[ns*nb*ngh], h[nb*nh], c[nb*nh], hr[nb*ngh], rh[nb*nh], gt[ngh] (a batch row's gate
-     * inputs, the activations' source), then for the sparse products zeros[ngh], bsum[ngh] and pad[s->pad] */
+     * inputs, the activations' source), bsum[ngh], then the block-sparse products' scratch[s->pad] */
     float *xw = x->scratch, *h = xw + ns * nb * ngh, *c = h + nb * nh, *hr = c + nb * nh, *rh = hr + nb * ngh;
-    float *gt = rh + nb * nh, *zeros = gt + ngh, *bsum = zeros + ngh, *pad = bsum + ngh;
-    memset(zeros, 0, (size_t)ngh * sizeof *zeros);
+    float *gt = rh + nb * nh, *bsum = gt + ngh, *pad = bsum + ngh;
     for (int64_t d = 0; d < nd; d++) {
         const int rev = p->reverse_only || d == 1;
         const float *wd = w + d * ngh * ni, *rd = r + d * ngh * nh;
         const float *wb = bias ? bias + d * 2 * ngh : NULL, *rb = bias ? wb + ngh : NULL;
         /* xw = x w^ns + Wb (+ Rb except GRU's h gate, whose Rb sits inside the reset product) */
         for (int64_t j = 0; j < ngh; j++) bsum[j] = (wb ? wb[j] : 0.0f) + (rb && (s->lstm || j < 2 * nh) ? rb[j] : 0.0f);
-        if (s->w[d].fn) {
-            for (int64_t q = 0; q < ns * nb; q++) bsr_mv(&s->w[d], xin + q * ni, ni, pad, bsum, xw + q * ngh, x->threads);
+        if (cpu_bsr_ready(&s->w[d])) {
+            cpu_bsr_product(&s->w[d], ns * nb, xin, ni, bsum, xw, ngh, pad, x->own, x->threads, NULL);
         } else {
             for (int64_t q = 0; q < ns * nb; q++) memcpy(xw + q * ngh, bsum, (size_t)ngh * sizeof *xw);
             cpu_sgemm_nt_threads((int)(ns * nb), (int)ngh, (int)ni, xin, wd, 1.0f, xw, (int)ngh,
@@ -104,8 +92,8 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
             const int64_t t = rev ? ns - 1 - step : step;
             /* recurrent products h r^ns for every gate (GRU: z and r only) */
             int64_t nrec = s->lstm ? ngh : 2 * nh;
-            if (s->r[d].fn)
-                for (int64_t b = 0; b < nb; b++) bsr_mv(&s->r[d], h + b * nh, nh, pad, zeros, hr + b * ngh, x->threads);
+            if (cpu_bsr_ready(&s->r[d]))
+                cpu_bsr_product(&s->r[d], nb, h, nh, NULL, hr, ngh, pad, x->own, x->threads, NULL);
             else
                 rows_times_wt((int)nb, (int)nrec, (int)nh, h, rd, hr, (int)ngh, x->threads);
             /* each activation over a whole gate block: gt = input + recurrent part, then sigmoid or
@@ -132,9 +120,8 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
                         rh[b * nh + k] = p->linear_before_reset ? h[b * nh + k] : ar[nh + k] * h[b * nh + k];
                 }
                 /* (r*h) Rh^ns or h Rh^ns into hr's third block */
-                if (s->rh[d].fn)
-                    for (int64_t b = 0; b < nb; b++)
-                        bsr_mv(&s->rh[d], rh + b * nh, nh, pad, zeros, hr + b * ngh + 2 * nh, x->threads);
+                if (cpu_bsr_ready(&s->rh[d]))
+                    cpu_bsr_product(&s->rh[d], nb, rh, nh, NULL, hr + 2 * nh, ngh, pad, x->own, x->threads, NULL);
                 else
                     rows_times_wt((int)nb, (int)nh, (int)nh, rh, rd + 2 * nh * nh, hr + 2 * nh, (int)ngh, x->threads);
                 for (int64_t b = 0; b < nb; b++) {
@@ -188,15 +175,15 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
     int nw = 0, nr = 0;
     size_t kept[2] = {0, 0}, total[2] = {0, 0};
     for (int64_t d = 0; d < p.dirs && st == PDC_OK; d++) {
-        st = cpu_bsr_plan(cc, wt, d * gh, gh, &s->w[d]);
+        st = cpu_bsr_plan(cc, wt, d * gh, gh, p.seq * p.batch, &s->w[d]);
         if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
         if (st) break;
         if (s->lstm) {
-            st = cpu_bsr_plan(cc, rt, d * gh, gh, &s->r[d]);
+            st = cpu_bsr_plan(cc, rt, d * gh, gh, p.batch, &s->r[d]);
         } else {
-            st = cpu_bsr_plan(cc, rt, d * gh, 2 * nh, &s->r[d]);
+            st = cpu_bsr_plan(cc, rt, d * gh, 2 * nh, p.batch, &s->r[d]);
             if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
-            if (!st) st = cpu_bsr_plan(cc, rt, d * gh + 2 * nh, nh, &s->rh[d]);
+            if (!st) st = cpu_bsr_plan(cc, rt, d * gh + 2 * nh, nh, p.batch, &s->rh[d]);
         }
         if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
     }
@@ -210,8 +197,9 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
     for (int64_t d = 0; d < p.dirs; d++) {
         const cpu_bsr *ms[3] = {&s->w[d], &s->r[d], &s->rh[d]};
         for (int j = 0; j < 3; j++) {
-            if (!ms[j]->fn) continue;
-            if (cpu_bsr_kpad(ms[j]) > s->pad) s->pad = cpu_bsr_kpad(ms[j]);
+            if (!cpu_bsr_ready(ms[j])) continue;
+            if ((int64_t)cpu_bsr_scratch_floats(ms[j]) > s->pad) s->pad = (int64_t)cpu_bsr_scratch_floats(ms[j]);
+            if (cpu_bsr_thread_floats(ms[j]) > L->thread_floats) L->thread_floats = cpu_bsr_thread_floats(ms[j]);
             kept[j > 0] += ms[j]->kept;
             total[j > 0] += ms[j]->total;
             if (j == 0) nw++;
@@ -222,7 +210,7 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
     L->state = s;
     L->free_state = rnn_free;
     L->scratch_floats = (size_t)(p.seq * p.batch * gh + 2 * p.batch * p.hidden + p.batch * gh + p.batch * p.hidden) +
-                        (size_t)(3 * gh + s->pad);
+                        (size_t)(2 * gh + s->pad);
     const char *name = ir_op_get_info(l->op)->name;
     const int sparse_w = wt->sparsity.kind != IR_SPARSITY_NONE, sparse_r = rt->sparsity.kind != IR_SPARSITY_NONE;
     char wpart[64], rpart[64];
