@@ -58,11 +58,14 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
         ck_assert_kernel(p, "y", "jit pattern-sparse conv 3x3, 8 patterns, 50% kernels kept, 4.50x fewer FLOPs");
         ck_assert_kernel(p, "y", expected_isa());
         break;
-    case BC_FC: ck_assert_kernel(p, "y", variant == 0 ? "blas" : "jit block-sparse fc"); break;
+    case BC_FC:
+        ck_assert_kernel(p, "y", variant == 0 ? "blas" : variant == 3 ? "jit dense fc for batch" : "jit block-sparse fc");
+        break;
     case BC_GEMM:
     case BC_MATMUL: ck_assert_kernel(p, "y", "blas sgemm"); break;
     case BC_RNN:
-        if (variant == 0) ck_assert_kernel(p, "rnn", "OpenBLAS GEMMs");
+        /* dense: OpenBLAS, or the lanes kernel for few rows where the gate slices fall on its blocks */
+        if (variant == 0) ck_assert_msg(!strstr(kernel_of(p, "rnn"), "block-sparse"), "%s", kernel_of(p, "rnn"));
         break;
     case BC_POOL: /* "max pool KxK" or "average pool KxK" (1-D ones too), not "ref fallback: ... pooling" */
         ck_assert_kernel(p, "y", "pool ");
@@ -1457,6 +1460,54 @@ START_TEST(gemm_activation_per_block)
 }
 END_TEST
 
+START_TEST(dense_small_batches_packed)
+{
+    /* dense fc: batch 1 on sgemv; 2, 9 and 32 on the lanes kernel (one group, groups of the vector
+     * width and a partial one); 33 on sgemm; 300 outputs (several chunks of block-rows and a partial
+     * 8x8 block) and a fused tanh, at 2 threads against ref, then bit-identical at 1 and 2 */
+    static const int64_t batches[] = {1, 2, 9, 32, 33};
+    ck_assert_int_eq(setenv("PDC_OMP_STATIC", "1", 1), 0);
+    for (size_t q = 0; q < sizeof batches / sizeof batches[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "fc", &mdl));
+        input("x", DIMS(batches[q], 203));
+        constant_rand("w", DIMS(300, 203), 0.2f, (uint32_t)q + 1);
+        constant_rand("b", DIMS(300), 0.5f, (uint32_t)q + 7);
+        pdc_attrs *a = attrs();
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "tanh"));
+        layer("fc", a, "y", NAMES("x", "w", "b"));
+        output("y");
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
+        char what[48];
+        snprintf(what, sizeof what, "dense fc at batch %lld", (long long)batches[q]);
+        pdc_program *p = check_matches_ref(what, (uint32_t)q);
+        char want[48];
+        snprintf(want, sizeof want, "jit dense fc for batch %lld,", (long long)batches[q]);
+        ck_assert_kernel(p, "y", batches[q] == 1 ? "blas sgemm/sgemv" : batches[q] == 33 ? "blas sgemm 33x" : want);
+        pdc_program_destroy(p);
+        check_thread_invariance(what);
+    }
+    /* LSTM, hidden 16 (gate slices on 8x8 blocks), batch 4 over 3 steps: the recurrent product of the
+     * batch and the input projection of the 12 rows on the lanes kernel */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "lstm", &mdl));
+    input("x", DIMS(3, 4, 10));
+    constant_rand("w", DIMS(2, 64, 10), 0.3f, 11);
+    constant_rand("r", DIMS(2, 64, 16), 0.3f, 12);
+    constant_rand("b", DIMS(2, 128), 0.3f, 13);
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", 16));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "bidirectional"));
+    layer("lstm", a, "y", NAMES("x", "w", "r", "b"));
+    output("y");
+    pdc_program *p = check_matches_ref("dense lstm at batch 4", 3);
+    ck_assert_kernel(p, "y", "w jit dense for 12 rows, r jit dense for 4 rows");
+    pdc_program_destroy(p);
+    check_thread_invariance("dense lstm at batch 4");
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 START_TEST(rnn_block_sparse_uses_jit)
 {
     /* block-pruned bidirectional LSTM and unstructured GRU: every gate product on the sparse kernel */
@@ -1715,6 +1766,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.gemm, outputs_in_callers_buffers_or_copied);
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, gemm_activation_per_block);
+    tcase_add_test(t.gemm, dense_small_batches_packed);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.gemm, rnn_recurrent_rows_split_over_threads);
     tcase_add_test(t.api, team_size_rule_and_loadavg_parsing);

@@ -148,6 +148,8 @@ typedef struct cpu_bsr {
     int64_t k, o;                /* columns, rows of the slice */
     int64_t bh, bw, nbr;         /* block shape, block-rows */
     int64_t nx;                  /* rows of x a product takes at most (the plan's) */
+    int64_t chunk;               /* block-rows a thread takes at a time (cpu_bsr_product) */
+    int dense;                   /* every block kept (cpu_bsr_plan_dense) */
     int64_t *rowptr;             /* per block-row: first block, nbr + 1 entries */
     int32_t *col;                /* per block: first column */
     float *wpk;                  /* per block: bh x bw weights, row-major; edge blocks zero-padded */
@@ -169,6 +171,12 @@ pdc_status cpu_bsr_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target
  * one-sample one. */
 pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
                         cpu_bsr *b);
+/* A dense constant wt's rows [row0, row0 + rows) in 8x8 blocks, all kept, for the lanes kernel:
+ * for products of 2 to CPU_BSR_DENSE_MAX_ROWS rows of x, where OpenBLAS's sgemm, which packs w
+ * again on every call, is slower (PDC_ERR_UNSUPPORTED outside them, or off block-row bounds). */
+#define CPU_BSR_DENSE_MAX_ROWS 32
+pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
+                              cpu_bsr *b);
 void cpu_bsr_release(cpu_bsr *b);
 static inline int cpu_bsr_ready(const cpu_bsr *b) { return b->fn || b->lanes_fn; }
 /* Columns x must hold for the one-sample kernel: k rounded up to bw, zeros past k. */

@@ -27,11 +27,13 @@
 
 #define SPFC_MAX_BH 16
 #define SPFC_MAX_BW 64
-#define SPFC_DENSITY_MAX 0.5  /* kept fraction above which dense BLAS is faster */
+#define SPFC_DENSITY_MAX 0.5  /* kept fraction above which dense BLAS is faster */ /* kept fraction above which dense BLAS is faster */
 #define BSR_LANES_MIN 2       /* rows of x from which the lanes kernel runs a product, */
 #define BSR_LANES_MIN_WIDE 3  /* and where the one-sample kernel's blocks fill a vector */
 #define BSR_LANES_CHAINS 8    /* independent FMA chains the lanes kernel keeps per block-row */
-#define BSR_CHUNK 64          /* block-rows per work item: fixed, independent of the thread count */
+#define BSR_CHUNK 64          /* block-rows per work item at most: fixed by the matrix, not the threads */
+#define BSR_CHUNK_FLOATS 32768 /* weights per work item of the lanes kernel (128 KiB: L2) */
+#define BSR_DENSE_BLOCK 8     /* dense weights for the lanes kernel: 8x8 blocks (8 FMA chains, 10 registers) */
 #define BSR_PAR_MIN (1 << 16) /* multiply-adds of a product below which one thread does it */
 
 /* ------------------------------------------------------------------ dense: fc and gemm */
@@ -356,15 +358,15 @@ size_t cpu_bsr_scratch_floats(const cpu_bsr *b)
 
 size_t cpu_bsr_thread_floats(const cpu_bsr *b)
 {
-    return b->lanes_fn ? (size_t)(BSR_CHUNK * b->bh * b->key.nl) : 0; /* a chunk's yt */
+    return b->lanes_fn ? (size_t)(b->chunk * b->bh * b->key.nl) : 0; /* a chunk's yt */
 }
 
-/* One chunk of block-rows [r0, r0 + BSR_CHUNK) for every group of nl samples: the kernel into yt,
+/* One chunk of block-rows [r0, r0 + b->chunk) for every group of nl samples: the kernel into yt,
  * then each sample's outputs out of yt with the bias, and the activation over them. */
 static void bsr_lanes_chunk(const cpu_bsr *b, int64_t r0, int64_t nx, const float *xt, const float *bias, float *y,
                             int64_t ldy, float *yt, cpu_unary_fn act)
 {
-    const int64_t nl = b->key.nl, kp = cpu_bsr_kpad(b), r1 = r0 + BSR_CHUNK < b->nbr ? r0 + BSR_CHUNK : b->nbr;
+    const int64_t nl = b->key.nl, kp = cpu_bsr_kpad(b), r1 = r0 + b->chunk < b->nbr ? r0 + b->chunk : b->nbr;
     const int64_t o0 = r0 * b->bh, o1 = r1 * b->bh < b->o ? r1 * b->bh : b->o;
     for (int64_t s0 = 0; s0 < nx; s0 += nl) {
         b->lanes_fn(xt + s0 * kp, b->rowptr, b->col, b->wpk, yt, r0, r1);
@@ -394,7 +396,7 @@ void cpu_bsr_product(const cpu_bsr *b, int64_t nx, const float *x, int64_t ldx, 
                 }
         }
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-        for (int64_t r0 = 0; r0 < b->nbr; r0 += BSR_CHUNK)
+        for (int64_t r0 = 0; r0 < b->nbr; r0 += b->chunk)
             bsr_lanes_chunk(b, r0, nx, scratch, bias, y, ldy, own[omp_get_thread_num()], act);
         return;
     }
@@ -412,10 +414,10 @@ void cpu_bsr_product(const cpu_bsr *b, int64_t nx, const float *x, int64_t ldx, 
             xs = pad;
         }
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-        for (int64_t r0 = 0; r0 < b->nbr; r0 += BSR_CHUNK) {
-            cpu_bsr_gemv(b, xs, bias, ys, r0, r0 + BSR_CHUNK);
+        for (int64_t r0 = 0; r0 < b->nbr; r0 += b->chunk) {
+            cpu_bsr_gemv(b, xs, bias, ys, r0, r0 + b->chunk);
             /* the activation over the rows just written (block-rows r0.. hold outputs r0 * bh..) */
-            int64_t o0 = r0 * b->bh, o1 = (r0 + BSR_CHUNK) * b->bh < b->o ? (r0 + BSR_CHUNK) * b->bh : b->o;
+            int64_t o0 = r0 * b->bh, o1 = (r0 + b->chunk) * b->bh < b->o ? (r0 + b->chunk) * b->bh : b->o;
             if (act) act(ys + o0, NULL, ys + o0, o1 - o0);
         }
     }
@@ -440,17 +442,23 @@ void cpu_sgemm_nt_threads(int m, int n, int k, const float *x, const float *w, f
     }
 }
 
-pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0,
-                             int64_t rows, cpu_bsr *b)
+/* Whether block (br, bc) of a slice whose first block-row is br0 is kept (dense: every block). */
+static int bsr_block_kept(const ir_tensor *wt, int dense, int64_t nbc, int64_t row0, int64_t br0, int64_t br, int64_t bc)
 {
-    memset(b, 0, sizeof *b);
     const ir_sparsity *sp = &wt->sparsity;
-    if (wt->kind != IR_TENSOR_CONST || !wt->data) return PDC_ERR_UNSUPPORTED;
-    int64_t vr, k, bh, bw;
+    if (dense) return 1;
+    if (sp->kind == IR_SPARSITY_BLOCK) return sp->block_mask[(br0 + br) * nbc + bc] != 0;
+    return sp->mask[(row0 + br) * wt->dims[wt->rank - 1] + bc] != 0; /* unstructured: 1x1 blocks */
+}
+
+/* Packs rows [row0, row0 + rows) of wt's matrix view in bh x bw blocks: the kept ones (every one if
+ * dense), in execution order, and the one-sample code key. max_density: the kept share (edge
+ * blocks counted whole) above which PDC_ERR_UNSUPPORTED, unless dense. */
+static pdc_status bsr_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0, int64_t rows,
+                           int64_t bh, int64_t bw, int dense, double max_density, cpu_bsr *b)
+{
+    int64_t vr, k;
     ir_weight_matrix_view(wt, &vr, &k);
-    if (sp->kind == IR_SPARSITY_BLOCK) bh = sp->bh, bw = sp->bw;
-    else if (sp->kind == IR_SPARSITY_UNSTRUCTURED) bh = bw = 1;
-    else return PDC_ERR_UNSUPPORTED;
     /* the slice must start on a block-row and end on one (or at the matrix's end) */
     if (bh < 1 || bw < 1 || bh > SPFC_MAX_BH || bw > SPFC_MAX_BW || rows < 1 || k < 1 || row0 < 0 ||
         row0 + rows > vr || row0 % bh || (rows % bh && row0 + rows != vr) || k > INT32_MAX)
@@ -460,15 +468,13 @@ pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const i
     size_t nblk = 0, kept = 0;
     for (int64_t br = 0; br < nbr; br++)
         for (int64_t bc = 0; bc < nbc; bc++) {
-            int keep = sp->kind == IR_SPARSITY_BLOCK ? sp->block_mask[(br0 + br) * nbc + bc] != 0
-                                                     : sp->mask[(row0 + br) * k + bc] != 0;
-            if (!keep) continue;
+            if (!bsr_block_kept(wt, dense, nbc, row0, br0, br, bc)) continue;
             nblk++;
             int64_t h = rows - br * bh < bh ? rows - br * bh : bh, w = k - bc * bw < bw ? k - bc * bw : bw;
             kept += (size_t)(h * w);
         }
     const size_t total = (size_t)(rows * k);
-    if ((double)nblk * (double)(bh * bw) > SPFC_DENSITY_MAX * (double)total) return PDC_ERR_UNSUPPORTED;
+    if (!dense && (double)nblk * (double)(bh * bw) > max_density * (double)total) return PDC_ERR_UNSUPPORTED;
     b->k = k;
     b->o = rows;
     b->bh = bh;
@@ -487,9 +493,7 @@ pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const i
     for (int64_t br = 0; br < nbr; br++) {
         b->rowptr[br] = (int64_t)bi;
         for (int64_t bc = 0; bc < nbc; bc++) {
-            int keep = sp->kind == IR_SPARSITY_BLOCK ? sp->block_mask[(br0 + br) * nbc + bc] != 0
-                                                     : sp->mask[(row0 + br) * k + bc] != 0;
-            if (!keep) continue;
+            if (!bsr_block_kept(wt, dense, nbc, row0, br0, br, bc)) continue;
             b->col[bi] = (int32_t)(bc * bw);
             float *dst = b->wpk + bi * (size_t)(bh * bw);
             for (int64_t r = 0; r < bh && br * bh + r < rows; r++)
@@ -506,37 +510,75 @@ pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const i
     return PDC_OK;
 }
 
-pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
-                        cpu_bsr *b)
+pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0,
+                             int64_t rows, cpu_bsr *b)
 {
-    pdc_status st = cpu_bsr_plan_pack(cc->ctx, cc->target, wt, row0, rows, b);
-    if (st) return st;
+    memset(b, 0, sizeof *b);
+    const ir_sparsity *sp = &wt->sparsity;
+    if (wt->kind != IR_TENSOR_CONST || !wt->data) return PDC_ERR_UNSUPPORTED;
+    if (sp->kind == IR_SPARSITY_BLOCK) return bsr_pack(ctx, t, wt, row0, rows, sp->bh, sp->bw, 0, SPFC_DENSITY_MAX, b);
+    if (sp->kind == IR_SPARSITY_UNSTRUCTURED) return bsr_pack(ctx, t, wt, row0, rows, 1, 1, 0, SPFC_DENSITY_MAX, b);
+    return PDC_ERR_UNSUPPORTED;
+}
+
+/* b's kernel through the JIT: the lanes kernel if asked for and its accumulators and two operands
+ * fit the registers, else the one-sample one; and the chunk of block-rows a thread takes. */
+static pdc_status bsr_compile(const cpu_compile *cc, int64_t nx, int lanes, cpu_bsr *b)
+{
     b->nx = nx;
-    /* several samples: the lanes kernel, in vectors of the fewest lanes (4, 8 or the target's
-     * width) that hold them all or in groups of the target's width; its accumulators and the two
-     * operands must stay in registers */
+    /* vectors of the fewest lanes (4, 8 or the target's width) that hold every sample, or groups of
+     * the target's width */
     const int vec = cc->target->vec;
     int nl = 4;
     while (nl < vec && nl < nx) nl *= 2;
     int acc = (BSR_LANES_CHAINS + (int)b->bh - 1) / (int)b->bh;
     if (acc > b->bw) acc = (int)b->bw;
-    /* from 2 samples on, 3 where blocks fill a vector: 1x2048 by 2048x512 at 75% of 4x16 blocks
-     * pruned (AVX2), 0.048 ms sample by sample against 0.060 at two samples, 0.067 against 0.062 at
-     * three, 0.087 against 0.063 at four; 90% unstructured pruned 0.131 against 0.082 at two */
-    if (nx >= (b->bw >= vec ? BSR_LANES_MIN_WIDE : BSR_LANES_MIN) && b->bh * acc + 2 <= cc->target->n_vregs) {
+    if (lanes && b->bh * acc + 2 <= cc->target->n_vregs) {
         b->key.nl = nl;
         b->key.acc = acc;
+    }
+    /* the lanes kernel reads a chunk's weights once per group of samples: about BSR_CHUNK_FLOATS of
+     * them, so that they are read again from L2 */
+    b->chunk = BSR_CHUNK;
+    if (b->key.nl && b->rowptr[b->nbr] > 0) {
+        int64_t per_row = b->rowptr[b->nbr] * b->bh * b->bw / b->nbr + 1;
+        b->chunk = BSR_CHUNK_FLOATS / per_row;
+        if (b->chunk < 1) b->chunk = 1;
+        if (b->chunk > BSR_CHUNK) b->chunk = BSR_CHUNK;
     }
     static const char *const syms[] = {"run"};
     pdc_kernel_desc d = {&b->key, sizeof b->key, cpu_bsr_emit, &b->key, 1, syms};
     void *addr = NULL;
-    if ((st = pdc_jit_kernel(cc->jit, cc->ctx, &d, &addr, NULL))) {
+    pdc_status st = pdc_jit_kernel(cc->jit, cc->ctx, &d, &addr, NULL);
+    if (st) {
         cpu_bsr_release(b);
         return st;
     }
     if (b->key.nl) b->lanes_fn = (cpu_bsr_lanes_fn)addr;
     else b->fn = (cpu_bsr_fn)addr;
     return PDC_OK;
+}
+
+pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
+                        cpu_bsr *b)
+{
+    pdc_status st = cpu_bsr_plan_pack(cc->ctx, cc->target, wt, row0, rows, b);
+    if (st) return st;
+    /* lanes from 2 samples on, 3 where blocks fill a vector: 1x2048 by 2048x512 at 75% of 4x16 blocks
+     * pruned (AVX2), 0.048 ms sample by sample against 0.060 at two samples, 0.067 against 0.062 at
+     * three, 0.087 against 0.063 at four; 90% unstructured pruned 0.131 against 0.082 at two */
+    return bsr_compile(cc, nx, nx >= (b->bw >= cc->target->vec ? BSR_LANES_MIN_WIDE : BSR_LANES_MIN), b);
+}
+
+pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
+                              cpu_bsr *b)
+{
+    memset(b, 0, sizeof *b);
+    if (nx < 2 || nx > CPU_BSR_DENSE_MAX_ROWS || wt->kind != IR_TENSOR_CONST || !wt->data) return PDC_ERR_UNSUPPORTED;
+    pdc_status st = bsr_pack(cc->ctx, cc->target, wt, row0, rows, BSR_DENSE_BLOCK, BSR_DENSE_BLOCK, 1, 0.0, b);
+    if (st) return st;
+    b->dense = 1;
+    return bsr_compile(cc, nx, 1, b);
 }
 
 static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
@@ -563,6 +605,7 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_model *m, const ir_l
     spfc_state *s = pdc_calloc(ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     pdc_status st = cpu_bsr_plan(cc, wt, 0, p->n, p->m, &s->w);
+    if (st == PDC_ERR_UNSUPPORTED) st = cpu_bsr_plan_dense(cc, wt, 0, p->n, p->m, &s->w); /* a small batch */
     if (!st && bt) {
         if (!(s->bias = pdc_alloc(ctx, (size_t)p->n * sizeof *s->bias))) st = PDC_ERR_OUT_OF_MEMORY;
         else memcpy(s->bias, bt->data, (size_t)p->n * sizeof *s->bias);
@@ -584,10 +627,16 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_model *m, const ir_l
     L->thread_floats = cpu_bsr_thread_floats(w);
     char lanes[48] = "";
     if (w->lanes_fn) snprintf(lanes, sizeof lanes, ", %d samples per weight load", w->key.nl);
-    snprintf(L->info, sizeof L->info, "jit block-sparse fc, %s %" PRId64 "x%" PRId64 ", %.0f%% kept (%.2fx fewer FLOPs)%s, %s",
-             sp->kind == IR_SPARSITY_BLOCK ? "blocks" : "unstructured as blocks", w->bh, w->bw,
-             100.0 * (double)w->kept / (double)w->total, w->kept ? (double)w->total / (double)w->kept : 0.0, lanes,
-             pdc_isa_name(cc->target->isa));
+    if (w->dense)
+        snprintf(L->info, sizeof L->info, "jit dense fc for batch %" PRId64 ", weights packed in %" PRId64 "x%" PRId64
+                 " blocks%s%s, %s", s->n, w->bh, w->bw, lanes,
+                 sp->kind != IR_SPARSITY_NONE ? " (weights too dense or not blocked for the sparse kernel)" : "",
+                 pdc_isa_name(cc->target->isa));
+    else
+        snprintf(L->info, sizeof L->info, "jit block-sparse fc, %s %" PRId64 "x%" PRId64 ", %.0f%% kept (%.2fx fewer FLOPs)%s, %s",
+                 sp->kind == IR_SPARSITY_BLOCK ? "blocks" : "unstructured as blocks", w->bh, w->bw,
+                 100.0 * (double)w->kept / (double)w->total, w->kept ? (double)w->total / (double)w->kept : 0.0, lanes,
+                 pdc_isa_name(cc->target->isa));
     return PDC_OK;
 }
 

@@ -14,6 +14,7 @@
  * uses double): results agree to rounding.
  */
 #include <cblas.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -146,6 +147,17 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     return PDC_OK;
 }
 
+/* Rows [row0, row0 + rows) of wt for products of nx rows: block-sparse where the sparsity gains,
+ * else dense through the lanes kernel where nx is small (cpu_bsr_plan_dense); b left zeroed (OpenBLAS)
+ * where neither applies. */
+static pdc_status plan_matrix(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
+                              cpu_bsr *b)
+{
+    pdc_status st = cpu_bsr_plan(cc, wt, row0, rows, nx, b);
+    if (st == PDC_ERR_UNSUPPORTED) st = cpu_bsr_plan_dense(cc, wt, row0, rows, nx, b);
+    return st == PDC_ERR_UNSUPPORTED ? PDC_OK : st;
+}
+
 pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                         size_t why_cap)
 {
@@ -171,21 +183,15 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
     cpu_blas_single_thread();
     const int64_t gh = s->g * p.hidden, nh = p.hidden;
     const ir_tensor *wt = &m->tensors[l->inputs[1]], *rt = &m->tensors[l->inputs[2]];
-    /* block-sparse forms where the weights allow (PDC_ERR_UNSUPPORTED: that matrix stays dense) */
-    int nw = 0, nr = 0;
-    size_t kept[2] = {0, 0}, total[2] = {0, 0};
+    /* JIT'd forms where the weights allow (PDC_ERR_UNSUPPORTED: that matrix stays on OpenBLAS) */
     for (int64_t d = 0; d < p.dirs && st == PDC_OK; d++) {
-        st = cpu_bsr_plan(cc, wt, d * gh, gh, p.seq * p.batch, &s->w[d]);
-        if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
-        if (st) break;
-        if (s->lstm) {
-            st = cpu_bsr_plan(cc, rt, d * gh, gh, p.batch, &s->r[d]);
-        } else {
-            st = cpu_bsr_plan(cc, rt, d * gh, 2 * nh, p.batch, &s->r[d]);
-            if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
-            if (!st) st = cpu_bsr_plan(cc, rt, d * gh + 2 * nh, nh, p.batch, &s->rh[d]);
+        st = plan_matrix(cc, wt, d * gh, gh, p.seq * p.batch, &s->w[d]);
+        if (!st && s->lstm) {
+            st = plan_matrix(cc, rt, d * gh, gh, p.batch, &s->r[d]);
+        } else if (!st) {
+            st = plan_matrix(cc, rt, d * gh, 2 * nh, p.batch, &s->r[d]);
+            if (!st) st = plan_matrix(cc, rt, d * gh + 2 * nh, nh, p.batch, &s->rh[d]);
         }
-        if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK;
     }
     const ir_fused_params sig = {.act = IR_ACT_SIGMOID}, th = {.act = IR_ACT_TANH};
     if (!st) st = cpu_act_kernel(cc, &sig, &s->sig);
@@ -194,16 +200,22 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
         rnn_free(s);
         return st;
     }
+    /* per group (0: w, 1: r), matrices block-sparse and their weights, matrices JIT'd dense */
+    int sparse[2] = {0, 0}, dense[2] = {0, 0};
+    size_t kept[2] = {0, 0}, total[2] = {0, 0};
     for (int64_t d = 0; d < p.dirs; d++) {
         const cpu_bsr *ms[3] = {&s->w[d], &s->r[d], &s->rh[d]};
         for (int j = 0; j < 3; j++) {
             if (!cpu_bsr_ready(ms[j])) continue;
             if ((int64_t)cpu_bsr_scratch_floats(ms[j]) > s->pad) s->pad = (int64_t)cpu_bsr_scratch_floats(ms[j]);
             if (cpu_bsr_thread_floats(ms[j]) > L->thread_floats) L->thread_floats = cpu_bsr_thread_floats(ms[j]);
+            if (ms[j]->dense) {
+                dense[j > 0]++;
+                continue;
+            }
             kept[j > 0] += ms[j]->kept;
             total[j > 0] += ms[j]->total;
-            if (j == 0) nw++;
-            else nr++;
+            sparse[j > 0]++;
         }
     }
     L->run = rnn_run;
@@ -213,15 +225,22 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
                         (size_t)(2 * gh + s->pad);
     const char *name = ir_op_get_info(l->op)->name;
     const int sparse_w = wt->sparsity.kind != IR_SPARSITY_NONE, sparse_r = rt->sparsity.kind != IR_SPARSITY_NONE;
-    char wpart[64], rpart[64];
-    if (nw) snprintf(wpart, sizeof wpart, "w jit block-sparse (%.0f%% kept)", 100.0 * (double)kept[0] / (double)total[0]);
-    else snprintf(wpart, sizeof wpart, "w OpenBLAS%s", sparse_w ? " (sparsity not used: too dense or blocks misaligned)" : "");
-    if (nr) snprintf(rpart, sizeof rpart, "r jit block-sparse (%.0f%% kept)", 100.0 * (double)kept[1] / (double)total[1]);
-    else snprintf(rpart, sizeof rpart, "r OpenBLAS%s", sparse_r ? " (sparsity not used: too dense or blocks misaligned)" : "");
-    if (!nw && !nr)
+    char part[2][96];
+    for (int q = 0; q < 2; q++) {
+        const char *nm = q ? "r" : "w";
+        const int sp = q ? sparse_r : sparse_w;
+        if (sparse[q])
+            snprintf(part[q], sizeof part[q], "%s jit block-sparse (%.0f%% kept)", nm, 100.0 * (double)kept[q] / (double)total[q]);
+        else if (dense[q])
+            snprintf(part[q], sizeof part[q], "%s jit dense for %" PRId64 " rows%s", nm, q ? p.batch : p.seq * p.batch,
+                     sp ? " (sparsity not used: too dense or blocks misaligned)" : "");
+        else
+            snprintf(part[q], sizeof part[q], "%s OpenBLAS%s", nm, sp ? " (sparsity not used: too dense or blocks misaligned)" : "");
+    }
+    if (!sparse[0] && !sparse[1] && !dense[0] && !dense[1])
         snprintf(L->info, sizeof L->info, "%s: OpenBLAS GEMMs for input (all steps at once) and recurrent projections%s",
                  name, sparse_w || sparse_r ? " (weight sparsity not used: too dense or blocks misaligned)" : "");
     else
-        snprintf(L->info, sizeof L->info, "%s: gate products %s, %s, %s", name, wpart, rpart, pdc_isa_name(cc->target->isa));
+        snprintf(L->info, sizeof L->info, "%s: gate products %s, %s, %s", name, part[0], part[1], pdc_isa_name(cc->target->isa));
     return PDC_OK;
 }
