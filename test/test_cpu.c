@@ -1392,17 +1392,18 @@ END_TEST
  * 2 (PDC_OMP_STATIC: the team is what the option says, whatever else the host runs). */
 START_TEST(rnn_recurrent_rows_split_over_threads)
 {
-    /* 64K weights or more: a dense LSTM 128 and GRU 192 at batch 1, an LSTM 256 with 4x4 blocks
-     * (40% kept, 105K weights; its rows split by the block-sparse product, its dense input
-     * projection of 73K multiply-adds by columns), a dense LSTM 128 at batch 3 */
+    /* 64K weights or more: a dense LSTM 128 and GRU 192 at batch 1 (recurrent rows split for sgemv,
+     * the input projections of 3 steps on the lanes kernel), an LSTM 256 with 4x4 blocks (40% kept,
+     * 105K weights; its rows split by the block-sparse product), a dense LSTM 128 at batch 33 (both
+     * products on OpenBLAS sgemm, in chunks of columns) */
     ck_assert_int_eq(setenv("PDC_OMP_STATIC", "1", 1), 0);
     for (int q = 0; q < 4; q++) {
         const int lstm = q != 1, sparse = q == 2;
-        const char *desc = q == 0 ? "lstm 128" : q == 1 ? "gru 192" : q == 2 ? "lstm 256 4x4 blocks" : "lstm 128 batch 3";
+        const char *desc = q == 0 ? "lstm 128" : q == 1 ? "gru 192" : q == 2 ? "lstm 256 4x4 blocks" : "lstm 128 batch 33";
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "rnn_threads", &mdl));
         const int64_t H = q == 0 || q == 3 ? 128 : q == 1 ? 192 : 256, G = lstm ? 4 : 3, I = 24;
-        input("x", DIMS(3, q == 3 ? 3 : 1, I));
+        input("x", DIMS(3, q == 3 ? 33 : 1, I));
         constant_rand("w", DIMS(1, G * H, I), 0.3f, 5);
         if (sparse) constant_pruned("r", DIMS(1, G * H, H), 1, 4, 4, 40, 6);
         else constant_rand("r", DIMS(1, G * H, H), 0.15f, 6);
@@ -1415,7 +1416,7 @@ START_TEST(rnn_recurrent_rows_split_over_threads)
         output("y");
         ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
         pdc_program *p = check_matches_ref(desc, 11);
-        if (sparse) ck_assert_kernel(p, "rnn", "r jit block-sparse");
+        ck_assert_kernel(p, "rnn", sparse ? "r jit block-sparse" : q == 3 ? "OpenBLAS GEMMs" : "w jit dense for 3 rows, r OpenBLAS");
         pdc_program_destroy(p);
         check_thread_invariance(desc);
     }
@@ -1487,16 +1488,17 @@ START_TEST(dense_small_batches_packed)
         pdc_program_destroy(p);
         check_thread_invariance(what);
     }
-    /* LSTM, hidden 16 (gate slices on 8x8 blocks), batch 4 over 3 steps: the recurrent product of the
-     * batch and the input projection of the 12 rows on the lanes kernel */
+    /* a bidirectional LSTM, hidden 64 (gate slices on 8x8 blocks), batch 4 over 3 steps: the recurrent
+     * product of the batch (64K multiply-adds: split over the threads) and the input projection of
+     * the 12 rows on the lanes kernel */
     pdc_model_destroy(mdl);
     ck_assert_ok(ctx, pdc_model_create(ctx, "lstm", &mdl));
-    input("x", DIMS(3, 4, 10));
-    constant_rand("w", DIMS(2, 64, 10), 0.3f, 11);
-    constant_rand("r", DIMS(2, 64, 16), 0.3f, 12);
-    constant_rand("b", DIMS(2, 128), 0.3f, 13);
+    input("x", DIMS(3, 4, 40));
+    constant_rand("w", DIMS(2, 256, 40), 0.2f, 11);
+    constant_rand("r", DIMS(2, 256, 64), 0.15f, 12);
+    constant_rand("b", DIMS(2, 512), 0.3f, 13);
     pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", 16));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", 64));
     ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "bidirectional"));
     layer("lstm", a, "y", NAMES("x", "w", "r", "b"));
     output("y");

@@ -167,14 +167,16 @@ pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const i
 pdc_status cpu_bsr_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
                         LLVMModuleRef m, const char *prefix);
 /* cpu_bsr_plan_pack, then the kernel for products of up to nx rows of x through the JIT: the lanes
- * kernel from CPU_BSR_LANES_MIN rows on (where its accumulators fit the registers), else the
- * one-sample one. */
+ * kernel from 2 rows on (3 where the blocks fill a vector; where its accumulators fit the
+ * registers), else the one-sample one. */
 pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
                         cpu_bsr *b);
-/* A dense constant wt's rows [row0, row0 + rows) in 8x8 blocks, all kept, for the lanes kernel:
- * for products of 2 to CPU_BSR_DENSE_MAX_ROWS rows of x, where OpenBLAS's sgemm, which packs w
- * again on every call, is slower (PDC_ERR_UNSUPPORTED outside them, or off block-row bounds). */
+/* A dense constant wt's rows [row0, row0 + rows) in 8x8 blocks, all kept (a copy of the weights),
+ * for the kernels above: for products of 2 to CPU_BSR_DENSE_MAX_ROWS rows of x, where OpenBLAS's
+ * sgemm, which packs w again on every call, is slower. PDC_ERR_UNSUPPORTED outside them, off
+ * block-row bounds, below 8 rows or columns, or above CPU_BSR_DENSE_MAX_WEIGHTS weights. */
 #define CPU_BSR_DENSE_MAX_ROWS 32
+#define CPU_BSR_DENSE_MAX_WEIGHTS (16.0 * 1024 * 1024)
 pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
                               cpu_bsr *b);
 void cpu_bsr_release(cpu_bsr *b);
@@ -187,11 +189,12 @@ void cpu_bsr_gemv(const cpu_bsr *b, const float *x, const float *bias, float *y,
 size_t cpu_bsr_scratch_floats(const cpu_bsr *b);
 size_t cpu_bsr_thread_floats(const cpu_bsr *b);
 /* y[i][0, o) = act(bias + w x[i]) for nx <= b->nx rows x[i] (k floats, ldx apart) into rows ldy
- * apart (bias NULL: none; y must not overlap x). Chunks of 64 block-rows, taken dynamically by nt
- * threads (one thread below 64K multiply-adds), each computed by one kernel call per group of
- * samples, so results do not depend on nt; act (unless NULL) runs over each chunk's outputs while
- * they are in cache. scratch: cpu_bsr_scratch_floats(b) floats, own[t]: cpu_bsr_thread_floats(b)
- * floats for each thread t < nt, all 64-byte aligned. */
+ * apart (bias NULL: none; y must not overlap x). Chunks of b->chunk block-rows (64, or about 32K
+ * weights for the lanes kernel), taken dynamically by nt threads (one thread below 64K
+ * multiply-adds), each computed by one kernel call per group of samples, so results do not depend
+ * on nt; act (unless NULL) runs over each chunk's outputs while they are in cache. scratch:
+ * cpu_bsr_scratch_floats(b) floats, own[t]: cpu_bsr_thread_floats(b) floats for each thread t < nt
+ * (no alignment needed). */
 void cpu_bsr_product(const cpu_bsr *b, int64_t nx, const float *x, int64_t ldx, const float *bias, float *y,
                      int64_t ldy, float *scratch, float *const *own, int nt, cpu_unary_fn act);
 

@@ -27,7 +27,7 @@
 
 #define SPFC_MAX_BH 16
 #define SPFC_MAX_BW 64
-#define SPFC_DENSITY_MAX 0.5  /* kept fraction above which dense BLAS is faster */ /* kept fraction above which dense BLAS is faster */
+#define SPFC_DENSITY_MAX 0.5  /* kept fraction above which dense BLAS is faster */
 #define BSR_LANES_MIN 2       /* rows of x from which the lanes kernel runs a product, */
 #define BSR_LANES_MIN_WIDE 3  /* and where the one-sample kernel's blocks fill a vector */
 #define BSR_LANES_CHAINS 8    /* independent FMA chains the lanes kernel keeps per block-row */
@@ -372,8 +372,8 @@ static void bsr_lanes_chunk(const cpu_bsr *b, int64_t r0, int64_t nx, const floa
         b->lanes_fn(xt + s0 * kp, b->rowptr, b->col, b->wpk, yt, r0, r1);
         for (int64_t sm = s0; sm < nx && sm < s0 + nl; sm++) {
             float *yr = y + sm * ldy;
-            const float *src = yt + (sm - s0) - o0 * nl;
-            for (int64_t oi = o0; oi < o1; oi++) yr[oi] = src[oi * nl] + (bias ? bias[oi] : 0.0f);
+            const float *src = yt + (sm - s0);
+            for (int64_t oi = o0; oi < o1; oi++) yr[oi] = src[(oi - o0) * nl] + (bias ? bias[oi] : 0.0f);
             if (act) act(yr + o0, NULL, yr + o0, o1 - o0);
         }
     }
@@ -443,12 +443,13 @@ void cpu_sgemm_nt_threads(int m, int n, int k, const float *x, const float *w, f
 }
 
 /* Whether block (br, bc) of a slice whose first block-row is br0 is kept (dense: every block). */
-static int bsr_block_kept(const ir_tensor *wt, int dense, int64_t nbc, int64_t row0, int64_t br0, int64_t br, int64_t bc)
+static int bsr_block_kept(const ir_tensor *wt, int dense, int64_t k, int64_t nbc, int64_t row0, int64_t br0, int64_t br,
+                          int64_t bc)
 {
     const ir_sparsity *sp = &wt->sparsity;
     if (dense) return 1;
     if (sp->kind == IR_SPARSITY_BLOCK) return sp->block_mask[(br0 + br) * nbc + bc] != 0;
-    return sp->mask[(row0 + br) * wt->dims[wt->rank - 1] + bc] != 0; /* unstructured: 1x1 blocks */
+    return sp->mask[(row0 + br) * k + bc] != 0; /* unstructured: 1x1 blocks of the k-column view */
 }
 
 /* Packs rows [row0, row0 + rows) of wt's matrix view in bh x bw blocks: the kept ones (every one if
@@ -468,7 +469,7 @@ static pdc_status bsr_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_
     size_t nblk = 0, kept = 0;
     for (int64_t br = 0; br < nbr; br++)
         for (int64_t bc = 0; bc < nbc; bc++) {
-            if (!bsr_block_kept(wt, dense, nbc, row0, br0, br, bc)) continue;
+            if (!bsr_block_kept(wt, dense, k, nbc, row0, br0, br, bc)) continue;
             nblk++;
             int64_t h = rows - br * bh < bh ? rows - br * bh : bh, w = k - bc * bw < bw ? k - bc * bw : bw;
             kept += (size_t)(h * w);
@@ -493,7 +494,7 @@ static pdc_status bsr_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_
     for (int64_t br = 0; br < nbr; br++) {
         b->rowptr[br] = (int64_t)bi;
         for (int64_t bc = 0; bc < nbc; bc++) {
-            if (!bsr_block_kept(wt, dense, nbc, row0, br0, br, bc)) continue;
+            if (!bsr_block_kept(wt, dense, k, nbc, row0, br0, br, bc)) continue;
             b->col[bi] = (int32_t)(bc * bw);
             float *dst = b->wpk + bi * (size_t)(bh * bw);
             for (int64_t r = 0; r < bh && br * bh + r < rows; r++)
@@ -519,6 +520,15 @@ pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const i
     if (sp->kind == IR_SPARSITY_BLOCK) return bsr_pack(ctx, t, wt, row0, rows, sp->bh, sp->bw, 0, SPFC_DENSITY_MAX, b);
     if (sp->kind == IR_SPARSITY_UNSTRUCTURED) return bsr_pack(ctx, t, wt, row0, rows, 1, 1, 0, SPFC_DENSITY_MAX, b);
     return PDC_ERR_UNSUPPORTED;
+}
+
+/* Whether the lanes kernel is worth it for nx samples: from 2 on, 3 where b's blocks fill a vector
+ * (the one-sample kernel's vectors are full then). 1x2048 by 2048x512 at 75% of 4x16 blocks pruned
+ * (AVX2): 0.048 ms sample by sample against 0.060 at two samples, 0.067 against 0.062 at three,
+ * 0.087 against 0.063 at four; 90% unstructured pruned 0.131 against 0.082 at two. */
+static int bsr_lanes_pay(const cpu_compile *cc, const cpu_bsr *b, int64_t nx)
+{
+    return nx >= (b->bw >= cc->target->vec ? BSR_LANES_MIN_WIDE : BSR_LANES_MIN);
 }
 
 /* b's kernel through the JIT: the lanes kernel if asked for and its accumulators and two operands
@@ -564,21 +574,25 @@ pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0
 {
     pdc_status st = cpu_bsr_plan_pack(cc->ctx, cc->target, wt, row0, rows, b);
     if (st) return st;
-    /* lanes from 2 samples on, 3 where blocks fill a vector: 1x2048 by 2048x512 at 75% of 4x16 blocks
-     * pruned (AVX2), 0.048 ms sample by sample against 0.060 at two samples, 0.067 against 0.062 at
-     * three, 0.087 against 0.063 at four; 90% unstructured pruned 0.131 against 0.082 at two */
-    return bsr_compile(cc, nx, nx >= (b->bw >= cc->target->vec ? BSR_LANES_MIN_WIDE : BSR_LANES_MIN), b);
+    return bsr_compile(cc, nx, bsr_lanes_pay(cc, b, nx), b);
 }
 
 pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
                               cpu_bsr *b)
 {
     memset(b, 0, sizeof *b);
-    if (nx < 2 || nx > CPU_BSR_DENSE_MAX_ROWS || wt->kind != IR_TENSOR_CONST || !wt->data) return PDC_ERR_UNSUPPORTED;
+    int64_t vr, k;
+    ir_weight_matrix_view(wt, &vr, &k);
+    (void)vr;
+    /* a second copy of the weights: not for matrices that dwarf the gain (a copy of VGG's 102M-weight
+     * fc6 would take 400 MB), nor for fewer rows or columns than a block (the padding is work) */
+    if (nx < 2 || nx > CPU_BSR_DENSE_MAX_ROWS || wt->kind != IR_TENSOR_CONST || !wt->data || rows < BSR_DENSE_BLOCK ||
+        k < BSR_DENSE_BLOCK || (double)rows * (double)k > CPU_BSR_DENSE_MAX_WEIGHTS)
+        return PDC_ERR_UNSUPPORTED;
     pdc_status st = bsr_pack(cc->ctx, cc->target, wt, row0, rows, BSR_DENSE_BLOCK, BSR_DENSE_BLOCK, 1, 0.0, b);
     if (st) return st;
     b->dense = 1;
-    return bsr_compile(cc, nx, 1, b);
+    return bsr_compile(cc, nx, bsr_lanes_pay(cc, b, nx), b);
 }
 
 static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,

@@ -231,9 +231,12 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
         const int sp = q ? sparse_r : sparse_w;
         if (sparse[q])
             snprintf(part[q], sizeof part[q], "%s jit block-sparse (%.0f%% kept)", nm, 100.0 * (double)kept[q] / (double)total[q]);
-        else if (dense[q])
+        else if (dense[q] == (q ? (s->lstm ? 1 : 2) : 1) * (int)p.dirs)
             snprintf(part[q], sizeof part[q], "%s jit dense for %" PRId64 " rows%s", nm, q ? p.batch : p.seq * p.batch,
                      sp ? " (sparsity not used: too dense or blocks misaligned)" : "");
+        else if (dense[q])
+            snprintf(part[q], sizeof part[q], "%s jit dense for %" PRId64 " rows (%d of %d slices; the rest OpenBLAS)", nm,
+                     q ? p.batch : p.seq * p.batch, dense[q], (q ? (s->lstm ? 1 : 2) : 1) * (int)p.dirs);
         else
             snprintf(part[q], sizeof part[q], "%s OpenBLAS%s", nm, sp ? " (sparsity not used: too dense or blocks misaligned)" : "");
     }
