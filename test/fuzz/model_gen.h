@@ -223,7 +223,8 @@ static void build(gen *g)
             y = "y1b";
         }
     } else if (fam == 2) { /* fc */
-        int64_t k = c * h, o = pick(g->b, 1, 16), xd[2] = {n, k}, wd[2] = {o, k};
+        /* batch n * h (1..24): the sparse and packed-dense kernels' several-samples forms too */
+        int64_t k = c * h, o = pick(g->b, 1, 16), xd[2] = {n * h, k}, wd[2] = {o, k};
         ok(g, pdc_model_add_input(g->m, "x", 2, xd), "input");
         float *wv = weights(g, (size_t)(o * k), 1.0 / sqrt((double)k));
         sparsify(g, "w", wv, 2, wd, 1);
