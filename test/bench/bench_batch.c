@@ -17,24 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "layers.h"
 #include "pdc.h"
 
 void openblas_set_num_threads(int n); /* OpenBLAS's own, not in cblas.h */
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static pdc_context *ctx;
 
@@ -107,14 +94,13 @@ static double median_ms(void (*fn)(void *), void *arg, double min_time)
     double spent = 0;
     for (int w = 0; w < 3; w++) fn(arg);
     while ((n < 11 || spent < min_time) && n < MAX) {
-        double t0 = now();
+        double t0 = bench_now();
         fn(arg);
-        t[n] = (now() - t0) * 1e3;
+        t[n] = (bench_now() - t0) * 1e3;
         spent += t[n] / 1e3;
         n++;
     }
-    qsort(t, (size_t)n, sizeof *t, cmpd);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return bench_median(t, n);
 }
 
 typedef struct {

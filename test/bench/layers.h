@@ -1,6 +1,7 @@
 /*
  * layers.h - what the layer benchmarks share (bench_conv: cpu vs oneDNN/OpenBLAS; gpu_bench: gpu vs
- * cuDNN): the 3x3 layer list, the pattern pruning applied to them, a seeded random stream and timing.
+ * cuDNN): the 3x3 layer list, the pattern pruning applied to them, a seeded random stream and timing
+ * (bench_now, bench_median: bench_batch uses those too).
  */
 #ifndef PDC_TEST_BENCH_LAYERS_H
 #define PDC_TEST_BENCH_LAYERS_H
