@@ -75,7 +75,7 @@ help:
 	@echo "make demo       train, prune and retrain the digits CNN (examples/train_digits.c), then inspect, run, convert it"
 	@echo "make bench-train   training step time: pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
-	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time"
+	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS"
 	@echo "make bench-gpu  the gpu target vs cuDNN on the 3x3 layers, whole models gpu vs cpu (needs a GPU and cuDNN)"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
 	@echo "make deps       install missing Debian packages (apt-get)"
