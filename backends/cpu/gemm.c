@@ -361,13 +361,22 @@ size_t cpu_bsr_thread_floats(const cpu_bsr *b)
     return b->lanes_fn ? (size_t)(b->chunk * b->bh * b->key.nl) : 0; /* a chunk's yt */
 }
 
+/* The block-rows [r0, *r1) of the chunk starting at block-row r0, and the outputs [*o0, *o1) they hold. */
+static void bsr_chunk_bounds(const cpu_bsr *b, int64_t r0, int64_t *r1, int64_t *o0, int64_t *o1)
+{
+    *r1 = r0 + b->chunk < b->nbr ? r0 + b->chunk : b->nbr;
+    *o0 = r0 * b->bh;
+    *o1 = *r1 * b->bh < b->o ? *r1 * b->bh : b->o;
+}
+
 /* One chunk of block-rows [r0, r0 + b->chunk) for every group of nl samples: the kernel into yt,
  * then each sample's outputs out of yt with the bias, and the activation over them. */
 static void bsr_lanes_chunk(const cpu_bsr *b, int64_t r0, int64_t nx, const float *xt, const float *bias, float *y,
                             int64_t ldy, float *yt, cpu_unary_fn act)
 {
-    const int64_t nl = b->key.nl, kp = cpu_bsr_kpad(b), r1 = r0 + b->chunk < b->nbr ? r0 + b->chunk : b->nbr;
-    const int64_t o0 = r0 * b->bh, o1 = r1 * b->bh < b->o ? r1 * b->bh : b->o;
+    const int64_t nl = b->key.nl, kp = cpu_bsr_kpad(b);
+    int64_t r1, o0, o1;
+    bsr_chunk_bounds(b, r0, &r1, &o0, &o1);
     for (int64_t s0 = 0; s0 < nx; s0 += nl) {
         b->lanes_fn(xt + s0 * kp, b->rowptr, b->col, b->wpk, yt, r0, r1);
         for (int64_t sm = s0; sm < nx && sm < s0 + nl; sm++) {
@@ -415,10 +424,10 @@ void cpu_bsr_product(const cpu_bsr *b, int64_t nx, const float *x, int64_t ldx, 
         }
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
         for (int64_t r0 = 0; r0 < b->nbr; r0 += b->chunk) {
-            cpu_bsr_gemv(b, xs, bias, ys, r0, r0 + b->chunk);
-            /* the activation over the rows just written (block-rows r0.. hold outputs r0 * bh..) */
-            int64_t o0 = r0 * b->bh, o1 = (r0 + b->chunk) * b->bh < b->o ? (r0 + b->chunk) * b->bh : b->o;
-            if (act) act(ys + o0, NULL, ys + o0, o1 - o0);
+            int64_t r1, o0, o1;
+            bsr_chunk_bounds(b, r0, &r1, &o0, &o1);
+            cpu_bsr_gemv(b, xs, bias, ys, r0, r1);
+            if (act) act(ys + o0, NULL, ys + o0, o1 - o0); /* the rows just written, while in cache */
         }
     }
 }
@@ -453,10 +462,10 @@ static int bsr_block_kept(const ir_tensor *wt, int dense, int64_t k, int64_t nbc
 }
 
 /* Packs rows [row0, row0 + rows) of wt's matrix view in bh x bw blocks: the kept ones (every one if
- * dense), in execution order, and the one-sample code key. max_density: the kept share (edge
- * blocks counted whole) above which PDC_ERR_UNSUPPORTED, unless dense. */
+ * dense), in execution order, and the one-sample code key. Unless dense, PDC_ERR_UNSUPPORTED where
+ * more than SPFC_DENSITY_MAX of the slice is kept (edge blocks counted whole). */
 static pdc_status bsr_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_tensor *wt, int64_t row0, int64_t rows,
-                           int64_t bh, int64_t bw, int dense, double max_density, cpu_bsr *b)
+                           int64_t bh, int64_t bw, int dense, cpu_bsr *b)
 {
     int64_t vr, k;
     ir_weight_matrix_view(wt, &vr, &k);
@@ -475,7 +484,7 @@ static pdc_status bsr_pack(pdc_context *ctx, const pdc_llvm_target *t, const ir_
             kept += (size_t)(h * w);
         }
     const size_t total = (size_t)(rows * k);
-    if (!dense && (double)nblk * (double)(bh * bw) > max_density * (double)total) return PDC_ERR_UNSUPPORTED;
+    if (!dense && (double)nblk * (double)(bh * bw) > SPFC_DENSITY_MAX * (double)total) return PDC_ERR_UNSUPPORTED;
     b->k = k;
     b->o = rows;
     b->bh = bh;
@@ -517,8 +526,8 @@ pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const i
     memset(b, 0, sizeof *b);
     const ir_sparsity *sp = &wt->sparsity;
     if (wt->kind != IR_TENSOR_CONST || !wt->data) return PDC_ERR_UNSUPPORTED;
-    if (sp->kind == IR_SPARSITY_BLOCK) return bsr_pack(ctx, t, wt, row0, rows, sp->bh, sp->bw, 0, SPFC_DENSITY_MAX, b);
-    if (sp->kind == IR_SPARSITY_UNSTRUCTURED) return bsr_pack(ctx, t, wt, row0, rows, 1, 1, 0, SPFC_DENSITY_MAX, b);
+    if (sp->kind == IR_SPARSITY_BLOCK) return bsr_pack(ctx, t, wt, row0, rows, sp->bh, sp->bw, 0, b);
+    if (sp->kind == IR_SPARSITY_UNSTRUCTURED) return bsr_pack(ctx, t, wt, row0, rows, 1, 1, 0, b);
     return PDC_ERR_UNSUPPORTED;
 }
 
@@ -589,7 +598,7 @@ pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_
     if (nx < 2 || nx > CPU_BSR_DENSE_MAX_ROWS || wt->kind != IR_TENSOR_CONST || !wt->data || rows < BSR_DENSE_BLOCK ||
         k < BSR_DENSE_BLOCK || (double)rows * (double)k > CPU_BSR_DENSE_MAX_WEIGHTS)
         return PDC_ERR_UNSUPPORTED;
-    pdc_status st = bsr_pack(cc->ctx, cc->target, wt, row0, rows, BSR_DENSE_BLOCK, BSR_DENSE_BLOCK, 1, 0.0, b);
+    pdc_status st = bsr_pack(cc->ctx, cc->target, wt, row0, rows, BSR_DENSE_BLOCK, BSR_DENSE_BLOCK, 1, b);
     if (st) return st;
     b->dense = 1;
     return bsr_compile(cc, nx, bsr_lanes_pay(cc, b, nx), b);

@@ -4,7 +4,9 @@
  * folded in), then per step one GEMM for the recurrent part (h[B, H] r^T) and the gates: their
  * sigmoids and tanhs JIT'd over each whole gate block (eltwise.c's kernels; one libm call per element
  * cost 1-1.5 ms of a 32-step LSTM with hidden size 512 at batch 1), the products around them in C.
- * Dense weights go through OpenBLAS. A block- or unstructured-pruned w or r (sparse enough, blocks
+ * Dense weights go through OpenBLAS, or, for products of 2-32 rows whose slices fall on 8x8
+ * blocks, through gemm.c's kernels on a packed copy (cpu_bsr_plan_dense: sgemm repacks w on every
+ * call). A block- or unstructured-pruned w or r (sparse enough, blocks
  * not straddling a direction or GRU's h gate) goes through gemm.c's JIT'd block-sparse product
  * instead, over the kept blocks only (cpu_bsr_product: each weight loaded once for every sample of
  * the batch, or of all time steps for the input projection). Every product of RNN_PAR_MIN
@@ -26,8 +28,8 @@ typedef struct rnn_state {
     ir_rnn_params p;
     int lstm;
     int64_t g;              /* gates: 4 (lstm) or 3 (gru) */
-    /* per direction, block-sparse forms (fn NULL: dense BLAS): w's gates; r's gates (lstm) or r's
-     * z and r gates (gru); gru's h gate of r */
+    /* per direction, JIT'd forms (block-sparse or packed dense; not cpu_bsr_ready: OpenBLAS): w's
+     * gates; r's gates (lstm) or r's z and r gates (gru); gru's h gate of r */
     cpu_bsr w[2], r[2], rh[2];
     int64_t pad;            /* floats of the block-sparse products' scratch (cpu_bsr_scratch_floats) */
     cpu_unary_fn sig, tanh; /* the gates' activations, JIT'd over whole vectors (eltwise.c) */
@@ -225,20 +227,21 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
                         (size_t)(2 * gh + s->pad);
     const char *name = ir_op_get_info(l->op)->name;
     const int sparse_w = wt->sparsity.kind != IR_SPARSITY_NONE, sparse_r = rt->sparsity.kind != IR_SPARSITY_NONE;
+    static const char unused[] = " (sparsity not used: too dense or blocks misaligned)";
     char part[2][96];
     for (int q = 0; q < 2; q++) {
-        const char *nm = q ? "r" : "w";
-        const int sp = q ? sparse_r : sparse_w;
+        const char *nm = q ? "r" : "w", *note = (q ? sparse_r : sparse_w) ? unused : "";
+        const int slices = (q && !s->lstm ? 2 : 1) * (int)p.dirs; /* GRU's r: the z/r gates and the h gate */
+        const int64_t rows = q ? p.batch : p.seq * p.batch;
         if (sparse[q])
             snprintf(part[q], sizeof part[q], "%s jit block-sparse (%.0f%% kept)", nm, 100.0 * (double)kept[q] / (double)total[q]);
-        else if (dense[q] == (q ? (s->lstm ? 1 : 2) : 1) * (int)p.dirs)
-            snprintf(part[q], sizeof part[q], "%s jit dense for %" PRId64 " rows%s", nm, q ? p.batch : p.seq * p.batch,
-                     sp ? " (sparsity not used: too dense or blocks misaligned)" : "");
+        else if (dense[q] == slices)
+            snprintf(part[q], sizeof part[q], "%s jit dense for %" PRId64 " rows%s", nm, rows, note);
         else if (dense[q])
             snprintf(part[q], sizeof part[q], "%s jit dense for %" PRId64 " rows (%d of %d slices; the rest OpenBLAS)", nm,
-                     q ? p.batch : p.seq * p.batch, dense[q], (q ? (s->lstm ? 1 : 2) : 1) * (int)p.dirs);
+                     rows, dense[q], slices);
         else
-            snprintf(part[q], sizeof part[q], "%s OpenBLAS%s", nm, sp ? " (sparsity not used: too dense or blocks misaligned)" : "");
+            snprintf(part[q], sizeof part[q], "%s OpenBLAS%s", nm, note);
     }
     if (!sparse[0] && !sparse[1] && !dense[0] && !dense[1])
         snprintf(L->info, sizeof L->info, "%s: OpenBLAS GEMMs for input (all steps at once) and recurrent projections%s",
