@@ -104,6 +104,11 @@ void ir_sparsity_free(ir_sparsity *s);
 pdc_status ir_sparsity_copy(const pdc_context *ctx, ir_sparsity *dst, const ir_sparsity *src);
 /* The matrix view used by block sparsity (see pdc_model_set_sparsity_block). */
 void ir_weight_matrix_view(const struct ir_tensor *w, int64_t *rows, int64_t *cols);
+/* The transpose [cols, rows] of constant matrix t with its block or unstructured sparsity (blocks
+ * bh x bw become bw x bh), into *dst, which borrows t's name and owns its data and masks (free with
+ * ir_matrix_transpose_free). PDC_ERR_UNSUPPORTED unless t is a constant of rank 2 without patterns. */
+pdc_status ir_matrix_transpose(const pdc_context *ctx, const struct ir_tensor *t, struct ir_tensor *dst);
+void ir_matrix_transpose_free(struct ir_tensor *t);
 /* 1 if element `index` of tensor t is kept by its sparsity (always 1 when dense). */
 int ir_sparsity_keeps(const struct ir_tensor *t, size_t index);
 /* Number of elements kept. */

@@ -59,6 +59,51 @@ void ir_weight_matrix_view(const ir_tensor *w, int64_t *rows, int64_t *cols)
     *cols = c;
 }
 
+pdc_status ir_matrix_transpose(const pdc_context *ctx, const ir_tensor *t, ir_tensor *dst)
+{
+    memset(dst, 0, sizeof *dst);
+    const ir_sparsity *s = &t->sparsity;
+    if (t->kind != IR_TENSOR_CONST || !t->data || t->rank != 2 || s->kind == IR_SPARSITY_PATTERN)
+        return PDC_ERR_UNSUPPORTED;
+    const int64_t r = t->dims[0], c = t->dims[1];
+    const size_t n = (size_t)(r * c);
+    ir_tensor d = {.name = t->name, .kind = IR_TENSOR_CONST, .rank = 2, .dims = {c, r}, .producer = -1};
+    d.sparsity.kind = s->kind;
+    d.data = pdc_alloc(ctx, (n ? n : 1) * sizeof *d.data);
+    if (s->kind == IR_SPARSITY_BLOCK) {
+        /* [r, c] in bh x bw blocks -> [c, r] in bw x bh blocks: the block grid transposes too */
+        const size_t nbr = (size_t)((r + s->bh - 1) / s->bh), nbc = (size_t)((c + s->bw - 1) / s->bw);
+        d.sparsity.bh = s->bw;
+        d.sparsity.bw = s->bh;
+        d.sparsity.n_blocks = s->n_blocks;
+        if ((d.sparsity.block_mask = pdc_alloc(ctx, s->n_blocks ? s->n_blocks : 1)))
+            for (size_t i = 0; i < nbr; i++)
+                for (size_t j = 0; j < nbc; j++) d.sparsity.block_mask[j * nbr + i] = s->block_mask[i * nbc + j];
+    } else if (s->kind == IR_SPARSITY_UNSTRUCTURED) {
+        d.sparsity.n_mask = n;
+        d.sparsity.mask = pdc_alloc(ctx, n ? n : 1);
+    }
+    if (!d.data || (s->kind == IR_SPARSITY_BLOCK && !d.sparsity.block_mask) ||
+        (s->kind == IR_SPARSITY_UNSTRUCTURED && !d.sparsity.mask)) {
+        ir_matrix_transpose_free(&d);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++) {
+            d.data[j * r + i] = t->data[i * c + j];
+            if (d.sparsity.mask) d.sparsity.mask[j * r + i] = s->mask[i * c + j];
+        }
+    *dst = d;
+    return PDC_OK;
+}
+
+void ir_matrix_transpose_free(ir_tensor *t)
+{
+    pdc_free(t->data);
+    ir_sparsity_free(&t->sparsity);
+    memset(t, 0, sizeof *t);
+}
+
 /* Pattern sparsity: window size and kernel count implied by the weight's shape. */
 static size_t pattern_window(const ir_tensor *t) { return (size_t)(t->dims[2] * t->dims[3]); }
 

@@ -200,6 +200,9 @@ typedef enum {
     BC_FC,             /* y; variant: 0 dense, 1 block, 2 unstructured, 3 dense at batch 2-32 */
     BC_GEMM,           /* y */
     BC_MATMUL,         /* y */
+    BC_MATMUL_CONST,   /* y = x [..., M, K] times a constant [K, N]; variant: 0 dense, 1 block, 2 unstructured, and
+                        * +3 where the rows (x's leading dims times M) are 2-32 and K, N >= 8, +6 where a sparse
+                        * weight keeps more than half of its blocks (edge blocks counted whole) */
     BC_RNN,            /* rnn; variant: weights 0 dense, 1 block, 2 unstructured */
     BC_POOL,           /* y max/avg pool, g global average pool */
     BC_EVERY_OP,       /* s softmax, t transpose, c concat, f flatten, r reshape */
@@ -670,6 +673,55 @@ START_TEST(matmul_broadcast_matches_ref)
 }
 END_TEST
 
+START_TEST(matmul_const_random_matches_ref)
+{
+    /* _i: the weight [K, N] 0 dense, 1 block-sparse in its stored layout, 2 unstructured; x of rank 2-4 */
+    rng = 515u + (uint32_t)_i;
+    for (int c = 0; c < sweep(16); c++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "matmul", &mdl));
+        int rank = (int)rnd_in(2, 4);
+        int64_t xd[4], rows = 1, k = rnd_in(1, 120), n = rnd_in(1, 70), bh = rnd_in(1, 8), bw = rnd_in(1, 4);
+        for (int d = 0; d < rank - 1; d++) rows *= (xd[d] = d == rank - 2 ? rnd_in(1, 12) : rnd_in(1, 3));
+        xd[rank - 1] = k;
+        input("x", (size_t)rank, xd);
+        size_t wn = (size_t)(k * n);
+        float *w = malloc(wn * sizeof *w);
+        uint8_t *mask = malloc(wn);
+        ck_assert(w && mask);
+        test_fill_random(w, wn, rnd());
+        /* blocks bh x bw of the stored [K, N] (bh along K); kept ones counted whole, edges included */
+        int64_t nbr = (k + bh - 1) / bh, nbc = (n + bw - 1) / bw, kept = 0;
+        if (_i == 1) {
+            for (int64_t b = 0; b < nbr * nbc; b++) kept += mask[b] = rnd() % 10 < 3;
+            for (int64_t r = 0; r < k; r++)
+                for (int64_t q = 0; q < n; q++)
+                    if (!mask[(r / bh) * nbc + q / bw]) w[r * n + q] = 0.0f;
+        } else if (_i == 2) {
+            for (size_t q = 0; q < wn; q++)
+                if (!(mask[q] = rnd() % 10 < 2)) w[q] = 0.0f;
+                else kept++;
+        }
+        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){k, n}, w));
+        if (_i == 1) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, "w", bh, bw, (size_t)(nbr * nbc), mask));
+        if (_i == 2) ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
+        free(mask);
+        free(w);
+        layer("matmul", NULL, "y", NAMES("x", "w"));
+        output("y");
+        char what[128];
+        snprintf(what, sizeof what, "matmul of %lld rows, k%lld n%lld %s %lldx%lld", (long long)rows, (long long)k,
+                 (long long)n, _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
+        pdc_program *p = check_matches_ref(what, (uint32_t)c);
+        int64_t cells = _i == 1 ? bh * bw : 1;
+        int variant = (int)_i + (rows >= 2 && rows <= 32 && k >= 8 && n >= 8 ? 3 : 0) +
+                      (_i && 2 * kept * cells > k * n ? 6 : 0);
+        bc_expect_kernels(BC_MATMUL_CONST, p, variant);
+        pdc_program_destroy(p);
+    }
+}
+END_TEST
+
 START_TEST(rnn_random_matches_ref)
 {
     /* LSTM and GRU: directions, initial states, optional outputs, linear_before_reset */
@@ -1003,6 +1055,7 @@ static bc_tcases bc_add_cases(Suite *s, SFun setup, SFun teardown)
     tcase_add_loop_test(t.gemm, fc_random_matches_ref, 0, 3);
     tcase_add_test(t.gemm, gemm_random_matches_ref);
     tcase_add_test(t.gemm, matmul_broadcast_matches_ref);
+    tcase_add_loop_test(t.gemm, matmul_const_random_matches_ref, 0, 3);
     tcase_add_test(t.gemm, rnn_random_matches_ref);
 
     t.pool = bc_tcase(s, "pool", 120, setup, teardown);

@@ -63,6 +63,14 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
         break;
     case BC_GEMM:
     case BC_MATMUL: ck_assert_kernel(p, "y", "blas sgemm"); break;
+    case BC_MATMUL_CONST: {
+        /* sparse weights on the block-sparse kernel (transposed to [N, K]) unless they keep more than
+         * half; dense ones (and those) packed in 8x8 blocks for 2-32 rows, else OpenBLAS */
+        int kind = variant % 3, small = variant % 6 >= 3, too_dense = variant >= 6;
+        ck_assert_kernel(p, "y", kind && !too_dense ? "jit block-sparse matmul, " : small ? "jit dense matmul for " : "blas sgemm");
+        if (kind == 1 && !too_dense) ck_assert_kernel(p, "y", "of the transposed weights");
+        break;
+    }
     case BC_RNN:
         /* dense: OpenBLAS, or the lanes kernel for few rows where the gate slices fall on its blocks */
         if (variant == 0) ck_assert_msg(!strstr(kernel_of(p, "rnn"), "block-sparse"), "%s", kernel_of(p, "rnn"));
@@ -1510,6 +1518,38 @@ START_TEST(dense_small_batches_packed)
 }
 END_TEST
 
+START_TEST(matmul_const_weights_on_sparse_kernels)
+{
+    /* a transformer's linear layers: x [2, 24, 256] (48 rows: groups of samples per vector lane over
+     * several chunks of block-rows) by a constant [256, 300] pruned in 16x4 blocks of its stored
+     * layout, and x [3, 5, 40] (15 rows) by a dense [40, 64]; at 2 threads against ref, then
+     * bit-identical at 1 and 2 */
+    ck_assert_int_eq(setenv("PDC_OMP_STATIC", "1", 1), 0);
+    for (int q = 0; q < 2; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "matmul", &mdl));
+        if (q == 0) {
+            input("x", DIMS(2, 24, 256));
+            constant_pruned("w", DIMS(256, 300), 1, 16, 4, 25, 17);
+        } else {
+            input("x", DIMS(3, 5, 40));
+            constant_rand("w", DIMS(40, 64), 0.2f, 18);
+        }
+        layer("matmul", NULL, "y", NAMES("x", "w"));
+        output("y");
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
+        const char *what = q ? "dense matmul of 15 rows" : "block-sparse matmul of 48 rows";
+        pdc_program *p = check_matches_ref(what, (uint32_t)q + 40);
+        ck_assert_kernel(p, "y", q ? "jit dense matmul for 15 rows, weights packed in 8x8 blocks"
+                                   : "jit block-sparse matmul, blocks 4x16 of the transposed weights");
+        ck_assert_kernel(p, "y", "samples per weight load");
+        pdc_program_destroy(p);
+        check_thread_invariance(what);
+    }
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 START_TEST(rnn_block_sparse_uses_jit)
 {
     /* block-pruned bidirectional LSTM and unstructured GRU: every gate product on the sparse kernel */
@@ -1769,6 +1809,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.gemm, results_do_not_depend_on_threads);
     tcase_add_test(t.gemm, gemm_activation_per_block);
     tcase_add_test(t.gemm, dense_small_batches_packed);
+    tcase_add_test(t.gemm, matmul_const_weights_on_sparse_kernels);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.gemm, rnn_recurrent_rows_split_over_threads);
     tcase_add_test(t.api, team_size_rule_and_loadavg_parsing);

@@ -65,7 +65,8 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
     case BC_CONV_PATTERN: ck_assert_kernel(p, "y", "ptx pattern-sparse conv 3x3, 8 patterns"); break;
     case BC_FC: ck_assert_kernel(p, "y", variant == 0 || variant == 3 ? "ptx dense fc" : "ptx block-sparse fc"); break;
     case BC_GEMM:
-    case BC_MATMUL: ck_assert_kernel(p, "y", "ptx dense"); break;
+    case BC_MATMUL:
+    case BC_MATMUL_CONST: ck_assert_kernel(p, "y", "ptx dense"); break;
     case BC_RNN: ck_assert_kernel(p, "rnn", "launches per step"); break;
     case BC_POOL:
         ck_assert_kernel(p, "y", "ptx ");

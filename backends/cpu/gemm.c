@@ -148,6 +148,11 @@ static pdc_status matmul_plan(const cpu_compile *cc, const ir_model *m, const ir
     p->beta = 0.0f;
     int nb = ty->rank - 2;
     if (ta->rank - 2 > nb || tb->rank - 2 > nb) return PDC_ERR_UNSUPPORTED;
+    if (tb->rank == 2) {
+        /* one matrix for every batch: x's batches are rows of one product */
+        for (int i = 0; i < nb; i++) p->m *= ty->dims[i];
+        nb = 0;
+    }
     int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0};
     for (int pass = 0; pass < 2; pass++) {
         const ir_tensor *t = pass ? tb : ta;
@@ -615,12 +620,12 @@ static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer
     return PDC_OK;
 }
 
-/* Plans a block-sparse fc if w's sparsity makes it worth it; PDC_ERR_UNSUPPORTED (no message) if not. */
-static pdc_status spfc_plan(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const ir_gemm_params *p,
-                            const ir_fused_params *fp, cpu_layer *L)
+/* Plans y = x wt^T (+ bt) for p->m rows of x on the block-sparse kernels - wt [p->n, p->k] block- or
+ * unstructured-sparse, or dense at a small batch - naming the layer `what` in its kernel text;
+ * PDC_ERR_UNSUPPORTED (no message) where the dense path is the better one. */
+static pdc_status spfc_plan(const cpu_compile *cc, const ir_tensor *wt, const ir_tensor *bt, const char *what,
+                            const ir_gemm_params *p, const ir_fused_params *fp, cpu_layer *L)
 {
-    const ir_tensor *wt = &m->tensors[l->inputs[1]];
-    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
     const ir_sparsity *sp = &wt->sparsity;
     if (wt->rank != 2 || (bt && bt->kind != IR_TENSOR_CONST) || wt->dims[0] != p->n || wt->dims[1] != p->k)
         return PDC_ERR_UNSUPPORTED;
@@ -650,17 +655,45 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_model *m, const ir_l
     L->thread_floats = cpu_bsr_thread_floats(w);
     char lanes[48] = "";
     if (w->lanes_fn) snprintf(lanes, sizeof lanes, ", %d samples per weight load", w->key.nl);
+    /* an fc's rows are its batch; a matmul's are x's rows, and its weights are [in, out] */
+    const int fc = !strcmp(what, "fc");
+    char rows[40];
+    snprintf(rows, sizeof rows, fc ? "batch %" PRId64 : "%" PRId64 " rows", s->n);
     if (w->dense)
-        snprintf(L->info, sizeof L->info, "jit dense fc for batch %" PRId64 ", weights packed in %" PRId64 "x%" PRId64
-                 " blocks%s%s, %s", s->n, w->bh, w->bw, lanes,
+        snprintf(L->info, sizeof L->info, "jit dense %s for %s, weights packed in %" PRId64 "x%" PRId64
+                 " blocks%s%s, %s", what, rows, w->bh, w->bw, lanes,
                  sp->kind != IR_SPARSITY_NONE ? " (weights too dense or not blocked for the sparse kernel)" : "",
                  pdc_isa_name(cc->target->isa));
     else
-        snprintf(L->info, sizeof L->info, "jit block-sparse fc, %s %" PRId64 "x%" PRId64 ", %.0f%% kept (%.2fx fewer FLOPs)%s, %s",
-                 sp->kind == IR_SPARSITY_BLOCK ? "blocks" : "unstructured as blocks", w->bh, w->bw,
+        snprintf(L->info, sizeof L->info, "jit block-sparse %s, %s %" PRId64 "x%" PRId64 "%s, %.0f%% kept (%.2fx fewer FLOPs)%s, %s",
+                 what, sp->kind == IR_SPARSITY_BLOCK ? "blocks" : "unstructured as blocks", w->bh, w->bw,
+                 fc ? "" : " of the transposed weights",
                  100.0 * (double)w->kept / (double)w->total, w->kept ? (double)w->total / (double)w->kept : 0.0, lanes,
                  pdc_isa_name(cc->target->isa));
     return PDC_OK;
+}
+
+/* A matmul by a constant matrix [K, N] (a transformer's linear layer: x [..., M, K]), flattened to
+ * rows by matmul_plan, on the block-sparse kernels through the transpose [N, K] of its weights and
+ * their sparsity; PDC_ERR_UNSUPPORTED where BLAS keeps it (the weights' transpose only made where a
+ * kernel may take it). */
+static pdc_status matmul_sparse_plan(const cpu_compile *cc, const ir_model *m, const ir_layer *l,
+                                     const gemm_state *s, const ir_fused_params *fp, cpu_layer *L)
+{
+    const ir_tensor *b = &m->tensors[l->inputs[1]];
+    const int64_t rows = s->p.m;
+    int small_dense = rows >= 2 && rows <= CPU_BSR_DENSE_MAX_ROWS &&
+                      (double)s->p.k * (double)s->p.n <= CPU_BSR_DENSE_MAX_WEIGHTS;
+    if (s->batches != 1 || b->rank != 2 || (b->sparsity.kind == IR_SPARSITY_NONE && !small_dense))
+        return PDC_ERR_UNSUPPORTED;
+    ir_tensor wt;
+    pdc_status st = ir_matrix_transpose(cc->ctx, b, &wt);
+    if (st) return st;
+    ir_gemm_params p = s->p;
+    p.trans_b = 1;
+    st = spfc_plan(cc, &wt, NULL, "matmul", &p, fp, L);
+    ir_matrix_transpose_free(&wt);
+    return st;
 }
 
 pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
@@ -677,10 +710,16 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
     s->cm = s->cn = 1;
     if (l->op == IR_OP_MATMUL) {
         st = matmul_plan(cc, m, l, s);
+        pdc_status sst = st ? st : matmul_sparse_plan(cc, m, l, s, &fp, L);
+        if (!st && sst != PDC_ERR_UNSUPPORTED) {
+            gemm_free(s);
+            return sst;
+        }
     } else {
         st = ir_gemm_params_get(m, l, &s->p);
         if (!st && l->op == IR_OP_FC) {
-            pdc_status sst = spfc_plan(cc, m, l, &s->p, &fp, L);
+            const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+            pdc_status sst = spfc_plan(cc, &m->tensors[l->inputs[1]], bt, "fc", &s->p, &fp, L);
             if (sst != PDC_ERR_UNSUPPORTED) {
                 gemm_free(s);
                 return sst;
