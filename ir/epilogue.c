@@ -1,5 +1,5 @@
 /*
- * epilogue.c - which layers after a conv its epilogue may compute (epilogue.h).
+ * epilogue.c - which layers after a conv, an fc or a matmul its epilogue may compute (epilogue.h).
  */
 #include <math.h>
 #include <string.h>
@@ -61,21 +61,45 @@ static int residual_add_of(const ir_model *m, size_t li, int x, size_t conv, int
     return 1;
 }
 
-int ir_conv_epilogue(const ir_model *m, size_t li, ir_epilogue *e)
+/* 1 and *bias if layer li (if any) adds tensor x and a constant along x's last axis ([N] or
+ * [1, ..., 1, N]: a bias, as PyTorch exports nn.Linear on a 3-D input: MatMul, then Add); its
+ * output has x's shape. */
+static int bias_add_of(const ir_model *m, size_t li, int x, int *bias)
+{
+    if (li >= m->n_layers) return 0;
+    const ir_layer *a = &m->layers[li];
+    if (a->op != IR_OP_ADD || a->n_inputs != 2 || a->n_outputs != 1 || a->outputs[0] < 0) return 0;
+    if ((a->inputs[0] == x) == (a->inputs[1] == x)) return 0; /* x on exactly one side */
+    int c = a->inputs[0] == x ? a->inputs[1] : a->inputs[0];
+    if (c < 0) return 0;
+    const ir_tensor *ct = &m->tensors[c], *xt = &m->tensors[x];
+    if (ct->kind != IR_TENSOR_CONST || !ct->data || ct->rank < 1 || ct->rank > xt->rank ||
+        ct->dims[ct->rank - 1] != xt->dims[xt->rank - 1] || !same_shape(&m->tensors[a->outputs[0]], xt))
+        return 0;
+    for (int d = 0; d + 1 < ct->rank; d++)
+        if (ct->dims[d] != 1) return 0;
+    *bias = c;
+    return 1;
+}
+
+int ir_layer_epilogue(const ir_model *m, size_t li, ir_epilogue *e)
 {
     if (li + 1 >= m->n_layers) return 0;
     const ir_layer *c = &m->layers[li];
-    if (c->op != IR_OP_CONV || c->n_outputs != 1 || ir_attrs_find(&c->attrs, "activation")) return 0;
+    int conv = c->op == IR_OP_CONV, product = c->op == IR_OP_FC || c->op == IR_OP_MATMUL;
+    if ((!conv && !product) || c->n_outputs != 1 || c->outputs[0] < 0 || ir_attrs_find(&c->attrs, "activation"))
+        return 0;
     memset(e, 0, sizeof *e); /* act IR_ACT_NONE */
-    e->bn = e->residual = -1;
+    e->bn = e->residual = e->bias = -1;
     /* t: the value so far, which only layer `next` may read */
     int t = c->outputs[0];
     size_t next = li + 1;
-    if (private_to_next(m, t) && batchnorm_of(m, next, t, c)) {
+    if (conv && private_to_next(m, t) && batchnorm_of(m, next, t, c)) {
         e->bn = (int)next;
         t = m->layers[next++].outputs[0];
     }
-    if (private_to_next(m, t) && residual_add_of(m, next, t, li, &e->residual)) t = m->layers[next++].outputs[0];
+    if (conv && private_to_next(m, t) && residual_add_of(m, next, t, li, &e->residual)) t = m->layers[next++].outputs[0];
+    if (product && private_to_next(m, t) && bias_add_of(m, next, t, &e->bias)) t = m->layers[next++].outputs[0];
     if (private_to_next(m, t) && activation_of(m, next, t, &e->act)) t = m->layers[next++].outputs[0];
     e->out = t;
     e->n_layers = (int)(next - li - 1);

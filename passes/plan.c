@@ -37,16 +37,16 @@ static int by_off(const void *a, const void *b)
 
 static size_t align_up(size_t v) { return (v + IR_ARENA_ALIGN - 1) / IR_ARENA_ALIGN * IR_ARENA_ALIGN; }
 
-/* The layers a conv's epilogue may compute (ir/epilogue.h: a batchnorm, a residual add, an
- * activation; the cpu target fuses them, backends/cpu/cpu_fuse.c) write their result while the conv
- * still reads its input: their outputs are planned as live from the conv on, so they never get the
- * memory of the conv's input (nor of the add's other operand). Any plan made so is valid for the
- * plain live ranges too (they only start earlier). */
+/* The layers a conv's, fc's or matmul's epilogue may compute (ir/epilogue.h: a batchnorm, a
+ * residual or bias add, an activation; the cpu target fuses them, backends/cpu/cpu_fuse.c) write
+ * their result while the layer still reads its input: their outputs are planned as live from the
+ * layer on, so they never get the memory of its input (nor of the add's other operand). Any plan
+ * made so is valid for the plain live ranges too (they only start earlier). */
 static void epilogue_liveness(const ir_model *m, size_t *def)
 {
     for (size_t li = 0; li < m->n_layers; li++) {
         ir_epilogue e;
-        if (!ir_conv_epilogue(m, li, &e)) continue;
+        if (!ir_layer_epilogue(m, li, &e)) continue;
         for (int k = 1; k <= e.n_layers; k++) {
             int t = m->layers[li + k].outputs[0];
             if (def[t] != SIZE_MAX) def[t] = li;

@@ -693,7 +693,7 @@ START_TEST(conv_batchnorm_fused)
     ck_assert_kernel(p, "c2", " + batchnorm 'n2' + add 's' + relu 'y' in the epilogue");
     pdc_program_destroy(p);
     ir_epilogue e;
-    ck_assert_int_eq(ir_conv_epilogue(mdl, 3, &e), 1);
+    ck_assert_int_eq(ir_layer_epilogue(mdl, 3, &e), 1);
     ck_assert_int_eq(e.bn, 4);
     ck_assert_int_eq(e.n_layers, 3);
     ck_assert_int_eq(e.residual, mdl->layers[2].outputs[0]);
@@ -1550,6 +1550,117 @@ START_TEST(matmul_const_weights_on_sparse_kernels)
 }
 END_TEST
 
+START_TEST(product_epilogue_fused)
+{
+    /* an fc or a matmul, then an add of a constant along the last axis (a bias: PyTorch's nn.Linear on
+     * a 3-D input exports MatMul -> Add), then an activation: each kernel family takes them */
+    static const struct {
+        const char *op, *act;
+        int rows, sparse, bias_rank, bias_first, own_bias;
+        const char *want;
+    } cases[] = {
+        {"matmul", "relu", 12, 0, 1, 0, 0, "jit dense matmul for 12 rows"},
+        {"matmul", "tanh", 12, 1, 3, 1, 0, "jit block-sparse matmul"},
+        {"matmul", NULL, 40, 0, 2, 0, 0, "blas sgemm 40x24x40"},
+        {"matmul", "sigmoid", 40, 1, 1, 0, 0, "jit block-sparse matmul"},
+        {"fc", "hardswish", 1, 0, 1, 0, 1, "blas sgemm/sgemv"},
+        {"fc", "leaky_relu", 5, 1, 2, 1, 1, "jit block-sparse fc"},
+        {"fc", NULL, 6, 0, 1, 0, 0, "jit dense fc for batch 6"},
+    };
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "product", &mdl));
+        int mm = !strcmp(cases[q].op, "matmul");
+        int64_t rows = cases[q].rows;
+        if (mm) input("x", DIMS(2, rows / 2, 40)); /* rows even */
+        else input("x", DIMS(rows, 40));
+        /* a matmul's weights [in, out], an fc's [out, in] */
+        int64_t wr = mm ? 40 : 24, wc = mm ? 24 : 40;
+        if (cases[q].sparse) constant_pruned("w", DIMS(wr, wc), 1, 4, 2, 30, (uint32_t)q);
+        else constant_rand("w", DIMS(wr, wc), 0.2f, (uint32_t)q + 3);
+        if (cases[q].own_bias) constant_rand("fb", DIMS(24), 0.5f, (uint32_t)q + 5);
+        if (cases[q].bias_rank == 1) constant_rand("b", DIMS(24), 0.5f, (uint32_t)q + 7);
+        else if (cases[q].bias_rank == 2) constant_rand("b", DIMS(1, 24), 0.5f, (uint32_t)q + 7);
+        else constant_rand("b", DIMS(1, 1, 24), 0.5f, (uint32_t)q + 7);
+        if (cases[q].own_bias) layer(cases[q].op, NULL, "p", NAMES("x", "w", "fb"));
+        else layer(cases[q].op, NULL, "p", NAMES("x", "w"));
+        if (cases[q].bias_first) layer("add", NULL, "s", NAMES("b", "p"));
+        else layer("add", NULL, "s", NAMES("p", "b"));
+        pdc_attrs *a = NULL;
+        if (cases[q].act && !strcmp(cases[q].act, "leaky_relu")) {
+            a = attrs();
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.2f));
+        }
+        if (cases[q].act) layer(cases[q].act, a, "y", NAMES("s"));
+        output(cases[q].act ? "y" : "s");
+        char desc[64], want[96];
+        snprintf(desc, sizeof desc, "%s + add + %s, case %zu", cases[q].op, cases[q].act ? cases[q].act : "-", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 191);
+        ck_assert_kernel(p, "p", cases[q].want);
+        if (cases[q].act) snprintf(want, sizeof want, " + add 's' + %s 'y' in the epilogue", cases[q].act);
+        else snprintf(want, sizeof want, " + add 's' in the epilogue");
+        ck_assert_kernel(p, "p", want);
+        ck_assert_kernel(p, "s", "fused into the epilogue of p");
+        pdc_program_destroy(p);
+    }
+    /* not fused: an add of a graph input, of a constant that is not along the last axis only ([M, N]),
+     * of a product that a second layer reads too, after an fc with an activation of its own */
+    for (int q = 0; q < 4; q++) {
+        pdc_model_destroy(mdl);
+        ck_assert_ok(ctx, pdc_model_create(ctx, "product", &mdl));
+        input("x", DIMS(4, 40));
+        constant_rand("w", DIMS(24, 40), 0.2f, 9);
+        if (q == 0) input("b", DIMS(24));
+        else if (q == 1) constant_rand("b", DIMS(4, 24), 0.5f, 10);
+        else constant_rand("b", DIMS(24), 0.5f, 10);
+        pdc_attrs *a = NULL;
+        if (q == 3) {
+            a = attrs();
+            ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+        }
+        layer("fc", a, "p", NAMES("x", "w"));
+        layer("add", NULL, "s", NAMES("p", "b"));
+        layer("relu", NULL, "y", NAMES("s"));
+        output("y");
+        if (q == 2) {
+            layer("sigmoid", NULL, "z", NAMES("p"));
+            output("z");
+        }
+        pdc_program *p = check_matches_ref("fc + add, not fused", (uint32_t)q + 201);
+        ck_assert_msg(!strstr(kernel_of(p, "p"), "epilogue"), "case %d: %s", q, kernel_of(p, "p"));
+        ck_assert_kernel(p, "s", "jit elementwise add");
+        pdc_program_destroy(p);
+    }
+    /* with the memory plan: the add's output planned away from the product's input */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "linear", &mdl));
+    input("x", DIMS(2, 8, 64));
+    constant_rand("w1", DIMS(64, 64), 0.2f, 11);
+    constant_rand("b1", DIMS(64), 0.5f, 12);
+    constant_pruned("w2", DIMS(64, 64), 1, 4, 4, 25, 13);
+    constant_rand("b2", DIMS(64), 0.5f, 14);
+    layer("relu", NULL, "r", NAMES("x"));
+    layer("matmul", NULL, "p1", NAMES("r", "w1"));
+    layer("add", NULL, "s1", NAMES("p1", "b1"));
+    layer("relu", NULL, "y1", NAMES("s1"));
+    layer("matmul", NULL, "p2", NAMES("y1", "w2"));
+    layer("add", NULL, "y", NAMES("p2", "b2"));
+    output("y");
+    ck_assert_ok(ctx, pdc_model_transform(mdl, "plan", NULL));
+    pdc_program *p = check_matches_ref("planned linear layers", 211);
+    ck_assert_kernel(p, "p1", " + add 's1' + relu 'y1' in the epilogue");
+    ck_assert_kernel(p, "p2", " + add 'y' in the epilogue");
+    pdc_program_destroy(p);
+    ir_epilogue e;
+    ck_assert_int_eq(ir_layer_epilogue(mdl, 1, &e), 1);
+    ck_assert_int_eq(e.bn, -1);
+    ck_assert_int_eq(e.residual, -1);
+    ck_assert_int_eq(e.n_layers, 2);
+    ck_assert_str_eq(mdl->tensors[e.bias].name, "b1");
+    ck_assert_int_eq(e.act.act, IR_ACT_RELU);
+}
+END_TEST
+
 START_TEST(rnn_block_sparse_uses_jit)
 {
     /* block-pruned bidirectional LSTM and unstructured GRU: every gate product on the sparse kernel */
@@ -1810,6 +1921,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.gemm, gemm_activation_per_block);
     tcase_add_test(t.gemm, dense_small_batches_packed);
     tcase_add_test(t.gemm, matmul_const_weights_on_sparse_kernels);
+    tcase_add_test(t.gemm, product_epilogue_fused);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.gemm, rnn_recurrent_rows_split_over_threads);
     tcase_add_test(t.api, team_size_rule_and_loadavg_parsing);

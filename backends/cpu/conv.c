@@ -1000,7 +1000,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
     st = PDC_OK;
     /* a fused epilogue: its residual add, then its activation, become ours */
-    int res = cpu_conv_plan_epilogue(cc, &s->p.fp);
+    int res = cpu_plan_epilogue(cc, &s->p.fp);
     if ((st = cpu_conv_plan_pack(ctx, cc->target, CONV_BAND_BYTES, cc->threads, &s->p))) goto fail;
     s->p.key.residual = res;
     static const char *const syms[CONV_MAX_VARIANTS] = {"tile0", "tile1", "tile2", "tile3"};
@@ -1015,7 +1015,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     L->state = s;
     L->free_state = conv_free;
     L->thread_floats = cpu_conv_thread_floats(&s->p.g);
-    cpu_conv_take_epilogue(cc, L);
+    cpu_take_epilogue(cc, L);
     cpu_conv_plan_info(&s->p, cc->target, L->info, sizeof L->info);
     return PDC_OK;
 fail:
@@ -1171,7 +1171,7 @@ pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *cons
                               const conv_geom *g, int64_t nchunk, cpu_conv_tile_fn tile, const void *arg)
 {
     const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
-    float *out = cpu_conv_out(L, l, buf);
+    float *out = cpu_layer_out(L, l, buf);
     const int64_t oimg = g->o * g->oh * g->ow;
     for (int64_t n = 0; n < g->n; n++)
         cpu_conv_run_image(g, nchunk, in + n * g->c * g->h * g->w, out + n * oimg, res ? res + n * oimg : NULL, x,

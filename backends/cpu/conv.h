@@ -181,17 +181,6 @@ LLVMValueRef cpu_conv_emit_act(pdc_irb *irb, const conv_act *a, LLVMValueRef v);
 conv_act cpu_conv_inline_act(const ir_fused_params *fp);
 void cpu_conv_emit_flat_store(pdc_irb *irb, LLVMValueRef v, LLVMValueRef yk, LLVMValueRef rk, const conv_act *a,
                               int64_t p0, int64_t wq, int64_t ow, int64_t rows);
-/* The epilogue the backend offers (cc->fuse, ir_epilogue) for a conv with fused params fp (the conv
- * has no activation of its own then): its activation becomes fp's. Returns 1 if it adds a residual. */
-static inline int cpu_conv_plan_epilogue(const cpu_compile *cc, ir_fused_params *fp)
-{
-    if (!cc->fuse) return 0;
-    fp->act = cc->fuse->act.act;
-    fp->act_min = cc->fuse->act.act_min;
-    fp->act_max = cc->fuse->act.act_max;
-    fp->act_alpha = cc->fuse->act.act_alpha;
-    return cc->fuse->residual >= 0;
-}
 /* The weights and bias (NULL: none) conv l's kernels compute with: the model's constants, or with
  * the batchnorm of the epilogue offered folded in. */
 static inline void cpu_conv_operands(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const float **w,
@@ -204,19 +193,6 @@ static inline void cpu_conv_operands(const cpu_compile *cc, const ir_model *m, c
     }
     *w = m->tensors[l->inputs[1]].data;
     *b = l->n_inputs > 2 && l->inputs[2] >= 0 ? m->tensors[l->inputs[2]].data : NULL;
-}
-/* On success: the layer takes the epilogue offered, if any (its run writes epi.out, adding
- * epi.residual if any). */
-static inline void cpu_conv_take_epilogue(const cpu_compile *cc, cpu_layer *L)
-{
-    if (!cc->fuse) return;
-    L->fused = 1;
-    L->epi = *cc->fuse;
-}
-/* The buffer a conv's run writes, and the residual it adds (NULL: none). */
-static inline float *cpu_conv_out(const cpu_layer *L, const ir_layer *l, float *const *buf)
-{
-    return buf[L->fused ? L->epi.out : l->outputs[0]];
 }
 static inline const float *cpu_conv_residual(const cpu_layer *L, float *const *buf)
 {

@@ -393,7 +393,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const cpu_conv_plan *P, c
     for (size_t p = 0; p < P->n_pat; p++) k->pat[p] = P->pats[p];
     cpu_conv_key_window(&g, &k->w);
     ir_fused_params fp = P->fp;
-    k->residual = cpu_conv_plan_epilogue(cc, &fp);
+    k->residual = cpu_plan_epilogue(cc, &fp);
     k->act = cpu_conv_inline_act(&fp);
     if (g.flat) {
         k->n_var = (int32_t)g.ntx;
@@ -421,7 +421,7 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const cpu_conv_plan *P, c
     L->free_state = cm_free;
     s->pack_floats = cpu_conv_thread_floats(&g);
     L->thread_floats = s->pack_floats + (size_t)(k->chunk * k->nacc * k->vec); /* then the accumulators */
-    cpu_conv_take_epilogue(cc, L);
+    cpu_take_epilogue(cc, L);
     char tile[128];
     if (g.flat)
         snprintf(tile, sizeof tile, "channel-major: plane as %" PRId64 " flat vectors in tiles of %" PRId64 ", %" PRId64

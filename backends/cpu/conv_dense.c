@@ -245,7 +245,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     /* a fused epilogue (its residual add, then its activation, become ours), then the activation
      * the kernel applies inline */
     ir_fused_params post = *fp;
-    k->residual = cpu_conv_plan_epilogue(cc, &post);
+    k->residual = cpu_plan_epilogue(cc, &post);
     k->act = cpu_conv_inline_act(&post);
     int nv = k->n_var = cpu_conv_row_variants(&g, t->vec, k->var_ty, k->var_tx, k->var_last, s->var_of);
 
@@ -267,7 +267,7 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     L->state = s;
     L->free_state = dconv_free;
     L->thread_floats = cpu_conv_thread_floats(&g);
-    cpu_conv_take_epilogue(cc, L);
+    cpu_take_epilogue(cc, L);
     if (g.flat)
         snprintf(L->info, sizeof L->info, "jit dense conv %" PRId64 "x%" PRId64 "%s, tile %d filters x plane as %" PRId64
                  " flat vectors, %s", g.kh, g.kw, g.group > 1 ? " grouped" : "", bto, g.tx, pdc_isa_name(t->isa));

@@ -287,7 +287,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     /* a fused epilogue (its residual add, then its activation, become ours), then the activation
      * the kernel applies inline */
     ir_fused_params post = *fp;
-    k->residual = cpu_conv_plan_epilogue(cc, &post);
+    k->residual = cpu_plan_epilogue(cc, &post);
     k->act = cpu_conv_inline_act(&post);
     /* variants: full and last row tiles x full and last pixel tiles */
     int32_t rows[2] = {(int32_t)g.ty, (int32_t)(g.oh - (g.nty - 1) * g.ty)};
@@ -312,7 +312,7 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
     L->state = s;
     L->free_state = ocv_free;
     L->thread_floats = cpu_conv_thread_floats(&g);
-    cpu_conv_take_epilogue(cc, L);
+    cpu_take_epilogue(cc, L);
     snprintf(L->info, sizeof L->info,
              "jit dense conv %" PRId64 "x%" PRId64 "%s, output channels vectorised: tile %d filters x %" PRId64
              " pixels%s, %s",

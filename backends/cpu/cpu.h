@@ -54,10 +54,10 @@ typedef pdc_status (*cpu_run_fn)(const cpu_layer *L, const ir_model *m, const ir
                                  const cpu_exec *x);
 
 /*
- * Layers after a conv that its epilogue computes (ir/epilogue.h): the conv writes
- * act?(conv(x) + buf[residual]?) to buf[out] (the last taken layer's output) and the taken layers
- * do nothing. cpu_backend.c finds where the graph and the memory plan allow it (cpu_fuse.c); a conv
- * family that can take it says so in cpu_layer.fused.
+ * Layers after a conv, fc or matmul that its epilogue computes (ir/epilogue.h): a conv writes
+ * act?(conv(x) + buf[residual]?) to buf[out] (the last taken layer's output), an fc or matmul
+ * act?(x w + bias?), and the taken layers do nothing. cpu_backend.c finds where the graph and the
+ * memory plan allow it (cpu_fuse.c); a family that can take it says so in cpu_layer.fused.
  */
 struct cpu_layer {
     cpu_run_fn run;              /* NULL: the reference kernel runs this layer */
@@ -72,8 +72,9 @@ struct cpu_layer {
 
 #define CPU_NO_SLOT SIZE_MAX /* a tensor outside the activation arena */
 
-/* The epilogue conv layer li may take, given each tensor's arena offset and size (CPU_NO_SLOT: not
- * in the arena): 1 and *e where the graph and the memory plan allow it (cpu_fuse.c), else 0. */
+/* The epilogue layer li (a conv, fc or matmul) may take, given each tensor's arena offset and size
+ * (CPU_NO_SLOT: not in the arena): 1 and *e where the graph and the memory plan allow it
+ * (cpu_fuse.c), else 0. */
 int cpu_fuse_epilogue(const ir_model *m, size_t li, const size_t *offset, const size_t *numel, ir_epilogue *e);
 /* The weights and bias of conv layer li with e's batchnorm folded in (w' = w * g, b' = b * g + shift
  * per output channel, in double), in new allocations (freed with pdc_free); PDC_ERR_UNSUPPORTED
@@ -90,6 +91,31 @@ typedef struct cpu_compile {
     const ir_epilogue *fuse;     /* an epilogue the layer being planned may take, or NULL */
     const float *fold_w, *fold_b; /* with fuse->bn >= 0: the conv's weights and bias, batchnorm folded in */
 } cpu_compile;
+
+/* The epilogue offered (cc->fuse) to a layer with fused params fp (it has no activation of its own
+ * then): the epilogue's activation becomes fp's. Returns 1 if it adds a residual. */
+static inline int cpu_plan_epilogue(const cpu_compile *cc, ir_fused_params *fp)
+{
+    if (!cc->fuse) return 0;
+    fp->act = cc->fuse->act.act;
+    fp->act_min = cc->fuse->act.act_min;
+    fp->act_max = cc->fuse->act.act_max;
+    fp->act_alpha = cc->fuse->act.act_alpha;
+    return cc->fuse->residual >= 0;
+}
+/* On success: the layer takes the epilogue offered, if any (its run writes epi.out, adding
+ * epi.residual or epi.bias if any). */
+static inline void cpu_take_epilogue(const cpu_compile *cc, cpu_layer *L)
+{
+    if (!cc->fuse) return;
+    L->fused = 1;
+    L->epi = *cc->fuse;
+}
+/* The buffer a layer's run writes: its epilogue's output if it took one. */
+static inline float *cpu_layer_out(const cpu_layer *L, const ir_layer *l, float *const *buf)
+{
+    return buf[L->fused ? L->epi.out : l->outputs[0]];
+}
 
 /*
  * A family's planner: PDC_OK and L filled (run != NULL) if it takes the layer; PDC_ERR_UNSUPPORTED

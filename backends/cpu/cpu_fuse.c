@@ -1,9 +1,10 @@
 /*
- * cpu_fuse.c - the layers after a conv that its epilogue computes (ir/epilogue.h): a batchnorm, a
- * residual add, an activation. A ResNet block ends in conv -> add(shortcut) -> relu, and a model
- * imported without canonicalize has conv -> batchnorm -> relu: fused, the batchnorm is folded into
- * the weights the conv packs, and the conv's epilogue adds the shortcut and applies the activation
- * while its result is in registers, where each of those layers was one more pass over memory.
+ * cpu_fuse.c - the layers after a conv, fc or matmul that its epilogue computes (ir/epilogue.h): a
+ * batchnorm, a residual or bias add, an activation. A ResNet block ends in conv -> add(shortcut) ->
+ * relu, a model imported without canonicalize has conv -> batchnorm -> relu and fc -> relu, and a
+ * transformer's linear layer arrives as matmul -> add(bias): fused, the batchnorm is folded into the
+ * weights the conv packs, and the epilogue adds the shortcut or bias and applies the activation
+ * while the result is in registers or cache, where each of those layers was one more pass over memory.
  */
 #include <math.h>
 
@@ -20,9 +21,9 @@ static int shares_memory(const size_t *offset, const size_t *numel, int a, int b
 
 int cpu_fuse_epilogue(const ir_model *m, size_t li, const size_t *offset, const size_t *numel, ir_epilogue *e)
 {
-    if (!ir_conv_epilogue(m, li, e)) return 0;
-    /* the memory plan may have given the tensor written the memory of one that dies at the conv
-     * or in the epilogue: not the conv's input (read until the conv ends); the residual's only if
+    if (!ir_layer_epilogue(m, li, e)) return 0;
+    /* the memory plan may have given the tensor written the memory of one that dies at the layer
+     * or in the epilogue: not the layer's input (read until it ends); the residual's only if
      * exactly (each output element is written right after its residual element is read) */
     if (shares_memory(offset, numel, e->out, m->layers[li].inputs[0])) return 0;
     if (e->residual >= 0 && shares_memory(offset, numel, e->out, e->residual) &&

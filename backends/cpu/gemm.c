@@ -43,6 +43,7 @@ typedef struct gemm_state {
     int op;                  /* IR_OP_FC, IR_OP_GEMM, IR_OP_MATMUL */
     int64_t cm, cn;          /* gemm: dims of C as broadcast to [M, N] (1 = broadcast) */
     cpu_unary_fn act;        /* the fused activation, in place after the product (NULL: none) */
+    const float *ebias;      /* fc, matmul: an epilogue's bias add (the model's constant [n]), or NULL */
     /* matmul batches: per batch the offsets into a and b */
     int64_t batches, *offs;
 } gemm_state;
@@ -105,6 +106,18 @@ static void gemm_parallel(const gemm_state *s, const float *a, const float *b, f
     }
 }
 
+/* rows x n of y set to b0 + b1 in every row (either NULL: none of it). */
+static void start_rows(float *y, int64_t rows, int64_t n, const float *b0, const float *b1)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        float *yr = y + i * n;
+        if (!b0 && !b1) memset(yr, 0, (size_t)n * sizeof *yr);
+        else if (!b1 || !b0) memcpy(yr, b0 ? b0 : b1, (size_t)n * sizeof *yr);
+        else
+            for (int64_t j = 0; j < n; j++) yr[j] = b0[j] + b1[j];
+    }
+}
+
 static pdc_status gemm_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
                            const cpu_exec *x)
 {
@@ -113,24 +126,22 @@ static pdc_status gemm_run(const cpu_layer *L, const ir_model *m, const ir_layer
     const ir_gemm_params *p = &s->p;
     const float *a = buf[l->inputs[0]], *b = buf[l->inputs[1]];
     const float *c = l->n_inputs > 2 && l->inputs[2] >= 0 ? buf[l->inputs[2]] : NULL;
-    float *y = buf[l->outputs[0]];
+    float *y = cpu_layer_out(L, l, buf);
     if (s->op == IR_OP_MATMUL) {
         for (int64_t bi = 0; bi < s->batches; bi++) {
             float *yb = y + bi * p->m * p->n;
-            memset(yb, 0, (size_t)(p->m * p->n) * sizeof *yb);
+            start_rows(yb, p->m, p->n, s->ebias, NULL);
             gemm_parallel(s, a + s->offs[2 * bi], b + s->offs[2 * bi + 1], yb, x->threads);
         }
         return PDC_OK;
     }
-    /* initial y: beta * C broadcast (gemm), the bias (fc), or zero */
-    for (int64_t i = 0; i < p->m; i++) {
-        float *yr = y + i * p->n;
-        if (!c) memset(yr, 0, (size_t)p->n * sizeof *yr);
-        else if (s->op == IR_OP_FC)
-            memcpy(yr, c, (size_t)p->n * sizeof *yr);
-        else
-            for (int64_t j = 0; j < p->n; j++) yr[j] = p->beta * c[(s->cm == 1 ? 0 : i) * s->cn + (s->cn == 1 ? 0 : j)];
-    }
+    /* initial y: beta * C broadcast (gemm), the bias (fc) and an epilogue's, or zero */
+    if (s->op == IR_OP_FC || !c)
+        start_rows(y, p->m, p->n, c, s->ebias);
+    else
+        for (int64_t i = 0; i < p->m; i++)
+            for (int64_t j = 0; j < p->n; j++)
+                y[i * p->n + j] = p->beta * c[(s->cm == 1 ? 0 : i) * s->cn + (s->cn == 1 ? 0 : j)];
     gemm_parallel(s, a, b, y, x->threads);
     return PDC_OK;
 }
@@ -615,16 +626,16 @@ static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer
     (void)m;
     const spfc_state *s = L->state;
     const cpu_bsr *w = &s->w;
-    cpu_bsr_product(w, s->n, buf[l->inputs[0]], w->k, s->bias, buf[l->outputs[0]], w->o, x->scratch, x->own,
+    cpu_bsr_product(w, s->n, buf[l->inputs[0]], w->k, s->bias, cpu_layer_out(L, l, buf), w->o, x->scratch, x->own,
                     x->threads, s->act);
     return PDC_OK;
 }
 
-/* Plans y = x wt^T (+ bt) for p->m rows of x on the block-sparse kernels - wt [p->n, p->k] block- or
- * unstructured-sparse, or dense at a small batch - naming the layer `what` in its kernel text;
- * PDC_ERR_UNSUPPORTED (no message) where the dense path is the better one. */
-static pdc_status spfc_plan(const cpu_compile *cc, const ir_tensor *wt, const ir_tensor *bt, const char *what,
-                            const ir_gemm_params *p, const ir_fused_params *fp, cpu_layer *L)
+/* Plans y = x wt^T (+ bt) (+ ebias) for p->m rows of x on the block-sparse kernels - wt [p->n, p->k]
+ * block- or unstructured-sparse, or dense at a small batch - naming the layer `what` in its kernel
+ * text; PDC_ERR_UNSUPPORTED (no message) where the dense path is the better one. */
+static pdc_status spfc_plan(const cpu_compile *cc, const ir_tensor *wt, const ir_tensor *bt, const float *ebias,
+                            const char *what, const ir_gemm_params *p, const ir_fused_params *fp, cpu_layer *L)
 {
     const ir_sparsity *sp = &wt->sparsity;
     if (wt->rank != 2 || (bt && bt->kind != IR_TENSOR_CONST) || wt->dims[0] != p->n || wt->dims[1] != p->k)
@@ -634,9 +645,9 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_tensor *wt, const ir
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     pdc_status st = cpu_bsr_plan(cc, wt, 0, p->n, p->m, &s->w);
     if (st == PDC_ERR_UNSUPPORTED) st = cpu_bsr_plan_dense(cc, wt, 0, p->n, p->m, &s->w); /* a small batch */
-    if (!st && bt) {
+    if (!st && (bt || ebias)) { /* the kernels add one bias */
         if (!(s->bias = pdc_alloc(ctx, (size_t)p->n * sizeof *s->bias))) st = PDC_ERR_OUT_OF_MEMORY;
-        else memcpy(s->bias, bt->data, (size_t)p->n * sizeof *s->bias);
+        else start_rows(s->bias, 1, p->n, bt ? bt->data : NULL, ebias);
     }
     if (st) {
         spfc_free(s);
@@ -691,7 +702,7 @@ static pdc_status matmul_sparse_plan(const cpu_compile *cc, const ir_model *m, c
     if (st) return st;
     ir_gemm_params p = s->p;
     p.trans_b = 1;
-    st = spfc_plan(cc, &wt, NULL, "matmul", &p, fp, L);
+    st = spfc_plan(cc, &wt, NULL, s->ebias, "matmul", &p, fp, L);
     ir_matrix_transpose_free(&wt);
     return st;
 }
@@ -708,20 +719,25 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     s->op = (int)l->op;
     s->cm = s->cn = 1;
+    /* an epilogue offered (fc, matmul): its bias add and activation become ours */
+    cpu_plan_epilogue(cc, &fp);
+    if (cc->fuse && cc->fuse->bias >= 0) s->ebias = m->tensors[cc->fuse->bias].data;
     if (l->op == IR_OP_MATMUL) {
         st = matmul_plan(cc, m, l, s);
         pdc_status sst = st ? st : matmul_sparse_plan(cc, m, l, s, &fp, L);
         if (!st && sst != PDC_ERR_UNSUPPORTED) {
             gemm_free(s);
+            if (!sst) cpu_take_epilogue(cc, L);
             return sst;
         }
     } else {
         st = ir_gemm_params_get(m, l, &s->p);
         if (!st && l->op == IR_OP_FC) {
             const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
-            pdc_status sst = spfc_plan(cc, &m->tensors[l->inputs[1]], bt, "fc", &s->p, &fp, L);
+            pdc_status sst = spfc_plan(cc, &m->tensors[l->inputs[1]], bt, s->ebias, "fc", &s->p, &fp, L);
             if (sst != PDC_ERR_UNSUPPORTED) {
                 gemm_free(s);
+                if (!sst) cpu_take_epilogue(cc, L);
                 return sst;
             }
         }
@@ -754,5 +770,6 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
              l->op == IR_OP_MATMUL && s->batches > 1 ? ", batched" : "",
              l->op == IR_OP_FC && m->tensors[l->inputs[1]].sparsity.kind != IR_SPARSITY_NONE
                  ? " (weights too dense or not blocked for the sparse kernel)" : "");
+    cpu_take_epilogue(cc, L);
     return PDC_OK;
 }
