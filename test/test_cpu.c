@@ -1550,6 +1550,25 @@ START_TEST(matmul_const_weights_on_sparse_kernels)
 }
 END_TEST
 
+START_TEST(matmul_batches_split_over_threads)
+{
+    /* attention's q k^T: a product per (batch, head), here a [2, 3, 70, 48] by b [3, 48, 90] broadcast
+     * over the first dim, six products of two column chunks each shared by the threads in one
+     * region; at 2 threads against ref, then bit-identical at 1 and 2 */
+    ck_assert_int_eq(setenv("PDC_OMP_STATIC", "1", 1), 0);
+    input("a", DIMS(2, 3, 70, 48));
+    input("b", DIMS(3, 48, 90));
+    layer("matmul", NULL, "y", NAMES("a", "b"));
+    output("y");
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
+    pdc_program *p = check_matches_ref("batched matmul", 51);
+    ck_assert_kernel(p, "y", "blas sgemm 70x90x48, batched");
+    pdc_program_destroy(p);
+    check_thread_invariance("batched matmul");
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 START_TEST(product_epilogue_fused)
 {
     /* an fc or a matmul, then an add of a constant along the last axis (a bias: PyTorch's nn.Linear on
@@ -1921,6 +1940,7 @@ static Suite *cpu_suite(void)
     tcase_add_test(t.gemm, gemm_activation_per_block);
     tcase_add_test(t.gemm, dense_small_batches_packed);
     tcase_add_test(t.gemm, matmul_const_weights_on_sparse_kernels);
+    tcase_add_test(t.gemm, matmul_batches_split_over_threads);
     tcase_add_test(t.gemm, product_epilogue_fused);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
     tcase_add_test(t.gemm, rnn_recurrent_rows_split_over_threads);
