@@ -1,8 +1,9 @@
 /*
  * model_gen.h - the model generator of the differential fuzz targets (fuzz_cpu_gen, fuzz_gpu_gen):
  * the input bytes are the choices of a generator - an op family (conv 2-D or 1-D with groups,
- * depthwise, strides, pads, dilations; fc; gemm; matmul; max/avg pooling; global average pooling;
- * batchnorm; broadcasting add/sub/mul/div; the activations; softmax; concat, maybe then a transpose),
+ * depthwise, strides, pads, dilations; fc; gemm; matmul, maybe by a pruned constant, maybe then a
+ * bias add; max/avg pooling; global average pooling; batchnorm; broadcasting add/sub/mul/div; the
+ * activations; softmax; concat, maybe then a transpose),
  * its sizes and attributes, a sparsity (pattern, connectivity, block or unstructured, made with the
  * pdc_prune_project_* projections so it is valid), a fused activation, maybe a batchnorm after a
  * conv and maybe an activation layer last.
@@ -255,10 +256,20 @@ static void build(gen *g)
         if (pick(g->b, 0, 1)) {
             ok(g, pdc_model_add_input(g->m, "x2", 2, bd), "input");
             in[1] = "x2";
-        } else {
-            in[1] = constant(g, 2, bd, 1.0 / sqrt((double)k), NULL);
+        } else { /* maybe pruned: the cpu target runs it on the fc's kernels, transposed */
+            float *wv = weights(g, (size_t)(k * nn), 1.0 / sqrt((double)k));
+            sparsify(g, "w", wv, 2, bd, 1);
+            free(wv);
+            in[1] = "w";
         }
         layer(g, "l1", "matmul", 2, in, "y1", NULL);
+        if (pick(g->b, 0, 1)) { /* a bias along the last axis: the cpu target adds it in the epilogue */
+            int64_t cd[3] = {1, 1, nn};
+            size_t crank = (size_t)pick(g->b, 1, 3);
+            const char *bin[2] = {"y1", constant(g, crank, cd + 3 - crank, 0.5, NULL)};
+            layer(g, "l1b", "add", 2, bin, "y1b", NULL);
+            y = "y1b";
+        }
     } else if (fam == 5 || fam == 6) { /* pooling */
         int64_t xd[4] = {n, c, h, w}, k[2] = {pick(g->b, 1, 4), pick(g->b, 1, 4)},
                 s[2] = {pick(g->b, 1, 3), pick(g->b, 1, 3)}, pads[4];
