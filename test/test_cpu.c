@@ -68,7 +68,8 @@ static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
          * half; dense ones (and those) packed in 8x8 blocks for 2-32 rows, else OpenBLAS */
         int kind = variant % 3, small = variant % 6 >= 3, too_dense = variant >= 6;
         ck_assert_kernel(p, "y", kind && !too_dense ? "jit block-sparse matmul, " : small ? "jit dense matmul for " : "blas sgemm");
-        if (kind == 1 && !too_dense) ck_assert_kernel(p, "y", "of the transposed weights");
+        if (kind && !too_dense)
+            ck_assert_kernel(p, "y", kind == 1 ? " of the transposed weights" : "unstructured as blocks 1x1 of the transposed");
         break;
     }
     case BC_RNN:
@@ -1573,18 +1574,22 @@ START_TEST(product_epilogue_fused)
 {
     /* an fc or a matmul, then an add of a constant along the last axis (a bias: PyTorch's nn.Linear on
      * a 3-D input exports MatMul -> Add), then an activation: each kernel family takes them */
+    /* own_bias: an fc's own bias, 1 a constant, 2 a graph input; w_input: a matmul's second operand
+     * a graph input [2, 40, 24] (a product per batch) */
     static const struct {
         const char *op, *act;
-        int rows, sparse, bias_rank, bias_first, own_bias;
+        int rows, sparse, bias_rank, bias_first, own_bias, w_input;
         const char *want;
     } cases[] = {
-        {"matmul", "relu", 12, 0, 1, 0, 0, "jit dense matmul for 12 rows"},
-        {"matmul", "tanh", 12, 1, 3, 1, 0, "jit block-sparse matmul"},
-        {"matmul", NULL, 40, 0, 2, 0, 0, "blas sgemm 40x24x40"},
-        {"matmul", "sigmoid", 40, 1, 1, 0, 0, "jit block-sparse matmul"},
-        {"fc", "hardswish", 1, 0, 1, 0, 1, "blas sgemm/sgemv"},
-        {"fc", "leaky_relu", 5, 1, 2, 1, 1, "jit block-sparse fc"},
-        {"fc", NULL, 6, 0, 1, 0, 0, "jit dense fc for batch 6"},
+        {"matmul", "relu", 12, 0, 1, 0, 0, 0, "jit dense matmul for 12 rows"},
+        {"matmul", "tanh", 12, 1, 3, 1, 0, 0, "jit block-sparse matmul"},
+        {"matmul", NULL, 40, 0, 2, 0, 0, 0, "blas sgemm 40x24x40"},
+        {"matmul", "sigmoid", 40, 1, 1, 0, 0, 0, "jit block-sparse matmul"},
+        {"matmul", "clip", 12, 0, 1, 1, 0, 1, "blas sgemm 6x24x40, batched"},
+        {"fc", "hardswish", 1, 0, 1, 0, 1, 0, "blas sgemm/sgemv"},
+        {"fc", "leaky_relu", 5, 1, 2, 1, 1, 0, "jit block-sparse fc"},
+        {"fc", NULL, 6, 0, 1, 0, 0, 0, "jit dense fc for batch 6"},
+        {"fc", "relu", 40, 0, 1, 0, 2, 0, "blas sgemm 40x24x40"},
     };
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         pdc_model_destroy(mdl);
@@ -1595,9 +1600,11 @@ START_TEST(product_epilogue_fused)
         else input("x", DIMS(rows, 40));
         /* a matmul's weights [in, out], an fc's [out, in] */
         int64_t wr = mm ? 40 : 24, wc = mm ? 24 : 40;
-        if (cases[q].sparse) constant_pruned("w", DIMS(wr, wc), 1, 4, 2, 30, (uint32_t)q);
+        if (cases[q].w_input) input("w", DIMS(2, wr, wc));
+        else if (cases[q].sparse) constant_pruned("w", DIMS(wr, wc), 1, 4, 2, 30, (uint32_t)q);
         else constant_rand("w", DIMS(wr, wc), 0.2f, (uint32_t)q + 3);
-        if (cases[q].own_bias) constant_rand("fb", DIMS(24), 0.5f, (uint32_t)q + 5);
+        if (cases[q].own_bias == 1) constant_rand("fb", DIMS(24), 0.5f, (uint32_t)q + 5);
+        if (cases[q].own_bias == 2) input("fb", DIMS(24));
         if (cases[q].bias_rank == 1) constant_rand("b", DIMS(24), 0.5f, (uint32_t)q + 7);
         else if (cases[q].bias_rank == 2) constant_rand("b", DIMS(1, 24), 0.5f, (uint32_t)q + 7);
         else constant_rand("b", DIMS(1, 1, 24), 0.5f, (uint32_t)q + 7);
@@ -1609,6 +1616,10 @@ START_TEST(product_epilogue_fused)
         if (cases[q].act && !strcmp(cases[q].act, "leaky_relu")) {
             a = attrs();
             ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.2f));
+        } else if (cases[q].act && !strcmp(cases[q].act, "clip")) {
+            a = attrs();
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "min", -0.3f));
+            ck_assert_ok(ctx, pdc_attrs_set_float(a, "max", 0.6f));
         }
         if (cases[q].act) layer(cases[q].act, a, "y", NAMES("s"));
         output(cases[q].act ? "y" : "s");
@@ -1622,22 +1633,24 @@ START_TEST(product_epilogue_fused)
         ck_assert_kernel(p, "s", "fused into the epilogue of p");
         pdc_program_destroy(p);
     }
-    /* not fused: an add of a graph input, of a constant that is not along the last axis only ([M, N]),
-     * of a product that a second layer reads too, after an fc with an activation of its own */
-    for (int q = 0; q < 4; q++) {
+    /* not fused: an add of a graph input, of a constant that is not along the last axis only ([M, N];
+     * after an fc and after a matmul), of a product that a second layer reads too, after an fc with
+     * an activation of its own */
+    for (int q = 0; q < 5; q++) {
         pdc_model_destroy(mdl);
         ck_assert_ok(ctx, pdc_model_create(ctx, "product", &mdl));
         input("x", DIMS(4, 40));
-        constant_rand("w", DIMS(24, 40), 0.2f, 9);
+        int64_t wr = q == 4 ? 40 : 24, wc = q == 4 ? 24 : 40; /* a matmul's [in, out], an fc's [out, in] */
+        constant_rand("w", DIMS(wr, wc), 0.2f, 9);
         if (q == 0) input("b", DIMS(24));
-        else if (q == 1) constant_rand("b", DIMS(4, 24), 0.5f, 10);
+        else if (q == 1 || q == 4) constant_rand("b", DIMS(4, 24), 0.5f, 10);
         else constant_rand("b", DIMS(24), 0.5f, 10);
         pdc_attrs *a = NULL;
         if (q == 3) {
             a = attrs();
             ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
         }
-        layer("fc", a, "p", NAMES("x", "w"));
+        layer(q == 4 ? "matmul" : "fc", a, "p", NAMES("x", "w"));
         layer("add", NULL, "s", NAMES("p", "b"));
         layer("relu", NULL, "y", NAMES("s"));
         output("y");
@@ -1677,6 +1690,26 @@ START_TEST(product_epilogue_fused)
     ck_assert_int_eq(e.n_layers, 2);
     ck_assert_str_eq(mdl->tensors[e.bias].name, "b1");
     ck_assert_int_eq(e.act.act, IR_ACT_RELU);
+    /* a memory plan (say, saved with an older model) that gives the epilogue's output the memory of
+     * the product's second operand, an activation: refused (the product reads it until it ends) */
+    pdc_model_destroy(mdl);
+    ck_assert_ok(ctx, pdc_model_create(ctx, "qk", &mdl));
+    input("q", DIMS(4, 40));
+    input("k", DIMS(40, 24));
+    layer("relu", NULL, "kr", NAMES("k"));
+    layer("matmul", NULL, "p", NAMES("q", "kr"));
+    layer("relu", NULL, "y", NAMES("p"));
+    output("y");
+    size_t off[8], num[8];
+    ck_assert_uint_le(mdl->n_tensors, 8);
+    for (size_t t = 0; t < mdl->n_tensors; t++) {
+        off[t] = mdl->tensors[t].kind == IR_TENSOR_ACT ? 1000 * t : CPU_NO_SLOT; /* disjoint */
+        num[t] = ir_tensor_numel(&mdl->tensors[t]);
+    }
+    ck_assert_int_eq(cpu_fuse_epilogue(mdl, 1, off, num, &e), 1);
+    int kr = mdl->layers[1].inputs[1], y = mdl->layers[2].outputs[0];
+    off[y] = off[kr];
+    ck_assert_int_eq(cpu_fuse_epilogue(mdl, 1, off, num, &e), 0);
 }
 END_TEST
 

@@ -214,7 +214,7 @@ typedef void (*cpu_conv_tile_fn)(const void *arg, const float *xr, float *yn, co
 void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, float *yn, const float *rn,
                         const cpu_exec *x, cpu_conv_tile_fn tile, const void *arg);
 /* Runs a conv layer over every image of the batch (cpu_conv_run_image with nchunk chunks, into the
- * layer's output or its fused residual's: cpu_conv_out). */
+ * layer's output or its epilogue's: cpu_layer_out). */
 pdc_status cpu_conv_run_layer(const cpu_layer *L, const ir_layer *l, float *const *buf, const cpu_exec *x,
                               const conv_geom *g, int64_t nchunk, cpu_conv_tile_fn tile, const void *arg);
 /* Tile variants, one per distinct (rows, columns, last) of [last row tile?][last column tile?]

@@ -151,7 +151,7 @@ static pdc_status plan_memory(const pdc_program *prog, cpu_state *s)
     return PDC_OK;
 }
 
-/* A layer a conv's epilogue computes (cpu_fuse.c). */
+/* A layer a conv's, fc's or matmul's epilogue computes (cpu_fuse.c). */
 static pdc_status run_fused(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
                             const cpu_exec *x)
 {

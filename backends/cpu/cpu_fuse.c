@@ -23,9 +23,12 @@ int cpu_fuse_epilogue(const ir_model *m, size_t li, const size_t *offset, const 
 {
     if (!ir_layer_epilogue(m, li, e)) return 0;
     /* the memory plan may have given the tensor written the memory of one that dies at the layer
-     * or in the epilogue: not the layer's input (read until it ends); the residual's only if
-     * exactly (each output element is written right after its residual element is read) */
-    if (shares_memory(offset, numel, e->out, m->layers[li].inputs[0])) return 0;
+     * or in the epilogue: not any of the layer's inputs (read until it ends: a matmul's second
+     * operand and an fc's bias may be activations too); the residual's only if exactly (each output
+     * element is written right after its residual element is read) */
+    const ir_layer *l = &m->layers[li];
+    for (size_t i = 0; i < l->n_inputs; i++)
+        if (l->inputs[i] >= 0 && shares_memory(offset, numel, e->out, l->inputs[i])) return 0;
     if (e->residual >= 0 && shares_memory(offset, numel, e->out, e->residual) &&
         (offset[e->out] != offset[e->residual] || numel[e->out] != numel[e->residual]))
         return 0;

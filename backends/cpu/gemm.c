@@ -1,7 +1,9 @@
 /*
  * gemm.c - fc, gemm and matmul: dense through OpenBLAS (single-threaded BLAS calls on blocks that
  * pdc spreads over its threads), and a JIT'd block-sparse fc for block- or unstructured-pruned
- * weights.
+ * weights - and for a matmul by a constant matrix, through the transpose of its weights - which
+ * also runs dense weights at small batches, packed in 8x8 blocks. An epilogue offered (ir/epilogue.h:
+ * a bias add, an activation) is taken by every path.
  *
  * Block-sparse fc, y[n, o] = sum over kept blocks of w[o, k] x[n, k] + b[o]: the weight matrix is
  * kept as a list of blocks per block-row (column offsets, weights packed block after block in
@@ -164,7 +166,7 @@ static pdc_status matmul_plan(const cpu_compile *cc, const ir_model *m, const ir
     if (ta->rank - 2 > nb || tb->rank - 2 > nb) return PDC_ERR_UNSUPPORTED;
     if (tb->rank == 2) {
         /* one matrix for every batch: x's batches are rows of one product */
-        for (int i = 0; i < nb; i++) p->m *= ty->dims[i];
+        for (int i = 0; i < ta->rank - 2; i++) p->m *= ta->dims[i];
         nb = 0;
     }
     int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0};
@@ -203,7 +205,7 @@ static pdc_status matmul_plan(const cpu_compile *cc, const ir_model *m, const ir
     return PDC_OK;
 }
 
-/* ------------------------------------------------------------------ block-sparse fc (JIT) */
+/* ------------------------------------------------------------------ block-sparse fc and matmul (JIT) */
 
 typedef struct spfc_state {
     cpu_bsr w;
@@ -605,6 +607,15 @@ pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0
     return bsr_compile(cc, nx, bsr_lanes_pay(cc, b, nx), b);
 }
 
+/* Whether the packed dense kernel takes nx rows of x by a dense [rows, k] matrix: a second copy of
+ * the weights, so not for matrices that dwarf the gain (a copy of VGG's 102M-weight fc6 would take
+ * 400 MB), nor for fewer rows or columns than a block (the padding is work). */
+static int bsr_dense_fits(int64_t nx, int64_t rows, int64_t k)
+{
+    return nx >= 2 && nx <= CPU_BSR_DENSE_MAX_ROWS && rows >= BSR_DENSE_BLOCK && k >= BSR_DENSE_BLOCK &&
+           (double)rows * (double)k <= CPU_BSR_DENSE_MAX_WEIGHTS;
+}
+
 pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
                               cpu_bsr *b)
 {
@@ -612,11 +623,7 @@ pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_
     int64_t vr, k;
     ir_weight_matrix_view(wt, &vr, &k);
     (void)vr;
-    /* a second copy of the weights: not for matrices that dwarf the gain (a copy of VGG's 102M-weight
-     * fc6 would take 400 MB), nor for fewer rows or columns than a block (the padding is work) */
-    if (nx < 2 || nx > CPU_BSR_DENSE_MAX_ROWS || wt->kind != IR_TENSOR_CONST || !wt->data || rows < BSR_DENSE_BLOCK ||
-        k < BSR_DENSE_BLOCK || (double)rows * (double)k > CPU_BSR_DENSE_MAX_WEIGHTS)
-        return PDC_ERR_UNSUPPORTED;
+    if (wt->kind != IR_TENSOR_CONST || !wt->data || !bsr_dense_fits(nx, rows, k)) return PDC_ERR_UNSUPPORTED;
     pdc_status st = bsr_pack(cc->ctx, cc->target, wt, row0, rows, BSR_DENSE_BLOCK, BSR_DENSE_BLOCK, 1, b);
     if (st) return st;
     b->dense = 1;
@@ -635,10 +642,10 @@ static pdc_status spfc_run(const cpu_layer *L, const ir_model *m, const ir_layer
 }
 
 /* Plans y = x wt^T (+ bt) (+ ebias) for p->m rows of x on the block-sparse kernels - wt [p->n, p->k]
- * block- or unstructured-sparse, or dense at a small batch - naming the layer `what` in its kernel
- * text; PDC_ERR_UNSUPPORTED (no message) where the dense path is the better one. */
+ * block- or unstructured-sparse, or dense at a small batch - named an fc (else a matmul) in its
+ * kernel text; PDC_ERR_UNSUPPORTED (no message) where the dense path is the better one. */
 static pdc_status spfc_plan(const cpu_compile *cc, const ir_tensor *wt, const ir_tensor *bt, const float *ebias,
-                            const char *what, const ir_gemm_params *p, const ir_fused_params *fp, cpu_layer *L)
+                            int fc, const ir_gemm_params *p, const ir_fused_params *fp, cpu_layer *L)
 {
     const ir_sparsity *sp = &wt->sparsity;
     if (wt->rank != 2 || (bt && bt->kind != IR_TENSOR_CONST) || wt->dims[0] != p->n || wt->dims[1] != p->k)
@@ -670,7 +677,7 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_tensor *wt, const ir
     char lanes[48] = "";
     if (w->lanes_fn) snprintf(lanes, sizeof lanes, ", %d samples per weight load", w->key.nl);
     /* an fc's rows are its batch; a matmul's are x's rows, and its weights are [in, out] */
-    const int fc = !strcmp(what, "fc");
+    const char *what = fc ? "fc" : "matmul";
     char rows[40];
     snprintf(rows, sizeof rows, fc ? "batch %" PRId64 : "%" PRId64 " rows", s->n);
     if (w->dense)
@@ -695,17 +702,15 @@ static pdc_status matmul_sparse_plan(const cpu_compile *cc, const ir_model *m, c
                                      const gemm_state *s, const ir_fused_params *fp, cpu_layer *L)
 {
     const ir_tensor *b = &m->tensors[l->inputs[1]];
-    const int64_t rows = s->p.m;
-    int small_dense = rows >= 2 && rows <= CPU_BSR_DENSE_MAX_ROWS &&
-                      (double)s->p.k * (double)s->p.n <= CPU_BSR_DENSE_MAX_WEIGHTS;
-    if (s->batches != 1 || b->rank != 2 || (b->sparsity.kind == IR_SPARSITY_NONE && !small_dense))
+    if (s->batches != 1 || b->rank != 2 ||
+        (b->sparsity.kind == IR_SPARSITY_NONE && !bsr_dense_fits(s->p.m, s->p.n, s->p.k)))
         return PDC_ERR_UNSUPPORTED;
     ir_tensor wt;
     pdc_status st = ir_matrix_transpose(cc->ctx, b, &wt);
     if (st) return st;
     ir_gemm_params p = s->p;
     p.trans_b = 1;
-    st = spfc_plan(cc, &wt, NULL, s->ebias, "matmul", &p, fp, L);
+    st = spfc_plan(cc, &wt, NULL, s->ebias, 0, &p, fp, L);
     ir_matrix_transpose_free(&wt);
     return st;
 }
@@ -737,7 +742,7 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
         st = ir_gemm_params_get(m, l, &s->p);
         if (!st && l->op == IR_OP_FC) {
             const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
-            pdc_status sst = spfc_plan(cc, &m->tensors[l->inputs[1]], bt, s->ebias, "fc", &s->p, &fp, L);
+            pdc_status sst = spfc_plan(cc, &m->tensors[l->inputs[1]], bt, s->ebias, 1, &s->p, &fp, L);
             if (sst != PDC_ERR_UNSUPPORTED) {
                 gemm_free(s);
                 if (!sst) cpu_take_epilogue(cc, L);
@@ -771,7 +776,7 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
     snprintf(L->info, sizeof L->info, "blas sgemm%s %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s",
              s->p.m == 1 ? "/sgemv" : "", s->p.m, s->p.n, s->p.k,
              l->op == IR_OP_MATMUL && s->batches > 1 ? ", batched" : "",
-             l->op == IR_OP_FC && m->tensors[l->inputs[1]].sparsity.kind != IR_SPARSITY_NONE
+             l->op != IR_OP_GEMM && m->tensors[l->inputs[1]].sparsity.kind != IR_SPARSITY_NONE
                  ? " (weights too dense or not blocked for the sparse kernel)" : "");
     cpu_take_epilogue(cc, L);
     return PDC_OK;
