@@ -175,7 +175,7 @@ typedef struct cpu_bsr {
     int64_t bh, bw, nbr;         /* block shape, block-rows */
     int64_t nx;                  /* rows of x a product takes at most (the plan's) */
     int64_t chunk;               /* block-rows a thread takes at a time (cpu_bsr_product) */
-    int dense;                   /* every block kept (cpu_bsr_plan_dense) */
+    int dense;                   /* packed whole in 8x8 blocks, every block kept (cpu_bsr_plan) */
     int64_t *rowptr;             /* per block-row: first block, nbr + 1 entries */
     int32_t *col;                /* per block: first column */
     float *wpk;                  /* per block: bh x bw weights, row-major; edge blocks zero-padded */
@@ -192,19 +192,17 @@ pdc_status cpu_bsr_plan_pack(pdc_context *ctx, const pdc_llvm_target *t, const i
  * cpu_bsr_lanes_fn if key->nl > 0) into m (a pdc_kernel_emit_fn). */
 pdc_status cpu_bsr_emit(void *arg, const pdc_context *ctx, const pdc_llvm_target *t, LLVMContextRef c,
                         LLVMModuleRef m, const char *prefix);
-/* cpu_bsr_plan_pack, then the kernel for products of up to nx rows of x through the JIT: the lanes
- * kernel from 2 rows on (3 where the blocks fill a vector; where its accumulators fit the
- * registers), else the one-sample one. */
-pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
-                        cpu_bsr *b);
-/* A dense constant wt's rows [row0, row0 + rows) in 8x8 blocks, all kept (a copy of the weights),
- * for the kernels above: for products of 2 to CPU_BSR_DENSE_MAX_ROWS rows of x, where OpenBLAS's
- * sgemm, which packs w again on every call, is slower. PDC_ERR_UNSUPPORTED outside them, off
- * block-row bounds, below 8 rows or columns, or above CPU_BSR_DENSE_MAX_WEIGHTS weights. */
+/* Rows [row0, row0 + rows) of constant wt for products of up to nx rows of x, through the JIT:
+ * cpu_bsr_plan_pack where the sparsity gains; else, dense (or too dense), the rows packed whole in
+ * 8x8 blocks, all kept (a copy of the weights), for products of 2 to CPU_BSR_DENSE_MAX_ROWS rows,
+ * where OpenBLAS's sgemm, which packs w again on every call, is slower - not below 8 rows or
+ * columns, nor above CPU_BSR_DENSE_MAX_WEIGHTS weights. Then the kernel: the lanes kernel from 2
+ * rows on (3 where the blocks fill a vector; where its accumulators fit the registers), else the
+ * one-sample one. PDC_ERR_UNSUPPORTED (b zeroed, nothing on ctx) where neither form applies. */
 #define CPU_BSR_DENSE_MAX_ROWS 32
 #define CPU_BSR_DENSE_MAX_WEIGHTS (16.0 * 1024 * 1024)
-pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
-                              cpu_bsr *b);
+pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
+                        cpu_bsr *b);
 void cpu_bsr_release(cpu_bsr *b);
 static inline int cpu_bsr_ready(const cpu_bsr *b) { return b->fn || b->lanes_fn; }
 /* Columns x must hold for the one-sample kernel: k rounded up to bw, zeros past k. */

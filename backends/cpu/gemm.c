@@ -599,14 +599,6 @@ static pdc_status bsr_compile(const cpu_compile *cc, int64_t nx, int lanes, cpu_
     return PDC_OK;
 }
 
-pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
-                        cpu_bsr *b)
-{
-    pdc_status st = cpu_bsr_plan_pack(cc->ctx, cc->target, wt, row0, rows, b);
-    if (st) return st;
-    return bsr_compile(cc, nx, bsr_lanes_pay(cc, b, nx), b);
-}
-
 /* Whether the packed dense kernel takes nx rows of x by a dense [rows, k] matrix: a second copy of
  * the weights, so not for matrices that dwarf the gain (a copy of VGG's 102M-weight fc6 would take
  * 400 MB), nor for fewer rows or columns than a block (the padding is work). */
@@ -616,8 +608,10 @@ static int bsr_dense_fits(int64_t nx, int64_t rows, int64_t k)
            (double)rows * (double)k <= CPU_BSR_DENSE_MAX_WEIGHTS;
 }
 
-pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
-                              cpu_bsr *b)
+/* wt's rows [row0, row0 + rows) packed whole in 8x8 blocks (a copy of the weights) where
+ * bsr_dense_fits; PDC_ERR_UNSUPPORTED (b zeroed) where not, or off block-row bounds. */
+static pdc_status bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
+                                 cpu_bsr *b)
 {
     memset(b, 0, sizeof *b);
     int64_t vr, k;
@@ -627,6 +621,15 @@ pdc_status cpu_bsr_plan_dense(const cpu_compile *cc, const ir_tensor *wt, int64_
     pdc_status st = bsr_pack(cc->ctx, cc->target, wt, row0, rows, BSR_DENSE_BLOCK, BSR_DENSE_BLOCK, 1, b);
     if (st) return st;
     b->dense = 1;
+    return bsr_compile(cc, nx, bsr_lanes_pay(cc, b, nx), b);
+}
+
+pdc_status cpu_bsr_plan(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
+                        cpu_bsr *b)
+{
+    pdc_status st = cpu_bsr_plan_pack(cc->ctx, cc->target, wt, row0, rows, b);
+    if (st == PDC_ERR_UNSUPPORTED) return bsr_plan_dense(cc, wt, row0, rows, nx, b); /* a small batch */
+    if (st) return st;
     return bsr_compile(cc, nx, bsr_lanes_pay(cc, b, nx), b);
 }
 
@@ -654,7 +657,6 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_tensor *wt, const ir
     spfc_state *s = pdc_calloc(ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     pdc_status st = cpu_bsr_plan(cc, wt, 0, p->n, p->m, &s->w);
-    if (st == PDC_ERR_UNSUPPORTED) st = cpu_bsr_plan_dense(cc, wt, 0, p->n, p->m, &s->w); /* a small batch */
     if (!st && (bt || ebias)) { /* the kernels add one bias */
         if (!(s->bias = pdc_alloc(ctx, (size_t)p->n * sizeof *s->bias))) st = PDC_ERR_OUT_OF_MEMORY;
         else start_rows(s->bias, 1, p->n, bt ? bt->data : NULL, ebias);

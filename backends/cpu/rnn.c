@@ -5,7 +5,7 @@
  * sigmoids and tanhs JIT'd over each whole gate block (eltwise.c's kernels; one libm call per element
  * cost 1-1.5 ms of a 32-step LSTM with hidden size 512 at batch 1), the products around them in C.
  * Dense weights go through OpenBLAS, or, for products of 2-32 rows whose slices fall on 8x8
- * blocks, through gemm.c's kernels on a packed copy (cpu_bsr_plan_dense: sgemm repacks w on every
+ * blocks, through gemm.c's kernels on a packed copy (cpu_bsr_plan: sgemm repacks w on every
  * call). A block- or unstructured-pruned w or r (sparse enough, blocks
  * not straddling a direction or GRU's h gate) goes through gemm.c's JIT'd block-sparse product
  * instead, over the kept blocks only (cpu_bsr_product: each weight loaded once for every sample of
@@ -149,14 +149,12 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     return PDC_OK;
 }
 
-/* Rows [row0, row0 + rows) of wt for products of nx rows: block-sparse where the sparsity gains,
- * else dense through the lanes kernel where nx is small (cpu_bsr_plan_dense); b left zeroed (OpenBLAS)
- * where neither applies. */
+/* Rows [row0, row0 + rows) of wt for products of nx rows on gemm.c's kernels (cpu_bsr_plan); b left
+ * zeroed (OpenBLAS) where they do not take it. */
 static pdc_status plan_matrix(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
                               cpu_bsr *b)
 {
     pdc_status st = cpu_bsr_plan(cc, wt, row0, rows, nx, b);
-    if (st == PDC_ERR_UNSUPPORTED) st = cpu_bsr_plan_dense(cc, wt, row0, rows, nx, b);
     return st == PDC_ERR_UNSUPPORTED ? PDC_OK : st;
 }
 
