@@ -664,9 +664,22 @@ static pdc_status emit_matmul(arm_gen *G, const ir_layer *l)
     }
     LLVMValueRef a, b, y;
     pdc_status st;
-    if ((st = arm_tensor_ptr(G, l->inputs[0], &a)) || (st = arm_tensor_ptr(G, l->inputs[1], &b)) ||
-        (st = arm_tensor_ptr(G, l->outputs[0], &y)))
-        return st;
+    if ((st = arm_tensor_ptr(G, l->inputs[0], &a)) || (st = arm_tensor_ptr(G, l->outputs[0], &y))) return st;
+    /* by a block- or unstructured-pruned constant matrix (a linear layer on x [..., M, K]): x's
+     * leading dims are rows of one product, on the block-sparse kernel through the transpose [N, K]
+     * of the weights, as the cpu target runs it */
+    if (tb->kind == IR_TENSOR_CONST && tb->rank == 2 && tb->sparsity.kind != IR_SPARSITY_NONE && K > 0) {
+        ir_tensor wt;
+        if ((st = ir_matrix_transpose(G->ctx, tb, &wt))) return st;
+        arm_bsr S;
+        st = arm_bsr_plan(G, &wt, 0, N, &S);
+        ir_matrix_transpose_free(&wt);
+        if (st != PDC_ERR_UNSUPPORTED) {
+            ir_gemm_params p = {.m = numel(ta) / K, .n = N, .k = K};
+            return st ? st : emit_gemm_sparse(G, l, &p, &S, a, y);
+        }
+    }
+    if ((st = arm_tensor_ptr(G, l->inputs[1], &b))) return st;
     arm_nest Nn;
     LLVMValueRef idx[PDC_MAX_RANK];
     nest_begin(G, &Nn, nb, ty->dims, idx);

@@ -4,7 +4,8 @@
 # For each test model: `pdc prune` (pattern + connectivity pruning, reorder, plan for the CNNs; 4x4
 # blocks for the LSTM), `pdc compile --target aarch64-linux-gnu`, then the same for two larger
 # models written here as .pdcir with uniform random weights (fixed seed): fc_big, an fc 512 -> 256
-# at batch 1 with 10% of its 4x4 blocks kept, and lstm_big, an LSTM with input and hidden 128 over 16
+# at batch 1 with 10% of its 4x4 blocks kept, mm_big, a linear layer as ONNX carries one on a
+# sequence (matmul of x [1, 8, 512] by a constant [512, 256]) with 10% of its 4x4 blocks kept, and lstm_big, an LSTM with input and hidden 128 over 16
 # steps with 25% of the 4x4 blocks of both gate matrices kept; then
 #   code   bytes of .text of libNAME.a (aarch64-linux-gnu-size -A)
 #   consts bytes of .rodata (packed weights, index arrays; .data is empty)
@@ -42,6 +43,9 @@ gen() {
         fc_big) awk 'BEGIN { srand(7); printf "pdcir 1\nmodel \"fc_big\"\ninput x : f32[1,512]\nconst w : f32[256,512] = [";
                    for (i = 0; i < 256 * 512; i++) printf "%s%.4f", i ? ", " : "", rand() - 0.5;
                    printf "]\nlayer fc = fc(x, w) -> (y)\noutput y\n" }' > "$T/$1.pdcir" ;;
+        mm_big) awk 'BEGIN { srand(9); printf "pdcir 1\nmodel \"mm_big\"\ninput x : f32[1,8,512]\nconst w : f32[512,256] = [";
+                   for (i = 0; i < 512 * 256; i++) printf "%s%.4f", i ? ", " : "", rand() - 0.5;
+                   printf "]\nlayer mm = matmul(x, w) -> (y)\noutput y\n" }' > "$T/$1.pdcir" ;;
         lstm_big) awk 'BEGIN { srand(8); printf "pdcir 1\nmodel \"lstm_big\"\ninput x : f32[16,1,128]\n";
                      for (m = 0; m < 2; m++) { printf "const %s : f32[1,512,128] = [", m ? "r" : "w";
                          for (i = 0; i < 512 * 128; i++) printf "%s%.4f", i ? ", " : "", (rand() - 0.5) / 4; printf "]\n" }
@@ -50,14 +54,14 @@ gen() {
 }
 
 printf '%-18s %-7s %10s %10s %6s %14s\n' model variant code_B consts_B fmla insns/inference
-for model in resnet_small mobilenetv2_small lstm pattern_cnn fc_big lstm_big; do
+for model in resnet_small mobilenetv2_small lstm pattern_cnn fc_big mm_big lstm_big; do
     case $model in
         *_big) gen $model; orig="$T/$model.pdcir" ;;
         *) orig="$DATA/$model.onnx"; [ -f "$orig" ] || { echo "report.sh: $orig missing"; exit 1; } ;;
     esac
     case $model in
         lstm|lstm_big) passes="prune-block" ; popt="--block 4x4:0.75" ;;
-        fc_big) passes="prune-block" ; popt="--block 4x4:0.9" ;;
+        fc_big|mm_big) passes="prune-block" ; popt="--block 4x4:0.9" ;;
         *) passes="canonicalize,prune-pattern,prune-connectivity,reorder,plan"; popt="" ;;
     esac
     $PDC prune "$orig" -o "$T/${model}_p.pdc" --passes "$passes" $popt >/dev/null
