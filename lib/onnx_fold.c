@@ -320,6 +320,7 @@ pdc_status onnx_fold_slice(onnx_importer *imp, onnx_node *n)
             e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
             cnt = b > e ? (b - e - 1) / ms + 1 : 0;
         }
+        if (d == 0) cnt = 0; /* an empty axis stays empty whatever the clamped bounds say */
         first[ax] = b;
         step[ax] = s;
         dims[ax] = cnt;

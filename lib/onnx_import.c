@@ -579,7 +579,13 @@ static pdc_status mark_graph_output(onnx_importer *imp, const char *name)
     ir_tensor *t = &m->tensors[v->tensor];
     int already = 0;
     for (size_t i = 0; i < m->n_outputs; i++) already |= m->outputs[i] == v->tensor;
-    if (!strcmp(t->name, name)) return ir_model_mark_output(m, name);
+    if (!strcmp(t->name, name)) {
+        if (t->kind == IR_TENSOR_ACT) return ir_model_mark_output(m, name);
+        /* a copy would need the input's name */
+        return pdc_error(imp->ctx, PDC_ERR_UNSUPPORTED,
+                         "ONNX: graph output '%s' is the graph input of that name (outputs are computed by "
+                         "layers; an Identity to an output of another name is supported)", q);
+    }
     if (t->kind == IR_TENSOR_ACT && !already) {
         /* An alias (Identity, Dropout, ...) of a layer output: the tensor takes the output's name. */
         char *copy = pdc_strdup(imp->ctx, name);

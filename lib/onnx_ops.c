@@ -103,9 +103,12 @@ static pdc_status pass_int(onnx_importer *imp, const onnx_node *n, ir_attrs *a, 
 
 /* ------------------------------------------------------------------ aliases */
 
+/* Output 0 is input 0. Also reached with a constant input 0 when another input is computed at run
+ * time (Dropout's ratio, Pad's pads): the output is that constant then, never a run-time value
+ * without a tensor. */
 static pdc_status emit_identity(onnx_importer *imp, onnx_node *n)
 {
-    (void)imp;
+    if (n->in[0]->kind == ONNX_VALUE_CONST) return onnx_fold_identity(imp, n);
     onnx_define_runtime(n, 0, n->in[0]->tensor);
     return PDC_OK;
 }
@@ -172,7 +175,7 @@ static pdc_status emit_pad(onnx_importer *imp, onnx_node *n)
             return onnx_node_error(imp, n, PDC_ERR_UNSUPPORTED,
                                    "%s padding of a tensor is not supported (only all-zero pads; put the padding in "
                                    "the pads of the following Conv or pool)", mode);
-    return n->in[0]->kind == ONNX_VALUE_CONST ? onnx_fold_identity(imp, n) : emit_identity(imp, n);
+    return emit_identity(imp, n);
 }
 
 /* ------------------------------------------------------------------ conv and pools */

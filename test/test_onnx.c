@@ -717,6 +717,21 @@ START_TEST(folded_slice_range_cast_equal_where)
         m = load_run_expect(mp, F(1, 1, 1), k ? 1 : 3, want_rev[k], k ? 1 : 3);
         pdc_model_destroy(m);
     }
+
+    /* a negative step on an empty axis gives an empty slice (it read one row past the constant),
+     * which the Add then refuses by name */
+    mp = mp_new(13);
+    mp_input(mp, "x", DIMS(1, 1000));
+    mp_init(mp, t_float("E", DIMS(0, 1000), F(0), 0)); /* no elements */
+    mp_init(mp, t_int64("st", DIMS(1), I64(-1)));
+    mp_init(mp, t_int64("en", DIMS(1), I64(-10)));
+    mp_init(mp, t_int64("ax", DIMS(1), I64(0)));
+    mp_init(mp, t_int64("sp", DIMS(1), I64(-1)));
+    mp_node(mp, "Slice", "slice_empty", "E,st,en,ax,sp", "s");
+    mp_node(mp, "Add", "add", "x,s", "y");
+    mp_output(mp, "y");
+    ck_assert_status(ctx, mp_load(mp, &m), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "input 's' is an empty constant");
 }
 END_TEST
 
@@ -817,6 +832,41 @@ START_TEST(runtime_shape_ops_and_aliases)
     ck_assert_str_eq(layer_op(m, "act"), "relu");
     ck_assert_str_eq(layer_op(m, "act_1"), "sigmoid");
     pdc_model_destroy(m);
+
+    /* Dropout of a constant with a ratio computed at run time is that constant (it was a run-time
+     * value without a tensor: a crash as a graph output, an internal error as an operand) */
+    for (int k = 0; k < 3; k++) {
+        mp = mp_new(13);
+        mp_input(mp, "x", DIMS(1, 4));
+        mp_input(mp, "r", DIMS(1));
+        mp_init(mp, t_float("c", DIMS(1, 4), F(1, 2, 3, 4), 0));
+        mp_node(mp, "Dropout", "drop", "c,r", "d");
+        if (k == 1) mp_node(mp, "Add", "add", "x,d", "y");
+        if (k == 2) {
+            mp_node(mp, "Shape", "shape", "d", "sh");
+            mp_node(mp, "Reshape", "rs", "x,sh", "y");
+        }
+        mp_output(mp, k ? "y" : "d");
+        if (k == 0) {
+            ck_assert_status(ctx, mp_load(mp, &m), PDC_ERR_UNSUPPORTED);
+            ck_assert_error_has(ctx, "graph output 'd' is a constant");
+            continue;
+        }
+        ck_assert_ok(ctx, mp_load(mp, &m));
+        ck_assert_str_eq(layer_op(m, k == 1 ? "add" : "rs"), k == 1 ? "add" : "reshape");
+        if (k == 1) ck_assert_float_eq(tensor(m, "d")->data[3], 4.0f);
+        pdc_model_destroy(m);
+    }
+
+    /* a graph output that is a graph input of the same name: refused by name (it was "output 'x'
+     * must be produced by a layer" with PDC_ERR_INVALID_ARG) */
+    mp = mp_new(13);
+    mp_input(mp, "x", DIMS(2));
+    mp_node(mp, "Relu", "relu", "x", "y");
+    mp_output(mp, "y");
+    mp_output(mp, "x");
+    ck_assert_status(ctx, mp_load(mp, &m), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "graph output 'x' is the graph input of that name");
 }
 END_TEST
 
