@@ -510,7 +510,7 @@ PDC_API pdc_status pdc_trainer_evaluate(pdc_trainer *trainer, const pdc_tensor *
 /* ------------------------------------------------------------------ pruning */
 
 /* The pipeline must hold pruning passes only (other passes would change the model's structure). */
-static pdc_status check_prune_pipeline(const pdc_context *ctx, const char *pipeline)
+pdc_status tr_check_prune_pipeline(const pdc_context *ctx, const char *pipeline)
 {
     const char *s = pipeline;
     while (*s) {
@@ -563,7 +563,7 @@ PDC_API pdc_status pdc_trainer_prune(pdc_trainer *trainer, const char *pipeline,
 {
     TRAINER_CHECK(trainer);
     PDC_CHECK_ARG(trainer->ctx, pipeline, "pipeline");
-    pdc_status st = check_prune_pipeline(trainer->ctx, pipeline);
+    pdc_status st = tr_check_prune_pipeline(trainer->ctx, pipeline);
     return st ? st : prune_with(trainer, pipeline, options ? &options->list : NULL);
 }
 
@@ -626,7 +626,7 @@ PDC_API pdc_status pdc_trainer_admm_begin(pdc_trainer *trainer, const char *pipe
     if (trainer->admm) return pdc_error(ctx, PDC_ERR_INVALID_STATE, "trainer: ADMM is already on");
     if (!(rho > 0.0f) || !isfinite(rho))
         return pdc_error(ctx, PDC_ERR_INVALID_ARG, "trainer: ADMM rho is %g, expected a finite number > 0", (double)rho);
-    pdc_status st = check_prune_pipeline(ctx, pipeline);
+    pdc_status st = tr_check_prune_pipeline(ctx, pipeline);
     if (st) return st;
     trainer->admm_pipeline = pdc_strdup(ctx, pipeline);
     if (!trainer->admm_pipeline) return PDC_ERR_OUT_OF_MEMORY;

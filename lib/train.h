@@ -207,6 +207,10 @@ struct pdc_trainer {
     ir_attrs admm_options;
 };
 
+/* PDC_ERR_INVALID_ARG unless every pass of the pipeline is a pruning pass (prune-*): what ADMM and
+ * pdc_trainer_prune run on the trainer's model, which must keep its structure (train.c). */
+pdc_status tr_check_prune_pipeline(const pdc_context *ctx, const char *pipeline);
+
 /* Checkpoints (train_checkpoint.c). */
 pdc_status tr_checkpoint_save(const pdc_trainer *t, const char *path);
 pdc_status tr_checkpoint_load(pdc_trainer *t, const char *path);

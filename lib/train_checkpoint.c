@@ -39,11 +39,13 @@
  * in only when everything succeeded, so a refused file leaves the trainer as it was.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "lib/crc32.h"
 #include "lib/fileio.h"
 #include "lib/train.h"
+#include "passes/pass_manager.h"
 
 #define CKPT_MAGIC "PDCTRAIN"
 #define CKPT_VERSION 1u
@@ -383,7 +385,11 @@ static pdc_status parse_payload(const pdc_trainer *t, pdc_reader *r, const char 
         if ((st = get_f64(r, &c->rho)) || (st = pdc_reader_get_string(r, &c->pipeline)) ||
             (st = get_attrs(r, &c->admm_options)))
             return st;
-        if (!(c->rho > 0.0)) return pdc_reader_corrupt(r, "ADMM rho %g", c->rho);
+        if (!(c->rho > 0.0) || !isfinite(c->rho)) return pdc_reader_corrupt(r, "ADMM rho %g", c->rho);
+        /* what pdc_trainer_admm_begin accepts: pruning passes only (another pass would change the
+         * model's structure at pdc_trainer_admm_end) */
+        if (tr_check_prune_pipeline(ctx, c->pipeline) || pass_pipeline_check(ctx, c->pipeline))
+            return pdc_reader_corrupt(r, "ADMM pipeline \"%s\" is refused", c->pipeline);
     }
     r->what = "constants";
     if ((st = pdc_reader_get_u32(r, &n))) return st;

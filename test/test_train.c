@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/crc32.h"
 #include "lib/train.h"
 #include "testutil.h"
 
@@ -964,6 +965,53 @@ START_TEST(corrupt_and_truncated_checkpoints_are_refused)
 }
 END_TEST
 
+START_TEST(checkpoint_admm_state_is_checked)
+{
+    /* a checkpoint with a right CRC-32 but ADMM state pdc_trainer_admm_begin refuses: a pass that
+     * is not a pruning pass (admm_end would restructure the model: 9 layers became 6), an unknown
+     * pass, rho = inf. Each is refused as corrupt and leaves the trainer as it was. */
+    pdc_trainer *t = toy_trainer(NULL);
+    ck_assert_ok(ctx, pdc_trainer_admm_begin(t, "prune-unstructured", NULL, 0.25f));
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("admm.ckpt")));
+    size_t n;
+    uint8_t *b = read_all(tmp_path("admm.ckpt"), &n);
+    static const char pipe[] = "prune-unstructured";
+    const size_t len = sizeof pipe - 1;
+    size_t at = 0;
+    while (at + len <= n && memcmp(b + at, pipe, len)) at++;
+    ck_assert_uint_lt(at + len, n); /* the pipeline, after its u32 length and the f64 rho */
+    static const uint8_t inf_le[8] = {0, 0, 0, 0, 0, 0, 0xf0, 0x7f};
+    struct {
+        const char *what;
+        size_t off;
+        const void *bytes;
+        size_t nb;
+        const char *msg;
+    } cases[] = {
+        {"not a pruning pass", at, "canonicalize      ", len, "ADMM pipeline \"canonicalize"},
+        {"unknown pass", at, "prune-nothing-else", len, "ADMM pipeline \"prune-nothing-else\" is refused"},
+        {"rho inf", at - 12, inf_le, 8, "ADMM rho inf"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t *c = malloc(n);
+        ck_assert_ptr_nonnull(c);
+        memcpy(c, b, n);
+        memcpy(c + cases[i].off, cases[i].bytes, cases[i].nb);
+        uint32_t crc = pdc_crc32(0, c, n - 4);
+        for (int k = 0; k < 4; k++) c[n - 4 + (size_t)k] = (uint8_t)(crc >> (8 * k));
+        write_all(tmp_path("bad.ckpt"), c, n);
+        free(c);
+        ck_assert_status(ctx, pdc_trainer_load(t, tmp_path("bad.ckpt")), PDC_ERR_CORRUPT);
+        ck_assert_msg(strstr(pdc_context_last_error(ctx), cases[i].msg) != NULL, "%s: message \"%s\" lacks \"%s\"",
+                      cases[i].what, pdc_context_last_error(ctx), cases[i].msg);
+        ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("again.ckpt")));
+        ck_assert_msg(files_equal(tmp_path("admm.ckpt"), tmp_path("again.ckpt")), "%s changed the trainer", cases[i].what);
+    }
+    free(b);
+    pdc_trainer_destroy(t);
+}
+END_TEST
+
 START_TEST(checkpoint_of_another_model_is_refused)
 {
     pdc_trainer *t = toy_trainer(NULL);
@@ -1344,6 +1392,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, exported_model_compiles_runs_and_saves);
     tcase_add_test(tc, resume_is_bit_exact);
     tcase_add_test(tc, corrupt_and_truncated_checkpoints_are_refused);
+    tcase_add_test(tc, checkpoint_admm_state_is_checked);
     tcase_add_test(tc, checkpoint_of_another_model_is_refused);
     tcase_add_test(tc, unwritable_checkpoint_path_loses_nothing);
     tcase_add_test(tc, killed_while_saving_leaves_the_last_good_checkpoint);
