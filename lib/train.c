@@ -15,6 +15,7 @@
 /* ------------------------------------------------------------------ options */
 
 typedef enum { OT_CHOICE, OT_DOUBLE, OT_U64, OT_INT } opt_type;
+#define U64_ANY 18446744073709551616.0 /* 2^64: every uint64 is in range (strtoull refuses beyond) */
 
 typedef struct opt_def {
     const char *name;
@@ -43,12 +44,12 @@ static const opt_def opt_defs[] = {
     {"beta2", OT_DOUBLE, OFF(beta2), 0, 1, 0, 1, NULL},
     {"eps", OT_DOUBLE, OFF(eps), 0, INFINITY, 1, 1, NULL},
     {"lr_schedule", OT_CHOICE, OFF(schedule), 0, 0, 0, 0, schedule_names},
-    {"lr_step", OT_U64, OFF(lr_step), 1, 1.8e19, 0, 0, NULL},
+    {"lr_step", OT_U64, OFF(lr_step), 1, U64_ANY, 0, 0, NULL},
     {"lr_gamma", OT_DOUBLE, OFF(lr_gamma), 0, 1, 1, 0, NULL},
-    {"lr_total_steps", OT_U64, OFF(lr_total_steps), 1, 1.8e19, 0, 0, NULL},
+    {"lr_total_steps", OT_U64, OFF(lr_total_steps), 1, U64_ANY, 0, 0, NULL},
     {"lr_min", OT_DOUBLE, OFF(lr_min), 0, INFINITY, 0, 1, NULL},
     {"batch", OT_U64, OFF(batch), 1, 65536, 0, 0, NULL},
-    {"seed", OT_U64, OFF(seed), 0, 1.8e19, 0, 0, NULL},
+    {"seed", OT_U64, OFF(seed), 0, U64_ANY, 0, 0, NULL},
     {"bn_momentum", OT_DOUBLE, OFF(bn_momentum), 0, 1, 0, 0, NULL},
     {"threads", OT_INT, OFF(threads), 0, 4096, 0, 0, NULL},
     {"kernels", OT_CHOICE, OFF(kernels), 0, 0, 0, 0, kernels_names},

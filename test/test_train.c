@@ -498,6 +498,13 @@ START_TEST(lr_schedules_and_options)
     ck_assert_status(ctx, pdc_trainer_set_option(t, "optimizer", "rmsprop"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "sgd, adam or adamw");
     ck_assert_status(ctx, pdc_trainer_set_option(t, "batch", "0"), PDC_ERR_INVALID_ARG);
+    /* "seed" takes any 64-bit unsigned integer (the largest was refused), nothing beyond */
+    ck_assert_ok(ctx, pdc_trainer_set_option(t, "seed", "18446744073709551615"));
+    ck_assert_ok(ctx, pdc_trainer_get_option(t, "seed", buf, sizeof buf));
+    ck_assert_str_eq(buf, "18446744073709551615");
+    ck_assert_status(ctx, pdc_trainer_set_option(t, "seed", "18446744073709551616"), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "expected an integer >= 0");
+    ck_assert_ok(ctx, pdc_trainer_set_option(t, "seed", "42"));
     ck_assert_status(ctx, pdc_trainer_set_option(t, "no_such", "1"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "no_such");
     ck_assert_status(ctx, pdc_trainer_set_option(t, "step", "3"), PDC_ERR_INVALID_ARG);
