@@ -2,7 +2,9 @@
  * emit.c - pdc_model_emit: ahead-of-time code for another machine. Validates the target and its
  * options against the emitter's lists (LLVM accepts unknown CPU names with only a warning, so we
  * never pass one through), hands the emitter a private verified copy of the model, and writes the
- * files it returns all-or-nothing: each to a temporary name in dir, then every one renamed.
+ * files it returns all-or-nothing: each to a temporary name in dir, then every one renamed (a
+ * rename failing after an earlier one succeeded - same directory, so hardly ever - leaves the
+ * earlier files in place, each whole). A directory it created is removed again on failure.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -137,13 +139,19 @@ static pdc_status check_dir(const pdc_context *ctx, const char *dir, int *missin
     return PDC_OK;
 }
 
-/* Every file to a temporary name, then every one renamed; on failure the temporaries are removed. */
+/* Every file to a temporary name, then every one renamed; on failure the temporaries are removed.
+ * Both names of every file are made first, so nothing can fail between the renames but rename. */
 static pdc_status write_all(const pdc_context *ctx, const char *dir, const pdc_emit_out *out)
 {
     pdc_status st = PDC_OK;
     size_t n = out->n_files, written = 0;
-    char **tmp = pdc_calloc(ctx, n ? n : 1, sizeof *tmp);
-    if (!tmp) return PDC_ERR_OUT_OF_MEMORY;
+    char **tmp = pdc_calloc(ctx, n ? n : 1, sizeof *tmp), **final = pdc_calloc(ctx, n ? n : 1, sizeof *final);
+    if (!tmp || !final) st = PDC_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n && !st; i++) {
+        size_t len = strlen(dir) + strlen(out->files[i].name) + 2;
+        if (!(final[i] = pdc_alloc(ctx, len))) st = PDC_ERR_OUT_OF_MEMORY;
+        else snprintf(final[i], len, "%s/%s", dir, out->files[i].name);
+    }
     for (; written < n && !st; written++) {
         const pdc_emit_file *f = &out->files[written];
         size_t len = strlen(dir) + strlen(f->name) + 32;
@@ -174,26 +182,20 @@ static pdc_status write_all(const pdc_context *ctx, const char *dir, const pdc_e
             st = pdc_error(ctx, PDC_ERR_IO, "emit: cannot write '%s/%s': %s", dir, f->name, strerror(errno));
     }
     for (size_t i = 0; i < n && !st; i++) {
-        size_t len = strlen(dir) + strlen(out->files[i].name) + 2;
-        char *final = pdc_alloc(ctx, len);
-        if (!final) {
-            st = PDC_ERR_OUT_OF_MEMORY;
-            break;
-        }
-        snprintf(final, len, "%s/%s", dir, out->files[i].name);
-        if (rename(tmp[i], final) != 0)
-            st = pdc_error(ctx, PDC_ERR_IO, "emit: cannot rename to '%s': %s", final, strerror(errno));
+        if (rename(tmp[i], final[i]) != 0)
+            st = pdc_error(ctx, PDC_ERR_IO, "emit: cannot rename to '%s': %s", final[i], strerror(errno));
         else {
             pdc_free(tmp[i]);
             tmp[i] = NULL;
         }
-        pdc_free(final);
     }
     for (size_t i = 0; i < n; i++) {
-        if (tmp[i]) unlink(tmp[i]);
-        pdc_free(tmp[i]);
+        if (tmp && tmp[i]) unlink(tmp[i]);
+        if (tmp) pdc_free(tmp[i]);
+        if (final) pdc_free(final[i]);
     }
     pdc_free(tmp);
+    pdc_free(final);
     return st;
 }
 
@@ -225,9 +227,15 @@ PDC_API pdc_status pdc_model_emit(pdc_context *ctx, const pdc_model *model, cons
     if ((st = ir_model_clone(model, &copy))) return st;
     pdc_emit_out out = {0};
     st = e->emit(ctx, copy, &opt, &out);
-    if (!st && missing && mkdir(dir, 0777) != 0)
-        st = pdc_error(ctx, PDC_ERR_IO, "emit: cannot create directory '%s': %s", dir, strerror(errno));
+    int created = 0;
+    if (!st && missing) {
+        if (mkdir(dir, 0777) != 0)
+            st = pdc_error(ctx, PDC_ERR_IO, "emit: cannot create directory '%s': %s", dir, strerror(errno));
+        else
+            created = 1;
+    }
     if (!st) st = write_all(ctx, dir, &out);
+    if (st && created) rmdir(dir); /* nothing left behind: the directory is ours and empty */
     emit_out_free(&out);
     ir_model_destroy(copy);
     return st;

@@ -450,6 +450,37 @@ START_TEST(save_print_and_inspect)
 }
 END_TEST
 
+START_TEST(emit_calls)
+{
+    /* emitting PTX into a directory that does not exist yet: every failure leaves nothing behind
+     * (the directory it made was left on a failed write) */
+    pdc_model *m = new_model();
+    ck_assert_ok(ctx, pdc_model_set_input_shape(m, "x", 4, (const int64_t[]){1, 2, 6, 6}));
+    const char *dir = tmp_path("ptx");
+    size_t entries = dir_entries(), n = 1;
+    for (;; n++) {
+        set_fail(n);
+        pdc_status st = pdc_model_emit(ctx, m, "nvptx", NULL, dir);
+        if (!injected("pdc_model_emit", n, st)) break;
+        ck_assert_uint_eq(dir_entries(), entries);
+    }
+    report("pdc_model_emit", n - 1);
+    ck_assert_uint_eq(dir_entries(), entries + 1);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    char sub[512], path[1024];
+    snprintf(sub, sizeof sub, "%s", dir);
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%.256s", sub, e->d_name);
+            ck_assert_int_eq(unlink(path), 0);
+        }
+    closedir(d);
+    ck_assert_int_eq(rmdir(sub), 0);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 START_TEST(transform_passes)
 {
     static const char pipeline[] = "canonicalize,prune-pattern,prune-connectivity,prune-block,prune-unstructured,reorder,plan";
@@ -784,6 +815,7 @@ static Suite *oom_suite(void)
     tcase_add_test(tc, attrs_calls);
     tcase_add_test(tc, load_text_and_binary);
     tcase_add_test(tc, save_print_and_inspect);
+    tcase_add_test(tc, emit_calls);
     tcase_add_test(tc, transform_passes);
     tcase_add_test(tc, prune_projections);
     tcase_add_loop_test(tc, compile_and_run, 0, (int)(sizeof targets / sizeof targets[0]));
