@@ -925,6 +925,19 @@ static void write_all(const char *path, const void *b, size_t n)
     ck_assert_int_eq(fclose(f), 0);
 }
 
+/* Loading the n bytes b as a checkpoint is refused as corrupt with msg, and changes nothing: saving
+ * again gives the bytes of the checkpoint `state` (saved from t before). */
+static void load_refused(pdc_trainer *t, const uint8_t *b, size_t n, const char *what, const char *msg,
+                         const char *state)
+{
+    write_all(tmp_path("bad.ckpt"), b, n);
+    ck_assert_status(ctx, pdc_trainer_load(t, tmp_path("bad.ckpt")), PDC_ERR_CORRUPT);
+    ck_assert_msg(strstr(pdc_context_last_error(ctx), msg) != NULL, "%s: message \"%s\" lacks \"%s\"", what,
+                  pdc_context_last_error(ctx), msg);
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("again.ckpt")));
+    ck_assert_msg(files_equal(tmp_path(state), tmp_path("again.ckpt")), "%s changed the trainer", what);
+}
+
 START_TEST(corrupt_and_truncated_checkpoints_are_refused)
 {
     toy d = make_toy(16, 11);
@@ -951,14 +964,8 @@ START_TEST(corrupt_and_truncated_checkpoints_are_refused)
         ck_assert_ptr_nonnull(c);
         memcpy(c, b, n);
         if (cases[i].flip != (size_t)-1) c[cases[i].flip] ^= 0x5a;
-        write_all(tmp_path("bad.ckpt"), c, cases[i].len);
+        load_refused(t, c, cases[i].len, cases[i].what, cases[i].msg, "now.ckpt");
         free(c);
-        ck_assert_status(ctx, pdc_trainer_load(t, tmp_path("bad.ckpt")), PDC_ERR_CORRUPT);
-        ck_assert_msg(strstr(pdc_context_last_error(ctx), cases[i].msg) != NULL, "%s: message \"%s\" lacks \"%s\"",
-                      cases[i].what, pdc_context_last_error(ctx), cases[i].msg);
-        /* nothing changed: saving again gives the same bytes as before the refused load */
-        ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("again.ckpt")));
-        ck_assert_msg(files_equal(tmp_path("now.ckpt"), tmp_path("again.ckpt")), "%s changed the trainer", cases[i].what);
     }
     /* the previous good checkpoint still loads */
     ck_assert_ok(ctx, pdc_trainer_load(t, tmp_path("good.ckpt")));
@@ -1006,13 +1013,8 @@ START_TEST(checkpoint_admm_state_is_checked)
         memcpy(c + cases[i].off, cases[i].bytes, cases[i].nb);
         uint32_t crc = pdc_crc32(0, c, n - 4);
         for (int k = 0; k < 4; k++) c[n - 4 + (size_t)k] = (uint8_t)(crc >> (8 * k));
-        write_all(tmp_path("bad.ckpt"), c, n);
+        load_refused(t, c, n, cases[i].what, cases[i].msg, "admm.ckpt");
         free(c);
-        ck_assert_status(ctx, pdc_trainer_load(t, tmp_path("bad.ckpt")), PDC_ERR_CORRUPT);
-        ck_assert_msg(strstr(pdc_context_last_error(ctx), cases[i].msg) != NULL, "%s: message \"%s\" lacks \"%s\"",
-                      cases[i].what, pdc_context_last_error(ctx), cases[i].msg);
-        ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("again.ckpt")));
-        ck_assert_msg(files_equal(tmp_path("admm.ckpt"), tmp_path("again.ckpt")), "%s changed the trainer", cases[i].what);
     }
     free(b);
     pdc_trainer_destroy(t);
