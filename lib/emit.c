@@ -4,7 +4,8 @@
  * never pass one through), hands the emitter a private verified copy of the model, and writes the
  * files it returns all-or-nothing: each to a temporary name in dir, then every one renamed (a
  * rename failing after an earlier one succeeded - same directory, so hardly ever - leaves the
- * earlier files in place, each whole). A directory it created is removed again on failure.
+ * earlier files in place, each whole). A directory it created is removed again on failure (but
+ * for that rename case, where it is no longer empty).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -235,7 +236,7 @@ PDC_API pdc_status pdc_model_emit(pdc_context *ctx, const pdc_model *model, cons
             created = 1;
     }
     if (!st) st = write_all(ctx, dir, &out);
-    if (st && created) rmdir(dir); /* nothing left behind: the directory is ours and empty */
+    if (st && created) rmdir(dir); /* ours, and empty unless a late rename failed (then it stays) */
     emit_out_free(&out);
     ir_model_destroy(copy);
     return st;

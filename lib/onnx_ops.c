@@ -103,9 +103,9 @@ static pdc_status pass_int(onnx_importer *imp, const onnx_node *n, ir_attrs *a, 
 
 /* ------------------------------------------------------------------ aliases */
 
-/* Output 0 is input 0. Also reached with a constant input 0 when another input is computed at run
- * time (Dropout's ratio, Pad's pads): the output is that constant then, never a run-time value
- * without a tensor. */
+/* Output 0 is input 0. Also reached with a constant input 0 (Dropout with a ratio computed at run
+ * time, any all-zero Pad): the output is that constant then, never a run-time value without a
+ * tensor. */
 static pdc_status emit_identity(onnx_importer *imp, onnx_node *n)
 {
     if (n->in[0]->kind == ONNX_VALUE_CONST) return onnx_fold_identity(imp, n);

@@ -388,8 +388,11 @@ static pdc_status parse_payload(const pdc_trainer *t, pdc_reader *r, const char 
         if (!(c->rho > 0.0) || !isfinite(c->rho)) return pdc_reader_corrupt(r, "ADMM rho %g", c->rho);
         /* what pdc_trainer_admm_begin accepts: pruning passes only (another pass would change the
          * model's structure at pdc_trainer_admm_end) */
-        if (tr_check_prune_pipeline(ctx, c->pipeline) || pass_pipeline_check(ctx, c->pipeline))
-            return pdc_reader_corrupt(r, "ADMM pipeline \"%s\" is refused", c->pipeline);
+        if (tr_check_prune_pipeline(ctx, c->pipeline) || pass_pipeline_check(ctx, c->pipeline)) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", pdc_context_last_error(ctx)); /* the corrupt message replaces it */
+            return pdc_reader_corrupt(r, "ADMM pipeline \"%s\" is refused (%s)", c->pipeline, why);
+        }
     }
     r->what = "constants";
     if ((st = pdc_reader_get_u32(r, &n))) return st;

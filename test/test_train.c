@@ -1002,7 +1002,7 @@ START_TEST(checkpoint_admm_state_is_checked)
         size_t nb;
         const char *msg;
     } cases[] = {
-        {"not a pruning pass", at, "canonicalize      ", len, "ADMM pipeline \"canonicalize"},
+        {"not a pruning pass", at, "canonicalize      ", len, "is refused (trainer: pass 'canonicalize' is not a pruning pass"},
         {"unknown pass", at, "prune-nothing-else", len, "ADMM pipeline \"prune-nothing-else\" is refused"},
         {"rho inf", at - 12, inf_le, 8, "ADMM rho inf"},
     };
