@@ -732,34 +732,31 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
     /* an epilogue offered (fc, matmul): its bias add and activation become ours */
     cpu_plan_epilogue(cc, &fp);
     if (cc->fuse && cc->fuse->bias >= 0) s->ebias = m->tensors[cc->fuse->bias].data;
+    /* fc and matmul by a constant: the block-sparse / packed-dense kernels where they take it */
+    pdc_status sst = PDC_ERR_UNSUPPORTED;
     if (l->op == IR_OP_MATMUL) {
         st = matmul_plan(cc, m, l, s);
-        pdc_status sst = st ? st : matmul_sparse_plan(cc, m, l, s, &fp, L);
-        if (!st && sst != PDC_ERR_UNSUPPORTED) {
-            gemm_free(s);
-            if (!sst) cpu_take_epilogue(cc, L);
-            return sst;
-        }
+        if (!st) sst = matmul_sparse_plan(cc, m, l, s, &fp, L);
     } else {
         st = ir_gemm_params_get(m, l, &s->p);
         if (!st && l->op == IR_OP_FC) {
             const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
-            pdc_status sst = spfc_plan(cc, &m->tensors[l->inputs[1]], bt, s->ebias, 1, &s->p, &fp, L);
-            if (sst != PDC_ERR_UNSUPPORTED) {
-                gemm_free(s);
-                if (!sst) cpu_take_epilogue(cc, L);
-                return sst;
-            }
+            sst = spfc_plan(cc, &m->tensors[l->inputs[1]], bt, s->ebias, 1, &s->p, &fp, L);
         }
-        if (!st && l->op == IR_OP_GEMM && l->n_inputs > 2 && l->inputs[2] >= 0) {
-            const ir_tensor *ct = &m->tensors[l->inputs[2]];
-            if (ct->rank > 2) {
-                snprintf(why, why_cap, "gemm bias of rank %d", ct->rank);
-                st = PDC_ERR_UNSUPPORTED;
-            } else {
-                if (ct->rank >= 1) s->cn = ct->dims[ct->rank - 1];
-                if (ct->rank == 2) s->cm = ct->dims[0];
-            }
+    }
+    if (!st && sst != PDC_ERR_UNSUPPORTED) {
+        gemm_free(s);
+        if (!sst) cpu_take_epilogue(cc, L);
+        return sst;
+    }
+    if (!st && l->op == IR_OP_GEMM && l->n_inputs > 2 && l->inputs[2] >= 0) {
+        const ir_tensor *ct = &m->tensors[l->inputs[2]];
+        if (ct->rank > 2) {
+            snprintf(why, why_cap, "gemm bias of rank %d", ct->rank);
+            st = PDC_ERR_UNSUPPORTED;
+        } else {
+            if (ct->rank >= 1) s->cn = ct->dims[ct->rank - 1];
+            if (ct->rank == 2) s->cm = ct->dims[0];
         }
     }
     if (!st && (s->p.m > INT32_MAX || s->p.n > INT32_MAX || s->p.k > INT32_MAX)) {
