@@ -138,14 +138,24 @@ static pdc_attrs *conv_case_attrs(int64_t pad, int64_t sy, int64_t sx, int64_t d
 /* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs. */
 static void check_thread_invariance(const char *what)
 {
-    float *res[2] = {NULL, NULL};
+    /* 1 thread, 2, and 2 asked but a team of 1 (run inside a parallel region, nesting off): that
+     * thread then takes every piece of the other's share from its back (a conv's row tiles packed
+     * one at a time) */
+    float *res[3] = {NULL, NULL, NULL};
     size_t n0 = 0;
-    for (int t = 0; t < 2; t++) {
+    omp_set_max_active_levels(1);
+    for (int t = 0; t < 3; t++) {
         ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", t ? "2" : "1"));
         pdc_program *p = NULL;
         ck_assert_ok(ctx, pdc_compile(ctx, mdl, "cpu", &p));
         size_t no, *sz;
-        float **r = run_prog(p, 5, &no, &sz);
+        float **r = NULL;
+        if (t < 2) {
+            r = run_prog(p, 5, &no, &sz);
+        } else {
+#pragma omp parallel num_threads(2)
+            if (omp_get_thread_num() == 0) r = run_prog(p, 5, &no, &sz);
+        }
         res[t] = r[0];
         n0 = sz[0];
         for (size_t i = 1; i < no; i++) free(r[i]);
@@ -154,8 +164,8 @@ static void check_thread_invariance(const char *what)
         pdc_program_destroy(p);
     }
     ck_assert_msg(memcmp(res[0], res[1], n0 * sizeof(float)) == 0, "%s: threads 1 and 2 differ", what);
-    free(res[0]);
-    free(res[1]);
+    ck_assert_msg(memcmp(res[0], res[2], n0 * sizeof(float)) == 0, "%s: threads 1 and 2 on a team of 1 differ", what);
+    for (int t = 0; t < 3; t++) free(res[t]);
 }
 
 /* A fresh context (and no model) whose JIT sees the host's features narrowed by `features`
@@ -972,8 +982,8 @@ START_TEST(conv_input_packing)
     /* the packed input, every float of it (zeros included), against its definition, for the
      * AVX-512 packer (where the host has it) and the portable one: strides 1-3 (2: the vector
      * stride-2 gather), one-tap axis strides, paddings (wider than a vector too), flat planes
-     * (rows split into phases; 25 of them, more than are prepared at a time), bands, leads and
-     * tails, rows shorter and longer than a vector, channels left alone; the input against
+     * (rows split into phases; 25 of them, more than are prepared at a time), bands (in buffers for
+     * more rows: the floats past what they read left alone), leads and tails, rows shorter and longer than a vector, channels left alone; the input against
      * inaccessible pages, so a lane read outside it faults */
     uint32_t seed = 12345;
 #define RND(n) ((int64_t)((seed = seed * 1664525u + 1013904223u) >> 8) % (n))
@@ -994,14 +1004,20 @@ START_TEST(conv_input_packing)
         g.lead = RND(20);
         int64_t hq = (g.h + 2 * g.pt) / (g.flat ? g.sy : 1) + 1;
         int64_t r0 = RND(3) ? 0 : RND(hq), r1 = r0 + 1 + RND(hq - r0);
-        g.pstride = g.lead + (r1 - r0) * g.wq + RND(40);
+        /* a buffer for more rows than packed (a band's buffer, sized for the largest): the zeros
+         * after the rows stop where the rows packed stop reading, that many rows' floats earlier */
+        g.band_rows = RND(3) ? r1 - r0 : r1 - r0 + 1 + RND(3);
+        g.pstride = g.lead + g.band_rows * g.wq + RND(40);
+        const int64_t end = g.pstride - (g.band_rows - (r1 - r0)) * g.wq;
         g.ps = g.nph * g.pstride + RND(3) * 7;
         size_t xn = (size_t)(g.c * g.h * g.w), pn = (size_t)(g.c * g.ps);
         guarded gx;
         float *x = guarded_floats(&gx, xn, q % 2), *want = malloc(pn * sizeof *want), *got = malloc(pn * sizeof *got);
         test_fill_random(x, xn, (uint32_t)q + 7);
         for (int64_t c = 0; c < g.c; c++)
-            for (int64_t t = 0; t < g.ps; t++) want[c * g.ps + t] = packed_at(&g, x, c, t, r0, r1 - r0);
+            for (int64_t t = 0; t < g.ps; t++)
+                want[c * g.ps + t] = t < g.nph * g.pstride && t % g.pstride >= end ? 1e30f /* left alone */
+                                                                                     : packed_at(&g, x, c, t, r0, r1 - r0);
         for (int portable = 0; portable < 2; portable++) {
             for (size_t i = 0; i < pn; i++) got[i] = 1e30f; /* whatever the packer leaves shows */
             /* channels [c0, c1): the others are left alone */
@@ -1327,23 +1343,46 @@ START_TEST(team_size_rule_and_loadavg_parsing)
 }
 END_TEST
 
+/* The next item of cpu_share_next where every run is 1 long. */
+static int64_t next1(cpu_share *sh, int t, int nt)
+{
+    int64_t count = 0, it = cpu_share_next(sh, t, nt, &count);
+    if (it >= 0) ck_assert_int_eq(count, 1);
+    return it;
+}
+
 START_TEST(work_shares_each_item_once)
 {
-    /* one thread at a time, so the order is known: thread t's own share front to back, then the
-     * back of the next threads' shares */
+    /* one thread at a time, so the order is known: thread t's own share front to back (in runs of
+     * a sixteenth of it, at least 1), then the back of the next threads' shares, one at a time */
     enum { MAXT = 8, N = 4000 };
     cpu_share *sh = aligned_alloc(64, MAXT * sizeof *sh);
     ck_assert_ptr_nonnull(sh);
-    cpu_share_split(sh, 3, 10); /* [0,3) [3,6) [6,10) */
+    cpu_share_split(sh, 3, 10, 1); /* [0,3) [3,6) [6,10) */
     static const int64_t want0[] = {0, 1, 2, 5, 4, 3, 9, 8, 7, 6, -1};
-    for (int i = 0; i < 11; i++) ck_assert_int_eq(cpu_share_next(sh, 0, 3), want0[i]);
-    ck_assert_int_eq(cpu_share_next(sh, 1, 3), -1);
-    ck_assert_int_eq(cpu_share_next(sh, 2, 3), -1);
-    cpu_share_split(sh, 3, 2); /* fewer items than threads: [0,0) [0,1) [1,2) */
-    ck_assert_int_eq(cpu_share_next(sh, 0, 3), 0); /* the back of thread 1's */
-    ck_assert_int_eq(cpu_share_next(sh, 2, 3), 1);
-    ck_assert_int_eq(cpu_share_next(sh, 1, 3), -1);
-    ck_assert_int_eq(cpu_share_next(sh, 2, 3), -1);
+    for (int i = 0; i < 11; i++) ck_assert_int_eq(next1(sh, 0, 3), want0[i]);
+    ck_assert_int_eq(next1(sh, 1, 3), -1);
+    ck_assert_int_eq(next1(sh, 2, 3), -1);
+    cpu_share_split(sh, 2, 7, 3); /* 7 units of 3 items: [0,9) [9,21) */
+    for (int64_t i = 0; i < 9; i++) ck_assert_int_eq(next1(sh, 0, 2), i);
+    ck_assert_int_eq(next1(sh, 1, 2), 9);
+    ck_assert_int_eq(next1(sh, 0, 2), 20); /* the back of thread 1's */
+    cpu_share_split(sh, 2, 80, 1); /* shares of 40: runs of 2 from the front, thieves take 1 */
+    int64_t cnt = 0;
+    ck_assert_int_eq(cpu_share_next(sh, 0, 2, &cnt), 0);
+    ck_assert_int_eq(cnt, 2);
+    ck_assert_int_eq(cpu_share_next(sh, 1, 2, &cnt), 40);
+    ck_assert_int_eq(cnt, 2);
+    for (int i = 0; i < 19; i++) ck_assert_int_eq(cpu_share_next(sh, 1, 2, &cnt), 42 + 2 * i);
+    ck_assert_int_eq(cpu_share_next(sh, 1, 2, &cnt), 39); /* thread 1's done: the back of thread 0's */
+    ck_assert_int_eq(cnt, 1);
+    ck_assert_int_eq(cpu_share_next(sh, 0, 2, &cnt), 2);
+    ck_assert_int_eq(cnt, 2);
+    cpu_share_split(sh, 3, 2, 1); /* fewer items than threads: [0,0) [0,1) [1,2) */
+    ck_assert_int_eq(next1(sh, 0, 3), 0); /* the back of thread 1's */
+    ck_assert_int_eq(next1(sh, 2, 3), 1);
+    ck_assert_int_eq(next1(sh, 1, 3), -1);
+    ck_assert_int_eq(next1(sh, 2, 3), -1);
 
     /* real teams of 1, 2, 3 and 8 threads over a split for 8: every item exactly once, a thread's own
      * items in increasing order, a thread that starts only after the others have finished finds its
@@ -1361,25 +1400,26 @@ START_TEST(work_shares_each_item_once)
             }
             int team = teams[ti], split = MAXT;
             _Atomic int ordered = 1, finished = 0, got = 0, outside = 0;
-            cpu_share_split(sh, split, n);
+            cpu_share_split(sh, split, n, 1);
 #pragma omp parallel num_threads(team)
             {
                 int me = omp_get_thread_num(), nt = omp_get_num_threads();
                 if (me == 0) /* held back until the others ran out of work */
                     while (atomic_load(&finished) < nt - 1) nanosleep(&(struct timespec){0, 100000}, NULL);
                 int64_t last = -1, lo = n * me / split, hi = n * (me + 1) / split;
-                for (int64_t it; (it = cpu_share_next(sh, me, split)) >= 0;) {
-                    if (it >= n) {
-                        outside = 1;
-                        break;
+                for (int64_t it, run; (it = cpu_share_next(sh, me, split, &run)) >= 0;)
+                    for (const int64_t end = it + run; it < end; it++) {
+                        if (it >= n || run < 1) {
+                            outside = 1;
+                            break;
+                        }
+                        atomic_fetch_add(&taken[it], 1);
+                        by[it] = me;
+                        if (it >= lo && it < hi) {
+                            if (it <= last) ordered = 0;
+                            last = it;
+                        }
                     }
-                    atomic_fetch_add(&taken[it], 1);
-                    by[it] = me;
-                    if (it >= lo && it < hi) {
-                        if (it <= last) ordered = 0;
-                        last = it;
-                    }
-                }
                 if (me > 0) atomic_fetch_add(&finished, 1);
                 if (me == 0) got = nt;
             }

@@ -611,6 +611,14 @@ void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1
     *t1 = *t0 + q + (j < r);
 }
 
+void cpu_conv_band_of(const conv_geom *g, int64_t tyi, int64_t *t0, int64_t *t1)
+{
+    for (int64_t b = 0; b < g->nband; b++) {
+        cpu_conv_band_tiles(g, b, t0, t1);
+        if (tyi < *t1) return;
+    }
+}
+
 /* Row stride of a flat plane: the columns valid outputs read, ow + the widest column offset; at
  * column stride 1, rows can share their zero padding instead - a read past a row's end lands in
  * the next row's left padding, which holds the zero it needs (for 3x3 "same" convs, one column
@@ -1098,27 +1106,37 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
     float *const *own = x->own;
     int nt = x->threads;
     if (g->nband > 1) {
-        /* a band at a time per thread: packed into the thread's buffer, then all its tiles while
-         * the buffer is in L2 (packing the whole input first would stream it through memory).
-         * Each thread a contiguous share of the bands (even in row tiles: cpu_conv_band_tiles), so
-         * that from layer to layer a thread keeps to the same rows and reads mostly what it wrote
-         * (pooling splits its rows the same way): ResNet-18 at 2 threads 3.72-3.73 against
-         * 3.86-3.92 ms in a stretch where a line took 400 ns between the cores, 3.09 against 3.11
-         * at 80-130 ns (bands taken dynamically before) */
+        /* a band at a time per thread: packed into the thread's buffer when its first piece comes,
+         * then its pieces while the buffer is in L2 (packing the whole input first would stream it
+         * through memory). The (row tile, column tile, chunk) pieces are numbered row tile by row
+         * tile and dealt out in contiguous shares of whole row tiles (shares.c), a thread's share
+         * its group of bands (cpu_conv_band_tiles): from layer to layer a thread keeps to the same
+         * rows and reads mostly what it wrote (pooling splits its rows the same way). A thread done
+         * early takes pieces from the back of another's share, packing just the rows of that row
+         * tile: the two vCPUs of a shared host often run at different speeds (VGG-16 conv3_1 at one
+         * thread 2.98-3.02 ms on one, 2.62-2.66 on the other, minutes apart), and a fixed split of
+         * the bands left the faster core idle for the difference. */
+        const int64_t per_row = g->ntx * nchunk;
+        cpu_share_split(x->shares, nt, g->nty, per_row);
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
-            float *xb = own[omp_get_thread_num()];
-#pragma omp for schedule(static)
-            for (int64_t b = 0; b < g->nband; b++) {
-                int64_t t0, t1;
-                cpu_conv_band_tiles(g, b, &t0, &t1);
-                int64_t r0 = t0 * g->ty * g->sy;
-                cpu_conv_pack(g, xn, xb, 0, g->c, r0, r0 + g->band_rows < g->hq ? r0 + g->band_rows : g->hq);
-                for (int64_t tyi = t0; tyi < t1; tyi++)
-                    for (int64_t txi = 0; txi < g->ntx; txi++)
-                        for (int64_t ch = 0; ch < nchunk; ch++)
-                            tile(arg, xb + (tyi * g->ty * g->sy - r0) * g->wq, yn, rn, tyi, txi, ch);
-            }
+            const int me = omp_get_thread_num();
+            const int64_t own0 = g->nty * me / nt, own1 = g->nty * (me + 1) / nt; /* this thread's row tiles */
+            float *xb = own[me];
+            int64_t t0 = 0, t1 = 0; /* the row tiles packed in xb */
+            for (int64_t it, run; (it = cpu_share_next(x->shares, me, nt, &run)) >= 0;)
+                for (const int64_t end = it + run; it < end; it++) {
+                    const int64_t tyi = it / per_row;
+                    if (tyi < t0 || tyi >= t1) {
+                        if (tyi >= own0 && tyi < own1)
+                            cpu_conv_band_of(g, tyi, &t0, &t1);
+                        else
+                            t0 = tyi, t1 = tyi + 1;
+                        const int64_t r0 = t0 * g->ty * g->sy, rows = conv_band_rows(g, t1 - t0);
+                        cpu_conv_pack(g, xn, xb, 0, g->c, r0, r0 + rows < g->hq ? r0 + rows : g->hq);
+                    }
+                    tile(arg, xb + (tyi - t0) * g->ty * g->sy * g->wq, yn, rn, tyi, it % per_row / nchunk, it % nchunk);
+                }
         }
         return;
     }
@@ -1131,16 +1149,17 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
      * streamed all the weights once per tile it took: ResNet-18's 256->512/2 at 4.5x, in 2 column
      * tiles of 2 chunks, 0.115-0.145 -> 0.093-0.097 ms at 2 threads, 1 thread unchanged). */
     const int64_t ntile = g->nty * g->ntx, items = ntile * nchunk;
-    cpu_share_split(x->shares, nt, items);
+    cpu_share_split(x->shares, nt, items, 1);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int me = omp_get_thread_num();
         float *xb = own[me];
         cpu_conv_pack(g, xn, xb, 0, g->c, 0, g->hq);
-        for (int64_t it; (it = cpu_share_next(x->shares, me, nt)) >= 0;) {
-            int64_t t = it % ntile, tyi = t / g->ntx;
-            tile(arg, xb + tyi * g->ty * g->sy * g->wq, yn, rn, tyi, t % g->ntx, it / ntile);
-        }
+        for (int64_t it, run; (it = cpu_share_next(x->shares, me, nt, &run)) >= 0;)
+            for (const int64_t end = it + run; it < end; it++) {
+                int64_t t = it % ntile, tyi = t / g->ntx;
+                tile(arg, xb + tyi * g->ty * g->sy * g->wq, yn, rn, tyi, t % g->ntx, it / ntile);
+            }
     }
 }
 

@@ -254,6 +254,8 @@ size_t cpu_conv_thread_floats(const conv_geom *g);
 void cpu_conv_band(conv_geom *g, int vec, int64_t band_bytes, int threads);
 /* Row tiles [t0, t1) of band b. */
 void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1);
+/* The row tiles [t0, t1) of the band holding row tile tyi (< nty). */
+void cpu_conv_band_of(const conv_geom *g, int64_t tyi, int64_t *t0, int64_t *t1);
 
 /*
  * Dense convolution with several filters per register tile (conv_dense.c): PDC_ERR_UNSUPPORTED if

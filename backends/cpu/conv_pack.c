@@ -26,7 +26,7 @@
 /* One phase plane, the same for every channel. */
 typedef struct pack_plane {
     int64_t lead, rows, wq; /* lead zeros, then rows of wq floats */
-    int64_t end;            /* the plane's end, pstride: zeros after the rows (none where flat rows run past it) */
+    int64_t end;            /* the zeros after the rows end here: pstride, less what a shorter band does not read */
     int64_t ra, rb;         /* rows [ra, rb) come from the input, the others are zeros */
     int64_t src, sstride;   /* the channel's input row of packed row ra is at float src; the next sstride apart */
     int64_t s, off, j0, j1; /* dst[j] = row[s*j + off] for j in [j0, j1) */
@@ -196,7 +196,11 @@ static void plane_setup(const conv_geom *g, int64_t ph, int64_t r0, int64_t r1, 
     for (rb = ra; rb < r1 && rb * step + iy0 < g->h; rb++) {}
     *q = (pack_plane){.lead = g->lead, .rows = r1 - r0, .wq = g->wq, .ra = ra - r0, .rb = rb - r0,
                       .src = (ra * step + iy0) * g->w, .sstride = step * g->w, .s = s, .off = off, .j0 = j0, .j1 = j1};
-    q->end = g->pstride; /* past the rows: zeros too (read for lanes that are discarded) */
+    /* past the rows: zeros too (read for lanes that are discarded), as far as rows r1 - r0 read: a
+     * band of fewer rows than the buffer holds (the last band, a row tile a thread took from
+     * another's share) reads that many rows' floats less (pstride is linear in the rows) */
+    int64_t fewer = g->band_rows > r1 - r0 ? g->band_rows - (r1 - r0) : 0;
+    q->end = g->pstride - fewer * g->wq;
     if (host_avx512) plane_masks(q);
 }
 

@@ -34,7 +34,8 @@
  * never share a pair (whatever the array's 64-byte alignment). */
 typedef struct cpu_share {
     _Alignas(64) _Atomic uint64_t span; /* back << 32 | front: items [front, back) not yet taken */
-    char pad[128 - sizeof(uint64_t)];
+    int64_t run;                        /* items the owner claims at a time (set by cpu_share_split) */
+    char pad[128 - 2 * sizeof(uint64_t)];
 } cpu_share;
 
 /* What a layer's run function gets besides its tensors. */
@@ -241,13 +242,14 @@ int cpu_team_size(int threads);
 int cpu_team_for(int threads, int cpus, int others);
 /* The runnable-task count of a /proc/loadavg line ("0.31 0.71 0.77 2/150 1234" -> 2), -1 if malformed. */
 int cpu_loadavg_running(const char *text);
-/* Work items [0, n) among the threads of a parallel region asked for nt (shares.c): before the
- * region, cpu_share_split gives thread t < nt a contiguous share; in it, each thread calls
- * cpu_share_next until it returns -1. Every item is returned once, to the thread that runs it, also
- * when the team is smaller than nt. n < 2^32. */
-void cpu_share_split(cpu_share *s, int nt, int64_t n);
-/* The next item for thread t: the front of its own share, else the back of another's; -1: none left. */
-int64_t cpu_share_next(cpu_share *s, int t, int nt);
+/* Work items [0, n * unit) among the threads of a parallel region asked for nt (shares.c): before
+ * the region, cpu_share_split gives thread t < nt a contiguous share of whole units of `unit` items
+ * (n units near-evenly); in it, each thread calls cpu_share_next until it returns -1. Every item is
+ * returned once, to the thread that runs it, also when the team is smaller than nt. n * unit < 2^32. */
+void cpu_share_split(cpu_share *s, int nt, int64_t n, int64_t unit);
+/* The next items for thread t: a run of up to a sixteenth of its share from its front, else one item
+ * from the back of another's. Returns the run's first item (-1: none left), its length in *count. */
+int64_t cpu_share_next(cpu_share *s, int t, int nt, int64_t *count);
 /* dst[0, n) = src[0, n) on nt threads in pieces of 64 KiB (one thread if the spans overlap, as a
  * caller's input and output buffers may). */
 void cpu_copy_floats(float *dst, const float *src, size_t n, int nt);
