@@ -893,7 +893,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
      * Filters run heaviest first, so one piece can be a large part of a thread's time: at 2 threads,
      * ResNet-50 256@14 (16 chunks of 16) left its threads busy 127 and 117 us at 4.5x; with chunks
      * of 8, 120 and 124 (0.133 -> 0.129 ms), VGG-16 conv5 0.546-0.551 -> 0.529-0.530 ms; 512@7
-     * unchanged. Banded layers, a band per thread, keep 16. */
+     * unchanged. Banded layers keep 16: their pieces are row tile x chunk, many more. */
     P->chunk = g.nband == 1 && threads > 1 ? CONV_FILTER_CHUNK / 2 : CONV_FILTER_CHUNK;
     P->ksets = ksets;
 

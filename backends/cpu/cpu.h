@@ -247,8 +247,9 @@ int cpu_loadavg_running(const char *text);
  * (n units near-evenly); in it, each thread calls cpu_share_next until it returns -1. Every item is
  * returned once, to the thread that runs it, also when the team is smaller than nt. n * unit < 2^32. */
 void cpu_share_split(cpu_share *s, int nt, int64_t n, int64_t unit);
-/* The next items for thread t: a run of up to a sixteenth of its share from its front, else one item
- * from the back of another's. Returns the run's first item (-1: none left), its length in *count. */
+/* The next items for thread t: a run from its own share's front (a sixteenth of the share, at most an
+ * eighth of what is left, at least 1), else one item from the back of another's. Returns the run's
+ * first item (-1: none left), its length in *count. */
 int64_t cpu_share_next(cpu_share *s, int t, int nt, int64_t *count);
 /* dst[0, n) = src[0, n) on nt threads in pieces of 64 KiB (one thread if the spans overlap, as a
  * caller's input and output buffers may). */

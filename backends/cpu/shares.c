@@ -3,8 +3,8 @@
  * taken front to back by its owner, and a thread whose share is done takes items one at a time from
  * the back of the others'.
  *
- * Contiguous, because a conv numbers its items filter chunk by filter chunk (each over every tile),
- * and consecutive chunks' packed weights follow each other: the owner's weight stream (and its
+ * Contiguous, because a conv packed whole numbers its items filter chunk by filter chunk (each over
+ * every tile), and consecutive chunks' packed weights follow each other: the owner's weight stream (and its
  * prefetch 8 KiB ahead) runs on from one chunk to the next, a thread reads about its share of the
  * weights, and from run to run it takes the same items, whose weights its cache may still hold.
  * Items dealt out one at a time from a shared counter, as before, break the stream at every chunk
@@ -20,10 +20,11 @@
  * in a 128-byte slot of its own: the owner's claims stay in its core's cache until a thief arrives.
  * A claim is a compare-and-swap; the items are independent, and the region's start and end order
  * everything else, so the word needs no ordering of its own. The owner claims a run of items at a
- * time (a sixteenth of its share): a locked instruction waits until the stores before it have left
- * the store buffer, and after a conv piece those are output lines still on their way from memory -
- * a claim per piece cost VGG-16 conv1_2 (896 pieces of about 4 us) 3-6% at one thread. A thief
- * still takes one item at a time, so the shares even out to within a piece.
+ * time (a sixteenth of its share, and an eighth of what is left of it once that is less): a locked
+ * instruction waits until the stores before it have left the store buffer, and after a conv piece
+ * those are output lines still on their way from memory - a claim per piece cost VGG-16 conv1_2
+ * (896 pieces of about 4 us) 3-6% at one thread. A thief takes one item at a time, and the owner's
+ * last claims shrink to one item, so the threads still finish about a piece apart.
  */
 #include <stdatomic.h>
 
@@ -49,8 +50,9 @@ static int64_t take(cpu_share *s, int from_back, int64_t most, int64_t *count)
     do {
         uint64_t front = v & 0xffffffffu, back = v >> 32;
         if (front >= back) return -1;
-        int64_t left = (int64_t)(back - front);
-        *count = from_back ? 1 : left < most ? left : most;
+        /* an owner's claim: at most an eighth of what is left, so a thief can still take the rest */
+        int64_t left = (int64_t)(back - front), claim = left / 8 < most ? left / 8 : most;
+        *count = from_back || claim < 1 ? 1 : claim;
         item = (int64_t)(from_back ? back - 1 : front);
         next = from_back ? span_of(front, back - 1) : span_of(front + (uint64_t)*count, back);
     } while (!atomic_compare_exchange_weak_explicit(&s->span, &v, next, memory_order_relaxed, memory_order_relaxed));
