@@ -135,7 +135,6 @@ static pdc_attrs *conv_case_attrs(int64_t pad, int64_t sy, int64_t sx, int64_t d
     return a;
 }
 
-/* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs. */
 /* pdc_program_run from thread 0 of a team of 2 (nesting off, libgomp's default): the program's own
  * regions get a team of 1, whatever it was compiled for. No check inside the region: a failed one
  * would jump out of it. */
@@ -152,6 +151,8 @@ static pdc_status run_in_parallel_region(const pdc_program *p, size_t ni, pdc_te
     return st;
 }
 
+/* Compiles mdl with threads = 1 and = 2 and requires bit-identical outputs, also from the 2-thread
+ * program run on a team of 1. */
 static void check_thread_invariance(const char *what)
 {
     /* 1 thread, 2, and 2 asked but a team of 1: that thread then takes every piece of the other's
@@ -998,8 +999,9 @@ START_TEST(conv_input_packing)
      * AVX-512 packer (where the host has it) and the portable one: strides 1-3 (2: the vector
      * stride-2 gather), one-tap axis strides, paddings (wider than a vector too), flat planes
      * (rows split into phases; 25 of them, more than are prepared at a time), bands (in buffers for
-     * more rows: the floats past what they read left alone), leads and tails, rows shorter and longer than a vector, channels left alone; the input against
-     * inaccessible pages, so a lane read outside it faults */
+     * more rows: the floats past what they read left alone), leads and tails, rows shorter and
+     * longer than a vector, channels left alone; the input against inaccessible pages, so a lane
+     * read outside it faults */
     uint32_t seed = 12345;
 #define RND(n) ((int64_t)((seed = seed * 1664525u + 1013904223u) >> 8) % (n))
     for (int q = 0; q < 400; q++) {
@@ -1379,6 +1381,8 @@ START_TEST(work_shares_each_item_once)
     ck_assert_int_eq(next1(sh, 1, 3), -1);
     ck_assert_int_eq(next1(sh, 2, 3), -1);
     cpu_share_split(sh, 2, 7, 3); /* 7 units of 3 items: [0,9) [9,21) */
+    ck_assert(cpu_share_owns(0, 2, 7, 2) && !cpu_share_owns(0, 2, 7, 3));
+    ck_assert(cpu_share_owns(1, 2, 7, 3) && cpu_share_owns(1, 2, 7, 6) && !cpu_share_owns(1, 2, 7, 2));
     for (int64_t i = 0; i < 9; i++) ck_assert_int_eq(next1(sh, 0, 2), i);
     ck_assert_int_eq(next1(sh, 1, 2), 9);
     ck_assert_int_eq(next1(sh, 0, 2), 20); /* the back of thread 1's */

@@ -1121,14 +1121,13 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
             const int me = omp_get_thread_num();
-            const int64_t own0 = g->nty * me / nt, own1 = g->nty * (me + 1) / nt; /* this thread's row tiles */
             float *xb = own[me];
             int64_t t0 = 0, t1 = 0; /* the row tiles packed in xb */
             for (int64_t it, run; (it = cpu_share_next(x->shares, me, nt, &run)) >= 0;)
                 for (const int64_t end = it + run; it < end; it++) {
                     const int64_t tyi = it / per_row;
                     if (tyi < t0 || tyi >= t1) {
-                        if (tyi >= own0 && tyi < own1)
+                        if (cpu_share_owns(me, nt, g->nty, tyi))
                             cpu_conv_band_of(g, tyi, &t0, &t1);
                         else
                             t0 = tyi, t1 = tyi + 1;

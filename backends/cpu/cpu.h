@@ -247,6 +247,8 @@ int cpu_loadavg_running(const char *text);
  * (n units near-evenly); in it, each thread calls cpu_share_next until it returns -1. Every item is
  * returned once, to the thread that runs it, also when the team is smaller than nt. n * unit < 2^32. */
 void cpu_share_split(cpu_share *s, int nt, int64_t n, int64_t unit);
+/* Whether unit u of the n that cpu_share_split(s, nt, n, unit) dealt out is in thread t's own share. */
+int cpu_share_owns(int t, int nt, int64_t n, int64_t u);
 /* The next items for thread t: a run from its own share's front (a sixteenth of the share, at most an
  * eighth of what is left, at least 1), else one item from the back of another's. Returns the run's
  * first item (-1: none left), its length in *count. */
