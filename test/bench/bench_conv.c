@@ -39,9 +39,9 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "conv_case.h"
 #include "host.h"
 #include "layers.h"
-#include "pdc.h"
 
 #define DN(x)                                                                                       \
     do {                                                                                            \
@@ -52,15 +52,6 @@
             exit(1);                                                                                \
         }                                                                                           \
     } while (0)
-#define PDC(ctx, x)                                                                                     \
-    do {                                                                                                \
-        pdc_status s_ = (x);                                                                            \
-        if (s_ != PDC_OK) {                                                                             \
-            fprintf(stderr, "bench_conv: %s:%d: %s: %s\n", __FILE__, __LINE__, #x, pdc_context_last_error(ctx)); \
-            exit(1);                                                                                    \
-        }                                                                                               \
-    } while (0)
-
 /* ------------------------------------------------------------------ oneDNN */
 
 typedef struct dconv {
@@ -198,60 +189,6 @@ static void im2col_sgemm(const layer_case *L, const float *x, const float *w, co
                 oh * ow);
 }
 
-/* ------------------------------------------------------------------ pdc */
-
-typedef struct pdc_case {
-    pdc_context *ctx;
-    pdc_program *prog;
-    pdc_tensor *x, *y;
-    char kernel[200];
-} pdc_case;
-
-static void pdc_make(pdc_case *p, const layer_case *L, int threads, const float *x, const float *w, const int32_t *kp,
-                     const float *b, int sparse, const char *cache_dir)
-{
-    memset(p, 0, sizeof *p);
-    PDC(NULL, pdc_context_create(&p->ctx));
-    pdc_context *ctx = p->ctx;
-    char t[16];
-    snprintf(t, sizeof t, "%d", threads);
-    PDC(ctx, pdc_context_set_option(ctx, "threads", t));
-    if (cache_dir) PDC(ctx, pdc_context_set_option(ctx, "cache_dir", cache_dir));
-    pdc_model *m;
-    PDC(ctx, pdc_model_create(ctx, L->name, &m));
-    int64_t xd[4] = {1, L->c, L->h, L->w}, wd[4] = {L->o, L->c, 3, 3}, bd[1] = {L->o};
-    PDC(ctx, pdc_model_add_input(m, "x", 4, xd));
-    PDC(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
-    if (sparse) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, bench_patterns, (size_t)L->o * L->c, kp));
-    PDC(ctx, pdc_model_add_constant(m, "b", 1, bd, b));
-    pdc_attrs *a;
-    PDC(ctx, pdc_attrs_create(ctx, &a));
-    PDC(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 1, 1, 1}));
-    PDC(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){L->s, L->s}));
-    const char *out = "y";
-    PDC(ctx, pdc_model_add_layer(m, "conv", "conv", 3, (const char *const[]){"x", "w", "b"}, 1, &out, a));
-    pdc_attrs_destroy(a);
-    PDC(ctx, pdc_model_mark_output(m, "y"));
-    PDC(ctx, pdc_compile(ctx, m, "cpu", &p->prog));
-    pdc_model_destroy(m);
-    const char *k = "";
-    pdc_program_layer_kernel(p->prog, 0, NULL, &k);
-    snprintf(p->kernel, sizeof p->kernel, "%s", k);
-    int64_t yd[4] = {1, L->o, bench_out_h(L), bench_out_w(L)};
-    PDC(ctx, pdc_tensor_wrap(ctx, 4, xd, (float *)x, &p->x));
-    PDC(ctx, pdc_tensor_create(ctx, 4, yd, &p->y));
-}
-
-static void pdc_run(pdc_case *p) { PDC(p->ctx, pdc_program_run(p->prog, 1, &p->x, 1, &p->y)); }
-
-static void pdc_free_case(pdc_case *p)
-{
-    pdc_tensor_destroy(p->x);
-    pdc_tensor_destroy(p->y);
-    pdc_program_destroy(p->prog);
-    pdc_context_destroy(p->ctx);
-}
-
 static double max_rel_err(const float *a, const float *b, size_t n)
 {
     double s = 0, e = 0;
@@ -290,18 +227,6 @@ static void shuffle_methods(int order[N_METHODS], uint64_t *state)
     }
 }
 
-static volatile float warm_sink;
-
-/* Reads n floats with th threads, each its static share, as a network's layers would have left
- * them: an input just written, activation memory just used. */
-static void warm(const float *p, size_t n, int th)
-{
-    float s = 0.0f;
-#pragma omp parallel for num_threads(th) schedule(static) reduction(+ : s)
-    for (size_t i = 0; i < n; i += 16) s += p[i];
-    warm_sink = s;
-}
-
 int main(int argc, char **argv)
 {
     const char *out_path = "test/bench/results.tsv", *filter = NULL, *threads_list = "1,2";
@@ -322,6 +247,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* a 2-thread row runs at 2 threads: pdc otherwise shrinks a run's team to 1 while another
+     * process is runnable (team.c), and such runs, timed as 2-thread ones, put some rows at 1.0-1.1x
+     * of one thread on 2026-11-28 */
+    setenv("PDC_OMP_STATIC", "1", 1);
     FILE *tsv = fopen(out_path, "w");
     if (!tsv) {
         perror(out_path);
@@ -339,25 +268,14 @@ int main(int argc, char **argv)
         const layer_case *L = &bench_layers[ci];
         if (filter && !strstr(L->name, filter)) continue;
         const size_t ohw = (size_t)bench_out_h(L) * (size_t)bench_out_w(L);
-        size_t nx = (size_t)L->c * L->h * L->w, ny = (size_t)L->o * ohw, nw = (size_t)L->o * L->c * 9;
-        float *x = malloc(nx * sizeof *x), *b = malloc((size_t)L->o * sizeof *b);
-        float *w45 = malloc(nw * sizeof *w45), *w9 = malloc(nw * sizeof *w9), *wd = malloc(nw * sizeof *wd);
-        int32_t *kp45 = malloc((size_t)L->o * L->c * sizeof *kp45), *kp9 = malloc((size_t)L->o * L->c * sizeof *kp9);
+        conv_data cd;
+        conv_data_make(L, &cd);
+        const size_t nx = cd.nx, ny = cd.ny;
+        const float *x = cd.x, *b = cd.b, *w45 = cd.w45, *w9 = cd.w9, *wd = cd.wd;
+        const int32_t *kp45 = cd.kp45, *kp9 = cd.kp9;
+        const double compr45 = cd.compr45, compr9 = cd.compr9;
         float *yref = malloc(ny * sizeof *yref), *ytmp = malloc(ny * sizeof *ytmp);
         float *col = malloc((size_t)L->c * 9 * ohw * sizeof *col), *yb = malloc(ny * sizeof *yb);
-        for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * bench_urand() - 1);
-        for (int i = 0; i < L->o; i++) b[i] = (float)(0.1 * (2 * bench_urand() - 1));
-        uint64_t seed = bench_rng_save();
-        bench_pattern_weights(L->o, L->c, 0.5, w45, kp45);
-        bench_rng_restore(seed); /* the same kernels, more of them removed */
-        bench_pattern_weights(L->o, L->c, 0.75, w9, kp9);
-        bench_rng_restore(seed);
-        int32_t *kpd = malloc((size_t)L->o * L->c * sizeof *kpd);
-        bench_pattern_weights(L->o, L->c, 0.0, wd, kpd); /* dense layer: the unpruned projected weights */
-        free(kpd);
-        size_t kept45 = 0, kept9 = 0;
-        for (size_t k = 0; k < (size_t)L->o * L->c; k++) kept45 += kp45[k] >= 0, kept9 += kp9[k] >= 0;
-        double compr45 = 9.0 * L->o * L->c / (4.0 * kept45), compr9 = 9.0 * L->o * L->c / (4.0 * kept9);
         double dense_flops = 2.0 * L->o * L->c * 9.0 * (double)ohw;
 
         for (const char *tp = threads_list; *tp;) {
@@ -371,11 +289,11 @@ int main(int argc, char **argv)
             dconv_make(&dd, 0, L, x, w45, b, yref);
             int have_w = dconv_make(&dw, 1, L, x, w45, b, ytmp) == 0;
             pdc_case p45, p9, p1;
-            pdc_make(&p45, L, th, x, w45, kp45, b, 1, NULL);
-            pdc_make(&p9, L, th, x, w9, kp9, b, 1, NULL);
-            pdc_make(&p1, L, th, x, wd, NULL, b, 0, NULL);
+            pdc_case_make(&p45, L, th, x, w45, kp45, b, 1);
+            pdc_case_make(&p9, L, th, x, w9, kp9, b, 1);
+            pdc_case_make(&p1, L, th, x, wd, NULL, b, 0);
             /* correctness: pdc 4.5x against oneDNN on the same weights */
-            pdc_run(&p45);
+            pdc_case_run(&p45);
             double err = max_rel_err(pdc_tensor_data(p45.y), yref, ny);
             if (err > 1e-4) {
                 fprintf(stderr, "bench_conv: %s: pdc differs from oneDNN (max rel err %.3g)\n", L->name, err);
@@ -392,7 +310,7 @@ int main(int argc, char **argv)
             int nr = 0;
             double spent[N_METHODS] = {0};
             for (int warm = 0; warm < 2; warm++) {
-                pdc_run(&p45), pdc_run(&p9), pdc_run(&p1), dconv_run(&dd);
+                pdc_case_run(&p45), pdc_case_run(&p9), pdc_case_run(&p1), dconv_run(&dd);
                 if (have_w) dconv_run(&dw);
             }
             for (;;) {
@@ -421,14 +339,14 @@ int main(int argc, char **argv)
                         /* (the sizes are set before they are read: oneDNN's buffers may be padded) */
                         const float *in = d ? dnnl_floats(d->src, &n) : x;
                         const float *out = d ? dnnl_floats(d->dst, &m) : pdc_tensor_data(pc->y);
-                        warm(in, n, th);
-                        warm(out, m, th);
+                        bench_warm(in, n, th);
+                        bench_warm(out, m, th);
                     }
                     double t0 = bench_now();
                     switch (mth) {
-                    case M_PDC45: pdc_run(&p45); break;
-                    case M_PDC9: pdc_run(&p9); break;
-                    case M_PDC1: pdc_run(&p1); break;
+                    case M_PDC45: pdc_case_run(&p45); break;
+                    case M_PDC9: pdc_case_run(&p9); break;
+                    case M_PDC1: pdc_case_run(&p1); break;
                     case M_DIRECT: dconv_run(&dd); break;
                     case M_WINO: dconv_run(&dw); break;
                     case M_BLAS: im2col_sgemm(L, x, w45, b, col, yb); break;
@@ -479,12 +397,12 @@ int main(int argc, char **argv)
             fflush(tsv);
             dconv_free(&dd);
             if (have_w) dconv_free(&dw);
-            pdc_free_case(&p45);
-            pdc_free_case(&p9);
-            pdc_free_case(&p1);
+            pdc_case_free(&p45);
+            pdc_case_free(&p9);
+            pdc_case_free(&p1);
         }
-        free(x), free(b), free(w45), free(w9), free(wd), free(kp45), free(kp9), free(yref), free(ytmp), free(col),
-            free(yb);
+        conv_data_free(&cd);
+        free(yref), free(ytmp), free(col), free(yb);
     }
     fclose(tsv);
     printf("core-to-core round trip: %.0f ns\nwrote %s\n", bench_core_round_trip_ns(), out_path);
