@@ -274,17 +274,22 @@ bench-train: all $(TRAIN_BENCH)
 
 # Inference benchmarks, not part of make test (README "CPU backend"): 3x3 layers against oneDNN and
 # OpenBLAS (test/bench/results.tsv: activations in cache as in a network; results_cold.tsv: as
-# the other engines' runs left them), whole networks against ONNX Runtime and compile time
+# the other engines' runs left them), pdc's 2-thread speed-up on those layers with the 1-thread runs
+# pinned to each CPU in turn (test/bench/results_scaling.tsv), whole networks against ONNX Runtime and compile time
 # (test/bench/results_e2e.tsv), fc and LSTM at batch 1, 8 and 32 against OpenBLAS
 # (test/bench/results_batch.tsv). OpenBLAS's DYNAMIC_ARCH picks its Haswell kernels on AVX-512 AMD
 # CPUs; the benchmark command alone asks for SkylakeX there, OpenBLAS's best on such a CPU.
 BENCH_CONV := $(BUILD)/bench_conv
 BENCH_E2E  := $(BUILD)/bench_e2e
 BENCH_BATCH := $(BUILD)/bench_batch
+BENCH_SCALING := $(BUILD)/bench_scaling
 $(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/layers.o \
                $(BUILD)/obj/test/bench/host.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
+$(BENCH_SCALING): $(BUILD)/obj/test/bench/bench_scaling.o $(BUILD)/obj/test/bench/conv_case.o \
+                  $(BUILD)/obj/test/bench/layers.o $(BUILD)/obj/test/bench/host.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_E2E): $(BUILD)/obj/test/bench/bench_e2e.o $(BUILD)/obj/test/bench/models.o $(BUILD)/obj/test/bench/host.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_BATCH): $(BUILD)/obj/test/bench/bench_batch.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
@@ -297,11 +302,12 @@ deps-bench:
 	@[ -d test/bench/ort/node_modules/onnxruntime-node ] || npm install --prefix test/bench/ort --no-audit --no-fund \
 	    --ignore-scripts onnxruntime-node@1.30.0 || echo "bench: no onnxruntime-node: the ONNX Runtime comparison is skipped"
 
-bench: deps-bench all $(BENCH_CONV) $(BENCH_E2E) $(BENCH_BATCH)
+bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
 	    --out test/bench/results.tsv
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
 	    --cold --out test/bench/results_cold.tsv
+	$(BENCH_SCALING) --out test/bench/results_scaling.tsv
 	$(BENCH_E2E) --out test/bench/results_e2e.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_BATCH) \
 	    --out test/bench/results_batch.tsv
