@@ -20,9 +20,17 @@
  * program of their own, so that a program's buffers and packed weights stay in one CPU's caches,
  * as they do in a process that keeps its threads where they are (with one program moving between
  * the CPUs, and the 2-thread one swapping its threads' CPUs, every run fetched its buffers from the
- * other CPU's cache first: ResNet-50 512@7 dense at 2 threads 1.74x against about 1.95x). Activations
- * warm as in bench_conv: before each run the layer's input and output are read by the team that
- * runs it, each thread its share.
+ * other CPU's cache first: ResNet-50 512@7 dense at 2 threads 1.74x against about 1.95x).
+ *
+ * Every run starts from a cache state set for it, whatever ran before it (interleaved with the
+ * 1-thread runs, a 2-thread run inherited their leftovers: ResNet-50 512@7 at 9x took 0.147-0.150 ms
+ * against 0.123-0.125 with only 2-thread runs in between). Each layer is timed in two states, the
+ * bounds of where a layer inside a network finds its data:
+ *   flushed  both CPUs read a buffer several times the size of their caches, then the layer's input
+ *            and output are read by the team that runs it, each thread its share: activations just
+ *            used; weights, code and pdc's buffers from memory;
+ *   hot      the layer run once more, untimed, just before: everything it touches in the caches of
+ *            the cores that run it (the kernels' own scaling).
  *
  * Every 2-thread output is checked against the 1-thread one: pdc splits its work so that results
  * are bit-identical at any thread count.
@@ -46,7 +54,8 @@
 #include "layers.h"
 
 #define TARGET 1.8 /* the 2-thread target, for the summary line */
-enum { MIN_REPS = 15, MAX_REPS = 400 };
+enum { MIN_REPS = 31, MAX_REPS = 200 };
+#define FLUSH_BYTES ((size_t)96 << 20) /* read by both CPUs before each run: over twice a 32 MiB L3 each */
 
 /* ------------------------------------------------------------------ placing the two threads */
 
@@ -98,6 +107,30 @@ static void first_two_cpus(int *a, int *b)
     if (*b < 0) *a = -1;
 }
 
+/* ------------------------------------------------------------------ cache state */
+
+static float *flush_buf;
+static volatile float flush_sink;
+
+/* Evicts what the last runs left in both CPUs' caches: each of the two threads (where place() put
+ * them) reads its half of a buffer far larger than its caches. */
+static void flush_caches(void)
+{
+    const size_t n = FLUSH_BYTES / sizeof(float);
+    if (!flush_buf) {
+        flush_buf = malloc(FLUSH_BYTES);
+        if (!flush_buf) {
+            fprintf(stderr, "bench_scaling: out of memory (%zu bytes for the cache flush)\n", FLUSH_BYTES);
+            exit(1);
+        }
+        for (size_t i = 0; i < n; i++) flush_buf[i] = (float)(i & 7);
+    }
+    float s = 0.0f;
+#pragma omp parallel for num_threads(2) schedule(static) reduction(+ : s)
+    for (size_t i = 0; i < n; i += 16) s += flush_buf[i];
+    flush_sink = s;
+}
+
 /* ------------------------------------------------------------------ one layer */
 
 /* The runs of a repetition: each rate's 1-thread program on CPU A, on CPU B, and its 2-thread one. */
@@ -116,10 +149,51 @@ static void shuffle(int *v, int n, uint64_t *state)
     }
 }
 
+enum { FLUSHED, HOT, N_STATES };
+static const char *const state_name[N_STATES] = {"flushed", "hot"};
+
 typedef struct row {
-    double compr, t1a, t1b, t2; /* medians, ms */
+    double compr, t1a[N_STATES], t1b[N_STATES], t2[N_STATES]; /* medians, ms */
     char kernel[200];
 } row;
+
+/* One repetition after another, each rate's three programs in a shuffled order, until every figure
+ * has MIN_REPS runs and min_time of them (or MAX_REPS runs); medians into rows[rate]. */
+static void time_state(pdc_case prog[N_RATES][N_PLACES], const conv_data *d, int state, int cpu_a, int cpu_b,
+                       double min_time, uint64_t *order_state, row rows[N_RATES])
+{
+    static double samples[N_RUNS][MAX_REPS];
+    double spent[N_RUNS] = {0};
+    int nr = 0;
+    for (;; nr++) {
+        int done = nr >= MIN_REPS;
+        for (int k = 0; k < N_RUNS; k++) done &= spent[k] >= min_time;
+        if (done || nr == MAX_REPS) break;
+        int order[N_RUNS];
+        shuffle(order, N_RUNS, order_state);
+        for (int i = 0; i < N_RUNS; i++) {
+            const int k = order[i], r = k / N_PLACES, where = k % N_PLACES, th = where == BOTH ? 2 : 1;
+            place(where == ON_B ? cpu_b : cpu_a, where == ON_B ? cpu_a : cpu_b);
+            pdc_case *p = &prog[r][where];
+            if (state == HOT) {
+                pdc_case_run(p);
+            } else {
+                flush_caches();
+                bench_warm(d->x, d->nx, th);
+                bench_warm(pdc_tensor_data(p->y), d->ny, th);
+            }
+            double t0 = bench_now();
+            pdc_case_run(p);
+            samples[k][nr] = bench_now() - t0;
+            spent[k] += samples[k][nr];
+        }
+    }
+    for (int r = 0; r < N_RATES; r++) {
+        rows[r].t1a[state] = bench_median(samples[r * N_PLACES + ON_A], nr) * 1e3;
+        rows[r].t1b[state] = bench_median(samples[r * N_PLACES + ON_B], nr) * 1e3;
+        rows[r].t2[state] = bench_median(samples[r * N_PLACES + BOTH], nr) * 1e3;
+    }
+}
 
 static void time_layer(const layer_case *L, int cpu_a, int cpu_b, double min_time, uint64_t *order_state,
                        row rows[N_RATES])
@@ -142,32 +216,10 @@ static void time_layer(const layer_case *L, int cpu_a, int cpu_b, double min_tim
                 exit(1);
             }
         }
-    static double samples[N_RUNS][MAX_REPS];
-    double spent[N_RUNS] = {0};
-    int nr = 0;
-    for (;; nr++) {
-        int done = nr >= MIN_REPS;
-        for (int k = 0; k < N_RUNS; k++) done &= spent[k] >= min_time;
-        if (done || nr == MAX_REPS) break;
-        int order[N_RUNS];
-        shuffle(order, N_RUNS, order_state);
-        for (int i = 0; i < N_RUNS; i++) {
-            const int k = order[i], r = k / N_PLACES, where = k % N_PLACES, th = where == BOTH ? 2 : 1;
-            place(where == ON_B ? cpu_b : cpu_a, where == ON_B ? cpu_a : cpu_b);
-            pdc_case *p = &prog[r][where];
-            bench_warm(d.x, d.nx, th);
-            bench_warm(pdc_tensor_data(p->y), d.ny, th);
-            double t0 = bench_now();
-            pdc_case_run(p);
-            samples[k][nr] = bench_now() - t0;
-            spent[k] += samples[k][nr];
-        }
-    }
+    for (int state = 0; state < N_STATES; state++)
+        time_state(prog, &d, state, cpu_a, cpu_b, min_time, order_state, rows);
     for (int r = 0; r < N_RATES; r++) {
         rows[r].compr = compr[r];
-        rows[r].t1a = bench_median(samples[r * N_PLACES + ON_A], nr) * 1e3;
-        rows[r].t1b = bench_median(samples[r * N_PLACES + ON_B], nr) * 1e3;
-        rows[r].t2 = bench_median(samples[r * N_PLACES + BOTH], nr) * 1e3;
         snprintf(rows[r].kernel, sizeof rows[r].kernel, "%s", prog[r][BOTH].kernel);
         for (int where = 0; where < N_PLACES; where++) pdc_case_free(&prog[r][where]);
     }
@@ -179,15 +231,22 @@ static void time_layer(const layer_case *L, int cpu_a, int cpu_b, double min_tim
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_scaling [--out FILE] [--min-time SECONDS] [--cases SUBSTRING] [--cpus A,B]\n"
-               "  pdc's 2-thread speed-up over 1 thread on bench_conv's 3x3 layers, 1-thread runs pinned to\n"
-               "  each of two CPUs in turn, interleaved with the 2-thread runs (default: the first two CPUs\n"
-               "  this process may use; output test/bench/results_scaling.tsv; 0.3 s of runs per figure)\n");
+               "  pdc's 2-thread speed-up over 1 thread on bench_conv's 3x3 layers: 1-thread runs pinned to\n"
+               "  each of two CPUs in turn (default: the first two this process may use), interleaved with\n"
+               "  the 2-thread runs; each layer with its caches flushed before every run and hot; at least\n"
+               "  31 runs and 0.1 s per figure; output test/bench/results_scaling.tsv\n");
+}
+
+/* The speed-up: the 2-thread rate over the mean of the two CPUs' 1-thread rates. */
+static double speedup(const row *w, int state)
+{
+    return 2.0 / (w->t2[state] * (1.0 / w->t1a[state] + 1.0 / w->t1b[state]));
 }
 
 int main(int argc, char **argv)
 {
     const char *out_path = "test/bench/results_scaling.tsv", *filter = NULL;
-    double min_time = 0.3;
+    double min_time = 0.1;
     int cpu_a, cpu_b;
     first_two_cpus(&cpu_a, &cpu_b);
     for (int i = 1; i < argc; i++) {
@@ -219,19 +278,22 @@ int main(int argc, char **argv)
         perror(out_path);
         return 1;
     }
-    fprintf(tsv, "case\tcompression\tt1_cpuA_ms\tt1_cpuB_ms\tt2_ms\tx_cpuA\tx_cpuB\tspeedup\tcpuA\tcpuB\tpdc_kernel\n");
-    printf("pdc, 2 threads against 1: medians in ms; 1 thread pinned to CPU A = %d and to CPU B = %d in turn, "
-           "2 threads on both;\nx A, x B = that CPU's 1-thread time / 2-thread time; speed-up = 2-thread rate / "
-           "mean 1-thread rate of the two CPUs\n",
+    fprintf(tsv, "case\tcompression\tstate\tt1_cpuA_ms\tt1_cpuB_ms\tt2_ms\tx_cpuA\tx_cpuB\tspeedup\tcpuA\tcpuB\tpdc_kernel\n");
+    printf("pdc, 2 threads against 1, medians in ms: 1 thread pinned to CPU A = %d and to CPU B = %d in turn, 2 "
+           "threads on both;\nspeed-up = 2-thread rate / mean 1-thread rate of the two CPUs (x A, x B: against that "
+           "CPU's 1-thread time);\nflushed: caches flushed, then the input and output read by the run's threads; "
+           "hot: the same run just before\n",
            cpu_a, cpu_b);
     printf("core-to-core round trip (host.h): %.0f ns\n", bench_core_round_trip_ns());
-    printf("%-20s %6s %9s %9s %9s  %6s %6s %8s\n", "case", "compr", "1T CPU A", "1T CPU B", "2T", "x A", "x B",
-           "speed-up");
+    printf("%-20s %6s | %-38s | %-38s\n", "", "", "flushed", "hot");
+    printf("%-20s %6s |", "case", "compr");
+    for (int st = 0; st < N_STATES; st++)
+        printf(" %7s %7s %7s %4s %4s %4s |", "1T A", "1T B", "2T", "x A", "x B", "x");
+    printf("\n");
     uint64_t order_state = 0x9e3779b97f4a7c15u;
-    int met = 0, pruned = 0;
-    double lowest = INFINITY;
-    const char *lowest_case = "";
-    double lowest_compr = 0;
+    int met[N_STATES] = {0}, pruned = 0;
+    double lowest[N_STATES] = {INFINITY, INFINITY};
+    char lowest_row[N_STATES][64] = {"", ""};
     for (size_t ci = 0; ci < bench_n_layers; ci++) {
         const layer_case *L = &bench_layers[ci];
         if (filter && !strstr(L->name, filter)) continue;
@@ -239,23 +301,32 @@ int main(int argc, char **argv)
         time_layer(L, cpu_a, cpu_b, min_time, &order_state, rows);
         for (int r = 0; r < N_RATES; r++) {
             const row *w = &rows[r];
-            double xa = w->t1a / w->t2, xb = w->t1b / w->t2, xm = 2.0 / (w->t2 * (1.0 / w->t1a + 1.0 / w->t1b));
-            fprintf(tsv, "%s\t%.2f\t%.4f\t%.4f\t%.4f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\n", L->name, w->compr, w->t1a, w->t1b,
-                    w->t2, xa, xb, xm, cpu_a, cpu_b, w->kernel);
-            printf("%-20s %6.2f %9.3f %9.3f %9.3f  %6.2f %6.2f %8.2f%s\n", L->name, w->compr, w->t1a, w->t1b, w->t2, xa,
-                   xb, xm, xm < TARGET ? "  < 1.8" : "");
-            if (w->compr > 1.0) {
-                pruned++, met += xm >= TARGET;
-                if (xm < lowest) lowest = xm, lowest_case = L->name, lowest_compr = w->compr;
+            printf("%-20s %6.2f |", L->name, w->compr);
+            for (int st = 0; st < N_STATES; st++) {
+                double xa = w->t1a[st] / w->t2[st], xb = w->t1b[st] / w->t2[st], x = speedup(w, st);
+                fprintf(tsv, "%s\t%.2f\t%s\t%.4f\t%.4f\t%.4f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\n", L->name, w->compr,
+                        state_name[st], w->t1a[st], w->t1b[st], w->t2[st], xa, xb, x, cpu_a, cpu_b, w->kernel);
+                printf(" %7.3f %7.3f %7.3f %4.2f %4.2f %4.2f%s|", w->t1a[st], w->t1b[st], w->t2[st], xa, xb, x,
+                       x < TARGET ? "*" : " ");
+                if (w->compr > 1.0) {
+                    met[st] += x >= TARGET;
+                    if (x < lowest[st]) {
+                        lowest[st] = x;
+                        snprintf(lowest_row[st], sizeof lowest_row[st], "%s at %.2fx", L->name, w->compr);
+                    }
+                }
             }
+            printf("\n");
+            pruned += w->compr > 1.0;
         }
         fflush(stdout);
         fflush(tsv);
     }
     fclose(tsv);
-    if (pruned)
-        printf("pruned rows at >= %.1fx speed-up: %d of %d; the lowest %s at %.2fx: %.2fx\n", TARGET, met, pruned,
-               lowest_case, lowest_compr, lowest);
+    free(flush_buf);
+    for (int st = 0; st < N_STATES && pruned; st++)
+        printf("%s: pruned rows at a speed-up of %.1fx or more (* below it): %d of %d; the lowest %s, %.2fx\n",
+               state_name[st], TARGET, met[st], pruned, lowest_row[st], lowest[st]);
     printf("core-to-core round trip: %.0f ns\nwrote %s\n", bench_core_round_trip_ns(), out_path);
     return 0;
 }
