@@ -318,8 +318,8 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 # Without a GPU it prints "no GPU: skipped" and exits 0.
 BENCH_GPU := $(BUILD)/gpu_bench
 $(BUILD)/obj/test/bench/gpu_bench.o: PDC_CFLAGS += $(JIT_CFLAGS) -isystem $(CUDA_HOME)/include
-$(BENCH_GPU): $(BUILD)/obj/test/bench/gpu_bench.o $(BUILD)/obj/test/bench/models.o $(BUILD)/obj/test/bench/layers.o \
-              $(STLIB)
+$(BENCH_GPU): $(BUILD)/obj/test/bench/gpu_bench.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/models.o \
+              $(BUILD)/obj/test/bench/layers.o $(STLIB)
 	$(CC) -o $@ $(filter %.o,$^) $(STLIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcudart \
 	    $(LDLIBS)
 

@@ -213,20 +213,6 @@ static const float *dnnl_floats(dnnl_memory_t m, size_t *n)
 
 enum { M_PDC45, M_PDC9, M_PDC1, M_DIRECT, M_WINO, M_BLAS, N_METHODS };
 
-/* order[] = a permutation of the methods, from its own xorshift stream (the layers' data stream
- * stays as it was, and runs repeat) */
-static void shuffle_methods(int order[N_METHODS], uint64_t *state)
-{
-    for (int i = 0; i < N_METHODS; i++) order[i] = i;
-    for (int i = N_METHODS - 1; i > 0; i--) {
-        uint64_t x = *state;
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        *state = x;
-        int j = (int)(x % (uint64_t)(i + 1)), t = order[i];
-        order[i] = order[j], order[j] = t;
-    }
-}
-
 int main(int argc, char **argv)
 {
     const char *out_path = "test/bench/results.tsv", *filter = NULL, *threads_list = "1,2";
@@ -288,12 +274,12 @@ int main(int argc, char **argv)
             dconv dd, dw;
             dconv_make(&dd, 0, L, x, w45, b, yref);
             int have_w = dconv_make(&dw, 1, L, x, w45, b, ytmp) == 0;
-            pdc_case p45, p9, p1;
-            pdc_case_make(&p45, L, th, x, w45, kp45, b, 1);
-            pdc_case_make(&p9, L, th, x, w9, kp9, b, 1);
-            pdc_case_make(&p1, L, th, x, wd, NULL, b, 0);
+            conv_prog p45, p9, p1;
+            conv_prog_make(&p45, L, th, x, w45, kp45, b);
+            conv_prog_make(&p9, L, th, x, w9, kp9, b);
+            conv_prog_make(&p1, L, th, x, wd, NULL, b);
             /* correctness: pdc 4.5x against oneDNN on the same weights */
-            pdc_case_run(&p45);
+            conv_prog_run(&p45);
             double err = max_rel_err(pdc_tensor_data(p45.y), yref, ny);
             if (err > 1e-4) {
                 fprintf(stderr, "bench_conv: %s: pdc differs from oneDNN (max rel err %.3g)\n", L->name, err);
@@ -310,7 +296,7 @@ int main(int argc, char **argv)
             int nr = 0;
             double spent[N_METHODS] = {0};
             for (int warm = 0; warm < 2; warm++) {
-                pdc_case_run(&p45), pdc_case_run(&p9), pdc_case_run(&p1), dconv_run(&dd);
+                conv_prog_run(&p45), conv_prog_run(&p9), conv_prog_run(&p1), dconv_run(&dd);
                 if (have_w) dconv_run(&dw);
             }
             for (;;) {
@@ -324,7 +310,7 @@ int main(int argc, char **argv)
                  * oneDNN's Winograd and paid for what it leaves in the caches (VGG-16 conv3_1 at 2
                  * threads 1.22 ms in that place, 1.07-1.14 shuffled; oneDNN gains a little too) */
                 int order[N_METHODS];
-                shuffle_methods(order, &shuffle_state);
+                bench_shuffle(order, N_METHODS, &shuffle_state);
                 for (int oi = 0; oi < N_METHODS; oi++) {
                     int mth = order[oi];
                     if (mth == M_BLAS) continue; /* timed on its own below */
@@ -335,7 +321,7 @@ int main(int argc, char **argv)
                     if (!cold) {
                         size_t n = nx, m = ny;
                         dconv *d = mth == M_DIRECT ? &dd : mth == M_WINO ? &dw : NULL;
-                        pdc_case *pc = mth == M_PDC45 ? &p45 : mth == M_PDC9 ? &p9 : &p1;
+                        conv_prog *pc = mth == M_PDC45 ? &p45 : mth == M_PDC9 ? &p9 : &p1;
                         /* (the sizes are set before they are read: oneDNN's buffers may be padded) */
                         const float *in = d ? dnnl_floats(d->src, &n) : x;
                         const float *out = d ? dnnl_floats(d->dst, &m) : pdc_tensor_data(pc->y);
@@ -344,9 +330,9 @@ int main(int argc, char **argv)
                     }
                     double t0 = bench_now();
                     switch (mth) {
-                    case M_PDC45: pdc_case_run(&p45); break;
-                    case M_PDC9: pdc_case_run(&p9); break;
-                    case M_PDC1: pdc_case_run(&p1); break;
+                    case M_PDC45: conv_prog_run(&p45); break;
+                    case M_PDC9: conv_prog_run(&p9); break;
+                    case M_PDC1: conv_prog_run(&p1); break;
                     case M_DIRECT: dconv_run(&dd); break;
                     case M_WINO: dconv_run(&dw); break;
                     case M_BLAS: im2col_sgemm(L, x, w45, b, col, yb); break;
@@ -381,7 +367,7 @@ int main(int argc, char **argv)
             const struct {
                 int m;
                 double compr;
-                pdc_case *p;
+                conv_prog *p;
             } rows[3] = {{M_PDC45, compr45, &p45}, {M_PDC9, compr9, &p9}, {M_PDC1, 1.0, &p1}};
             for (int r = 0; r < 3; r++) {
                 double pms = med[rows[r].m], ideal = best / rows[r].compr;
@@ -397,9 +383,9 @@ int main(int argc, char **argv)
             fflush(tsv);
             dconv_free(&dd);
             if (have_w) dconv_free(&dw);
-            pdc_case_free(&p45);
-            pdc_case_free(&p9);
-            pdc_case_free(&p1);
+            conv_prog_free(&p45);
+            conv_prog_free(&p9);
+            conv_prog_free(&p1);
         }
         conv_data_free(&cd);
         free(yref), free(ytmp), free(col), free(yb);

@@ -137,18 +137,6 @@ static void flush_caches(void)
 enum { ON_A, ON_B, BOTH, N_PLACES };
 enum { N_RATES = 3, N_RUNS = N_RATES * N_PLACES };
 
-static void shuffle(int *v, int n, uint64_t *state)
-{
-    for (int i = 0; i < n; i++) v[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-        uint64_t x = *state;
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        *state = x;
-        int j = (int)(x % (uint64_t)(i + 1)), t = v[i];
-        v[i] = v[j], v[j] = t;
-    }
-}
-
 enum { FLUSHED, HOT, N_STATES };
 static const char *const state_name[N_STATES] = {"flushed", "hot"};
 
@@ -159,7 +147,7 @@ typedef struct row {
 
 /* One repetition after another, each rate's three programs in a shuffled order, until every figure
  * has MIN_REPS runs and min_time of them (or MAX_REPS runs); medians into rows[rate]. */
-static void time_state(pdc_case prog[N_RATES][N_PLACES], const conv_data *d, int state, int cpu_a, int cpu_b,
+static void time_state(conv_prog prog[N_RATES][N_PLACES], const conv_data *d, int state, int cpu_a, int cpu_b,
                        double min_time, uint64_t *order_state, row rows[N_RATES])
 {
     static double samples[N_RUNS][MAX_REPS];
@@ -170,20 +158,20 @@ static void time_state(pdc_case prog[N_RATES][N_PLACES], const conv_data *d, int
         for (int k = 0; k < N_RUNS; k++) done &= spent[k] >= min_time;
         if (done || nr == MAX_REPS) break;
         int order[N_RUNS];
-        shuffle(order, N_RUNS, order_state);
+        bench_shuffle(order, N_RUNS, order_state);
         for (int i = 0; i < N_RUNS; i++) {
             const int k = order[i], r = k / N_PLACES, where = k % N_PLACES, th = where == BOTH ? 2 : 1;
             place(where == ON_B ? cpu_b : cpu_a, where == ON_B ? cpu_a : cpu_b);
-            pdc_case *p = &prog[r][where];
+            conv_prog *p = &prog[r][where];
             if (state == HOT) {
-                pdc_case_run(p);
+                conv_prog_run(p);
             } else {
                 flush_caches();
                 bench_warm(d->x, d->nx, th);
                 bench_warm(pdc_tensor_data(p->y), d->ny, th);
             }
             double t0 = bench_now();
-            pdc_case_run(p);
+            conv_prog_run(p);
             samples[k][nr] = bench_now() - t0;
             spent[k] += samples[k][nr];
         }
@@ -203,13 +191,13 @@ static void time_layer(const layer_case *L, int cpu_a, int cpu_b, double min_tim
     const float *w[N_RATES] = {d.w45, d.w9, d.wd};
     const int32_t *kp[N_RATES] = {d.kp45, d.kp9, NULL};
     const double compr[N_RATES] = {d.compr45, d.compr9, 1.0};
-    pdc_case prog[N_RATES][N_PLACES]; /* [rate][ON_A, ON_B: 1 thread; BOTH: 2 threads] */
+    conv_prog prog[N_RATES][N_PLACES]; /* [rate][ON_A, ON_B: 1 thread; BOTH: 2 threads] */
     for (int r = 0; r < N_RATES; r++)
         for (int where = 0; where < N_PLACES; where++) {
             place(where == ON_B ? cpu_b : cpu_a, where == ON_B ? cpu_a : cpu_b);
-            pdc_case *p = &prog[r][where];
-            pdc_case_make(p, L, where == BOTH ? 2 : 1, d.x, w[r], kp[r], d.b, kp[r] != NULL);
-            pdc_case_run(p);
+            conv_prog *p = &prog[r][where];
+            conv_prog_make(p, L, where == BOTH ? 2 : 1, d.x, w[r], kp[r], d.b);
+            conv_prog_run(p);
             if (where && memcmp(pdc_tensor_data(prog[r][ON_A].y), pdc_tensor_data(p->y), d.ny * sizeof(float))) {
                 fprintf(stderr, "bench_scaling: %s at %.2fx: %s differs from 1 thread's output\n", L->name, compr[r],
                         where == BOTH ? "2 threads' output" : "a second 1-thread program's output");
@@ -221,7 +209,7 @@ static void time_layer(const layer_case *L, int cpu_a, int cpu_b, double min_tim
     for (int r = 0; r < N_RATES; r++) {
         rows[r].compr = compr[r];
         snprintf(rows[r].kernel, sizeof rows[r].kernel, "%s", prog[r][BOTH].kernel);
-        for (int where = 0; where < N_PLACES; where++) pdc_case_free(&prog[r][where]);
+        for (int where = 0; where < N_PLACES; where++) conv_prog_free(&prog[r][where]);
     }
     conv_data_free(&d);
 }

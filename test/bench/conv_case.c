@@ -55,21 +55,14 @@ void conv_data_free(conv_data *d)
     free(d->x), free(d->b), free(d->w45), free(d->w9), free(d->wd), free(d->kp45), free(d->kp9);
 }
 
-void pdc_case_make(pdc_case *p, const layer_case *L, int threads, const float *x, const float *w, const int32_t *kp,
-                   const float *b, int sparse)
+pdc_model *bench_conv_model(pdc_context *ctx, const layer_case *L, const float *w, const int32_t *kp, const float *b)
 {
-    memset(p, 0, sizeof *p);
-    PDC(NULL, pdc_context_create(&p->ctx));
-    pdc_context *ctx = p->ctx;
-    char t[16];
-    snprintf(t, sizeof t, "%d", threads);
-    PDC(ctx, pdc_context_set_option(ctx, "threads", t));
     pdc_model *m;
     PDC(ctx, pdc_model_create(ctx, L->name, &m));
     int64_t xd[4] = {1, L->c, L->h, L->w}, wd[4] = {L->o, L->c, 3, 3}, bd[1] = {L->o};
     PDC(ctx, pdc_model_add_input(m, "x", 4, xd));
     PDC(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
-    if (sparse) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, bench_patterns, (size_t)L->o * L->c, kp));
+    if (kp) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, bench_patterns, (size_t)L->o * L->c, kp));
     PDC(ctx, pdc_model_add_constant(m, "b", 1, bd, b));
     pdc_attrs *a;
     PDC(ctx, pdc_attrs_create(ctx, &a));
@@ -79,19 +72,32 @@ void pdc_case_make(pdc_case *p, const layer_case *L, int threads, const float *x
     PDC(ctx, pdc_model_add_layer(m, "conv", "conv", 3, (const char *const[]){"x", "w", "b"}, 1, &out, a));
     pdc_attrs_destroy(a);
     PDC(ctx, pdc_model_mark_output(m, "y"));
+    return m;
+}
+
+void conv_prog_make(conv_prog *p, const layer_case *L, int threads, const float *x, const float *w, const int32_t *kp,
+                    const float *b)
+{
+    memset(p, 0, sizeof *p);
+    PDC(NULL, pdc_context_create(&p->ctx));
+    pdc_context *ctx = p->ctx;
+    char t[16];
+    snprintf(t, sizeof t, "%d", threads);
+    PDC(ctx, pdc_context_set_option(ctx, "threads", t));
+    pdc_model *m = bench_conv_model(ctx, L, w, kp, b);
     PDC(ctx, pdc_compile(ctx, m, "cpu", &p->prog));
     pdc_model_destroy(m);
     const char *k = "";
     pdc_program_layer_kernel(p->prog, 0, NULL, &k);
     snprintf(p->kernel, sizeof p->kernel, "%s", k);
-    int64_t yd[4] = {1, L->o, bench_out_h(L), bench_out_w(L)};
+    int64_t xd[4] = {1, L->c, L->h, L->w}, yd[4] = {1, L->o, bench_out_h(L), bench_out_w(L)};
     PDC(ctx, pdc_tensor_wrap(ctx, 4, xd, (float *)x, &p->x));
     PDC(ctx, pdc_tensor_create(ctx, 4, yd, &p->y));
 }
 
-void pdc_case_run(pdc_case *p) { PDC(p->ctx, pdc_program_run(p->prog, 1, &p->x, 1, &p->y)); }
+void conv_prog_run(conv_prog *p) { PDC(p->ctx, pdc_program_run(p->prog, 1, &p->x, 1, &p->y)); }
 
-void pdc_case_free(pdc_case *p)
+void conv_prog_free(conv_prog *p)
 {
     pdc_tensor_destroy(p->x);
     pdc_tensor_destroy(p->y);

@@ -42,6 +42,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "conv_case.h"
 #include "layers.h"
 #include "pdc.h"
 #include "backends/gpu/gpu.h"
@@ -145,26 +146,6 @@ static void pdc_case_free(pdc_case *p)
     free(p->x);
     free(p->y);
     pdc_program_destroy(p->prog);
-}
-
-/* The conv layer y = conv3x3(x, w, pads 1) + b as a model; sparse: pattern sparsity from kp. */
-static pdc_model *conv_model(pdc_context *ctx, const layer_case *L, const float *w, const int32_t *kp, const float *b)
-{
-    pdc_model *m;
-    PDC(ctx, pdc_model_create(ctx, L->name, &m));
-    int64_t xd[4] = {1, L->c, L->h, L->w}, wd[4] = {L->o, L->c, 3, 3}, bd[1] = {L->o};
-    PDC(ctx, pdc_model_add_input(m, "x", 4, xd));
-    PDC(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
-    if (kp) PDC(ctx, pdc_model_set_sparsity_pattern(m, "w", 3, 3, 8, bench_patterns, (size_t)L->o * L->c, kp));
-    PDC(ctx, pdc_model_add_constant(m, "b", 1, bd, b));
-    pdc_attrs *a;
-    PDC(ctx, pdc_attrs_create(ctx, &a));
-    PDC(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 1, 1, 1}));
-    const char *out = "y";
-    PDC(ctx, pdc_model_add_layer(m, "conv", "conv", 3, (const char *const[]){"x", "w", "b"}, 1, &out, a));
-    pdc_attrs_destroy(a);
-    PDC(ctx, pdc_model_mark_output(m, "y"));
-    return m;
 }
 
 /* ------------------------------------------------------------------ cuDNN */
@@ -492,33 +473,24 @@ int main(int argc, char **argv)
         const layer_case *L = &bench_layers[ci];
         if (filter && !strstr(L->name, filter)) continue;
         if (L->s != 1) continue; /* the stride-2 cases are the cpu benchmark's (no stride here yet) */
-        size_t nx = (size_t)L->c * L->h * L->w, ny = (size_t)L->o * L->h * L->w, nw = (size_t)L->o * L->c * 9;
-        size_t nk = (size_t)L->o * L->c;
-        float *x = xmalloc(nx * sizeof *x), *b = xmalloc((size_t)L->o * sizeof *b), *w45 = xmalloc(nw * sizeof *w45);
-        float *w9 = xmalloc(nw * sizeof *w9), *wd = xmalloc(nw * sizeof *wd), *ydnn = xmalloc(ny * sizeof *ydnn);
-        int32_t *kp45 = xmalloc(nk * sizeof *kp45), *kp9 = xmalloc(nk * sizeof *kp9), *kpd = xmalloc(nk * sizeof *kpd);
-        for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * bench_urand() - 1);
-        for (int i = 0; i < L->o; i++) b[i] = (float)(0.1 * (2 * bench_urand() - 1));
-        uint64_t seed = bench_rng_save();
-        bench_pattern_weights(L->o, L->c, 0.5, w45, kp45);
-        bench_rng_restore(seed); /* the same kernels, more of them removed */
-        bench_pattern_weights(L->o, L->c, 0.75, w9, kp9);
-        bench_rng_restore(seed);
-        bench_pattern_weights(L->o, L->c, 0.0, wd, kpd); /* dense layer: the unpruned projected weights */
-        size_t kept45 = 0, kept9 = 0;
-        for (size_t k = 0; k < nk; k++) kept45 += kp45[k] >= 0, kept9 += kp9[k] >= 0;
-        double compr45 = 9.0 * nk / (4.0 * kept45), compr9 = 9.0 * nk / (4.0 * kept9);
+        conv_data cd;
+        conv_data_make(L, &cd);
+        const size_t ny = cd.ny;
+        const float *x = cd.x, *b = cd.b, *w45 = cd.w45, *w9 = cd.w9, *wd = cd.wd;
+        const int32_t *kp45 = cd.kp45, *kp9 = cd.kp9;
+        const double compr45 = cd.compr45, compr9 = cd.compr9;
+        float *ydnn = xmalloc(ny * sizeof *ydnn);
         double dense_flops = 2.0 * L->o * L->c * 9.0 * L->h * L->w;
 
         pdc_context *ctx;
         PDC(NULL, pdc_context_create(&ctx));
         pdc_case p45, p9, p1;
-        pdc_case_make(&p45, ctx, conv_model(ctx, L, w45, kp45, b), "gpu", x);
-        pdc_case_make(&p9, ctx, conv_model(ctx, L, w9, kp9, b), "gpu", x);
-        pdc_case_make(&p1, ctx, conv_model(ctx, L, wd, NULL, b), "gpu", x);
+        pdc_case_make(&p45, ctx, bench_conv_model(ctx, L, w45, kp45, b), "gpu", x);
+        pdc_case_make(&p9, ctx, bench_conv_model(ctx, L, w9, kp9, b), "gpu", x);
+        pdc_case_make(&p1, ctx, bench_conv_model(ctx, L, wd, NULL, b), "gpu", x);
         /* correctness: the 4.5x layer on "gpu" against "cpu", and against cuDNN on the same weights */
         pdc_case pc;
-        pdc_case_make(&pc, ctx, conv_model(ctx, L, w45, kp45, b), "cpu", x);
+        pdc_case_make(&pc, ctx, bench_conv_model(ctx, L, w45, kp45, b), "cpu", x);
         pdc_case_run(&pc);
         pdc_case_run(&p45);
         double err = max_rel_err(pdc_tensor_data(p45.y[0]), pdc_tensor_data(pc.y[0]), ny);
@@ -566,7 +538,8 @@ int main(int argc, char **argv)
         pdc_case_free(&p9);
         pdc_case_free(&p1);
         pdc_context_destroy(ctx);
-        free(x), free(b), free(w45), free(w9), free(wd), free(ydnn), free(kp45), free(kp9), free(kpd);
+        conv_data_free(&cd);
+        free(ydnn);
     }
 
     if (models) {

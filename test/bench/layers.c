@@ -38,6 +38,18 @@ int bench_out_w(const layer_case *L) { return (L->w - 1) / L->s + 1; }
 uint64_t bench_rng_save(void) { return rng; }
 void bench_rng_restore(uint64_t state) { rng = state; }
 
+void bench_shuffle(int *v, int n, uint64_t *state)
+{
+    for (int i = 0; i < n; i++) v[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        uint64_t x = *state;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        *state = x;
+        int j = (int)(x % (uint64_t)(i + 1)), t = v[i];
+        v[i] = v[j], v[j] = t;
+    }
+}
+
 double bench_now(void)
 {
     struct timespec t;

@@ -31,6 +31,10 @@ double bench_urand(void);
 /* The stream's state, to replay it (the same kernels pruned at two rates). */
 uint64_t bench_rng_save(void);
 void bench_rng_restore(uint64_t state);
+/* v[0..n) = a permutation of 0..n-1 from its own xorshift stream *state (the layers' data stream
+ * stays as it was, and runs repeat): the benchmarks run their methods in a fresh order each
+ * repetition, so that none always follows the same other one. */
+void bench_shuffle(int *v, int n, uint64_t *state);
 /* Monotonic seconds. */
 double bench_now(void);
 /* Sorts v; the median of n >= 1 values (NAN for n < 1). */
