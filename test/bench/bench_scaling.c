@@ -26,14 +26,18 @@
  * 1-thread runs, a 2-thread run inherited their leftovers: ResNet-50 512@7 at 9x took 0.147-0.150 ms
  * against 0.123-0.125 with only 2-thread runs in between). Each layer is timed in two states, the
  * bounds of where a layer inside a network finds its data:
- *   flushed  both CPUs read a buffer several times the size of their caches, then the layer's input
- *            and output are read by the team that runs it, each thread its share: activations just
- *            used; weights, code and pdc's buffers from memory;
+ *   flushed  each CPU reads its half of a 96 MiB buffer (48 MiB, over its 1 MiB L2 and the 32 MiB
+ *            L3 of its CCD on the project's host), then the layer's input and output are read by
+ *            the team that runs it, each thread its share: activations just used; weights, code and
+ *            pdc's buffers from memory;
  *   hot      the layer run once more, untimed, just before: everything it touches in the caches of
  *            the cores that run it (the kernels' own scaling).
  *
- * Every 2-thread output is checked against the 1-thread one: pdc splits its work so that results
- * are bit-identical at any thread count.
+ * Each program's output is checked once, before the timing, against the 1-thread one on CPU A: pdc
+ * splits its work so that results are bit-identical at any thread count.
+ *
+ * The TSV has one line per layer, rate and state, with the runs behind each median and the kernel
+ * pdc chose at 1 thread and at 2 (a layer may be packed in row bands at one and whole at the other).
  *
  * usage: bench_scaling [--out FILE] [--min-time SECONDS] [--cases SUBSTRING] [--cpus A,B]
  */
@@ -55,7 +59,7 @@
 
 #define TARGET 1.8 /* the 2-thread target, for the summary line */
 enum { MIN_REPS = 31, MAX_REPS = 200 };
-#define FLUSH_BYTES ((size_t)96 << 20) /* read by both CPUs before each run: over twice a 32 MiB L3 each */
+#define FLUSH_BYTES ((size_t)96 << 20) /* half read by each CPU before a run: 1.5x a 32 MiB L3 */
 
 /* ------------------------------------------------------------------ placing the two threads */
 
@@ -73,18 +77,25 @@ static pid_t worker_tid; /* OpenMP's thread 1, the same for every region of 2 (l
  * then has the other CPU's thread parked (spinning or asleep) on the CPU it does not use. */
 static void place(int master, int worker)
 {
-    int ok = 1;
+    int team = 0, err[2] = {0, 0};
     pid_t tid = 0;
-#pragma omp parallel num_threads(2) reduction(&& : ok)
+#pragma omp parallel num_threads(2)
     {
         int me = omp_get_thread_num();
-        ok = omp_get_num_threads() == 2 && pin_self(me ? worker : master) == 0;
+        if (me == 0) team = omp_get_num_threads();
+        err[me] = pin_self(me ? worker : master);
         if (me) tid = (pid_t)syscall(SYS_gettid);
     }
-    if (!ok) {
-        fprintf(stderr, "bench_scaling: cannot pin OpenMP's two threads to CPUs %d and %d\n", master, worker);
+    if (team != 2) {
+        fprintf(stderr, "bench_scaling: OpenMP gave a team of %d threads, not 2 (OMP_THREAD_LIMIT?)\n", team);
         exit(1);
     }
+    for (int me = 0; me < 2; me++)
+        if (err[me]) {
+            fprintf(stderr, "bench_scaling: cannot pin OpenMP's thread %d to CPU %d: %s\n", me, me ? worker : master,
+                    strerror(err[me]));
+            exit(1);
+        }
     if (worker_tid && tid != worker_tid) {
         fprintf(stderr, "bench_scaling: OpenMP's second thread changed (tid %d, then %d): its CPU is unknown\n",
                 (int)worker_tid, (int)tid);
@@ -113,7 +124,7 @@ static float *flush_buf;
 static volatile float flush_sink;
 
 /* Evicts what the last runs left in both CPUs' caches: each of the two threads (where place() put
- * them) reads its half of a buffer far larger than its caches. */
+ * them) reads its half of a buffer larger than the L3 its CPU sits on. */
 static void flush_caches(void)
 {
     const size_t n = FLUSH_BYTES / sizeof(float);
@@ -142,7 +153,8 @@ static const char *const state_name[N_STATES] = {"flushed", "hot"};
 
 typedef struct row {
     double compr, t1a[N_STATES], t1b[N_STATES], t2[N_STATES]; /* medians, ms */
-    char kernel[200];
+    int runs[N_STATES];                                         /* behind each median */
+    char kernel1[200], kernel2[200];                            /* at 1 thread, at 2 */
 } row;
 
 /* One repetition after another, each rate's three programs in a shuffled order, until every figure
@@ -180,6 +192,7 @@ static void time_state(conv_prog prog[N_RATES][N_PLACES], const conv_data *d, in
         rows[r].t1a[state] = bench_median(samples[r * N_PLACES + ON_A], nr) * 1e3;
         rows[r].t1b[state] = bench_median(samples[r * N_PLACES + ON_B], nr) * 1e3;
         rows[r].t2[state] = bench_median(samples[r * N_PLACES + BOTH], nr) * 1e3;
+        rows[r].runs[state] = nr;
     }
 }
 
@@ -208,7 +221,8 @@ static void time_layer(const layer_case *L, int cpu_a, int cpu_b, double min_tim
         time_state(prog, &d, state, cpu_a, cpu_b, min_time, order_state, rows);
     for (int r = 0; r < N_RATES; r++) {
         rows[r].compr = compr[r];
-        snprintf(rows[r].kernel, sizeof rows[r].kernel, "%s", prog[r][BOTH].kernel);
+        snprintf(rows[r].kernel1, sizeof rows[r].kernel1, "%s", prog[r][ON_A].kernel);
+        snprintf(rows[r].kernel2, sizeof rows[r].kernel2, "%s", prog[r][BOTH].kernel);
         for (int where = 0; where < N_PLACES; where++) conv_prog_free(&prog[r][where]);
     }
     conv_data_free(&d);
@@ -222,7 +236,9 @@ static void usage(FILE *f)
                "  pdc's 2-thread speed-up over 1 thread on bench_conv's 3x3 layers: 1-thread runs pinned to\n"
                "  each of two CPUs in turn (default: the first two this process may use), interleaved with\n"
                "  the 2-thread runs; each layer with its caches flushed before every run and hot; at least\n"
-               "  31 runs and 0.1 s per figure; output test/bench/results_scaling.tsv\n");
+               "  31 runs and 0.1 s per figure; output test/bench/results_scaling.tsv\n"
+               "  --cases keeps the layers whose name contains SUBSTRING (as bench_conv's --cases)\n"
+               "  --cpus picks the two CPUs: on a host with SMT, name two cores, not two siblings of one\n");
 }
 
 /* The speed-up: the 2-thread rate over the mean of the two CPUs' 1-thread rates. */
@@ -242,7 +258,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--cases") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "--min-time") && i + 1 < argc) min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--cpus") && i + 1 < argc) {
-            if (sscanf(argv[++i], "%d,%d", &cpu_a, &cpu_b) != 2 || cpu_a < 0 || cpu_b < 0 || cpu_a == cpu_b ||
+            char junk;
+            if (sscanf(argv[++i], "%d,%d%c", &cpu_a, &cpu_b, &junk) != 2 || cpu_a < 0 || cpu_b < 0 || cpu_a == cpu_b ||
                 cpu_a >= CPU_SETSIZE || cpu_b >= CPU_SETSIZE) {
                 fprintf(stderr, "bench_scaling: --cpus wants two different CPU numbers, as 0,1\n");
                 return 2;
@@ -266,7 +283,7 @@ int main(int argc, char **argv)
         perror(out_path);
         return 1;
     }
-    fprintf(tsv, "case\tcompression\tstate\tt1_cpuA_ms\tt1_cpuB_ms\tt2_ms\tx_cpuA\tx_cpuB\tspeedup\tcpuA\tcpuB\tpdc_kernel\n");
+    fprintf(tsv, "case\tcompression\tstate\tt1_cpuA_ms\tt1_cpuB_ms\tt2_ms\tx_cpuA\tx_cpuB\tspeedup\truns\tcpuA\tcpuB\tpdc_kernel_1t\tpdc_kernel_2t\n");
     printf("pdc, 2 threads against 1, medians in ms: 1 thread pinned to CPU A = %d and to CPU B = %d in turn, 2 "
            "threads on both;\nspeed-up = 2-thread rate / mean 1-thread rate of the two CPUs (x A, x B: against that "
            "CPU's 1-thread time);\nflushed: caches flushed, then the input and output read by the run's threads; "
@@ -292,8 +309,9 @@ int main(int argc, char **argv)
             printf("%-20s %6.2f |", L->name, w->compr);
             for (int st = 0; st < N_STATES; st++) {
                 double xa = w->t1a[st] / w->t2[st], xb = w->t1b[st] / w->t2[st], x = speedup(w, st);
-                fprintf(tsv, "%s\t%.2f\t%s\t%.4f\t%.4f\t%.4f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\n", L->name, w->compr,
-                        state_name[st], w->t1a[st], w->t1b[st], w->t2[st], xa, xb, x, cpu_a, cpu_b, w->kernel);
+                fprintf(tsv, "%s\t%.2f\t%s\t%.4f\t%.4f\t%.4f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t%s\t%s\n", L->name,
+                        w->compr, state_name[st], w->t1a[st], w->t1b[st], w->t2[st], xa, xb, x, w->runs[st], cpu_a,
+                        cpu_b, w->kernel1, w->kernel2);
                 printf(" %7.3f %7.3f %7.3f %4.2f %4.2f %4.2f%s|", w->t1a[st], w->t1b[st], w->t2[st], xa, xb, x,
                        x < TARGET ? "*" : " ");
                 if (w->compr > 1.0) {
