@@ -283,7 +283,8 @@ int main(int argc, char **argv)
         perror(out_path);
         return 1;
     }
-    fprintf(tsv, "case\tcompression\tstate\tt1_cpuA_ms\tt1_cpuB_ms\tt2_ms\tx_cpuA\tx_cpuB\tspeedup\truns\tcpuA\tcpuB\tpdc_kernel_1t\tpdc_kernel_2t\n");
+    fprintf(tsv, "case\tcompression\tstate\tt1_cpuA_ms\tt1_cpuB_ms\tt2_ms\tx_cpuA\tx_cpuB\tspeedup\truns\tcpuA\t"
+                 "cpuB\tpdc_kernel_1t\tpdc_kernel_2t\n");
     printf("pdc, 2 threads against 1, medians in ms: 1 thread pinned to CPU A = %d and to CPU B = %d in turn, 2 "
            "threads on both;\nspeed-up = 2-thread rate / mean 1-thread rate of the two CPUs (x A, x B: against that "
            "CPU's 1-thread time);\nflushed: caches flushed, then the input and output read by the run's threads; "
