@@ -1,7 +1,36 @@
 # pdc - build, test, install. `make help` lists the targets.
 #
-# Every user-facing target depends on `deps`, which installs missing Debian packages (apt-get,
-# as root or through sudo) and does nothing when all are present. Set PDC_SKIP_DEPS=1 to skip it.
+# Every run first installs missing Debian packages (.ci/install-deps: apt-get, as root or through
+# sudo; nothing when all are present), then builds in a sub-make. The order matters: the flags below
+# ask llvm-config and pkg-config when the Makefile is parsed, so they must be parsed after the
+# packages exist - on a fresh machine a single make would compile with empty flags.
+# PDC_SKIP_DEPS=1 skips the check (and the sub-make); `make deps` runs it alone.
+
+NO_DEPS_GOALS := clean help deps uninstall test-fresh
+ifeq ($(PDC_SKIP_DEPS)$(PDC_DEPS_CHECKED),)
+ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+DEPS_FIRST := 1
+endif
+endif
+
+ifdef DEPS_FIRST
+GOALS := $(or $(MAKECMDGOALS),all)
+.PHONY: $(GOALS) deps-then-goals
+$(GOALS): deps-then-goals ; @:
+# Without -j, the libraries and the tool are built on every core first (the quick start's `make demo`
+# builds in a minute instead of several); the goals themselves then run in order, output unmixed.
+# (-j shows in MAKEFLAGS only when recipes run, hence the shell test.)
+PREBUILD := $(filter all demo test,$(GOALS))
+deps-then-goals:
+	@sh .ci/install-deps
+	@case "$(MAKEFLAGS)" in *-j*) prebuild= ;; *) prebuild="$(PREBUILD)" ;; esac; \
+	goals="$(GOALS)"; \
+	if [ -n "$$prebuild" ]; then \
+	    $(MAKE) --no-print-directory PDC_DEPS_CHECKED=1 -j$$(nproc) all || exit 1; \
+	    goals="$(filter-out all,$(GOALS))"; \
+	fi; \
+	[ -z "$$goals" ] || $(MAKE) --no-print-directory PDC_DEPS_CHECKED=1 $$goals
+else
 
 CC        ?= gcc
 CXX       ?= g++
@@ -60,7 +89,7 @@ TRAIN_BENCH := $(BUILD)/train_bench
 .PHONY: all deps arm-report test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
 .PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions test-tsan
 
-all: deps $(SHLIB) $(STLIB) $(TOOL)
+all: $(SHLIB) $(STLIB) $(TOOL)
 
 help:
 	@echo "make            build $(SONAME), libpdc.a and the pdc tool into $(BUILD)/"
@@ -69,6 +98,7 @@ help:
 	@echo "make test-valgrind   the unit suites under valgrind memcheck"
 	@echo "make test-gpu   the gpu suite on the real GPU (needs an NVIDIA driver and device)"
 	@echo "make test-onnx-full  torchvision resnet18, mobilenet_v2, vgg16 (224x224) exported by python3-torch, run on ref"
+	@echo "make test-fresh the README's quick start on a new debootstrap'd Debian 12 root (root, network)"
 	@echo "make test-tsan  the concurrency suite under ThreadSanitizer (in build-tsan/)"
 	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
 	@echo "make test-fuzz-regressions   replay every fuzz corpus and regression input (part of make test)"
@@ -81,7 +111,7 @@ help:
 	@echo "make deps       install missing Debian packages (apt-get)"
 
 deps:
-	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps
+	@sh .ci/install-deps
 
 $(BUILD)/obj/backends/llvm/%.o $(BUILD)/obj/backends/cpu/%.o $(BUILD)/obj/backends/arm/%.o $(BUILD)/obj/backends/gpu/%.o $(BUILD)/test/test_cpu: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/%.o: %.c
@@ -138,10 +168,12 @@ $(BUILD)/test/test_%: test/test_%.c test/testutil.h test/model_builder.h test/ba
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
-test: deps test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install
+test: test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install
 
+# Each suite's line carries its place in the run ([3/16]): the longest take a minute or more.
 test-unit: $(TESTS)
-	@set -e; for t in $(TESTS); do echo "== $$t"; PDC_TEST_DATA=test/data $$t; done
+	@set -e; n=0; for t in $(TESTS); do n=$$((n + 1)); echo "== [$$n/$(words $(TESTS))] $$t"; \
+	  PDC_TEST_DATA=test/data $$t; done
 
 # The gpu suite on the real device (make test-unit runs it on the emulated one): fails without a GPU.
 .PHONY: test-gpu
@@ -161,6 +193,12 @@ test-gpu-abi: $(STLIB)
 
 test-cli: $(TOOL) $(DEMO_GEN)
 	@sh test/cli.sh $(BUILD)
+
+.PHONY: test-fresh
+# The README's quick start, exactly as written, on a brand-new Debian 12 root (debootstrap, as root;
+# downloads ~150 packages). Not part of make test: run before release-like changes (README "Tests").
+test-fresh:
+	@sh test/fresh/run.sh
 
 # Emitted AArch64 libraries: code/const bytes, fmla count, instructions per inference under qemu.
 arm-report: $(TOOL)
@@ -209,7 +247,7 @@ $(BUILD)/onnx_check: test/onnx_check.c include/pdc.h $(STLIB)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
 
 .PHONY: test-onnx-full
-test-onnx-full: deps $(BUILD)/onnx_check
+test-onnx-full: $(BUILD)/onnx_check
 	@if ! /usr/bin/python3 -c 'import torch, torchvision, onnx' 2>/dev/null; then \
 	    echo "test-onnx-full: skipped (/usr/bin/python3 cannot import torch, torchvision and onnx)"; \
 	else \
@@ -217,8 +255,8 @@ test-onnx-full: deps $(BUILD)/onnx_check
 	    $(BUILD)/onnx_check $(ONNX_FULL) resnet18 mobilenet_v2 vgg16; \
 	fi
 
-test-valgrind: deps $(TESTS)
-	@set -e; for t in $(TESTS); do echo "== valgrind $$t"; \
+test-valgrind: $(TESTS)
+	@set -e; n=0; for t in $(TESTS); do n=$$((n + 1)); echo "== [$$n/$(words $(TESTS))] valgrind $$t"; \
 	  CK_FORK=no CK_DEFAULT_TIMEOUT=600 PDC_TEST_DATA=test/data PDC_TEST_QUICK=1 valgrind -q --error-exitcode=99 \
 	    --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite $$t; done
 
@@ -284,6 +322,7 @@ BENCH_E2E  := $(BUILD)/bench_e2e
 BENCH_BATCH := $(BUILD)/bench_batch
 BENCH_SCALING := $(BUILD)/bench_scaling
 $(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
+$(BUILD)/obj/test/bench/bench_conv.o: | deps-bench
 $(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/layers.o \
                $(BUILD)/obj/test/bench/host.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
@@ -324,7 +363,7 @@ $(BENCH_GPU): $(BUILD)/obj/test/bench/gpu_bench.o $(BUILD)/obj/test/bench/conv_c
 	    $(LDLIBS)
 
 .PHONY: bench-gpu
-bench-gpu: deps
+bench-gpu:
 	@if [ -f $(CUDA_HOME)/include/cudnn.h ]; then \
 	  $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(BENCH_GPU) && $(BENCH_GPU) --out test/bench/results_gpu.tsv; \
 	else echo "bench-gpu: skipped ($(CUDA_HOME)/include/cudnn.h absent)"; fi
@@ -348,3 +387,5 @@ clean:
 	rm -rf build build-san build-tsan $(FUZZ_BUILD)
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+
+endif # DEPS_FIRST
