@@ -8,13 +8,18 @@
  * The layer's patterns are the maximal masks (those not contained in another kernel's mask), in
  * the order their first kernel appears. A kernel takes the smallest pattern that covers its
  * non-zeros (ties: the lower index) - so a kernel that happens to have fewer non-zeros than its
- * pattern is still that pattern - and an all-zero kernel is connectivity-pruned (-1). Accepted when
- * there are at most ONNX_PATTERN_MAX patterns and the description removes at least one weight.
+ * pattern is still that pattern - and an all-zero kernel is connectivity-pruned (-1): stray zeros
+ * inside a kernel's pattern are stored zeros. Accepted when there are at most ONNX_PATTERN_MAX
+ * patterns, the description removes at least one weight and its fill (non-zeros / kept entries) is
+ * at least ONNX_MIN_FILL_PCT%.
  *
  * Block (FC / MatMul / Gemm weights, 1x1 convs, LSTM/GRU gate matrices, in the IR's matrix view):
- * the candidate shapes 1x4, 4x1, 4x4, 2x2, 1x8, 8x1; a shape fits when every zero lies in an
- * all-zero block and at least ONNX_BLOCK_MIN_ZERO_PCT% of the blocks are zero; the largest fitting
- * block wins (ties: the earlier in that list).
+ * the candidate shapes 1x4, 4x1, 4x4, 2x2, 1x8, 8x1. A block holding any non-zero is kept; a shape
+ * fits when at least ONNX_BLOCK_MIN_ZERO_PCT% of the blocks are all zero and the kept blocks'
+ * fill (non-zeros / their size) is at least ONNX_MIN_FILL_PCT%. Real weights hold stray exact zeros
+ * (weight decay, fp16 round trips, dead units) inside kept blocks: requiring every zero to lie in a
+ * removed block would send a 1x4-pruned layer with two stray zeros to the unstructured kernels. The
+ * largest fitting block wins (ties: the higher fill, then the earlier in that list).
  *
  * Unstructured: otherwise, a per-element mask when at least ONNX_UNSTRUCTURED_MIN_ZERO_PCT% of the
  * weights are zero. Below that the weight stays dense.
@@ -99,7 +104,8 @@ pdc_status onnx_detect_pattern(const pdc_context *ctx, const ir_tensor *w, ir_sp
             kp[k] = best;
             if (best >= 0) kept += (size_t)popcount64(pat[best]);
         }
-        ok = kept < nk * win; /* the description must remove something */
+        /* the description must remove something, and its kept entries be mostly non-zero */
+        ok = kept < nk * win && (nk * win - zeros) * 100 >= (size_t)ONNX_MIN_FILL_PCT * kept;
     }
     pdc_free(mask);
     pdc_free(distinct);
@@ -129,6 +135,7 @@ pdc_status onnx_detect_block(const pdc_context *ctx, const ir_tensor *w, ir_spar
     for (size_t i = 0; i < n; i++) zeros += w->data[i] == 0.0f;
     if (!zeros) return PDC_OK;
     int best = -1;
+    double best_fill = 0.0;
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++) {
         int64_t bh = shapes[s][0], bw = shapes[s][1];
         if (bh > rows || bw > cols) continue;
@@ -147,8 +154,16 @@ pdc_status onnx_detect_block(const pdc_context *ctx, const ir_tensor *w, ir_spar
                 }
             }
         }
-        int fits = covered == zeros && zero_blocks * 100 >= (size_t)ONNX_BLOCK_MIN_ZERO_PCT * (size_t)(nbr * nbc);
-        if (fits && (best < 0 || bh * bw > shapes[best][0] * shapes[best][1])) best = s;
+        /* every non-zero lies in a kept block, so fill = non-zeros / (all - the zero blocks' elements) */
+        size_t kept_size = n - covered, nonzeros = n - zeros;
+        int fits = zero_blocks * 100 >= (size_t)ONNX_BLOCK_MIN_ZERO_PCT * (size_t)(nbr * nbc) &&
+                   nonzeros * 100 >= (size_t)ONNX_MIN_FILL_PCT * kept_size;
+        double fill = kept_size ? (double)nonzeros / (double)kept_size : 1.0;
+        int64_t size = bh * bw, best_size = best < 0 ? 0 : shapes[best][0] * shapes[best][1];
+        if (fits && (best < 0 || size > best_size || (size == best_size && fill > best_fill))) {
+            best = s;
+            best_fill = fill;
+        }
     }
     if (best < 0) return PDC_OK;
     int64_t bh = shapes[best][0], bw = shapes[best][1], nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw;

@@ -300,6 +300,92 @@ START_TEST(block_pruned_weights_are_recognised)
 }
 END_TEST
 
+/* Exported weights hold stray exact zeros inside what pruning kept (weight decay, fp16 round trips,
+ * dead units): block_fc's fc1 and pattern_cnn's conv2 get a few, go out as ONNX and come back with
+ * the same structure - the zeros stay stored zeros of kept blocks and patterns. */
+static pdc_model *onnx_round_trip(pdc_model *m)
+{
+    char path[] = "/tmp/pdc_onnx_stray_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_ok(ctx, pdc_model_save_onnx(m, path));
+    pdc_model *back = NULL;
+    ck_assert_ok(ctx, pdc_model_load_onnx(ctx, path, &back));
+    unlink(path);
+    pdc_model_destroy(m);
+    return back;
+}
+
+START_TEST(stray_zeros_keep_the_structure)
+{
+    pdc_model *m = NULL;
+    ck_assert_ok(ctx, pdc_model_load(ctx, onnx_path("block_fc", ".onnx"), &m));
+    ir_tensor *w = &m->tensors[ir_model_find_tensor(m, "fc1.weight")];
+    const ir_sparsity *s = &w->sparsity;
+    ck_assert_int_eq(s->kind, IR_SPARSITY_BLOCK);
+    size_t stray = 0; /* the first entry of every 40th kept 1x4 block: 15 of 591, 0.6% of the kept weights */
+    for (size_t b = 0, k = 0; b < s->n_blocks; b++)
+        if (s->block_mask[b] && k++ % 40 == 0) w->data[b * 4] = 0.0f, stray++;
+    ck_assert_uint_ge(stray, 2);
+    m = onnx_round_trip(m);
+    s = &tensor(m, "fc1.weight")->sparsity;
+    ck_assert_int_eq(s->kind, IR_SPARSITY_BLOCK);
+    ck_assert_int_eq(s->bh, 1);
+    ck_assert_int_eq(s->bw, 4);
+    size_t zero = 0;
+    for (size_t b = 0; b < s->n_blocks; b++) zero += !s->block_mask[b];
+    ck_assert_uint_eq(zero, 1457);
+    /* the fill threshold: zeros in 3 of every 4 kept blocks' first entries (fill 81%) are not blocks */
+    w = &m->tensors[ir_model_find_tensor(m, "fc1.weight")];
+    for (size_t b = 0, k = 0; b < s->n_blocks; b++)
+        if (s->block_mask[b] && k++ % 4 != 0) w->data[b * 4] = 0.0f;
+    ir_sparsity none;
+    ck_assert_ok(ctx, onnx_detect_block(ctx, w, &none));
+    ck_assert_int_eq(none.kind, IR_SPARSITY_NONE);
+    pdc_model_destroy(m);
+
+    ck_assert_ok(ctx, pdc_model_load(ctx, onnx_path("pattern_cnn", ".onnx"), &m));
+    w = &m->tensors[ir_model_find_tensor(m, "conv2.weight")];
+    s = &w->sparsity;
+    ck_assert_int_eq(s->kind, IR_SPARSITY_PATTERN);
+    size_t nk = s->n_kernels, n_patterns = s->n_patterns;
+    uint64_t *kernel_mask = malloc(nk * sizeof *kernel_mask); /* 0: removed */
+    stray = 0; /* one kept entry of every 50th kept kernel */
+    for (size_t k = 0, i = 0; k < nk; k++) {
+        kernel_mask[k] = s->kernel_pattern[k] < 0 ? 0 : s->patterns[s->kernel_pattern[k]];
+        if (!kernel_mask[k] || i++ % 50) continue;
+        w->data[k * 9 + (size_t)__builtin_ctzll(kernel_mask[k])] = 0.0f;
+        stray++;
+    }
+    ck_assert_uint_ge(stray, 5);
+    m = onnx_round_trip(m);
+    s = &tensor(m, "conv2.weight")->sparsity;
+    ck_assert_int_eq(s->kind, IR_SPARSITY_PATTERN);
+    ck_assert_uint_eq(s->n_patterns, n_patterns);
+    /* The same pattern per kernel, except that a kernel with a stray zero may take another pattern of
+     * the same size that also covers what it keeps (a tie the set's order decides); none is removed. */
+    w = &m->tensors[ir_model_find_tensor(m, "conv2.weight")];
+    for (size_t k = 0, i = 0; k < nk; k++) {
+        uint64_t got = s->kernel_pattern[k] < 0 ? 0 : s->patterns[s->kernel_pattern[k]];
+        int touched = kernel_mask[k] && i++ % 50 == 0;
+        uint64_t nz = 0;
+        for (int p = 0; p < 9; p++)
+            if (w->data[k * 9 + (size_t)p] != 0.0f) nz |= 1ull << p;
+        if (touched) {
+            ck_assert_msg(got && !(nz & ~got) && __builtin_popcountll(got) == __builtin_popcountll(kernel_mask[k]),
+                          "kernel %zu: pattern %llx does not cover %llx", k, (unsigned long long)got,
+                          (unsigned long long)nz);
+        } else {
+            ck_assert_msg(got == kernel_mask[k], "kernel %zu: pattern %llx, was %llx", k, (unsigned long long)got,
+                          (unsigned long long)kernel_mask[k]);
+        }
+    }
+    free(kernel_mask);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ building models here */
 
 #define PUSH(arr, n, item)                                              \
@@ -1478,10 +1564,16 @@ START_TEST(pattern_detector_rules)
      * 0x12 (2 bits: in both A and B -> the lower index, A), an all-zero kernel, B again, ... */
     const uint32_t A = 0x1b, B = 0x36;
     const uint32_t masks[8] = {0x12, A, B, 0x0b, 0, B, 0x10, A};
-    float w[8 * 9];
+    float w[40 * 9];
     for (size_t k = 0; k < 8; k++) set_kernel(w, k, masks[k]);
+    /* alone, those 8 fill their patterns to 22 of 28 entries: below ONNX_MIN_FILL_PCT, not a pattern */
     ir_tensor t = weight(4, I64(2, 4, 3, 3), w);
     ir_sparsity s;
+    ck_assert_ok(ctx, onnx_detect_pattern(ctx, &t, &s));
+    ck_assert_int_eq(s.kind, IR_SPARSITY_NONE);
+    /* with 24 more exact A and B kernels: 118 of 124 (95.2%) */
+    for (size_t k = 8; k < 32; k++) set_kernel(w, k, k % 2 ? A : B);
+    t = weight(4, I64(4, 8, 3, 3), w);
     ck_assert_ok(ctx, onnx_detect_pattern(ctx, &t, &s));
     ck_assert_int_eq(s.kind, IR_SPARSITY_PATTERN);
     ck_assert_uint_eq(s.n_patterns, 2);
@@ -1492,10 +1584,11 @@ START_TEST(pattern_detector_rules)
     ck_assert_ok(ctx, ir_sparsity_validate(ctx, &t, &s));
     ir_sparsity_free(&s);
 
-    /* connectivity pruning alone: the full window is the one pattern (A lies inside it) */
+    /* connectivity pruning alone: the full window is the one pattern (A lies inside it; 13 more full
+     * kernels bring the fill to 130 of 135) */
     const uint32_t m2[3] = {0x1ff, A, 0};
-    for (size_t k = 0; k < 3; k++) set_kernel(w, k, m2[k]);
-    t = weight(4, I64(3, 1, 3, 3), w);
+    for (size_t k = 0; k < 16; k++) set_kernel(w, k, k < 3 ? m2[k] : 0x1ff);
+    t = weight(4, I64(16, 1, 3, 3), w);
     ck_assert_ok(ctx, onnx_detect_pattern(ctx, &t, &s));
     ck_assert_int_eq(s.kind, IR_SPARSITY_PATTERN);
     ck_assert_uint_eq(s.n_patterns, 1);
@@ -1505,6 +1598,7 @@ START_TEST(pattern_detector_rules)
     ir_sparsity_free(&s);
 
     /* no zeros at all: dense; zeros only inside dense-covered kernels: not a pattern */
+    t = weight(4, I64(3, 1, 3, 3), w);
     for (size_t k = 0; k < 3; k++) set_kernel(w, k, 0x1ff);
     ck_assert_ok(ctx, onnx_detect_pattern(ctx, &t, &s));
     ck_assert_int_eq(s.kind, IR_SPARSITY_NONE);
@@ -1592,6 +1686,7 @@ static Suite *onnx_suite(void)
     tcase_add_test(tc, names_are_the_onnx_names);
     tcase_add_test(tc, pattern_pruned_weights_are_recognised);
     tcase_add_test(tc, block_pruned_weights_are_recognised);
+    tcase_add_test(tc, stray_zeros_keep_the_structure);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("ops");
