@@ -68,6 +68,9 @@ extern const pdc_backend pdc_backend_ref;
 extern const pdc_backend pdc_backend_cpu;
 extern const pdc_backend pdc_backend_gpu;
 
+/* The worker threads each run of a "cpu" program uses (>= 1; backends/cpu, for pdc_program_num_threads). */
+size_t pdc_cpu_program_threads(const pdc_program *prog);
+
 /* 1 if value is "auto" or an SM the gpu backend generates for; list gets "sm_75, sm_80, ..." either way
  * (backends/gpu, for the context option gpu_arch). */
 int pdc_gpu_arch_valid(const char *value, char *list, size_t cap);

@@ -1,7 +1,7 @@
 /*
  * pdc.h - the one public header of pdc, a compiler for pruned deep neural networks.
  *
- * Conventions (see README "C API"):
+ * Conventions (see docs/api.md):
  *  - Handles are opaque: pdc_context, pdc_model, pdc_attrs, pdc_program, pdc_tensor.
  *  - Every call that can fail returns pdc_status; results come through trailing *_out parameters.
  *    A failed call leaves its out-parameters and the caller's data unchanged.
@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define PDC_VERSION_MAJOR 0
-#define PDC_VERSION_MINOR 1
+#define PDC_VERSION_MINOR 2
 #define PDC_VERSION_PATCH 0
 /** MAJOR*1000000 + MINOR*1000 + PATCH, as pdc_version_number() returns at run time. */
 #define PDC_VERSION_NUMBER (PDC_VERSION_MAJOR * 1000000 + PDC_VERSION_MINOR * 1000 + PDC_VERSION_PATCH)
@@ -135,6 +135,61 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
  */
 PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *name, char *buf, size_t cap);
 
+/**
+ * A progress handler: called while a long call works through a model's layers, so that a tool can show
+ * a counter. `stage` is "compile" (pdc_compile) or the name of the pass that runs (pdc_model_transform,
+ * and the trainer's pruning calls, which run the passes); it is borrowed, valid during the call only.
+ * Within a stage `done` (layers finished) starts at 0 and never decreases, `total` is the model's layer
+ * count, and the last call of a stage that succeeds has done == total (a failing stage may end without
+ * it). Called on the thread that made the call, from inside pdc; it must not call pdc functions on the
+ * same context.
+ */
+typedef void (*pdc_progress_handler)(void *user, const char *stage, size_t done, size_t total);
+/**
+ * Sets the progress handler of ctx (replacing the previous one), or removes it when handler is NULL
+ * (the default: no progress is reported).
+ * @param[in] handler  called as described for pdc_progress_handler; may be NULL
+ * @param[in] user     passed to every call of handler; not dereferenced by pdc (borrowed: must stay valid
+ *                     while the handler is set)
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (ctx NULL)
+ * Thread-safety: not while other calls use ctx.
+ */
+PDC_API pdc_status pdc_context_set_progress_handler(pdc_context *ctx, pdc_progress_handler handler, void *user);
+
+/** Kinds of pdc_note_handler notes. Values are part of the ABI: only ever appended. */
+typedef enum pdc_note_kind {
+    PDC_NOTE_PRUNED = 1,             /**< a pruning pass pruned the layer; text: "pattern 8x4" (patterns x
+                                          entries), "connectivity 50%", "block 1x4 80%" or "unstructured 50%" */
+    PDC_NOTE_SKIPPED_STEM = 2,       /**< a pruning pass left the stem alone (a conv that reads a graph input,
+                                          directly or through layers without weights); option include_stem */
+    PDC_NOTE_SKIPPED_KERNEL = 3,     /**< prune-pattern / prune-connectivity left a conv alone because its
+                                          kernel size is not in option pattern_kernels; the text starts with
+                                          the size, "KHxKW kernels: " */
+    PDC_NOTE_SKIPPED_BLOCK_CONV = 4  /**< prune-block left a 1x1 conv alone; option block_convs */
+} pdc_note_kind;
+/**
+ * A note handler: told, layer by layer, what the pruning passes did (PDC_NOTE_PRUNED) and which layers
+ * they left alone because of a default that an option changes (PDC_NOTE_SKIPPED_*; layers a pass cannot
+ * prune at all, e.g. a depthwise conv for prune-pattern, and layers excluded with option "skip" or left
+ * out of option "layers" get no note). `pass` is the pass name, `layer` the layer's name, `text` one line
+ * in English naming the pdc_model_transform option concerned (e.g. "stem: reads a graph input (option
+ * include_stem=1 prunes it)"); all three are borrowed, valid during the call only. Notes come as the
+ * passes run, on the thread that made the call; a call that then fails may have given notes about work
+ * it dropped. The handler must not call pdc functions on the same context.
+ */
+typedef void (*pdc_note_handler)(void *user, pdc_note_kind kind, const char *pass, const char *layer,
+                                 const char *text);
+/**
+ * Sets the note handler of ctx (replacing the previous one), or removes it when handler is NULL (the
+ * default). Notes are given by the pruning passes of pdc_model_transform, pdc_trainer_prune and the
+ * trainer's ADMM calls.
+ * @param[in] handler  may be NULL
+ * @param[in] user     passed to every call of handler; borrowed (must stay valid while the handler is set)
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (ctx NULL)
+ * Thread-safety: not while other calls use ctx.
+ */
+PDC_API pdc_status pdc_context_set_note_handler(pdc_context *ctx, pdc_note_handler handler, void *user);
+
 /* ------------------------------------------------------------------ attributes (for the builder) */
 
 /** Creates an empty attribute set. @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_OUT_OF_MEMORY */
@@ -175,7 +230,7 @@ PDC_API pdc_status pdc_model_set_input_shape(pdc_model *model, const char *name,
 PDC_API pdc_status pdc_model_add_constant(pdc_model *model, const char *name, size_t rank, const int64_t *dims,
                                           const float *data);
 /**
- * Adds a layer. op is an op name ("conv", "fc", "relu", ...; see README "Ops"); inputs name tensors
+ * Adds a layer. op is an op name ("conv", "fc", "relu", ...; see docs/ir.md, "Ops"); inputs name tensors
  * defined earlier; outputs are new tensor names whose shapes are inferred now. attrs may be NULL and
  * is not kept. The layer is checked at once: shape errors name the layer.
  * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_NOT_FOUND (an input), PDC_ERR_UNSUPPORTED (op),
@@ -223,7 +278,7 @@ PDC_API pdc_status pdc_model_load(pdc_context *ctx, const char *path, pdc_model 
 PDC_API pdc_status pdc_model_load_memory(pdc_context *ctx, const void *data, size_t size, pdc_model **model_out);
 /**
  * Imports an ONNX model: a serialised ModelProto as torch.onnx.export and other converters write it,
- * opsets 9..17 of the default domain (README, section "ONNX import", lists the ops and attributes).
+ * opsets 9..17 of the default domain (docs/onnx.md lists the ops and attributes).
  *  - Constant shape arithmetic (Shape, Gather, Concat, Unsqueeze, Expand, ...) is evaluated at
  *    import; Dropout and Identity disappear. Initializers must be stored in the file itself.
  *  - Tensors keep their ONNX names; layers take the node names (op type + "_" + node index for
@@ -322,23 +377,32 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
 
 /**
  * Runs a pipeline of passes over the model, e.g. "canonicalize,prune-pattern,prune-connectivity,reorder,plan"
- * (README "Passes and pruning"; pdc_pass_info lists each pass with what it requires and guarantees):
+ * (docs/passes.md; pdc_pass_info lists each pass with what it requires and guarantees):
  *  - canonicalize        folds batchnorm into the preceding conv/fc, folds a constant bias add and the
  *                        following activation into conv/fc/gemm, removes identity layers, evaluates layers
  *                        whose inputs are all constants, removes dead layers and unused constants. Outputs
  *                        are unchanged up to float rounding.
- *  - prune-pattern       each eligible conv (2-D, group 1, odd kernel of at least 3x3) gets a set of
- *                        "patterns" patterns of "pattern_size" entries and every kernel is projected onto one
- *                        of them (pdc_prune_project_pattern, which documents the tie-breaks).
- *  - prune-connectivity  removes the floor(rate x kernels) kernels of smallest norm of each eligible conv
- *                        (pdc_prune_project_connectivity).
- *  - prune-block         block sparsity of fc weights, of constant right operands of gemm and matmul, of 1x1
- *                        conv weights and of lstm/gru gate matrices, in the [out, in] layout
- *                        (pdc_prune_project_block).
+ *  - prune-pattern       each eligible conv (2-D, group 1, odd kernel of at least 3x3 whose size
+ *                        "pattern_kernels" lists: by default 3x3 only) gets a set of "patterns" patterns of
+ *                        "pattern_size" entries and every kernel is projected onto one of them
+ *                        (pdc_prune_project_pattern, which documents the tie-breaks).
+ *  - prune-connectivity  removes the floor(rate x kernels) kernels of smallest norm of each conv prune-pattern
+ *                        would take (pdc_prune_project_connectivity).
+ *  - prune-block         block sparsity of fc weights, of constant right operands of gemm and matmul, of
+ *                        lstm/gru gate matrices and, with "block_convs", of 1x1 conv weights, in the [out, in]
+ *                        layout (pdc_prune_project_block).
  *  - prune-unstructured  magnitude pruning of the weights still dense (pdc_prune_project_unstructured).
  *  - reorder             groups the filters of each pattern-pruned conv by kernel count and pattern mix; the
  *                        permutation is kept in the layer and undone on output, so outputs are unchanged.
  *  - plan                places every activation in one arena by liveness (pdc_model_memory_plan).
+ * Safe defaults: no pruning pass touches the stem - a conv that reads a graph input, directly or through
+ * layers without weights (a normalising sub/mul/div, batchnorm, pooling, reshape, concat, ...) - unless
+ * "include_stem" is 1: its few weights see the raw input and cost accuracy out of proportion. prune-pattern
+ * and prune-connectivity take only the kernel sizes "pattern_kernels" lists (a 5x5 or 7x7 kernel keeps too
+ * little of its window with 4 entries); prune-block takes 1x1 convs only with "block_convs" 1. A layer named
+ * in "layers" is an explicit choice: each pass that can prune it does, whatever these three options say.
+ * The layers left alone by a default are reported to the context's note handler
+ * (pdc_context_set_note_handler), and so is what each pass pruned.
  * Options (attribute: type = default); numbers may also be given as strings ("0.5"):
  *  - "patterns": int = 8                 patterns per layer (K)
  *  - "pattern_size": int = 4             entries per pattern, centre included (n, 1..kh*kw)
@@ -350,14 +414,22 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *  - "block_rate": float = 0.5           share of blocks removed
  *  - "unstructured_rate": float = 0.5    share of weights removed
  *  - "layers": string                    comma-separated layer names: the pruning passes and reorder change
- *                                        only these (each must exist and be changed by some pass)
+ *                                        only these (each must exist and be changed by some pass), and
+ *                                        every pass that can prune a named layer does, whatever
+ *                                        include_stem, pattern_kernels and block_convs say
  *  - "skip": string                      comma-separated layer names they leave alone (not with "layers")
+ *  - "include_stem": int = 0             1: the pruning passes prune the stem too
+ *  - "pattern_kernels": string = "3x3"   kernel sizes prune-pattern and prune-connectivity take, KHxKW
+ *                                        separated by commas (each odd, at least 3x3, at most 64 entries),
+ *                                        e.g. "3x3,5x5,7x7"; or "all"
+ *  - "block_convs": int = 0              1: prune-block takes 1x1 convs too
  *  - "print_after": string               a pass name of the pipeline or "all": the IR text form is written
  *                                        after that pass (weights elided), headed "# IR after pass 'NAME'"
  *  - "print_file": string                the file print_after appends to (default: stderr)
  *  - "print_weights": int = 0            1: print_after writes the weights in full
  * Rates are in [0, 1). The verifier runs after every pass unless the context option "verify" is "0".
- * The passes run on a copy that replaces the model only when all of them succeeded.
+ * The passes run on a copy that replaces the model only when all of them succeeded. Each pass reports its
+ * progress through layers to the context's progress handler (pdc_context_set_progress_handler).
  * @param[in,out] model  changed only on success
  * @param[in] pipeline   comma-separated pass names (spaces around names are ignored); not kept
  * @param[in] options    may be NULL (all defaults); not kept
@@ -366,7 +438,8 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *         passes); an unknown option (the message lists the known ones) or a bad value: a rate outside [0, 1),
  *         a pattern size outside 1..kh*kw of a pruned layer, more patterns than there are patterns of that size
  *         containing the centre (C(kh*kw-1, n-1)); "layers" with "skip"; a layer in "layers" that no pass of the
- *         pipeline changes
+ *         pipeline changes; "include_stem" or "block_convs" other than 0 or 1; a "pattern_kernels" entry that is
+ *         not KHxKW or is a size pattern pruning cannot take (the message names the option and the value)
  * @retval PDC_ERR_NOT_FOUND    a layer named in layers, skip or a per-layer rate is not in the model
  * @retval PDC_ERR_INVALID_MODEL, PDC_ERR_SHAPE  a pass needs what the model lacks, or the verifier rejected a
  *         pass's result (the message names the pass)
@@ -480,7 +553,9 @@ PDC_API pdc_status pdc_prune_project_unstructured(pdc_context *ctx, float *weigh
  * the PTX also gives PDC_ERR_NO_DEVICE; device memory exhaustion PDC_ERR_OUT_OF_MEMORY. Runs of one
  * "gpu" program from several threads take turns (one device arena per program, guarded by a mutex).
  * $PDC_GPU_EMULATE=1 (testing aid) runs the same kernels on an emulated device in host memory.
- * The program is independent of the model afterwards (the model may be destroyed).
+ * The program is independent of the model afterwards (the model may be destroyed). Progress through the
+ * layers goes to the context's progress handler, stage "compile" (pdc_context_set_progress_handler; the
+ * "cpu" target reports each layer, the others the start and the end).
  * @retval PDC_OK, PDC_ERR_UNKNOWN_TARGET (message lists known targets), PDC_ERR_UNSUPPORTED (target known
  *         but not available in this build), PDC_ERR_NO_DEVICE, PDC_ERR_SHAPE (unresolved symbolic input),
  *         PDC_ERR_INVALID_MODEL, PDC_ERR_OUT_OF_MEMORY
@@ -492,11 +567,11 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
  * directory `dir` (created if missing; its parent must exist). Targets:
  *  - "aarch64-linux-gnu": NAME.h (declares NAME_run and the input/output sizes and shapes) and
  *    libNAME.a (AArch64 object code with NEON pattern-specialised kernels, the packed weights and the
- *    small runtime it needs; it depends on libc/libm only). See README "ARM backend".
+ *    small runtime it needs; it depends on libc only). See docs/backends.md, "ARM backend".
  *  - "nvptx": NAME.ptx (PTX text, one .entry per kernel, each taking (act, wts, arg)),
  *    NAME.launch.txt (the arenas, where each graph input/output lives, and the kernel launch
  *    sequence with grid and block sizes) and NAME.weights.bin (the weights arena to upload).
- *    See README "GPU backend".
+ *    See docs/backends.md, "GPU backend".
  * The model must verify and have concrete input shapes, as for pdc_compile.
  * @param options may be NULL. Strings: "name" (a C identifier, default "model"), "cpu" (aarch64:
  *        generic, cortex-a53, cortex-a55, cortex-a72, cortex-a76, neoverse-n1; default generic),
@@ -534,6 +609,15 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
  */
 PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
                                    size_t n_outputs, pdc_tensor *const *outputs);
+/**
+ * The worker threads each run of the program uses: on target "cpu" the context option "threads" as it was
+ * at compile, 0 (all cores) resolved to the number of processors available; 1 on "ref" and "gpu" (one
+ * host thread; the device runs the kernels).
+ * @param[out] n_out  at least 1
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL program or n_out)
+ * Thread-safety: any thread (the program is not changed).
+ */
+PDC_API pdc_status pdc_program_num_threads(const pdc_program *program, size_t *n_out);
 /** Number of layers of the program (those of the model it was compiled from). @retval PDC_OK, PDC_ERR_INVALID_ARG */
 PDC_API pdc_status pdc_program_num_layers(const pdc_program *program, size_t *n_out);
 /**
@@ -570,7 +654,7 @@ PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
 /**
  * A trainer: trains the constants (weights) of a model from batches of samples, in a loop the host
  * program drives - including pruning-retraining (pdc_trainer_prune), ADMM (pdc_trainer_admm_*) and
- * crash-safe checkpoints (pdc_trainer_save / _load). README "Training" has a walk-through.
+ * crash-safe checkpoints (pdc_trainer_save / _load). docs/training.md has a walk-through.
  *
  * The model has one graph input [N, ...] (the batch dim N is set by the trainer) and the loss reads
  * graph output 0: cross-entropy over its dim 1 (shape [N, classes]; a final softmax layer is folded into
@@ -735,7 +819,10 @@ PDC_API pdc_status pdc_trainer_set_weights(pdc_trainer *trainer, const char *nam
  * (pruning passes only: prune-pattern, prune-connectivity, prune-block, prune-unstructured; options as
  * pdc_model_transform) on the trainer's model, so the weights are projected exactly as the passes project
  * them; from then on the pruned weights and their optimizer state stay exactly zero. Weights pruned before
- * stay pruned. The step count, options and the optimizer state of kept weights are unchanged.
+ * stay pruned. pdc_model_transform's safe defaults apply: the stem, conv kernel sizes other than 3x3 (for
+ * pattern and connectivity pruning) and 1x1 convs (for block pruning) stay dense unless options
+ * "include_stem", "pattern_kernels", "block_convs" or "layers" say otherwise. The step count, options and
+ * the optimizer state of kept weights are unchanged.
  * @param[in] options  may be NULL; not kept
  * @retval PDC_OK
  * @retval PDC_ERR_INVALID_ARG  NULL, or a pass that is not a pruning pass; and every error of
@@ -773,7 +860,7 @@ PDC_API pdc_status pdc_trainer_admm_end(pdc_trainer *trainer);
 /**
  * Saves a checkpoint: weights, sparsity descriptions (masks), optimizer state, step count, options
  * (learning rate and schedule included), random state and ADMM state, in a versioned, CRC-32 checksummed
- * file (README "Checkpoint format"). The file is written to a temporary name, fsync'd and renamed over path,
+ * file (docs/training.md, "Checkpoints"). The file is written to a temporary name, fsync'd and renamed over path,
  * so a crash or kill at any moment leaves either the previous file or the new one, never a mix.
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_IO (the message names the path and the reason; an
  *         existing file at path is untouched), PDC_ERR_OUT_OF_MEMORY

@@ -78,7 +78,7 @@ PDC_API pdc_status pdc_model_add_layer(pdc_model *model, const char *name, const
     PDC_CHECK_ARG(model->ctx, op, "op");
     ir_op id;
     if (!ir_op_from_name(op, &id))
-        return pdc_error(model->ctx, PDC_ERR_UNSUPPORTED, "layer '%s': unknown op \"%s\" (see README, section Ops)", name,
+        return pdc_error(model->ctx, PDC_ERR_UNSUPPORTED, "layer '%s': unknown op \"%s\" (see docs/ir.md, section Ops)", name,
                          op);
     return ir_model_add_layer(model, name, id, n_inputs, inputs, n_outputs, outputs, attrs ? &attrs->list : NULL);
 }

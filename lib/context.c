@@ -83,6 +83,40 @@ void pdc_log(const pdc_context *ctx, int level, const char *fmt, ...)
     va_end(ap);
 }
 
+/* ---------------------------------------------------------------- progress and notes */
+
+void pdc_progress(const pdc_context *ctx, const char *stage, size_t done, size_t total)
+{
+    if (ctx && ctx->progress) ctx->progress(ctx->progress_user, stage, done, total);
+}
+
+void pdc_note(const pdc_context *ctx, pdc_note_kind kind, const char *pass, const char *layer, const char *fmt, ...)
+{
+    if (!ctx || !ctx->note) return;
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    ctx->note(ctx->note_user, kind, pass, layer, text);
+}
+
+PDC_API pdc_status pdc_context_set_progress_handler(pdc_context *ctx, pdc_progress_handler handler, void *user)
+{
+    PDC_CHECK_ARG(ctx, ctx, "ctx");
+    ctx->progress = handler;
+    ctx->progress_user = handler ? user : NULL;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_context_set_note_handler(pdc_context *ctx, pdc_note_handler handler, void *user)
+{
+    PDC_CHECK_ARG(ctx, ctx, "ctx");
+    ctx->note = handler;
+    ctx->note_user = handler ? user : NULL;
+    return PDC_OK;
+}
+
 /* ---------------------------------------------------------------- allocation */
 
 static int over_limit(const pdc_context *ctx, size_t size)

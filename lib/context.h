@@ -28,6 +28,10 @@ struct pdc_context {
     char gpu_arch[16];            /* option gpu_arch: "auto" or sm_XY from backends/gpu's list */
     void *jit;                    /* backends/llvm JIT session, created on first use by a JIT backend */
     void (*jit_destroy)(void *);  /* set with jit; called by pdc_context_destroy */
+    pdc_progress_handler progress; /* pdc_context_set_progress_handler; NULL = none */
+    void *progress_user;
+    pdc_note_handler note;        /* pdc_context_set_note_handler; NULL = none */
+    void *note_user;
 };
 
 /*
@@ -43,6 +47,14 @@ void pdc_error_prefix(const pdc_context *ctx, const char *fmt, ...) __attribute_
 
 /* Logs to stderr when level <= ctx->log_level. */
 void pdc_log(const pdc_context *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Reports progress to the context's progress handler, if any (pdc_context_set_progress_handler):
+ * `stage` ("compile" or a pass name) has done of total layers finished. Allocates nothing. */
+void pdc_progress(const pdc_context *ctx, const char *stage, size_t done, size_t total);
+/* Gives a note to the context's note handler, if any (pdc_context_set_note_handler): the text is
+ * formatted into a fixed buffer (truncated at 512 bytes), nothing is allocated. */
+void pdc_note(const pdc_context *ctx, pdc_note_kind kind, const char *pass, const char *layer, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* Checked allocation: on failure they record PDC_ERR_OUT_OF_MEMORY (or PDC_ERR_OVERFLOW for n*size)
  * on ctx and return NULL. Zero-size requests return a valid unique pointer. Free with pdc_free. */

@@ -317,7 +317,7 @@ static pdc_status translate_node(onnx_importer *imp, const Onnx__NodeProto *np, 
                              "domain ai.onnx is)", onnx_quote(n.op, q, sizeof q), domain);
     } else if (!(def = onnx_op_find(n.op))) {
         st = onnx_node_error(imp, &n, PDC_ERR_UNSUPPORTED,
-                             "op %s is not supported by pdc's ONNX importer (README, section \"ONNX import\", "
+                             "op %s is not supported by pdc's ONNX importer (docs/onnx.md, section \"Supported ops\", "
                              "lists the supported ops)", onnx_quote(n.op, q, sizeof q));
     } else if (np->n_input > ONNX_MAX_NODE_IO || np->n_output > ONNX_MAX_NODE_IO) {
         st = onnx_node_error(imp, &n, PDC_ERR_UNSUPPORTED, "%zu inputs and %zu outputs (at most %d each)", np->n_input,

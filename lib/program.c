@@ -88,10 +88,12 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
     if (!p) return PDC_ERR_OUT_OF_MEMORY;
     p->ctx = ctx;
     p->backend = be;
+    pdc_progress(ctx, "compile", 0, model->n_layers);
     if ((st = ir_model_clone(model, &p->model)) || (st = be->compile(p))) {
         pdc_program_destroy(p);
         return st;
     }
+    pdc_progress(ctx, "compile", model->n_layers, model->n_layers);
     *program_out = p;
     return PDC_OK;
 }
@@ -151,6 +153,14 @@ PDC_API pdc_status pdc_program_num_layers(const pdc_program *program, size_t *n_
     PROGRAM_CHECK(program);
     PDC_CHECK_ARG(program->ctx, n_out, "n_out");
     *n_out = program->model->n_layers;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_program_num_threads(const pdc_program *program, size_t *n_out)
+{
+    PROGRAM_CHECK(program);
+    PDC_CHECK_ARG(program->ctx, n_out, "n_out");
+    *n_out = program->backend == &pdc_backend_cpu ? pdc_cpu_program_threads(program) : 1;
     return PDC_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,20 +21,23 @@ static const pass_info table[] = {
     {"prune-pattern", "conv weights that are constants",
      "each eligible conv's weight has pattern sparsity: K patterns of n entries, each containing the centre, "
      "every kernel on the pattern of the set that keeps the most of its norm",
-     "2-D convs with group 1, a constant weight, an odd kernel of at least 3x3 (at most 64 entries), dense or "
-     "pattern-sparse", pass_prune_pattern},
+     "2-D convs with group 1, a constant weight, an odd kernel of at least 3x3 (at most 64 entries) whose size "
+     "option pattern_kernels lists (default 3x3), dense or pattern-sparse; not the stem (a conv reading a graph "
+     "input) unless include_stem=1", pass_prune_pattern},
     {"prune-connectivity", "conv weights that are constants (usually after prune-pattern)",
      "floor(rate x kernels) whole kernels of each eligible conv removed (pattern id -1), the smallest norms first",
-     "2-D convs with group 1, a constant weight, an odd kernel of at least 3x3, dense or pattern-sparse",
+     "2-D convs with group 1, a constant weight, an odd kernel of at least 3x3 whose size option pattern_kernels "
+     "lists (default 3x3), dense or pattern-sparse; not the stem unless include_stem=1",
      pass_prune_connectivity},
     {"prune-block", "weights that are constants",
      "each eligible weight matrix has block sparsity with floor(rate x blocks) blocks removed, the smallest norms "
      "first, blocks numbered row-major in the [out, in] layout",
-     "fc weights, constant right operands of gemm and matmul (2-D), 1x1 conv weights, lstm/gru gate matrices; "
-     "dense or block-sparse", pass_prune_block},
+     "fc weights, constant right operands of gemm and matmul (2-D), lstm/gru gate matrices, and 1x1 conv weights "
+     "with block_convs=1; dense or block-sparse; not the stem unless include_stem=1", pass_prune_block},
     {"prune-unstructured", "weights that are constants",
      "each eligible weight has unstructured sparsity with floor(rate x weights) of its smallest weights removed",
-     "the weights of conv, fc, gemm, matmul, lstm and gru that are dense or unstructured-sparse", pass_prune_unstructured},
+     "the weights of conv, fc, gemm, matmul, lstm and gru that are dense or unstructured-sparse; not the stem "
+     "unless include_stem=1", pass_prune_unstructured},
     {"reorder", "pattern-sparse conv weights (after prune-pattern / prune-connectivity)",
      "filters of each pattern-pruned conv sorted by kept kernels (most first), then pattern mix; the permutation "
      "in attribute out_perm; same outputs",
@@ -122,6 +126,9 @@ void pass_options_init(pass_options *opt, const pdc_context *ctx)
     opt->block_w = 4;
     opt->block_rate.global = 0.5;
     opt->unstructured.global = 0.5;
+    opt->n_pattern_kernels = 1;
+    opt->pattern_kernels[0][0] = opt->pattern_kernels[0][1] = 3;
+    snprintf(opt->pattern_kernels_text, sizeof opt->pattern_kernels_text, "3x3");
     opt->print_flags = PDC_PRINT_ELIDE_WEIGHTS;
 }
 
@@ -152,8 +159,8 @@ void pass_options_free(pass_options *opt)
 }
 
 static const char known_options[] =
-    "patterns, pattern_size, connectivity, block, block_rate, unstructured_rate, layers, skip, print_after, "
-    "print_file, print_weights";
+    "patterns, pattern_size, connectivity, block, block_rate, unstructured_rate, layers, skip, include_stem, "
+    "pattern_kernels, block_convs, print_after, print_file, print_weights";
 
 /* An attribute as text (strings as they are, numbers formatted), for uniform parsing. */
 static const char *attr_text(const ir_attr *a, char *buf, size_t cap)
@@ -335,6 +342,52 @@ static pdc_status block_option(const pdc_context *ctx, pass_options *opt, const 
     return PDC_OK;
 }
 
+/* "KHxKW,KHxKW,..." (odd sizes, at least 3x3, at most 64 entries) or "all". */
+static pdc_status pattern_kernels_option(const pdc_context *ctx, pass_options *opt, const ir_attr *a)
+{
+    static const char want[] = "expected \"all\" or kernel sizes KHxKW separated by commas, e.g. \"3x3,5x5,7x7\"";
+    if (a->type != IR_ATTR_STRING) return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option pattern_kernels: %s", want);
+    const char *s = a->s, *b, *e;
+    if (next_item(&s, &b, &e) && !s && e - b == 3 && !memcmp(b, "all", 3)) {
+        opt->pattern_kernels_all = 1;
+        opt->n_pattern_kernels = 0;
+        snprintf(opt->pattern_kernels_text, sizeof opt->pattern_kernels_text, "all");
+        return PDC_OK;
+    }
+    int64_t sizes[PASS_MAX_KERNEL_SIZES][2] = {{0}};
+    size_t n = 0;
+    char text[sizeof opt->pattern_kernels_text] = "";
+    size_t len = 0;
+    s = a->s;
+    while (next_item(&s, &b, &e)) {
+        /* digits 'x' digits, nothing else; values past 99 are simply too large */
+        const char *p = b;
+        int64_t kh = 0, kw = 0;
+        int dh = 0, dw = 0;
+        for (; p < e && isdigit((unsigned char)*p); p++, dh++) kh = dh < 3 ? kh * 10 + (*p - '0') : 1000;
+        int x = p < e && *p == 'x';
+        for (p += x; p < e && isdigit((unsigned char)*p); p++, dw++) kw = dw < 3 ? kw * 10 + (*p - '0') : 1000;
+        if (!dh || !x || !dw || p != e)
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option pattern_kernels: \"%.*s\" in \"%s\" is not a kernel "
+                             "size (%s)", (int)(e - b), b, a->s, want);
+        if (kh < 3 || kw < 3 || kh % 2 == 0 || kw % 2 == 0 || kh * kw > IR_MAX_PATTERN_WINDOW)
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option pattern_kernels: %.*s in \"%s\" cannot be "
+                             "pattern-pruned (kernel sizes must be odd, at least 3x3 and at most %d entries)",
+                             (int)(e - b), b, a->s, IR_MAX_PATTERN_WINDOW);
+        int dup = 0;
+        for (size_t i = 0; i < n; i++) dup |= sizes[i][0] == kh && sizes[i][1] == kw;
+        if (dup) continue;
+        sizes[n][0] = kh; /* at most PASS_MAX_KERNEL_SIZES distinct valid sizes exist */
+        sizes[n++][1] = kw;
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s%" PRId64 "x%" PRId64, len ? "," : "", kh, kw);
+    }
+    memcpy(opt->pattern_kernels, sizes, sizeof sizes);
+    opt->n_pattern_kernels = n;
+    opt->pattern_kernels_all = 0;
+    memcpy(opt->pattern_kernels_text, text, sizeof text);
+    return PDC_OK;
+}
+
 pdc_status pass_options_set(const pdc_context *ctx, pass_options *opt, const ir_attr *a)
 {
     const char *n = a->name;
@@ -361,6 +414,14 @@ pdc_status pass_options_set(const pdc_context *ctx, pass_options *opt, const ir_
         if (!opt->layer_hits) return PDC_ERR_OUT_OF_MEMORY;
     } else if (!strcmp(n, "skip")) {
         return names_option(ctx, a, &opt->skip, &opt->n_skip);
+    } else if (!strcmp(n, "include_stem")) {
+        if ((st = int_option(ctx, a, 0, 1, &v))) return st;
+        opt->include_stem = (int)v;
+    } else if (!strcmp(n, "pattern_kernels")) {
+        return pattern_kernels_option(ctx, opt, a);
+    } else if (!strcmp(n, "block_convs")) {
+        if ((st = int_option(ctx, a, 0, 1, &v))) return st;
+        opt->block_convs = (int)v;
     } else if (!strcmp(n, "print_after")) {
         if (a->type != IR_ATTR_STRING || (strcmp(a->s, "all") && !pass_find(a->s))) {
             char known[512];
@@ -468,6 +529,7 @@ pdc_status pass_pipeline_run_inplace(ir_model *m, const char *pipeline, pass_opt
         snprintf(name, sizeof name, "%.*s", (int)(e - b), b);
         const pass_info *p = pass_find(name);
         pdc_log(m->ctx, PDC_LOG_DEBUG, "pass %s", p->name);
+        pdc_progress(m->ctx, p->name, 0, m->n_layers);
         st = p->fn(m, opt);
         if (st) {
             pdc_error_prefix(m->ctx, "pass '%s'", p->name);
@@ -480,6 +542,7 @@ pdc_status pass_pipeline_run_inplace(ir_model *m, const char *pipeline, pass_opt
         if (opt->print_after && (!strcmp(opt->print_after, "all") || !strcmp(opt->print_after, p->name)) &&
             (st = print_ir(m, opt, p->name)))
             return st;
+        pdc_progress(m->ctx, p->name, m->n_layers, m->n_layers);
     }
     return check_hits(m, pipeline, opt);
 }

@@ -27,6 +27,9 @@ typedef struct pass_rates {
     pass_rate *items;
 } pass_rates;
 
+/* Most kernel sizes option pattern_kernels lists (odd sizes of at most 64 entries: 29 exist). */
+#define PASS_MAX_KERNEL_SIZES 32
+
 typedef struct pass_options {
     int verify;                 /* run ir_verify after every pass (default: the context's "verify") */
     /* pattern pruning */
@@ -38,6 +41,13 @@ typedef struct pass_options {
     pass_rates block_rate;      /* share of blocks removed (default 0.5) */
     /* unstructured pruning */
     pass_rates unstructured;    /* share of weights removed (default 0.5) */
+    /* safe defaults of the pruning passes (see pass_default_skip); a layer named in `layers` is exempt */
+    int include_stem;           /* 1: the stem (a conv reading a graph input) is pruned too (default 0) */
+    int pattern_kernels_all;    /* 1: pattern_kernels is "all" (default 0) */
+    size_t n_pattern_kernels;   /* kernel sizes prune-pattern/-connectivity take (default one: 3x3) */
+    int64_t pattern_kernels[PASS_MAX_KERNEL_SIZES][2];
+    char pattern_kernels_text[PASS_MAX_KERNEL_SIZES * 8]; /* as given, normalised: "3x3,5x5" or "all" */
+    int block_convs;            /* 1: prune-block takes 1x1 convs too (default 0) */
     /* which layers the pruning passes and reorder touch: only `layers` if set, else all but `skip` */
     char **layers;
     size_t n_layers;

@@ -1,4 +1,5 @@
 /* pass_util.c - helpers shared by the passes (see passes.h). */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,97 @@ int pass_layer_selected(const pass_options *opt, const char *name)
     for (size_t i = 0; i < opt->n_skip; i++)
         if (!strcmp(opt->skip[i], name)) return 0;
     return 1;
+}
+
+int pass_layer_listed(const pass_options *opt, const char *name)
+{
+    for (size_t i = 0; opt->layers && i < opt->n_layers; i++)
+        if (!strcmp(opt->layers[i], name)) return 1;
+    return 0;
+}
+
+/* A layer with prunable weights: conv, fc, gemm, matmul, lstm or gru with a constant input. */
+static int has_weights(const ir_model *m, const ir_layer *l)
+{
+    switch (l->op) {
+    case IR_OP_CONV:
+    case IR_OP_FC:
+    case IR_OP_GEMM:
+    case IR_OP_MATMUL:
+    case IR_OP_LSTM:
+    case IR_OP_GRU: break;
+    default: return 0;
+    }
+    for (size_t i = 0; i < l->n_inputs; i++)
+        if (pass_const_input(m, l, i)) return 1;
+    return 0;
+}
+
+pdc_status pass_find_stems(const ir_model *m, uint8_t **stems_out)
+{
+    /* raw[t]: tensor t is a graph input or computed from one by layers without weights. Layers are
+     * usually in topological order, so one sweep suffices; sweeping until nothing changes does not
+     * depend on it. */
+    uint8_t *raw = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1);
+    uint8_t *stems = pdc_calloc(m->ctx, m->n_layers ? m->n_layers : 1, 1);
+    if (!raw || !stems) {
+        pdc_free(raw);
+        pdc_free(stems);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
+    for (size_t t = 0; t < m->n_tensors; t++) raw[t] = m->tensors[t].kind == IR_TENSOR_INPUT;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t li = 0; li < m->n_layers; li++) {
+            const ir_layer *l = &m->layers[li];
+            if (has_weights(m, l)) continue;
+            int any = 0;
+            for (size_t i = 0; i < l->n_inputs && !any; i++) any = l->inputs[i] >= 0 && raw[l->inputs[i]];
+            for (size_t o = 0; any && o < l->n_outputs; o++)
+                if (l->outputs[o] >= 0 && !raw[l->outputs[o]]) raw[l->outputs[o]] = 1, changed = 1;
+        }
+    }
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const ir_layer *l = &m->layers[li];
+        stems[li] = l->op == IR_OP_CONV && l->n_inputs > 0 && l->inputs[0] >= 0 && raw[l->inputs[0]];
+    }
+    pdc_free(raw);
+    *stems_out = stems;
+    return PDC_OK;
+}
+
+int pass_default_skip(const ir_model *m, const pass_options *opt, const uint8_t *stems, size_t li, const char *pass,
+                      pass_family family)
+{
+    const ir_layer *l = &m->layers[li];
+    if (pass_layer_listed(opt, l->name)) return 0;
+    if (stems[li] && !opt->include_stem) {
+        pdc_note(m->ctx, PDC_NOTE_SKIPPED_STEM, pass, l->name,
+                 "stem: reads a graph input (option include_stem=1 prunes it)");
+        return 1;
+    }
+    const ir_tensor *w = l->op == IR_OP_CONV ? pass_const_input(m, l, 1) : NULL;
+    if (family == PASS_FAMILY_PATTERN && w && w->rank == 4 && !opt->pattern_kernels_all) {
+        int listed = 0;
+        for (size_t i = 0; i < opt->n_pattern_kernels; i++)
+            listed |= opt->pattern_kernels[i][0] == w->dims[2] && opt->pattern_kernels[i][1] == w->dims[3];
+        if (!listed) {
+            pdc_note(m->ctx, PDC_NOTE_SKIPPED_KERNEL, pass, l->name,
+                     "%" PRId64 "x%" PRId64 " kernels: not in option pattern_kernels \"%s\"", w->dims[2], w->dims[3],
+                     opt->pattern_kernels_text);
+            return 1;
+        }
+    }
+    if (family == PASS_FAMILY_BLOCK && w && !opt->block_convs) {
+        pdc_note(m->ctx, PDC_NOTE_SKIPPED_BLOCK_CONV, pass, l->name, "1x1 conv: option block_convs=1 prunes it");
+        return 1;
+    }
+    return 0;
+}
+
+void pass_progress_layer(const ir_model *m, const char *pass, size_t li)
+{
+    if (li) pdc_progress(m->ctx, pass, li, m->n_layers);
 }
 
 void pass_layer_hit(const pass_options *opt, const char *name)

@@ -19,6 +19,24 @@ pdc_status pass_plan(ir_model *m, const pass_options *opt);
 /* ---- helpers (pass_util.c) */
 /* 1 if the layer-selecting passes may change layer `name` (options layers / skip). */
 int pass_layer_selected(const pass_options *opt, const char *name);
+/* 1 if `name` is in option layers: an explicit choice, which the defaults below do not override. */
+int pass_layer_listed(const pass_options *opt, const char *name);
+/* The stems of m: stems[li] = 1 for a conv whose data input (input 0) is a graph input or is computed
+ * from one by layers without weights only (normalising sub/mul/div, reshape, batchnorm, pooling, concat,
+ * ...). A layer "with weights" is a conv, fc, gemm, matmul, lstm or gru reading a constant.
+ * *stems_out: n_layers bytes (at least 1), pdc_free. */
+pdc_status pass_find_stems(const ir_model *m, uint8_t **stems_out);
+/* The pruning families, for pass_default_skip. */
+typedef enum pass_family { PASS_FAMILY_PATTERN, PASS_FAMILY_BLOCK, PASS_FAMILY_UNSTRUCTURED } pass_family;
+/* The safe defaults: 1 if pass `pass` (of `family`) must leave layer li alone although it could prune it
+ * - the stem (unless include_stem), for every family; a conv kernel size not in pattern_kernels, for
+ * PASS_FAMILY_PATTERN; a conv (1x1) for PASS_FAMILY_BLOCK unless block_convs - and then gives the
+ * context's note handler a PDC_NOTE_SKIPPED_* note saying why. 0 (and no note) when the pass may prune
+ * the layer, always so for a layer named in option layers. stems from pass_find_stems. */
+int pass_default_skip(const ir_model *m, const pass_options *opt, const uint8_t *stems, size_t li, const char *pass,
+                      pass_family family);
+/* Progress of pass `pass`: li of the model's layers done (nothing for li = 0, which the manager reports). */
+void pass_progress_layer(const ir_model *m, const char *pass, size_t li);
 /* Records that a pass changed layer `name` (for the check that every layer in `layers` was used). */
 void pass_layer_hit(const pass_options *opt, const char *name);
 /* The rate for layer `name`: its override, else the global rate. */

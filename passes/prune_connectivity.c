@@ -3,6 +3,7 @@
  * floor(rate x kernels) kernels of smallest norm (project_connectivity, the code behind
  * pdc_prune_project_connectivity). A pattern-sparse weight gets those kernels' ids set to -1; a dense
  * weight becomes pattern-sparse with one pattern, the full window, and -1 for the removed kernels.
+ * By default the stem and kernel sizes other than 3x3 are left alone (pass_default_skip).
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,15 +13,21 @@
 pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt)
 {
     uint8_t *done = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1);
-    if (!done) return PDC_ERR_OUT_OF_MEMORY;
-    pdc_status st = PDC_OK;
+    uint8_t *stems = NULL;
+    pdc_status st = done ? pass_find_stems(m, &stems) : PDC_ERR_OUT_OF_MEMORY;
     for (size_t li = 0; li < m->n_layers && !st; li++) {
         const ir_layer *l = &m->layers[li];
         const char *why;
+        pass_progress_layer(m, "prune-connectivity", li);
         if (!pass_layer_selected(opt, l->name) || !pass_pattern_eligible(m, l, &why)) continue;
+        if (pass_default_skip(m, opt, stems, li, "prune-connectivity", PASS_FAMILY_PATTERN)) continue;
         int t = l->inputs[1];
+        double rate = pass_rate_for(&opt->connectivity, l->name);
         pass_layer_hit(opt, l->name);
-        if (done[t]) continue;
+        if (done[t]) {
+            pdc_note(m->ctx, PDC_NOTE_PRUNED, "prune-connectivity", l->name, "connectivity %.3g%%", rate * 100.0);
+            continue;
+        }
         done[t] = 1;
         ir_tensor *w = &m->tensors[t];
         size_t kernels = (size_t)(w->dims[0] * w->dims[1]), win = (size_t)(w->dims[2] * w->dims[3]);
@@ -31,8 +38,7 @@ pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt)
         }
         char who[300];
         snprintf(who, sizeof who, "layer '%.256s'", l->name);
-        st = project_connectivity(m->ctx, who, w->data, w->dims[0], w->dims[1], (int64_t)win,
-                                  pass_rate_for(&opt->connectivity, l->name), keep);
+        st = project_connectivity(m->ctx, who, w->data, w->dims[0], w->dims[1], (int64_t)win, rate, keep);
         size_t removed = 0;
         for (size_t k = 0; k < kernels && !st; k++) removed += !keep[k];
         if (!st && w->sparsity.kind == IR_SPARSITY_PATTERN) {
@@ -53,7 +59,9 @@ pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt)
             }
         }
         pdc_free(keep);
+        if (!st) pdc_note(m->ctx, PDC_NOTE_PRUNED, "prune-connectivity", l->name, "connectivity %.3g%%", rate * 100.0);
     }
+    pdc_free(stems);
     pdc_free(done);
     return st;
 }

@@ -1,7 +1,8 @@
 /*
  * prune_unstructured.c - the prune-unstructured pass: magnitude pruning of the weights of conv, fc,
  * gemm, matmul, lstm and gru that are still dense (or unstructured-sparse), the general fallback
- * (project_unstructured, the code behind pdc_prune_project_unstructured).
+ * (project_unstructured, the code behind pdc_prune_project_unstructured). By default the stem is left
+ * alone (pass_default_skip).
  */
 #include <stdio.h>
 #include <string.h>
@@ -35,14 +36,16 @@ static size_t weight_slots(const ir_model *m, const ir_layer *l, size_t *slots)
 pdc_status pass_prune_unstructured(ir_model *m, const pass_options *opt)
 {
     uint8_t *done = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1);
-    if (!done) return PDC_ERR_OUT_OF_MEMORY;
-    pdc_status st = PDC_OK;
+    uint8_t *stems = NULL;
+    pdc_status st = done ? pass_find_stems(m, &stems) : PDC_ERR_OUT_OF_MEMORY;
     for (size_t li = 0; li < m->n_layers && !st; li++) {
         const ir_layer *l = &m->layers[li];
         size_t slots[2];
+        pass_progress_layer(m, "prune-unstructured", li);
         if (!pass_layer_selected(opt, l->name)) continue;
         size_t n = weight_slots(m, l, slots);
-        if (n) pass_layer_hit(opt, l->name);
+        if (!n || pass_default_skip(m, opt, stems, li, "prune-unstructured", PASS_FAMILY_UNSTRUCTURED)) continue;
+        pass_layer_hit(opt, l->name);
         for (size_t i = 0; i < n && !st; i++) {
             int t = l->inputs[slots[i]];
             if (done[t]) continue;
@@ -60,7 +63,11 @@ pdc_status pass_prune_unstructured(ir_model *m, const pass_options *opt)
             if (st) ir_sparsity_free(&s);
             else st = ir_model_set_sparsity(m, t, &s);
         }
+        if (!st)
+            pdc_note(m->ctx, PDC_NOTE_PRUNED, "prune-unstructured", l->name, "unstructured %.3g%%",
+                     pass_rate_for(&opt->unstructured, l->name) * 100.0);
     }
+    pdc_free(stems);
     pdc_free(done);
     return st;
 }

@@ -129,14 +129,26 @@ end
 
 # ---------------------------------------------------------------- help and version
 
-begin "pdc --help exits 0 and lists the commands"
+begin "pdc --help exits 0 and lists the commands and the model formats, .onnx included"
 run "$PDC" --help
 expect_rc 0
 expect_out "usage: pdc COMMAND"
 expect_out "inspect"
 expect_out "run"
 expect_out "convert"
+expect_out "binary .pdc, IR text .pdcir or ONNX .onnx"
 expect_no_err
+end
+
+begin "pdc run --help shows every target pdc run accepts"
+run "$PDC" run --help
+expect_rc 0
+expect_out "usage: pdc run MODEL [--target ref|cpu|gpu]"
+expect_out "ref (the reference interpreter, the default), cpu"
+expect_out "gpu (NVIDIA, through the CUDA driver)"
+run "$PDC" run "$MODEL" --input
+expect_rc 2
+expect_err "usage: pdc run MODEL [--target ref|cpu|gpu]"
 end
 
 begin "pdc --version prints the header's version"
@@ -593,16 +605,115 @@ end
 "$PDC" convert "$MODEL" -o "$T/digits.pdcir" >/dev/null 2>&1
 grep -v '^ *sparsity' "$T/digits.pdcir" >"$T/dense.pdcir"
 
-begin "prune with defaults: pattern + connectivity pruning of both 3x3 convs"
+begin "prune with defaults: pattern + connectivity pruning of conv2; the stem conv1 stays dense, and both are reported"
 run "$PDC" prune "$T/dense.pdcir" -o "$T/pruned.pdc"
 expect_rc 0
 expect_out "wrote $T/pruned.pdc"
-expect_out_re "^weights: [0-9]+ of 25290 kept \(compression [0-9.]+x\)"
+expect_out "pruned 1 layer:"
+expect_out_re "^  conv2  pattern 8x4 \+ connectivity 50%  kept 1056/4640 \(22\.8%\)$"
+expect_out "left alone by the defaults (1 layer):"
+expect_out_re "^  conv1  stem: reads the graph input; --include-stem prunes it$"
+expect_out_re "^weights: 21706 of 25290 kept \(compression [0-9.]+x\)"
 expect_out "FLOPs:"
 expect_no_err
 run "$PDC" inspect "$T/pruned.pdc"
-expect_out_re "conv1 .*pattern 3x3: 8 patterns, 50% kernels kept"
+expect_out_re "conv1 .* dense "
 expect_out_re "conv2 .*pattern 3x3: 8 patterns, 50% kernels kept"
+end
+
+begin "prune --include-stem prunes conv1 too; --layers conv1 names it, which overrides the default"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/stem.pdc" --include-stem
+expect_rc 0
+expect_out "pruned 2 layers:"
+expect_out_re "^  conv1  pattern 8x4 \+ connectivity 50%  kept 48/160 \(30\.0%\)$"
+grep -q "left alone" "$T/out" && bad "a layer was left alone"
+run "$PDC" inspect "$T/stem.pdc"
+expect_out_re "conv1 .*pattern 3x3: 8 patterns, 50% kernels kept"
+run "$PDC" prune "$T/dense.pdcir" -o "$T/stem2.pdc" --layers conv1
+expect_rc 0
+expect_out "pruned 1 layer:"
+expect_out_re "^  conv1  pattern 8x4 \+ connectivity 50%  kept 48/160"
+grep -q "conv2" "$T/out" && bad "conv2 was mentioned"
+end
+
+# A model with a 7x7 stem, a 5x5 conv and a 1x1 conv (zero weights: only which layers are pruned matters).
+cat >"$T/kernels.pdcir" <<'EOF'
+pdcir 1
+model "kernels"
+input x : f32[1,2,12,12]
+const sw : f32[4,2,7,7] = dense<elided>
+const bw : f32[4,4,5,5] = dense<elided>
+const dw : f32[4,4,1,1] = dense<elided>
+layer stem = conv(x, sw) -> (s : f32[1,4,12,12]) {pads=[3,3,3,3]}
+layer big = conv(s, bw) -> (b : f32[1,4,12,12]) {pads=[2,2,2,2]}
+layer down = conv(b, dw) -> (y : f32[1,4,12,12])
+output y
+EOF
+
+begin "prune names each layer a default left alone, with the flag that prunes it"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/k.pdc" --block 1x4 --patterns 4
+expect_rc 0
+expect_out "left alone by the defaults (3 layers):"
+expect_out_re "^  stem  stem: reads the graph input; --include-stem prunes it$"
+expect_out_re "^  big   5x5 kernels: --pattern-kernels 3x3,5x5 prunes them$"
+expect_out_re "^  down  1x1 conv: --block-convs prunes it$"
+grep -q "^pruned" "$T/out" && bad "something was pruned"
+expect_no_err
+end
+
+begin "prune --include-stem --pattern-kernels 5x5,7x7 --block-convs prunes every layer"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/k.pdc" --block 1x4 --patterns 4 --include-stem --pattern-kernels 5x5,7x7 --block-convs
+expect_rc 0
+expect_out "pruned 3 layers:"
+expect_out_re "^  stem  pattern 4x4 \+ connectivity 50%  kept 16/392 \(4\.1%\)$"
+expect_out_re "^  big   pattern 4x4 \+ connectivity 50%  kept 32/400 \(8\.0%\)$"
+expect_out_re "^  down  block 1x4 50% +kept 8/16 \(50\.0%\)$"
+grep -q "left alone" "$T/out" && bad "a layer was left alone"
+run "$PDC" inspect "$T/k.pdc"
+expect_out_re "big .*pattern 5x5: 4 patterns"
+expect_out_re "down .*block 1x4"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/k.pdc" --include-stem --pattern-kernels all
+expect_rc 0
+expect_out "pruned 2 layers:"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/k.pdc" --include-stem --pattern-kernels 7x7
+expect_rc 0
+expect_out "pruned 1 layer:"
+expect_out_re "^  big   5x5 kernels: --pattern-kernels 7x7,5x5 prunes them$"
+end
+
+begin "prune --pattern-kernels with a bad list is a usage error naming the option and the value"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/bad.pdc" --pattern-kernels 3x4
+expect_rc 2
+expect_err "option pattern_kernels: 3x4 in \"3x4\" cannot be pattern-pruned (kernel sizes must be odd, at least 3x3"
+expect_no_file "$T/bad.pdc"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/bad.pdc" --pattern-kernels 3x3,five
+expect_rc 2
+expect_err "option pattern_kernels: \"five\" in \"3x3,five\" is not a kernel size"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/bad.pdc" --pattern-kernels
+expect_rc 2
+expect_err "'--pattern-kernels' needs a value"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/bad.pdc" --include-stem=1
+expect_rc 2
+expect_err "takes no value"
+expect_no_file "$T/bad.pdc"
+end
+
+begin "prune of an ONNX ResNet: the stem and the 1x1 downsample convs are left alone and named"
+run "$PDC" prune "$ROOT/test/data/onnx/resnet_small.onnx" -o "$T/r.pdc" --connectivity 0.5 --block 1x4:0.8
+expect_rc 0
+expect_out "pruned 7 layers:"
+expect_out_re "^  /layers/layers.2/conv2/Conv +pattern 8x4 \+ connectivity 50% +kept 8192/36864 \(22\.2%\)$"
+expect_out_re "^  /fc/Gemm +block 1x4 80% +kept 138/650 \(21\.2%\)$"
+expect_out "left alone by the defaults (3 layers):"
+expect_out_re "^  /stem/stem.0/Conv +stem: reads the graph input; --include-stem prunes it$"
+expect_out_re "^  /layers/layers.1/down/down.0/Conv +1x1 conv: --block-convs prunes it$"
+expect_out_re "^  /layers/layers.2/down/down.0/Conv +1x1 conv: --block-convs prunes it$"
+expect_out "weights: 20858 of 78714 kept"
+run "$PDC" prune "$ROOT/test/data/onnx/resnet_small.onnx" -o "$T/r2.pdc" --connectivity 0.5 --block 1x4:0.8 --block-convs
+expect_rc 0
+expect_out "pruned 9 layers:"
+expect_out_re "^  /layers/layers.1/down/down.0/Conv +block 1x4 80% +kept 104/512 \(20\.3%\)$"
+expect_out "left alone by the defaults (1 layer):"
 end
 
 begin "prune is deterministic: the same input and options give identical files"
@@ -653,7 +764,7 @@ end
 begin "prune --patterns 57 is a usage error naming the layer and the limit"
 run "$PDC" prune "$T/dense.pdcir" -o "$T/bad.pdc" --patterns 57
 expect_rc 2
-expect_err "layer 'conv1': 57 patterns requested, but only 56 patterns"
+expect_err "layer 'conv2': 57 patterns requested, but only 56 patterns"
 expect_no_file "$T/bad.pdc"
 end
 
@@ -732,13 +843,73 @@ expect_out "target: cpu, threads: 1"
 expect_out_re "^run: median [0-9.]+ ms, min [0-9.]+ ms, max [0-9.]+ ms \(5 runs after 3 warm-up\)$"
 run env XDG_CACHE_HOME="$T/cache" "$PDC" bench "$MODEL" --json -n 3 --target ref
 expect_rc 0
-expect_out_re '^\{"model": ".*", "target": "ref", "threads": 0, "runs": 3, "compile_ms": [0-9.]+, "median_ms": [0-9.]+, "min_ms": [0-9.]+, "max_ms": [0-9.]+\}$'
+expect_out_re '^\{"model": ".*", "target": "ref", "threads": 1, "runs": 3, "compile_ms": [0-9.]+, "median_ms": [0-9.]+, "min_ms": [0-9.]+, "max_ms": [0-9.]+\}$'
 run "$PDC" bench "$MODEL" --repeat many
 expect_rc 2
 expect_err "--repeat expects a count"
 run "$PDC" bench "$MODEL" --target nosuch
 expect_rc 1
 expect_err "unknown target 'nosuch'"
+end
+
+begin "bench prints the number of threads the runs used: --threads 0 (all cores) resolved, ref 1"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" bench "$MODEL" --repeat 1 --warmup 0 --threads 0
+expect_rc 0
+expect_out "target: cpu, threads: $(nproc) (all cores)"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" bench "$MODEL" --repeat 1 --warmup 0 --threads 3 --json
+expect_rc 0
+expect_out '"target": "cpu", "threads": 3, '
+run "$PDC" bench "$MODEL" --repeat 1 --warmup 0 --target ref
+expect_rc 0
+expect_out "target: ref, threads: 1"
+grep -q "threads: 0" "$T/out" && bad "threads: 0 printed"
+end
+
+begin "inspect --target cpu says how many of the layer's patterns a kernel uses"
+# 90% of conv1's 16 kernels removed: at most 2 of its 56 patterns can be used
+run "$PDC" prune "$T/dense.pdcir" -o "$T/few.pdc" --include-stem --patterns 56 --connectivity 0.9
+expect_rc 0
+run env XDG_CACHE_HOME="$T/cache" "$PDC" inspect "$T/few.pdc" --target cpu
+expect_rc 0
+expect_out_re "conv1 +jit pattern-sparse conv 3x3, [12] of 56 patterns used, 12% kernels kept"
+expect_out_re "conv1: 3x3( 0x[0-9a-f]+){56}$"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" inspect "$MODEL" --target cpu
+expect_out_re "conv2 +jit pattern-sparse conv 3x3, 8 patterns, "
+end
+
+begin "run checks the input file's size before compiling"
+head -c 100 "$IN" >"$T/short.bin"
+export PDC_CUDA_LIBRARY=/nonexistent/libcuda.so.1
+run "$PDC" run "$MODEL" --target gpu --input "$T/short.bin" --output "$T/o.bin"
+unset PDC_CUDA_LIBRARY
+expect_rc 1
+expect_err "pdc: $T/short.bin: wrong size: expected 256 bytes (input 'image' 1x1x8x8 f32), got 100 bytes"
+grep -q "libcuda" "$T/err" && bad "compiled before checking the input"
+expect_err_lines 1
+expect_no_file "$T/o.bin"
+run "$PDC" run "$MODEL" --target gpu --input "$IN" --input "$IN"
+expect_rc 1
+expect_err "the model has 1 input ('image' 1x1x8x8), got 2 --input files"
+run "$PDC" run "$MODEL" --input "$T/nonexistent.bin"
+expect_rc 1
+expect_err "pdc: $T/nonexistent.bin: cannot open: No such file or directory"
+end
+
+begin "long steps show a counter on stderr only when it is a terminal"
+if command -v script >/dev/null 2>&1; then
+    script -qec "env XDG_CACHE_HOME='$T/cache' '$PDC' run '$MODEL' --target cpu --input '$IN' --output '$T/tty.bin'" /dev/null \
+        >"$T/tty.txt" 2>&1 </dev/null || bad "pdc run on a terminal failed"
+    grep -q "compiling layer 1/7" "$T/tty.txt" || bad "no compile counter on the terminal"
+    script -qec "'$PDC' prune '$T/dense.pdcir' -o '$T/tty.pdc'" /dev/null >"$T/tty.txt" 2>&1 </dev/null ||
+        bad "pdc prune on a terminal failed"
+    grep -q "prune-connectivity: layer 7/7" "$T/tty.txt" || bad "no prune counter on the terminal"
+    grep -q "pruned 1 layer:" "$T/tty.txt" || bad "no report after the counter"
+else
+    echo "    (script(1) not installed: the terminal case is not checked)"
+fi
+run env XDG_CACHE_HOME="$T/cache" "$PDC" run "$MODEL" --target cpu --input "$IN" --output "$T/notty.bin"
+expect_rc 0
+expect_no_err
 end
 
 begin "compile --target aarch64-linux-gnu writes NAME.h and libNAME.a; a bad cpu fails with the list"

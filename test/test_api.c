@@ -3,6 +3,8 @@
  * version, context options, the builder's error reporting, inspection figures, compile/run checks,
  * symbolic shapes and NULL handling. Op numerics are in test_ref_ops.c.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -469,6 +471,131 @@ START_TEST(save_load_roundtrip_runs_identically)
 }
 END_TEST
 
+/* A progress handler appending "stage done/total, " to a 4096-byte string. */
+static void log_progress(void *user, const char *stage, size_t done, size_t total)
+{
+    char *log = user;
+    size_t len = strlen(log);
+    snprintf(log + len, 4096 - len, "%s %zu/%zu, ", stage, done, total);
+}
+
+/* A note handler appending "kind pass layer: text; " to a 4096-byte string. */
+static void log_notes(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
+{
+    char *log = user;
+    size_t len = strlen(log);
+    snprintf(log + len, 4096 - len, "%d %s %s: %s; ", (int)kind, pass, layer, text);
+}
+
+START_TEST(progress_and_note_handlers)
+{
+    static char log[4096];
+    /* NULL context: refused with a message */
+    ck_assert_int_eq(pdc_context_set_progress_handler(NULL, log_progress, log), PDC_ERR_INVALID_ARG);
+    ck_assert_str_eq(pdc_context_last_error(NULL), "pdc_context_set_progress_handler: ctx is NULL");
+    ck_assert_int_eq(pdc_context_set_note_handler(NULL, log_notes, log), PDC_ERR_INVALID_ARG);
+    ck_assert_str_eq(pdc_context_last_error(NULL), "pdc_context_set_note_handler: ctx is NULL");
+
+    /* compile: the start and the end (ref); every layer in between (cpu) */
+    pdc_model *m = small_cnn();
+    pdc_program *p = NULL;
+    log[0] = '\0';
+    ck_assert_ok(ctx, pdc_context_set_progress_handler(ctx, log_progress, log));
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
+    ck_assert_str_eq(log, "compile 0/4, compile 4/4, ");
+    pdc_program_destroy(p);
+    char dir[] = "/tmp/pdc_test_api_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", dir));
+    log[0] = '\0';
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
+    ck_assert_str_eq(log, "compile 0/4, compile 1/4, compile 2/4, compile 3/4, compile 4/4, ");
+    pdc_program_destroy(p);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    /* a failing compile ends without the done == total call */
+    log[0] = '\0';
+    ck_assert_status(ctx, pdc_compile(ctx, m, "tpu9000", &p), PDC_ERR_UNKNOWN_TARGET);
+    ck_assert_str_eq(log, "");
+    /* transform: each pass from 0 to the end */
+    log[0] = '\0';
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-block", NULL));
+    ck_assert_str_eq(log, "prune-block 0/4, prune-block 1/4, prune-block 2/4, prune-block 3/4, prune-block 4/4, ");
+    ck_assert_ok(ctx, pdc_context_set_progress_handler(ctx, NULL, log)); /* removed */
+    log[0] = '\0';
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
+    pdc_program_destroy(p);
+    ck_assert_str_eq(log, "");
+    pdc_model_destroy(m);
+
+    /* notes: the conv reads the graph input, so it is the stem and stays dense by default */
+    m = small_cnn();
+    log[0] = '\0';
+    ck_assert_ok(ctx, pdc_context_set_note_handler(ctx, log_notes, log));
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-pattern,prune-block", NULL));
+    ck_assert_str_eq(log, "2 prune-pattern conv: stem: reads a graph input (option include_stem=1 prunes it); "
+                          "1 prune-block fc: block 1x4 50%; ");
+    int64_t w, kept;
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_WEIGHTS, &w));
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_KEPT_WEIGHTS, &kept));
+    ck_assert_int_eq(kept, w);
+    pdc_model_destroy(m);
+    m = small_cnn();
+    pdc_attrs *o;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &o));
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "include_stem", 1));
+    ck_assert_ok(ctx, pdc_attrs_set_float(o, "connectivity", 0.25f));
+    log[0] = '\0';
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-pattern,prune-connectivity", o));
+    ck_assert_str_eq(log, "1 prune-pattern conv: pattern 8x4; 1 prune-connectivity conv: connectivity 25%; ");
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_KEPT_WEIGHTS, &kept));
+    ck_assert_int_eq(kept, 5 * 4 + 3); /* floor(0.25 x 6) = 1 of 6 kernels removed, 4 entries each, 3 biases */
+    pdc_attrs_destroy(o);
+    ck_assert_ok(ctx, pdc_context_set_note_handler(ctx, NULL, log));
+    log[0] = '\0';
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-unstructured", NULL));
+    ck_assert_str_eq(log, "");
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(program_threads_are_resolved)
+{
+    pdc_model *m = small_cnn();
+    pdc_program *p = NULL;
+    size_t n = 99;
+    ck_assert_int_eq(pdc_program_num_threads(NULL, &n), PDC_ERR_INVALID_ARG);
+    ck_assert_str_eq(pdc_context_last_error(NULL), "pdc_program_num_threads: program is NULL");
+    ck_assert_uint_eq(n, 99);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "3"));
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
+    ck_assert_status(ctx, pdc_program_num_threads(p, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "n_out is NULL");
+    ck_assert_ok(ctx, pdc_program_num_threads(p, &n));
+    ck_assert_uint_eq(n, 1); /* the reference interpreter runs on the calling thread */
+    pdc_program_destroy(p);
+    char dir[] = "/tmp/pdc_test_api_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", dir));
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "0")); /* fixed at compile */
+    ck_assert_ok(ctx, pdc_program_num_threads(p, &n));
+    ck_assert_uint_eq(n, 3);
+    pdc_program_destroy(p);
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
+    ck_assert_ok(ctx, pdc_program_num_threads(p, &n));
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    ck_assert_uint_eq(n, (size_t)CPU_COUNT(&set)); /* 0: all the processors this process may use */
+    pdc_program_destroy(p);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -485,6 +612,8 @@ static Suite *api_suite(void)
     tcase_add_test(tc, run_checks_shapes_and_keeps_outputs_on_failure);
     tcase_add_test(tc, symbolic_input_shapes);
     tcase_add_test(tc, save_load_roundtrip_runs_identically);
+    tcase_add_test(tc, progress_and_note_handlers);
+    tcase_add_test(tc, program_threads_are_resolved);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -105,9 +105,17 @@ static void load_onnx(const char *name)
     ck_assert_ok(ctx, pdc_model_load(ctx, test_data_path(file), &mdl));
 }
 
+/* The test models' convs read the graph input (stems) and some are 5x5: opt them in, so the emitted
+ * code under test is the pruned one. */
 static void transform(const char *pipeline)
 {
-    if (pipeline && *pipeline) ck_assert_ok(ctx, pdc_model_transform(mdl, pipeline, NULL));
+    if (!pipeline || !*pipeline) return;
+    pdc_attrs *opt;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &opt));
+    ck_assert_ok(ctx, pdc_attrs_set_int(opt, "include_stem", 1));
+    ck_assert_ok(ctx, pdc_attrs_set_string(opt, "pattern_kernels", "all"));
+    ck_assert_ok(ctx, pdc_model_transform(mdl, pipeline, opt));
+    pdc_attrs_destroy(opt);
 }
 
 /* ------------------------------------------------------------------ emit, build, run, compare */

@@ -421,7 +421,7 @@ START_TEST(stub_driver_is_no_device)
 }
 END_TEST
 
-/* The PTX ISA LLVM emits per arch, and the driver each needs (README "GPU backend": minimum driver). */
+/* The PTX ISA LLVM emits per arch, and the driver each needs (docs/backends.md, "GPU backend": minimum driver). */
 START_TEST(ptx_isa_and_minimum_driver)
 {
     static const struct {

@@ -547,7 +547,7 @@ START_TEST(symbolic_input_fixed_point)
 }
 END_TEST
 
-/* The exact canonical text of a small model (the format documented in the README). */
+/* The exact canonical text of a small model (the format documented in docs/ir.md). */
 START_TEST(canonical_text_of_small_model)
 {
     ir_model *m;

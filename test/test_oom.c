@@ -492,6 +492,7 @@ START_TEST(transform_passes)
     ck_assert_ok(ctx, pdc_attrs_create(ctx, &opt));
     ck_assert_ok(ctx, pdc_attrs_set_int(opt, "patterns", 2));
     ck_assert_ok(ctx, pdc_attrs_set_string(opt, "block", "1x4:0.5"));
+    ck_assert_ok(ctx, pdc_attrs_set_int(opt, "include_stem", 1)); /* the model's one conv reads x */
     size_t n = 1;
     for (;; n++) {
         set_fail(n);
@@ -735,6 +736,7 @@ START_TEST(trainer_calls)
     pdc_attrs *o;
     ck_assert_ok(ctx, pdc_attrs_create(ctx, &o));
     ck_assert_ok(ctx, pdc_attrs_set_int(o, "patterns", 2));
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "include_stem", 1));
     before = trainer_state(t, &len);
     for (n = 1;; n++) {
         set_fail(n);

@@ -74,6 +74,27 @@ static pdc_attrs *attrs_new(void)
     return a;
 }
 
+static pdc_attrs *opt_s(const char *name, const char *value)
+{
+    pdc_attrs *a = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, name, value));
+    return a;
+}
+
+static pdc_attrs *opt_i(const char *name, int64_t value)
+{
+    pdc_attrs *a = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, name, value));
+    return a;
+}
+
+static pdc_attrs *opt_f(const char *name, float value)
+{
+    pdc_attrs *a = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, name, value));
+    return a;
+}
+
 static pdc_attrs *pads(int64_t p)
 {
     pdc_attrs *a = attrs_new();
@@ -244,10 +265,20 @@ static void check_pattern_weight(const ir_tensor *w, size_t k, size_t n)
     }
 }
 
+/* Options that let the pruning passes take every layer they can: the stem, every kernel size, 1x1 convs. */
+static pdc_attrs *opt_everything(void)
+{
+    pdc_attrs *a = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "include_stem", 1));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "pattern_kernels", "all"));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "block_convs", 1));
+    return a;
+}
+
 START_TEST(prune_pattern_properties)
 {
     pdc_model *m = conv_model(), *before = clone(m);
-    ck_assert_ok(ctx, transform(m, "prune-pattern", NULL));
+    ck_assert_ok(ctx, transform(m, "prune-pattern", opt_everything()));
     check_pattern_weight(weight_of(m, "a"), 8, 4);
     check_pattern_weight(weight_of(m, "b"), 8, 4);
     check_pattern_weight(weight_of(m, "c"), 8, 4);
@@ -258,7 +289,7 @@ START_TEST(prune_pattern_properties)
         ck_assert_int_ge(weight_of(m, "b")->sparsity.kernel_pattern[k], 0);
     /* other options */
     pdc_model *m2 = clone(before);
-    pdc_attrs *o = attrs_new();
+    pdc_attrs *o = opt_everything();
     ck_assert_ok(ctx, pdc_attrs_set_int(o, "patterns", 3));
     ck_assert_ok(ctx, pdc_attrs_set_string(o, "pattern_size", "6")); /* numbers may come as strings */
     ck_assert_ok(ctx, transform(m2, "prune-pattern", o));
@@ -439,7 +470,7 @@ static double kernel_norm(const float *w, size_t win) { return norm_on(w, (unsig
 START_TEST(connectivity_rate_is_exact)
 {
     pdc_model *m = conv_model();
-    pdc_attrs *o = attrs_new();
+    pdc_attrs *o = opt_everything();
     ck_assert_ok(ctx, pdc_attrs_set_string(o, "connectivity", "0.5, b = 0.7,c=0.3"));
     ck_assert_ok(ctx, transform(m, "prune-pattern,prune-connectivity", o));
     struct { const char *layer; size_t removed; } want[] = {{"a", 12}, {"b", 33}, {"c", 12}}; /* floor(.5*24), floor(.7*48), floor(.3*40) */
@@ -569,6 +600,7 @@ START_TEST(block_masks_are_whole_blocks)
     pdc_model *m = block_model(), *orig = clone(m);
     pdc_attrs *o = attrs_new();
     ck_assert_ok(ctx, pdc_attrs_set_string(o, "block", "1x4:0.8"));
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "block_convs", 1)); /* the 1x1 conv too */
     ck_assert_ok(ctx, transform(m, "prune-block", o));
     /* fc [10, 18] in 1x4 blocks: 10 x 5 = 50 blocks, 40 removed */
     const ir_tensor *fw = tensor(m, "fw");
@@ -650,6 +682,236 @@ START_TEST(unstructured_removes_the_smallest)
     ck_assert_ok(ctx, pdc_prune_project_unstructured(ctx, w, 5, 0.5, keep)); /* floor(2.5) = 2: indices 1, 2 */
     uint8_t want[5] = {1, 0, 0, 1, 1};
     ck_assert_mem_eq(keep, want, 5);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ safe defaults */
+
+/* x[1,3,12,12] -> sub (mean) -> mul (scale) -> conv7x7 stem (3->8, pad 3) -> relu r0 -> conv3x3 b (pad 1)
+ *   and r0 -> conv1x1 down; b + down -> conv5x5 c (8->4, pad 2) -> flatten -> fc (576->10) -> y.
+ * Also x -> conv3x3 side (3->4, pad 1) -> ys: a second stem, reading the graph input directly. */
+static pdc_model *stem_model(void)
+{
+    pdc_model *m = new_model("stems");
+    add_input(m, "x", 4, (int64_t[]){1, 3, 12, 12});
+    add_values(m, "mean", 4, (int64_t[]){1, 3, 1, 1}, (float[]){0.485f, 0.456f, 0.406f});
+    add_values(m, "scale", 4, (int64_t[]){1, 3, 1, 1}, (float[]){4.37f, 4.46f, 4.44f});
+    add_random(m, "ws", 4, (int64_t[]){8, 3, 7, 7}, 81, -1, 1);
+    add_random(m, "wb", 4, (int64_t[]){8, 8, 3, 3}, 82, -1, 1);
+    add_random(m, "wd", 4, (int64_t[]){8, 8, 1, 1}, 83, -1, 1);
+    add_random(m, "wc", 4, (int64_t[]){4, 8, 5, 5}, 84, -1, 1);
+    add_random(m, "fw", 2, (int64_t[]){10, 576}, 85, -0.1f, 0.1f);
+    add_random(m, "wside", 4, (int64_t[]){4, 3, 3, 3}, 86, -1, 1);
+    add_layer(m, "norm_sub", "sub", "x,mean", "xs", NULL);
+    add_layer(m, "norm_mul", "mul", "xs,scale", "xn", NULL);
+    add_layer(m, "stem", "conv", "xn,ws", "s", pads(3));
+    add_layer(m, "r0", "relu", "s", "r", NULL);
+    add_layer(m, "b", "conv", "r,wb", "yb", pads(1));
+    add_layer(m, "down", "conv", "r,wd", "yd", NULL);
+    add_layer(m, "sum", "add", "yb,yd", "z", NULL);
+    add_layer(m, "c", "conv", "z,wc", "yc", pads(2));
+    add_layer(m, "flat", "flatten", "yc", "f", NULL);
+    add_layer(m, "fc", "fc", "f,fw", "y", NULL);
+    add_layer(m, "side", "conv", "x,wside", "ys", pads(1));
+    ck_assert_ok(ctx, pdc_model_mark_output(m, "y"));
+    ck_assert_ok(ctx, pdc_model_mark_output(m, "ys"));
+    return m;
+}
+
+/* The notes the passes give, one line each: "pass|kind|layer|text". */
+typedef struct note_log {
+    char text[8192];
+    size_t n;
+} note_log;
+
+static void log_note(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
+{
+    note_log *l = user;
+    size_t len = strlen(l->text);
+    snprintf(l->text + len, sizeof l->text - len, "%s|%d|%s|%s\n", pass, (int)kind, layer, text);
+    l->n++;
+}
+
+/* A progress handler appending "stage done/total, " to the string user points to (4096 bytes). */
+static void progress_log(void *user, const char *stage, size_t done, size_t total)
+{
+    char *log = user;
+    size_t len = strlen(log);
+    snprintf(log + len, 4096 - len, "%s %zu/%zu, ", stage, done, total);
+}
+
+/* Runs pipeline on a new stem_model with options o (destroyed); the notes go to *log. */
+static pdc_model *stem_model_pruned(const char *pipeline, pdc_attrs *o, note_log *log)
+{
+    pdc_model *m = stem_model();
+    memset(log, 0, sizeof *log);
+    ck_assert_ok(ctx, pdc_context_set_note_handler(ctx, log_note, log));
+    ck_assert_ok(ctx, transform(m, pipeline, o));
+    ck_assert_ok(ctx, pdc_context_set_note_handler(ctx, NULL, NULL));
+    return m;
+}
+
+/* The sparsity kinds of the weights of stem, side, b, down, c, fc, as one string ("N" none, "P"
+ * pattern, "B" block, "U" unstructured). */
+static const char *kinds(const pdc_model *m)
+{
+    static char buf[8];
+    const char *layers[] = {"stem", "side", "b", "down", "c", "fc"};
+    for (size_t i = 0; i < 6; i++) buf[i] = "NPBU"[weight_of(m, layers[i])->sparsity.kind];
+    buf[6] = '\0';
+    return buf;
+}
+
+START_TEST(defaults_leave_the_stem_big_kernels_and_1x1_convs_dense)
+{
+    note_log log;
+    static const char pipeline[] = "prune-pattern,prune-connectivity,prune-block";
+    /* the defaults: only the 3x3 conv b (patterns) and the fc (blocks) */
+    pdc_model *m = stem_model_pruned(pipeline, NULL, &log);
+    ck_assert_str_eq(kinds(m), "NNPNNB");
+    check_pattern_weight(weight_of(m, "b"), 8, 4);
+    /* every layer a default left alone is named, with the reason and the option; then what was pruned */
+    ck_assert_str_eq(log.text,
+                     "prune-pattern|2|stem|stem: reads a graph input (option include_stem=1 prunes it)\n"
+                     "prune-pattern|1|b|pattern 8x4\n"
+                     "prune-pattern|3|c|5x5 kernels: not in option pattern_kernels \"3x3\"\n"
+                     "prune-pattern|2|side|stem: reads a graph input (option include_stem=1 prunes it)\n"
+                     "prune-connectivity|2|stem|stem: reads a graph input (option include_stem=1 prunes it)\n"
+                     "prune-connectivity|1|b|connectivity 50%\n"
+                     "prune-connectivity|3|c|5x5 kernels: not in option pattern_kernels \"3x3\"\n"
+                     "prune-connectivity|2|side|stem: reads a graph input (option include_stem=1 prunes it)\n"
+                     "prune-block|4|down|1x1 conv: option block_convs=1 prunes it\n"
+                     "prune-block|1|fc|block 1x4 50%\n");
+    pdc_model_destroy(m);
+
+    /* every opt-in: every conv pruned, no note about a default */
+    pdc_attrs *o = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "include_stem", 1));
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "pattern_kernels", " 3x3, 5x5,7x7 "));
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "block_convs", "1"));
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "block", "1x4:0.75"));
+    m = stem_model_pruned(pipeline, o, &log);
+    ck_assert_str_eq(kinds(m), "PPPBPB");
+    check_pattern_weight(weight_of(m, "stem"), 8, 4);
+    check_pattern_weight(weight_of(m, "c"), 8, 4);
+    ck_assert_ptr_null(strstr(log.text, "|2|"));
+    ck_assert_ptr_null(strstr(log.text, "|3|"));
+    ck_assert_ptr_null(strstr(log.text, "|4|"));
+    ck_assert_ptr_nonnull(strstr(log.text, "prune-pattern|1|stem|pattern 8x4\n"));
+    ck_assert_ptr_nonnull(strstr(log.text, "prune-block|1|down|block 1x4 75%\n"));
+    ck_assert_uint_eq(log.n, 4 + 4 + 2); /* stem, side, b, c twice; down and fc */
+    pdc_model_destroy(m);
+
+    /* one opt-in at a time */
+    m = stem_model_pruned(pipeline, opt_i("include_stem", 1), &log);
+    ck_assert_str_eq(kinds(m), "NPPNNB"); /* side (3x3) now; the 7x7 stem still not: its kernel size */
+    ck_assert_ptr_nonnull(strstr(log.text, "prune-pattern|3|stem|7x7 kernels: not in option pattern_kernels \"3x3\"\n"));
+    pdc_model_destroy(m);
+    m = stem_model_pruned(pipeline, opt_s("pattern_kernels", "5x5"), &log);
+    ck_assert_str_eq(kinds(m), "NNNNPB"); /* only c: 3x3 is no longer listed, the stems stay dense */
+    ck_assert_ptr_nonnull(strstr(log.text, "prune-pattern|3|b|3x3 kernels: not in option pattern_kernels \"5x5\"\n"));
+    pdc_model_destroy(m);
+    m = stem_model_pruned(pipeline, opt_s("pattern_kernels", "all"), &log);
+    ck_assert_str_eq(kinds(m), "NNPNPB");
+    pdc_model_destroy(m);
+    m = stem_model_pruned(pipeline, opt_i("block_convs", 1), &log);
+    ck_assert_str_eq(kinds(m), "NNPBNB");
+    pdc_model_destroy(m);
+
+    /* unstructured: the stems are left alone, everything else taken */
+    m = stem_model_pruned("prune-unstructured", NULL, &log);
+    ck_assert_str_eq(kinds(m), "NNUUUU");
+    ck_assert_ptr_nonnull(strstr(log.text, "prune-unstructured|2|side|stem: reads a graph input"));
+    ck_assert_ptr_nonnull(strstr(log.text, "prune-unstructured|1|down|unstructured 50%\n"));
+    pdc_model_destroy(m);
+    m = stem_model_pruned("prune-unstructured", opt_i("include_stem", 1), &log);
+    ck_assert_str_eq(kinds(m), "UUUUUU");
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(listed_layers_override_the_defaults)
+{
+    /* a layer named in layers is pruned by each pass that can prune it, whatever the defaults say */
+    note_log log;
+    pdc_model *m = stem_model_pruned("prune-pattern,prune-connectivity,prune-block", opt_s("layers", "stem,down"), &log);
+    ck_assert_str_eq(kinds(m), "PNNBNN");
+    ck_assert_str_eq(log.text, "prune-pattern|1|stem|pattern 8x4\n"
+                               "prune-connectivity|1|stem|connectivity 50%\n"
+                               "prune-block|1|down|block 1x4 50%\n");
+    pdc_model_destroy(m);
+    m = stem_model_pruned("prune-unstructured", opt_s("layers", "side"), &log);
+    ck_assert_str_eq(kinds(m), "NUNNNN");
+    pdc_model_destroy(m);
+    /* skip still excludes; the defaults apply to the rest */
+    m = stem_model_pruned("prune-pattern", opt_s("skip", "b"), &log);
+    ck_assert_str_eq(kinds(m), "NNNNNN");
+    ck_assert_ptr_null(strstr(log.text, "|b|"));
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(stems_are_found_through_layers_without_weights)
+{
+    pdc_model *m = stem_model();
+    uint8_t *stems;
+    ck_assert_ok(ctx, pass_find_stems(m, &stems));
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const char *name = m->layers[li].name;
+        int want = !strcmp(name, "stem") || !strcmp(name, "side");
+        ck_assert_msg(stems[li] == want, "layer '%s': stem %d, expected %d", name, stems[li], want);
+    }
+    pdc_free(stems);
+    pdc_model_destroy(m);
+    /* a conv after a pooling, a reshape and a concat with a conv's output still sees the raw input;
+     * one after a matmul by a constant does not */
+    m = new_model("paths");
+    add_input(m, "x", 4, (int64_t[]){1, 2, 8, 8});
+    add_random(m, "w1", 4, (int64_t[]){2, 2, 3, 3}, 91, -1, 1);
+    add_random(m, "w2", 4, (int64_t[]){2, 4, 3, 3}, 92, -1, 1);
+    add_random(m, "mw", 2, (int64_t[]){8, 8}, 93, -1, 1);
+    add_random(m, "w3", 4, (int64_t[]){2, 2, 3, 3}, 94, -1, 1);
+    pdc_attrs *mp = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(mp, "kernel_shape", 2, (int64_t[]){1, 1}));
+    add_layer(m, "pool", "maxpool", "x", "p", mp);
+    add_layer(m, "c1", "conv", "p,w1", "y1", pads(1));
+    pdc_attrs *ca = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_int(ca, "axis", 1));
+    add_layer(m, "cat", "concat", "p,y1", "q", ca);
+    add_layer(m, "c2", "conv", "q,w2", "y2", pads(1));
+    add_layer(m, "mm", "matmul", "x,mw", "u", NULL);
+    add_layer(m, "c3", "conv", "u,w3", "y3", pads(1));
+    ck_assert_ok(ctx, pdc_model_mark_output(m, "y2"));
+    ck_assert_ok(ctx, pdc_model_mark_output(m, "y3"));
+    ck_assert_ok(ctx, pass_find_stems(m, &stems));
+    ck_assert_int_eq(stems[ir_model_find_layer(m, "c1")], 1);
+    ck_assert_int_eq(stems[ir_model_find_layer(m, "c2")], 1);
+    ck_assert_int_eq(stems[ir_model_find_layer(m, "c3")], 0);
+    ck_assert_int_eq(stems[ir_model_find_layer(m, "pool")], 0); /* only convs are stems */
+    pdc_free(stems);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(passes_report_progress_through_the_layers)
+{
+    typedef struct { char log[4096]; } plog;
+    plog *pl = calloc(1, sizeof *pl);
+    pdc_model *m = stem_model();
+    ck_assert_ok(ctx, pdc_context_set_progress_handler(ctx, progress_log, pl->log));
+    ck_assert_ok(ctx, transform(m, "prune-pattern,plan", NULL));
+    ck_assert_ok(ctx, pdc_context_set_progress_handler(ctx, NULL, NULL));
+    /* 11 layers: each pruning pass counts through them, the manager gives the start and the end */
+    ck_assert_str_eq(pl->log, "prune-pattern 0/11, prune-pattern 1/11, prune-pattern 2/11, prune-pattern 3/11, "
+                              "prune-pattern 4/11, prune-pattern 5/11, prune-pattern 6/11, prune-pattern 7/11, "
+                              "prune-pattern 8/11, prune-pattern 9/11, prune-pattern 10/11, prune-pattern 11/11, "
+                              "plan 0/11, plan 11/11, ");
+    /* removed: nothing more is reported */
+    pl->log[0] = '\0';
+    ck_assert_ok(ctx, transform(m, "plan", NULL));
+    ck_assert_str_eq(pl->log, "");
+    pdc_model_destroy(m);
+    free(pl);
 }
 END_TEST
 
@@ -1006,7 +1268,7 @@ END_TEST
 START_TEST(reorder_keeps_outputs_and_groups_filters)
 {
     pdc_model *m = conv_model();
-    pdc_attrs *o = attrs_new();
+    pdc_attrs *o = opt_everything();
     ck_assert_ok(ctx, pdc_attrs_set_int(o, "patterns", 4));
     ck_assert_ok(ctx, transform(m, "prune-pattern,prune-connectivity", o));
     pdc_model *pruned = clone(m);
@@ -1034,7 +1296,7 @@ START_TEST(reorder_keeps_outputs_and_groups_filters)
         }
     }
     /* reordering again composes the permutations; outputs still the same */
-    ck_assert_ok(ctx, transform(m, "prune-connectivity,reorder", NULL));
+    ck_assert_ok(ctx, transform(m, "prune-connectivity,reorder", opt_everything()));
     assert_same_outputs(pruned, m, 1e-6f);
     pdc_model_destroy(pruned);
     pdc_model_destroy(m);
@@ -1176,9 +1438,12 @@ START_TEST(full_pipeline_verifies_and_prints_after_every_pass)
     }
     ck_assert_ptr_nonnull(strstr(text, "dense<elided>"));
     free(text);
-    /* what each pruning pass did */
-    ck_assert_int_eq(weight_of(m, "conv1")->sparsity.kind, IR_SPARSITY_PATTERN);
-    ck_assert_int_eq(weight_of(m, "conv3")->sparsity.kind, IR_SPARSITY_BLOCK);
+    /* what each pruning pass did, with the defaults: the stem conv1 stays dense (every pass leaves it
+     * alone), conv2 (3x3) gets patterns, the 1x1 conv3 and the 5x5 conv4 only the unstructured pass */
+    ck_assert_int_eq(weight_of(m, "conv1")->sparsity.kind, IR_SPARSITY_NONE);
+    ck_assert_int_eq(weight_of(m, "conv2")->sparsity.kind, IR_SPARSITY_PATTERN);
+    ck_assert_int_eq(weight_of(m, "conv3")->sparsity.kind, IR_SPARSITY_UNSTRUCTURED);
+    ck_assert_int_eq(weight_of(m, "conv4")->sparsity.kind, IR_SPARSITY_UNSTRUCTURED);
     ck_assert_int_eq(weight_of(m, "fc")->sparsity.kind, IR_SPARSITY_BLOCK);
     ck_assert_int_eq(weight_of(m, "gemm")->sparsity.kind, IR_SPARSITY_BLOCK);
     ck_assert_ok(ctx, pdc_model_memory_plan(m, NULL, NULL));
@@ -1216,27 +1481,6 @@ static void expect_transform_error(pdc_model *m, const char *pipeline, pdc_attrs
     pdc_string_free(before);
 }
 
-static pdc_attrs *opt_s(const char *name, const char *value)
-{
-    pdc_attrs *a = attrs_new();
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, name, value));
-    return a;
-}
-
-static pdc_attrs *opt_i(const char *name, int64_t value)
-{
-    pdc_attrs *a = attrs_new();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, name, value));
-    return a;
-}
-
-static pdc_attrs *opt_f(const char *name, float value)
-{
-    pdc_attrs *a = attrs_new();
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, name, value));
-    return a;
-}
-
 START_TEST(bad_input_has_status_and_message)
 {
     pdc_model *m = conv_model();
@@ -1272,11 +1516,41 @@ START_TEST(bad_input_has_status_and_message)
     /* pattern sizes and counts */
     expect_transform_error(m, "prune-pattern", opt_i("pattern_size", 0), PDC_ERR_INVALID_ARG,
                            "option pattern_size: expected an integer in 1..64, got \"0\"");
+    /* the first layer prune-pattern takes is b: a is the stem, c a 5x5 conv */
     expect_transform_error(m, "prune-pattern", opt_i("pattern_size", 10), PDC_ERR_INVALID_ARG,
-                           "layer 'a': pattern size 10 is outside 1..9 (the 3x3 window)");
+                           "layer 'b': pattern size 10 is outside 1..9 (the 3x3 window)");
     expect_transform_error(m, "prune-pattern", opt_i("patterns", 57), PDC_ERR_INVALID_ARG,
-                           "layer 'a': 57 patterns requested, but only 56 patterns of 4 entries contain the centre "
+                           "layer 'b': 57 patterns requested, but only 56 patterns of 4 entries contain the centre "
                            "of a 3x3 window (C(8,3))");
+    /* the defaults' options: bad values name the option and the value */
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3x4"), PDC_ERR_INVALID_ARG,
+                           "option pattern_kernels: 3x4 in \"3x4\" cannot be pattern-pruned (kernel sizes must be odd, "
+                           "at least 3x3 and at most 64 entries)");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3x3,1x1"), PDC_ERR_INVALID_ARG,
+                           "option pattern_kernels: 1x1 in \"3x3,1x1\" cannot be pattern-pruned");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "9x9"), PDC_ERR_INVALID_ARG,
+                           "option pattern_kernels: 9x9 in \"9x9\" cannot be pattern-pruned");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3x3,,5x5"), PDC_ERR_INVALID_ARG,
+                           "option pattern_kernels: \"\" in \"3x3,,5x5\" is not a kernel size (expected \"all\" or "
+                           "kernel sizes KHxKW separated by commas, e.g. \"3x3,5x5,7x7\")");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3"), PDC_ERR_INVALID_ARG,
+                           "option pattern_kernels: \"3\" in \"3\" is not a kernel size");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3x3x3"), PDC_ERR_INVALID_ARG,
+                           "\"3x3x3\" in \"3x3x3\" is not a kernel size");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "All"), PDC_ERR_INVALID_ARG,
+                           "\"All\" in \"All\" is not a kernel size");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "all,3x3"), PDC_ERR_INVALID_ARG,
+                           "\"all\" in \"all,3x3\" is not a kernel size");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", ""), PDC_ERR_INVALID_ARG,
+                           "option pattern_kernels: \"\" in \"\" is not a kernel size");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "12345x3"), PDC_ERR_INVALID_ARG,
+                           "option pattern_kernels: 12345x3 in \"12345x3\" cannot be pattern-pruned");
+    expect_transform_error(m, "prune-pattern", opt_i("pattern_kernels", 3), PDC_ERR_INVALID_ARG,
+                           "option pattern_kernels: expected \"all\" or kernel sizes KHxKW");
+    expect_transform_error(m, "prune-pattern", opt_i("include_stem", 2), PDC_ERR_INVALID_ARG,
+                           "option include_stem: expected an integer in 0..1, got \"2\"");
+    expect_transform_error(m, "prune-block", opt_s("block_convs", "yes"), PDC_ERR_INVALID_ARG,
+                           "option block_convs: expected an integer in 0..1, got \"yes\"");
     /* refused before anything is allocated for them */
     expect_transform_error(m, "prune-pattern", opt_i("patterns", 2000000000), PDC_ERR_INVALID_ARG,
                            "2000000000 patterns requested, but only 56");
@@ -1496,6 +1770,10 @@ int main(void)
     tcase_add_test(tc, connectivity_on_dense_conv_and_removed_norms_are_smallest);
     tcase_add_test(tc, block_masks_are_whole_blocks);
     tcase_add_test(tc, unstructured_removes_the_smallest);
+    tcase_add_test(tc, defaults_leave_the_stem_big_kernels_and_1x1_convs_dense);
+    tcase_add_test(tc, listed_layers_override_the_defaults);
+    tcase_add_test(tc, stems_are_found_through_layers_without_weights);
+    tcase_add_test(tc, passes_report_progress_through_the_layers);
     tcase_add_test(tc, canonicalize_keeps_outputs);
     tcase_add_test(tc, canonicalize_respects_sharing_and_readers);
     tcase_add_test(tc, fused_activation_hand_computed);

@@ -783,6 +783,57 @@ START_TEST(admm_z_step_is_the_pass_projection)
 }
 END_TEST
 
+/* The passes' safe defaults hold in the trainer too: conv1 reads the graph input, so pdc_trainer_prune and
+ * ADMM leave it dense unless include_stem (or layers) says otherwise. */
+START_TEST(trainer_pruning_keeps_the_stem_dense_by_default)
+{
+    toy d = make_toy(16, 10);
+    pdc_trainer *t = toy_trainer(NULL);
+    float loss;
+    train_toy(t, &d, 1, &loss);
+    ck_assert_ok(ctx, pdc_trainer_prune(t, "prune-pattern,prune-connectivity", NULL));
+    size_t kept;
+    const char *name;
+    ck_assert_ok(ctx, pdc_trainer_weight_info(t, 0, &name, NULL, NULL, &kept, NULL));
+    ck_assert_str_eq(name, "c1w");
+    ck_assert_uint_eq(kept, 8 * 2 * 9); /* dense */
+    ck_assert_ok(ctx, pdc_trainer_weight_info(t, 2, &name, NULL, NULL, &kept, NULL));
+    ck_assert_str_eq(name, "c2w");
+    ck_assert_uint_eq(kept, 8 * 8 * 4 / 2); /* 4 of 9 entries, half of the kernels */
+    train_toy(t, &d, 1, &loss);
+    assert_pruned_zero(t);
+    /* opted in: the stem is pruned as well */
+    pdc_attrs *a;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "include_stem", 1));
+    ck_assert_ok(ctx, pdc_trainer_prune(t, "prune-pattern,prune-connectivity", a));
+    ck_assert_ok(ctx, pdc_trainer_weight_info(t, 0, NULL, NULL, NULL, &kept, NULL));
+    ck_assert_uint_eq(kept, 8 * 2 * 4 / 2);
+    pdc_trainer_destroy(t);
+    /* ADMM: the defaults pick the targets, conv2's weight only */
+    t = toy_trainer(NULL);
+    ck_assert_ok(ctx, pdc_trainer_admm_begin(t, "prune-pattern,prune-connectivity", NULL, 1.0f));
+    const tr_net *net = t->net;
+    for (size_t i = 0; i < net->n_params; i++) {
+        const char *pn = net->model->tensors[net->params[i].tensor].name;
+        ck_assert_msg((net->params[i].admm_z != NULL) == !strcmp(pn, "c2w"), "%s", pn);
+    }
+    ck_assert_ok(ctx, pdc_trainer_admm_end(t));
+    pdc_trainer_destroy(t);
+    /* with the option: conv1 too */
+    t = toy_trainer(NULL);
+    ck_assert_ok(ctx, pdc_trainer_admm_begin(t, "prune-pattern,prune-connectivity", a, 1.0f));
+    net = t->net;
+    for (size_t i = 0; i < net->n_params; i++) {
+        const char *pn = net->model->tensors[net->params[i].tensor].name;
+        ck_assert_msg((net->params[i].admm_z != NULL) == (!strcmp(pn, "c1w") || !strcmp(pn, "c2w")), "%s", pn);
+    }
+    pdc_attrs_destroy(a);
+    pdc_trainer_destroy(t);
+    free_toy(&d);
+}
+END_TEST
+
 /* After training the model compiles and runs like any other, and saves as .pdc. */
 START_TEST(exported_model_compiles_runs_and_saves)
 {
@@ -1398,6 +1449,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, masked_retraining_keeps_pruned_weights_and_state_zero);
     tcase_add_test(tc, sparse_and_dense_kernels_train_the_same);
     tcase_add_test(tc, admm_z_step_is_the_pass_projection);
+    tcase_add_test(tc, trainer_pruning_keeps_the_stem_dense_by_default);
     tcase_add_test(tc, exported_model_compiles_runs_and_saves);
     tcase_add_test(tc, resume_is_bit_exact);
     tcase_add_test(tc, corrupt_and_truncated_checkpoints_are_refused);

@@ -192,6 +192,7 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         const ir_layer *l = &m->layers[li];
         cpu_layer *L = &s->layers[li];
         s->n_layers = li + 1;
+        if (li) pdc_progress(ctx, "compile", li, m->n_layers); /* pdc_compile reports 0 and the end */
         if (fused_into[li] >= 0) {
             L->run = run_fused;
             snprintf(L->info, sizeof L->info, "fused into the epilogue of %s", m->layers[fused_into[li]].name);
@@ -341,6 +342,12 @@ static const char *cpu_layer_info(const pdc_program *prog, size_t li)
 {
     const cpu_state *s = prog->state;
     return s && li < s->n_layers ? s->layers[li].info : "";
+}
+
+size_t pdc_cpu_program_threads(const pdc_program *prog)
+{
+    const cpu_state *s = prog->state;
+    return s && s->threads > 0 ? (size_t)s->threads : 1;
 }
 
 const pdc_backend pdc_backend_cpu = {"cpu", "LLVM-JIT pattern-specialised kernels for this CPU (AVX-512/AVX2)",

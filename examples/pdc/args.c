@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -89,9 +90,41 @@ int cli_next(cli_parser *p, const char **value)
     return o->id;
 }
 
+/* Length of the progress line now on stderr (0: none). */
+static int progress_shown;
+
+/* The progress handler on a terminal: one line on stderr, "compiling layer 12/60" or "prune-pattern:
+ * layer 12/60", rewritten in place and erased when the stage ends, so the tool's other output
+ * starts on a clean line. */
+static void progress_clear(void)
+{
+    if (progress_shown) fprintf(stderr, "\r%*s\r", progress_shown, "");
+    progress_shown = 0;
+}
+
+static void progress_line(void *user, const char *stage, size_t done, size_t total)
+{
+    (void)user;
+    if (done >= total) {
+        progress_clear();
+        fflush(stderr);
+        return;
+    }
+    char line[160];
+    int n = strcmp(stage, "compile") ? snprintf(line, sizeof line, "%s: layer %zu/%zu", stage, done + 1, total)
+                                     : snprintf(line, sizeof line, "compiling layer %zu/%zu", done + 1, total);
+    if (n < 0) return;
+    if (n >= (int)sizeof line) n = (int)sizeof line - 1;
+    /* pad over a longer line before it */
+    fprintf(stderr, "\r%s%*s", line, progress_shown > n ? progress_shown - n : 0, "");
+    if (progress_shown < n) progress_shown = n;
+    fflush(stderr);
+}
+
 int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
 {
     va_list ap;
+    progress_clear(); /* a failed stage leaves its counter */
     va_start(ap, fmt);
     fprintf(stderr, "pdc%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     vfprintf(stderr, fmt, ap);
@@ -122,6 +155,7 @@ int cli_error(const char *file, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    progress_clear();
     fputs("pdc: ", stderr);
     if (file) {
         put_one_line(file);
@@ -232,6 +266,7 @@ int cli_context_create(pdc_context **ctx_out)
 {
     pdc_status st = pdc_context_create(ctx_out);
     if (st != PDC_OK) return cli_error(NULL, "cannot create a context: %s", pdc_status_string(st));
+    if (isatty(STDERR_FILENO)) pdc_context_set_progress_handler(*ctx_out, progress_line, NULL);
     return CLI_EXIT_OK;
 }
 

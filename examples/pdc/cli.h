@@ -96,7 +96,10 @@ int cli_shape_elems(size_t rank, const int64_t *dims, size_t *n_out);
 /* Loads MODEL and applies the --shape options; on failure prints the error and returns CLI_EXIT_ERROR. */
 int cli_load_model(pdc_context *ctx, const char *path, const cli_shape *shapes, size_t n_shapes,
                    pdc_model **model_out);
-/* Creates a context; on failure prints the error and returns CLI_EXIT_ERROR. */
+/* Creates a context; on failure prints the error and returns CLI_EXIT_ERROR. When stderr is a terminal
+ * the context reports progress there (pdc_context_set_progress_handler): one line, "compiling layer
+ * 12/60" or "prune-pattern: layer 12/60", rewritten in place and erased at the end of each stage (and
+ * by cli_error / cli_usage_error). Otherwise nothing is printed. */
 int cli_context_create(pdc_context **ctx_out);
 
 /* ------------------------------------------------------------------ raw little-endian f32 files (rawio.c) */
@@ -104,6 +107,9 @@ int cli_context_create(pdc_context **ctx_out);
 /* Reads exactly n floats from path. A size mismatch reports "expected B bytes (what), got G bytes".
  * Returns CLI_EXIT_OK or CLI_EXIT_ERROR (already reported). */
 int raw_read_f32(const char *path, float *dst, size_t n, const char *what);
+/* The same checks as raw_read_f32 without reading: path is a regular file of exactly n floats, else the
+ * same message. Returns CLI_EXIT_OK or CLI_EXIT_ERROR (already reported). */
+int raw_check_f32(const char *path, size_t n, const char *what);
 /* Writes n floats to path (truncating). Returns CLI_EXIT_OK or CLI_EXIT_ERROR (already reported). */
 int raw_write_f32(const char *path, const float *src, size_t n);
 /* Prints up to `limit` values as "%.6g" separated by spaces, then " ..." if there are more, and a newline. */

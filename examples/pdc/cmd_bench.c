@@ -16,17 +16,19 @@
 #define MAX_INPUTS 64
 
 const char cli_bench_synopsis[] =
-    "pdc bench MODEL [--target T] [--threads N] [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]";
+    "pdc bench MODEL [--target cpu|ref|gpu] [--threads N] [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]";
 const char cli_bench_help[] =
-    "usage: pdc bench MODEL [--target T] [--threads N] [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]\n"
+    "usage: pdc bench MODEL [--target cpu|ref|gpu] [--threads N] [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]\n"
     "\n"
     "Compiles MODEL for a target and times it: --warmup untimed runs, then --repeat timed runs on the\n"
     "same pseudo-random inputs (uniform in [-1, 1), fixed seed). Prints the compile time and the\n"
     "median, min and max wall time of one run in milliseconds.\n"
     "\n"
     "Options:\n"
-    "  -t, --target NAME  the target to compile for (default: cpu; ref is the reference interpreter)\n"
-    "  --threads N        worker threads (0 = all cores, the default)\n"
+    "  -t, --target NAME  the target to compile for: cpu (the default), ref (the reference interpreter)\n"
+    "                     or gpu\n"
+    "  --threads N        worker threads (0 = all cores, the default); the output gives the number\n"
+    "                     the runs used (ref and gpu: 1 host thread)\n"
     "  -n, --repeat N     timed runs (default 20)\n"
     "  --warmup N         untimed runs first (default 3)\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224; may be repeated\n"
@@ -132,19 +134,22 @@ static int bench_model(pdc_context *ctx, const char *path, const pdc_model *mode
             mn = times[0];
             mx = times[repeat - 1];
         }
-        char threads[32] = "?";
-        pdc_context_get_option(ctx, "threads", threads, sizeof threads);
+        /* the threads the runs used: the option's 0 (all cores) resolved, 1 on ref and gpu */
+        size_t threads = 0;
+        char opt[32] = "";
+        pdc_program_num_threads(prog, &threads);
+        pdc_context_get_option(ctx, "threads", opt, sizeof opt);
         if (json) {
             printf("{\"model\": ");
             json_string(path);
             printf(", \"target\": ");
             json_string(target);
-            printf(", \"threads\": %s, \"runs\": %ld, \"compile_ms\": %.3f, \"median_ms\": %.4f, \"min_ms\": %.4f, "
+            printf(", \"threads\": %zu, \"runs\": %ld, \"compile_ms\": %.3f, \"median_ms\": %.4f, \"min_ms\": %.4f, "
                    "\"max_ms\": %.4f}\n",
                    threads, repeat, compile_ms, repeat ? med : 0.0, repeat ? mn : 0.0, repeat ? mx : 0.0);
         } else {
-            printf("model: %s\ntarget: %s, threads: %s (0 = all cores)\ncompile: %.1f ms\n", path, target, threads,
-                   compile_ms);
+            printf("model: %s\ntarget: %s, threads: %zu%s\ncompile: %.1f ms\n", path, target, threads,
+                   !strcmp(target, "cpu") && !strcmp(opt, "0") ? " (all cores)" : "", compile_ms);
             if (repeat) printf("run: median %.3f ms, min %.3f ms, max %.3f ms (%ld runs after %ld warm-up)\n", med, mn,
                                mx, repeat, warmup);
         }

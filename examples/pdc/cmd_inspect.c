@@ -25,7 +25,8 @@ const char cli_inspect_help[] =
     "Options:\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224\n"
     "                     (needed when the model has symbolic dims); may be repeated\n"
-    "  --target T         also compile for target T (ref, cpu) and show each layer's kernel\n"
+    "  --target T         also compile for target T (ref, cpu or gpu) and show each layer's kernel;\n"
+    "                     \"6 of 8 patterns used\": the kernel needs only 6 patterns of the layer's set\n"
     "  -h, --help         show this help\n";
 
 enum { OPT_SHAPE = 1, OPT_TARGET };
@@ -243,6 +244,38 @@ static void print_pattern_sets(const pdc_model *model, size_t n_layers)
     }
 }
 
+/* Number of patterns in layer i's (first) pattern set, from its PDC_FIELD_PATTERNS text "3x3 0x1b 0x36 ...";
+ * 0 if it has none. */
+static size_t pattern_set_size(const pdc_model *model, size_t i)
+{
+    const char *pats = NULL;
+    if (pdc_model_layer_string(model, i, PDC_FIELD_PATTERNS, &pats) != PDC_OK || !pats) return 0;
+    size_t n = 0;
+    for (const char *q = pats; *q && *q != ';'; q++) n += q[0] == '0' && q[1] == 'x';
+    return n;
+}
+
+/* The kernel description, with "N patterns" said as "N of M patterns used" when the kernel uses fewer
+ * patterns than the layer's set above lists (kernels no filter keeps after connectivity pruning). */
+static void describe_kernel(const char *kernel, size_t set_size, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", kernel);
+    if (!set_size) return;
+    const char *at = kernel, *num = NULL;
+    while ((at = strstr(at, " pattern"))) { /* the first " pattern" after a number */
+        num = at;
+        while (num > kernel && num[-1] >= '0' && num[-1] <= '9') num--;
+        if (num < at && (num == kernel || num[-1] == ' ')) break;
+        at++;
+    }
+    if (!at) return;
+    size_t used = (size_t)strtoull(num, NULL, 10);
+    const char *rest = at + strlen(" pattern");
+    if (*rest == 's') rest++;
+    if (used == set_size) return;
+    snprintf(buf, cap, "%.*s%zu of %zu patterns used%s", (int)(num - kernel), kernel, used, set_size, rest);
+}
+
 /* Compiles the model for target and prints the kernel of every layer. */
 static int print_kernels(pdc_context *ctx, const char *path, const pdc_model *model, const char *target)
 {
@@ -258,8 +291,10 @@ static int print_kernels(pdc_context *ctx, const char *path, const pdc_model *mo
     printf("\nkernels (target %s):\n", target);
     for (size_t i = 0; i < n; i++) {
         const char *name = "?", *kernel = "?";
+        char text[1024];
         pdc_program_layer_kernel(prog, i, &name, &kernel);
-        printf("  %3zu  %-*s  %s\n", i, (int)width, name, kernel);
+        describe_kernel(kernel, pattern_set_size(model, i), text, sizeof text);
+        printf("  %3zu  %-*s  %s\n", i, (int)width, name, text);
     }
     pdc_program_destroy(prog);
     return CLI_EXIT_OK;

@@ -1,18 +1,20 @@
 /*
  * cmd_prune.c - `pdc prune`: run pruning passes (or any pass pipeline) over a model with
- * pdc_model_transform and save the result; prints what the pruning did (weights kept, compression,
- * FLOP reduction) and, when the plan pass ran, the activation arena.
+ * pdc_model_transform and save the result; prints, per layer, what the pruning did and which layers
+ * the safe defaults left alone (from the library's notes, pdc_context_set_note_handler), then the
+ * weights kept, compression, FLOP reduction and, when the plan pass ran, the activation arena.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
 const char cli_prune_synopsis[] =
     "pdc prune MODEL -o OUT.pdc|OUT.pdcir|OUT.onnx [--patterns K] [--pattern-size N] [--connectivity RATE] "
-    "[--block RxC[:RATE]] [--unstructured RATE] [--layers NAME,...|--skip NAME,...] [--passes LIST] "
-    "[--print-after PASS|all]";
+    "[--block RxC[:RATE]] [--unstructured RATE] [--layers NAME,...|--skip NAME,...] [--include-stem] "
+    "[--pattern-kernels LIST] [--block-convs] [--passes LIST] [--print-after PASS|all]";
 const char cli_prune_help[] =
     "usage: pdc prune MODEL -o OUT.pdc|OUT.pdcir|OUT.onnx [OPTIONS]\n"
     "\n"
@@ -23,18 +25,29 @@ const char cli_prune_help[] =
     "prune-block for --block and prune-unstructured for --unstructured. Pruning is deterministic:\n"
     "the same input and options give a byte-identical file.\n"
     "\n"
+    "Safe defaults: the stem (a conv that reads the graph input, directly or through layers without\n"
+    "weights) stays dense, pattern and connectivity pruning take 3x3 convs only, and block pruning\n"
+    "takes no 1x1 convs; --include-stem, --pattern-kernels and --block-convs change that, and a layer\n"
+    "named in --layers is pruned whatever they say. pdc prune prints each layer it pruned (how, and\n"
+    "the share of its weights kept) and each layer a default left alone, with the option that prunes it.\n"
+    "\n"
     "Options:\n"
     "  -o, --output OUT         the file to write (required)\n"
     "  --patterns K             patterns per conv layer (default 8)\n"
     "  --pattern-size N         kept entries per pattern, centre included (default 4)\n"
     "  --connectivity RATE      share of each conv's kernels removed (default 0.5); per layer as\n"
     "                           RATE,LAYER=RATE,... e.g. 0.5,conv2=0.7\n"
-    "  --block RxC[:RATE]       block pruning of fc / matmul / gemm / 1x1 conv / lstm / gru weights in\n"
-    "                           RxC blocks of the [out, in] matrix, e.g. 1x4:0.8 (rate default 0.5)\n"
+    "  --block RxC[:RATE]       block pruning of fc / matmul / gemm / lstm / gru weights (and 1x1 convs\n"
+    "                           with --block-convs) in RxC blocks of the [out, in] matrix, e.g. 1x4:0.8\n"
+    "                           (rate default 0.5)\n"
     "  --block-rate RATE        share of blocks removed (also RATE,LAYER=RATE,...)\n"
     "  --unstructured RATE      magnitude pruning of the weights still dense (also per layer)\n"
-    "  --layers NAME,...        prune only these layers\n"
+    "  --layers NAME,...        prune only these layers (the defaults below do not apply to them)\n"
     "  --skip NAME,...          prune all eligible layers but these\n"
+    "  --include-stem           prune the stem too (default: left dense)\n"
+    "  --pattern-kernels LIST   conv kernel sizes pattern and connectivity pruning take, e.g.\n"
+    "                           3x3,5x5,7x7, or all (default 3x3)\n"
+    "  --block-convs            block pruning takes 1x1 convs too\n"
     "  --passes LIST            run this pass pipeline instead, e.g.\n"
     "                           canonicalize,prune-pattern,prune-connectivity,reorder,plan\n"
     "                           (passes: canonicalize, prune-pattern, prune-connectivity, prune-block,\n"
@@ -44,11 +57,13 @@ const char cli_prune_help[] =
     "  -h, --help               show this help\n"
     "\n"
     "Rates are in [0, 1). A bad option value, an unknown pass or a layer that is not in the model\n"
-    "exits with status 2 and says which.\n";
+    "exits with status 2 and says which. On a terminal, a counter on stderr shows the passes'\n"
+    "progress through the layers.\n";
 
 enum {
     OPT_OUTPUT = 1, OPT_PATTERNS, OPT_PATTERN_SIZE, OPT_CONNECTIVITY, OPT_BLOCK, OPT_BLOCK_RATE, OPT_UNSTRUCTURED,
-    OPT_LAYERS, OPT_SKIP, OPT_PASSES, OPT_PRINT_AFTER, OPT_SHAPE
+    OPT_LAYERS, OPT_SKIP, OPT_PASSES, OPT_PRINT_AFTER, OPT_SHAPE, OPT_INCLUDE_STEM, OPT_PATTERN_KERNELS,
+    OPT_BLOCK_CONVS
 };
 static const cli_opt prune_opts[] = {{"output", 'o', 1, OPT_OUTPUT},
                                      {"patterns", 0, 1, OPT_PATTERNS},
@@ -62,6 +77,9 @@ static const cli_opt prune_opts[] = {{"output", 'o', 1, OPT_OUTPUT},
                                      {"passes", 0, 1, OPT_PASSES},
                                      {"print-after", 0, 1, OPT_PRINT_AFTER},
                                      {"shape", 0, 1, OPT_SHAPE},
+                                     {"include-stem", 0, 0, OPT_INCLUDE_STEM},
+                                     {"pattern-kernels", 0, 1, OPT_PATTERN_KERNELS},
+                                     {"block-convs", 0, 0, OPT_BLOCK_CONVS},
                                      {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("prune", cli_prune_synopsis, __VA_ARGS__)
@@ -86,12 +104,138 @@ static int64_t total_stat(const pdc_model *m, pdc_layer_stat stat, int *known)
     return sum;
 }
 
-static void print_summary(const char *out_path, const pdc_model *m)
+/* ------------------------------------------------------------------ what each layer got */
+
+/* One note of the passes (pdc_note_handler), copied. */
+typedef struct prune_note {
+    pdc_note_kind kind;
+    char *layer, *text;
+} prune_note;
+
+typedef struct prune_notes {
+    prune_note *items;
+    size_t n, cap;
+    int failed; /* out of memory: the per-layer report is left out */
+} prune_notes;
+
+static void on_note(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
+{
+    prune_notes *ns = user;
+    (void)pass;
+    if (ns->failed) return;
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? 2 * ns->cap : 64;
+        prune_note *items = realloc(ns->items, cap * sizeof *items);
+        if (!items) {
+            ns->failed = 1;
+            return;
+        }
+        ns->items = items;
+        ns->cap = cap;
+    }
+    prune_note *e = &ns->items[ns->n];
+    e->kind = kind;
+    e->layer = strdup(layer);
+    e->text = strdup(text);
+    if (!e->layer || !e->text) {
+        free(e->layer);
+        free(e->text);
+        ns->failed = 1;
+        return;
+    }
+    ns->n++;
+}
+
+static void notes_free(prune_notes *ns)
+{
+    for (size_t i = 0; i < ns->n; i++) {
+        free(ns->items[i].layer);
+        free(ns->items[i].text);
+    }
+    free(ns->items);
+}
+
+/* Appends "sep" + text to buf unless buf already holds text. */
+static void append_once(char *buf, size_t cap, const char *sep, const char *text)
+{
+    size_t n = strlen(buf);
+    if (strstr(buf, text)) return;
+    snprintf(buf + n, cap - n, "%s%s", n ? sep : "", text);
+}
+
+/* Why a default left a layer alone, with the pdc prune flag that prunes it. */
+static void skip_reason(const prune_note *e, const char *pattern_kernels, char *buf, size_t cap)
+{
+    int kh = 0, kw = 0;
+    switch (e->kind) {
+    case PDC_NOTE_SKIPPED_STEM: snprintf(buf, cap, "stem: reads the graph input; --include-stem prunes it"); return;
+    case PDC_NOTE_SKIPPED_BLOCK_CONV: snprintf(buf, cap, "1x1 conv: --block-convs prunes it"); return;
+    case PDC_NOTE_SKIPPED_KERNEL:
+        /* the text starts with the size, "KHxKW kernels: " (pdc.h) */
+        if (sscanf(e->text, "%dx%d", &kh, &kw) == 2) {
+            snprintf(buf, cap, "%dx%d kernels: --pattern-kernels %s,%dx%d prunes them", kh, kw, pattern_kernels, kh, kw);
+            return;
+        }
+        break;
+    default: break;
+    }
+    snprintf(buf, cap, "%s", e->text);
+}
+
+/* One line per layer the passes pruned (how; kept/weights) and per layer a default left alone (why). */
+static void print_layers(const pdc_model *m, const prune_notes *ns, const char *pattern_kernels)
+{
+    size_t n_layers = 0;
+    if (ns->failed || !ns->n || pdc_model_num_layers(m, &n_layers) != PDC_OK) return;
+    char (*what)[512] = calloc(n_layers ? n_layers : 1, sizeof *what);
+    char (*why)[512] = calloc(n_layers ? n_layers : 1, sizeof *why);
+    char **names = calloc(n_layers ? n_layers : 1, sizeof *names);
+    int width = 0, pruned = 0, skipped = 0;
+    for (size_t i = 0; what && why && names && i < n_layers; i++) {
+        const char *name = NULL;
+        if (pdc_model_layer_string(m, i, PDC_FIELD_NAME, &name) != PDC_OK || !(names[i] = strdup(name))) continue;
+        for (size_t k = 0; k < ns->n; k++) {
+            const prune_note *e = &ns->items[k];
+            if (strcmp(e->layer, names[i])) continue;
+            if (e->kind == PDC_NOTE_PRUNED) {
+                append_once(what[i], sizeof what[i], " + ", e->text);
+            } else {
+                char reason[256];
+                skip_reason(e, pattern_kernels, reason, sizeof reason);
+                append_once(why[i], sizeof why[i], "; ", reason);
+            }
+        }
+        if (what[i][0]) pruned++;
+        else if (why[i][0]) skipped++;
+        if ((what[i][0] || why[i][0]) && (int)strlen(names[i]) > width) width = (int)strlen(names[i]);
+    }
+    int wwidth = 0;
+    for (size_t i = 0; what && names && i < n_layers; i++)
+        if (names[i] && (int)strlen(what[i]) > wwidth) wwidth = (int)strlen(what[i]);
+    if (pruned) printf("pruned %d layer%s:\n", pruned, pruned == 1 ? "" : "s");
+    for (size_t i = 0; pruned && i < n_layers; i++) {
+        if (!names[i] || !what[i][0]) continue;
+        int64_t w = 0, kept = 0;
+        printf("  %-*s  %-*s", width, names[i], wwidth, what[i]);
+        if (pdc_model_layer_stat(m, i, PDC_STAT_WEIGHTS, &w) == PDC_OK &&
+            pdc_model_layer_stat(m, i, PDC_STAT_KEPT_WEIGHTS, &kept) == PDC_OK && w > 0)
+            printf("  kept %" PRId64 "/%" PRId64 " (%.1f%%)", kept, w, 100.0 * (double)kept / (double)w);
+        printf("\n");
+    }
+    if (skipped) printf("left alone by the defaults (%d layer%s):\n", skipped, skipped == 1 ? "" : "s");
+    for (size_t i = 0; skipped && i < n_layers; i++)
+        if (names[i] && !what[i][0] && why[i][0]) printf("  %-*s  %s\n", width, names[i], why[i]);
+    for (size_t i = 0; names && i < n_layers; i++) free(names[i]);
+    free(names);
+    free(what);
+    free(why);
+}
+
+static void print_summary(const pdc_model *m)
 {
     int k1, k2, k3, k4;
     int64_t w = total_stat(m, PDC_STAT_WEIGHTS, &k1), kept = total_stat(m, PDC_STAT_KEPT_WEIGHTS, &k2);
     int64_t dense = total_stat(m, PDC_STAT_DENSE_FLOPS, &k3), eff = total_stat(m, PDC_STAT_EFFECTIVE_FLOPS, &k4);
-    printf("wrote %s\n", out_path);
     if (k1 && k2)
         printf("weights: %" PRId64 " of %" PRId64 " kept (compression %.2fx)\n", kept, w,
                kept ? (double)w / (double)kept : 0.0);
@@ -112,6 +256,7 @@ int cmd_prune(int argc, char **argv)
     const char *names[32], *values[32];
     size_t n_opts = 0;
     int pattern_opts = 0, block = 0, unstructured = 0;
+    const char *pattern_kernels = "3x3"; /* for the hint on layers the default kernel sizes left alone */
     cli_shape shapes[16];
     size_t n_shapes = 0;
     char err[512];
@@ -148,6 +293,9 @@ int cmd_prune(int argc, char **argv)
         case OPT_LAYERS: name = "layers"; break;
         case OPT_SKIP: name = "skip"; break;
         case OPT_PRINT_AFTER: name = "print_after"; break;
+        case OPT_INCLUDE_STEM: name = "include_stem", v = "1"; break;
+        case OPT_PATTERN_KERNELS: name = "pattern_kernels", pattern_opts = 1, pattern_kernels = v; break;
+        case OPT_BLOCK_CONVS: name = "block_convs", v = "1", block = 1; break;
         case OPT_SHAPE:
             if (n_shapes == sizeof shapes / sizeof shapes[0]) return USAGE("too many --shape options (at most 16)");
             if (cli_parse_shape(v, &shapes[n_shapes], err, sizeof err) != 0) return USAGE("%s", err);
@@ -180,6 +328,8 @@ int cmd_prune(int argc, char **argv)
 
     pdc_context *ctx = NULL;
     if (cli_context_create(&ctx) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
+    prune_notes notes = {NULL, 0, 0, 0};
+    pdc_context_set_note_handler(ctx, on_note, &notes);
     pdc_model *model = NULL;
     pdc_attrs *opts = NULL;
     int rc = cli_load_model(ctx, model_path, shapes, n_shapes, &model);
@@ -200,8 +350,13 @@ int cmd_prune(int argc, char **argv)
         st = text ? pdc_model_save_text(model, out_path, 0)
                   : onnx ? pdc_model_save_onnx(model, out_path) : pdc_model_save(model, out_path);
         if (st != PDC_OK) rc = cli_lib_error(ctx, st, out_path, NULL);
-        else print_summary(out_path, model);
+        else {
+            printf("wrote %s\n", out_path);
+            print_layers(model, &notes, pattern_kernels);
+            print_summary(model);
+        }
     }
+    notes_free(&notes);
     pdc_attrs_destroy(opts);
     pdc_model_destroy(model);
     pdc_context_destroy(ctx);

@@ -12,17 +12,19 @@
 #define PRINT_LIMIT 20
 
 const char cli_run_synopsis[] =
-    "pdc run MODEL [--target ref] --input IN.bin [--input IN2.bin]... [--output OUT.bin]... [--print] "
+    "pdc run MODEL [--target ref|cpu|gpu] --input IN.bin [--input IN2.bin]... [--output OUT.bin]... [--print] "
     "[--shape NAME=DIMS]... [--threads N]";
 const char cli_run_help[] =
-    "usage: pdc run MODEL [--target ref] --input IN.bin [--input IN2.bin]... [--output OUT.bin]...\n"
+    "usage: pdc run MODEL [--target ref|cpu|gpu] --input IN.bin [--input IN2.bin]... [--output OUT.bin]...\n"
     "               [--print] [--shape NAME=DIMS]... [--threads N]\n"
     "\n"
     "Compiles MODEL for a target and runs it once. Inputs and outputs are raw little-endian float32\n"
-    "files holding exactly the tensor's elements in row-major order (a [1,1,8,8] input is 256 bytes).\n"
+    "files holding exactly the tensor's elements in row-major order (a [1,1,8,8] input is 256 bytes);\n"
+    "their number and sizes are checked against the model before it is compiled.\n"
     "\n"
     "Options:\n"
-    "  -t, --target NAME  the target to compile for (default: ref, the reference interpreter)\n"
+    "  -t, --target NAME  the target to compile for: ref (the reference interpreter, the default), cpu\n"
+    "                     (kernels JIT-compiled for this CPU) or gpu (NVIDIA, through the CUDA driver)\n"
     "  -i, --input FILE   one per graph input, in the order `pdc inspect` lists them\n"
     "  -o, --output FILE  where to write the outputs, in order; with fewer --output files than graph\n"
     "                     outputs only the first ones are written; with none the first output's\n"
@@ -119,6 +121,48 @@ static void describe_io(const pdc_program *prog, int outputs, size_t n, char *bu
         if (k < 0) break;
         used += (size_t)k;
     }
+}
+
+/* Before anything is compiled or allocated: one --input file per graph input, each of exactly its
+ * input's size. Inputs with symbolic dims are left to pdc_compile, which names them. */
+static int check_inputs(pdc_context *ctx, const run_args *a, const pdc_model *model)
+{
+    size_t n_in = 0;
+    pdc_status st = pdc_model_num_inputs(model, &n_in);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, a->model, NULL);
+    if (a->n_inputs != n_in) {
+        char list[1024];
+        size_t used = 0;
+        list[0] = '\0';
+        for (size_t i = 0; i < n_in && used < sizeof list; i++) {
+            const char *name = "?";
+            size_t rank = 0;
+            int64_t dims[PDC_MAX_RANK];
+            char shape[160];
+            pdc_model_input_info(model, i, &name, &rank, dims);
+            int k = snprintf(list + used, sizeof list - used, "%s'%s' %s", i ? ", " : "", name,
+                             cli_format_shape(rank, dims, shape, sizeof shape));
+            if (k < 0) break;
+            used += (size_t)k;
+        }
+        return cli_error(a->model, "the model has %zu input%s (%s), got %zu --input file%s", n_in, n_in == 1 ? "" : "s",
+                         list, a->n_inputs, a->n_inputs == 1 ? "" : "s");
+    }
+    for (size_t i = 0; i < n_in; i++) {
+        const char *name = "?";
+        size_t rank = 0, n = 0;
+        int64_t dims[PDC_MAX_RANK];
+        char shape[160], what[512];
+        if ((st = pdc_model_input_info(model, i, &name, &rank, dims)) != PDC_OK)
+            return cli_lib_error(ctx, st, a->model, NULL);
+        if (cli_shape_elems(rank, dims, &n) != 0 || n > ((size_t)1 << 40))
+            return cli_error(a->model, "input '%s' is too large (%s)", name, cli_format_shape(rank, dims, shape, sizeof shape));
+        if (n == 0) continue; /* symbolic */
+        snprintf(what, sizeof what, "input '%s' %s f32", name, cli_format_shape(rank, dims, shape, sizeof shape));
+        int rc = raw_check_f32(a->inputs[i], n, what);
+        if (rc != CLI_EXIT_OK) return rc;
+    }
+    return CLI_EXIT_OK;
 }
 
 /* Creates a tensor for input or output i of prog; *name_out, *shape_out describe it for messages. */
@@ -218,6 +262,7 @@ int cmd_run(int argc, char **argv)
         if (st != PDC_OK) rc = cli_lib_error(ctx, st, NULL, "--threads");
     }
     if (rc == CLI_EXIT_OK) rc = cli_load_model(ctx, a->model, a->shapes, a->n_shapes, &model);
+    if (rc == CLI_EXIT_OK) rc = check_inputs(ctx, a, model);
     if (rc == CLI_EXIT_OK) {
         pdc_status st = pdc_compile(ctx, model, a->target, &prog);
         if (st != PDC_OK) {

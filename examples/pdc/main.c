@@ -42,9 +42,10 @@ static void print_main_help(FILE *f)
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
     fprintf(f,
             "\n"
-            "'pdc COMMAND --help' describes a command. MODEL files are read in either format, binary .pdc\n"
-            "or IR text .pdcir; the format is detected from the content. Options take values as\n"
-            "'--opt VALUE' or '--opt=VALUE'.\n"
+            "'pdc COMMAND --help' describes a command. MODEL files are read in any of three formats:\n"
+            "binary .pdc, IR text .pdcir or ONNX .onnx; the format is detected from the content (a name\n"
+            "ending in .onnx is always read as ONNX). Options take values as '--opt VALUE' or\n"
+            "'--opt=VALUE'. On a terminal, long steps (compiling, pruning) show a counter on stderr.\n"
             "\n"
             "Exit status: 0 success, 1 a model, input or output error (one line on stderr:\n"
             "'pdc: FILE: problem'), 2 a usage error.\n");

@@ -28,6 +28,24 @@ static void f32_to_le(float f, unsigned char *b)
     b[3] = (unsigned char)(u >> 24);
 }
 
+/* The file described by sb must be a regular file of exactly want bytes. */
+static int check_file(const char *path, const struct stat *sb, size_t want, const char *what)
+{
+    if (!S_ISREG(sb->st_mode))
+        return cli_error(path, "not a regular file (expected %zu bytes of raw little-endian f32, %s)", want, what);
+    if ((unsigned long long)sb->st_size != (unsigned long long)want)
+        return cli_error(path, "wrong size: expected %zu bytes (%s), got %lld bytes", want, what,
+                         (long long)sb->st_size);
+    return CLI_EXIT_OK;
+}
+
+int raw_check_f32(const char *path, size_t n, const char *what)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) return cli_error(path, "cannot open: %s", strerror(errno));
+    return check_file(path, &sb, n * 4, what);
+}
+
 int raw_read_f32(const char *path, float *dst, size_t n, const char *what)
 {
     size_t want = n * 4;   /* n comes from a checked shape product; callers keep it far below SIZE_MAX/4 */
@@ -39,14 +57,9 @@ int raw_read_f32(const char *path, float *dst, size_t n, const char *what)
         fclose(f);
         return cli_error(path, "cannot stat: %s", strerror(e));
     }
-    if (!S_ISREG(sb.st_mode)) {
+    if (check_file(path, &sb, want, what) != CLI_EXIT_OK) {
         fclose(f);
-        return cli_error(path, "not a regular file (expected %zu bytes of raw little-endian f32, %s)", want, what);
-    }
-    if ((unsigned long long)sb.st_size != (unsigned long long)want) {
-        fclose(f);
-        return cli_error(path, "wrong size: expected %zu bytes (%s), got %lld bytes", want, what,
-                         (long long)sb.st_size);
+        return CLI_EXIT_ERROR;
     }
 
     unsigned char buf[4096];
