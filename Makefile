@@ -6,7 +6,7 @@
 # packages exist - on a fresh machine a single make would compile with empty flags.
 # PDC_SKIP_DEPS=1 skips the check (and the sub-make); `make deps` runs it alone.
 
-NO_DEPS_GOALS := clean help deps uninstall test-fresh
+NO_DEPS_GOALS := clean help deps uninstall test-fresh perf-report
 ifeq ($(PDC_SKIP_DEPS)$(PDC_DEPS_CHECKED),)
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 DEPS_FIRST := 1
@@ -106,6 +106,7 @@ help:
 	@echo "make bench-train   training step time: pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
 	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS"
+	@echo "make perf-report docs/performance.md from the recorded test/bench/*.tsv"
 	@echo "make bench-gpu  the gpu target vs cuDNN on the 3x3 layers, whole models gpu vs cpu (needs a GPU and cuDNN)"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
 	@echo "make deps       install missing Debian packages (apt-get)"
@@ -168,7 +169,8 @@ $(BUILD)/test/test_%: test/test_%.c test/testutil.h test/model_builder.h test/ba
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
-test: test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install
+test: test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install \
+      test-readme
 
 # Each suite's line carries its place in the run ([3/16]): the longest take a minute or more.
 test-unit: $(TESTS)
@@ -194,9 +196,13 @@ test-gpu-abi: $(STLIB)
 test-cli: $(TOOL) $(DEMO_GEN)
 	@sh test/cli.sh $(BUILD)
 
-.PHONY: test-fresh
+# Every command of the README runs (test/readme.sh); its quick start's setup lines run in test-fresh.
+.PHONY: test-readme test-fresh
+test-readme: all $(TRAIN_DEMO)
+	@sh test/readme.sh $(BUILD)
+
 # The README's quick start, exactly as written, on a brand-new Debian 12 root (debootstrap, as root;
-# downloads ~150 packages). Not part of make test: run before release-like changes (README "Tests").
+# downloads ~150 packages). Not part of make test: run before release-like changes (docs/building.md).
 test-fresh:
 	@sh test/fresh/run.sh
 
@@ -310,7 +316,7 @@ demo: all $(TRAIN_DEMO)
 bench-train: all $(TRAIN_BENCH)
 	@/usr/bin/python3 test/bench/train_torch.py --pdc $(TRAIN_BENCH)
 
-# Inference benchmarks, not part of make test (README "CPU backend"): 3x3 layers against oneDNN and
+# Inference benchmarks, not part of make test (docs/performance.md): 3x3 layers against oneDNN and
 # OpenBLAS (test/bench/results.tsv: activations in cache as in a network; results_cold.tsv: as
 # the other engines' runs left them), pdc's 2-thread speed-up on those layers with the 1-thread runs
 # pinned to each CPU in turn (test/bench/results_scaling.tsv), whole networks against ONNX Runtime and compile time
@@ -350,8 +356,14 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	$(BENCH_E2E) --out test/bench/results_e2e.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_BATCH) \
 	    --out test/bench/results_batch.tsv
+	sh test/bench/report.sh
 
-# The gpu target against cuDNN (test/bench/gpu_bench.c, README "GPU backend"): built only where
+# docs/performance.md from the benchmark TSVs, without running the benchmarks again.
+.PHONY: perf-report
+perf-report:
+	@sh test/bench/report.sh docs/performance.md
+
+# The gpu target against cuDNN (test/bench/gpu_bench.c, docs/backends.md "GPU backend"): built only where
 # $(CUDA_HOME)/include/cudnn.h exists; it links libpdc.a (for the internal device-time hook) and
 # cuDNN + the CUDA runtime from $(CUDA_HOME)/lib64 (rpath) - libpdc itself links no CUDA library.
 # Without a GPU it prints "no GPU: skipped" and exits 0.
@@ -365,7 +377,7 @@ $(BENCH_GPU): $(BUILD)/obj/test/bench/gpu_bench.o $(BUILD)/obj/test/bench/conv_c
 .PHONY: bench-gpu
 bench-gpu:
 	@if [ -f $(CUDA_HOME)/include/cudnn.h ]; then \
-	  $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(BENCH_GPU) && $(BENCH_GPU) --out test/bench/results_gpu.tsv; \
+	  $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(BENCH_GPU) && $(BENCH_GPU) --out test/bench/results_gpu.tsv && sh test/bench/report.sh; \
 	else echo "bench-gpu: skipped ($(CUDA_HOME)/include/cudnn.h absent)"; fi
 
 install: all
