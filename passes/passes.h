@@ -21,9 +21,10 @@ pdc_status pass_plan(ir_model *m, const pass_options *opt);
 int pass_layer_selected(const pass_options *opt, const char *name);
 /* 1 if `name` is in option layers: an explicit choice, which the defaults below do not override. */
 int pass_layer_listed(const pass_options *opt, const char *name);
-/* The stems of m: stems[li] = 1 for a conv whose data input (input 0) is a graph input or is computed
- * from one by layers without weights only (normalising sub/mul/div, reshape, batchnorm, pooling, concat,
- * ...). A layer "with weights" is a conv, fc, gemm, matmul, lstm or gru reading a constant.
+/* The stems of m: stems[li] = 1 for a conv whose data input (input 0) is a graph input or carries its
+ * values through layers without weights (normalising sub/mul/div, reshape, batchnorm, pooling, ...); a
+ * concat or add of such values with a conv's output counts too: the conv still sees raw input. A layer
+ * "with weights" is a conv, fc, gemm, matmul, lstm or gru reading a constant.
  * *stems_out: n_layers bytes (at least 1), pdc_free. */
 pdc_status pass_find_stems(const ir_model *m, uint8_t **stems_out);
 /* The pruning families, for pass_default_skip. */
