@@ -142,6 +142,14 @@ static void describe(const ir_tensor *t, char *buf, size_t cap)
     }
     case IR_SPARSITY_UNSTRUCTURED: snprintf(buf, cap, "unstructured: %.1f%% kept", pct); break;
     }
+    /* Stored zeros inside what the sparsity keeps (stray zeros of an imported model): say how full the
+     * kept entries are, since the kernels compute them all. */
+    size_t nonzero = 0;
+    for (size_t i = 0; t->data && s->kind != IR_SPARSITY_NONE && i < n; i++) nonzero += t->data[i] != 0.0f;
+    if (t->data && s->kind != IR_SPARSITY_NONE && nonzero < kept) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, cap - len, ", fill %.1f%%", 100.0 * (double)nonzero / (double)kept);
+    }
 }
 
 void ir_layer_sparsity_text(const ir_model *m, size_t li, char *buf, size_t cap)

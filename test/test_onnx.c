@@ -336,6 +336,17 @@ START_TEST(stray_zeros_keep_the_structure)
     size_t zero = 0;
     for (size_t b = 0; b < s->n_blocks; b++) zero += !s->block_mask[b];
     ck_assert_uint_eq(zero, 1457);
+    /* inspect says how full the kept blocks are: 591 blocks of 4, 15 stray zeros */
+    int fc1 = ir_model_find_tensor(m, "fc1.weight"), found = 0;
+    for (size_t li = 0; li < m->n_layers; li++) {
+        if (m->layers[li].n_inputs < 2 || m->layers[li].inputs[1] != fc1) continue;
+        found++;
+        char text[256], want[64];
+        ir_layer_sparsity_text(m, li, text, sizeof text);
+        snprintf(want, sizeof want, "fill %.1f%%", 100.0 * (double)(591 * 4 - stray) / (591 * 4));
+        ck_assert_msg(strstr(text, want) != NULL, "'%s' lacks '%s'", text, want);
+    }
+    ck_assert_int_eq(found, 1);
     /* the fill threshold: zeros in 3 of every 4 kept blocks' first entries (fill 81%) are not blocks */
     w = &m->tensors[ir_model_find_tensor(m, "fc1.weight")];
     for (size_t b = 0, k = 0; b < s->n_blocks; b++)
