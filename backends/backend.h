@@ -71,6 +71,18 @@ extern const pdc_backend pdc_backend_gpu;
 /* The worker threads each run of a "cpu" program uses (>= 1; backends/cpu, for pdc_program_num_threads). */
 size_t pdc_cpu_program_threads(const pdc_program *prog);
 
+/* The "cpu" target's elementwise kernels for a model whose constants change between runs (the trainer's
+ * forward pass, lib/train): planned per layer for m's current shapes - plan again when they change; the
+ * JIT'd code stays in ctx's cache. Only kernels that take every operand at run time are used, so they
+ * compute bit for bit what the reference kernels compute (backends/cpu/train_bridge.c). */
+typedef struct cpu_eltwise_set cpu_eltwise_set;
+pdc_status cpu_eltwise_plan(pdc_context *ctx, const ir_model *m, int threads, cpu_eltwise_set **out);
+/* 1 if layer li has a kernel (set may be NULL). */
+int cpu_eltwise_has(const cpu_eltwise_set *set, size_t li);
+/* Runs layer li's kernel: reads and writes the tensors' values val[tensor index]. */
+pdc_status cpu_eltwise_run(const cpu_eltwise_set *set, const ir_model *m, size_t li, float *const *val);
+void cpu_eltwise_free(cpu_eltwise_set *set);
+
 /* 1 if value is "auto" or an SM the gpu backend generates for; list gets "sm_75, sm_80, ..." either way
  * (backends/gpu, for the context option gpu_arch). */
 int pdc_gpu_arch_valid(const char *value, char *list, size_t cap);

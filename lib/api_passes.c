@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/ref/ref.h"
 #include "ir/arena.h"
 #include "passes/pass_manager.h"
 
@@ -16,6 +17,7 @@ PDC_API pdc_status pdc_model_transform(pdc_model *model, const char *pipeline, c
     PDC_CHECK_ARG(ctx, pipeline, "pipeline");
     pass_options opt;
     pass_options_init(&opt, ctx);
+    opt.eval_layer = ref_run_layer; /* constant folding runs the reference kernels */
     const ir_attrs *list = options ? &options->list : NULL;
     pdc_status st = pass_options_set_all(ctx, &opt, list);
     if (!st) st = pass_pipeline_check(ctx, pipeline);

@@ -18,6 +18,7 @@
 #ifndef PDC_LIB_TRAIN_H
 #define PDC_LIB_TRAIN_H
 
+#include "backends/backend.h"
 #include "ir/params.h"
 #include "lib/train_kernels.h"
 
@@ -112,7 +113,8 @@ typedef struct tr_net {
     const tk_isa *isa;
     int threads;          /* resolved, >= 1 */
     int input_grad;       /* tests: keep a gradient for the data input too */
-    void *cpu;            /* option kernels=cpu: the cpu backend's planned kernels (train_cpu.h) */
+    cpu_eltwise_set *cpu; /* option kernels=cpu: the cpu backend's elementwise kernels (backend.h) */
+    size_t cpu_planned_n; /* the batch they were planned for */
 } tr_net;
 
 /* Builds a net over model (taken over: owned by the net on success and on failure) for the options.

@@ -9,7 +9,6 @@
 
 #include "lib/api_internal.h"
 #include "lib/train.h"
-#include "lib/train_cpu.h"
 
 void tr_csr_free(tr_csr *c)
 {
@@ -34,7 +33,7 @@ static void param_free(tr_param *p)
 void tr_net_destroy(tr_net *net)
 {
     if (!net) return;
-    tr_cpu_free(net);
+    cpu_eltwise_free(net->cpu);
     for (size_t i = 0; i < net->n_params; i++) param_free(&net->params[i]);
     pdc_free(net->params);
     if (net->layers && net->model) {
@@ -449,9 +448,16 @@ int tr_net_loss_tensor(const tr_net *net, const tr_options *opt)
 pdc_status tr_net_forward(tr_net *net, const float *x, const tr_options *opt, int training)
 {
     net->val[net->input] = (float *)(uintptr_t)x; /* never written */
-    if (opt->kernels == TR_KERNELS_CPU) {
-        pdc_status st = tr_cpu_prepare(net);
-        if (st) return st;
+    if (opt->kernels == TR_KERNELS_CPU && (!net->cpu || net->cpu_planned_n != net->exec_n)) {
+        /* planned once per batch size: the shapes change with it */
+        cpu_eltwise_free(net->cpu);
+        net->cpu = NULL;
+        pdc_status st = cpu_eltwise_plan(net->ctx, net->exec, net->threads, &net->cpu);
+        if (st) {
+            pdc_error_prefix(net->ctx, "trainer: cpu kernels");
+            return st;
+        }
+        net->cpu_planned_n = net->exec_n;
     }
     for (size_t li = 0; li < net->exec->n_layers; li++) {
         if (tr_net_skips(net, opt, li)) continue;

@@ -16,7 +16,6 @@
 
 #include "backends/ref/ref.h"
 #include "lib/train.h"
-#include "lib/train_cpu.h"
 
 #define LAYER_ERR(net, l, status, ...)                                                                           \
     (pdc_error((net)->ctx, (status), __VA_ARGS__),                                                              \
@@ -662,7 +661,8 @@ pdc_status tr_op_forward(tr_net *net, size_t li, const tr_options *opt, int trai
     const ir_layer *l = &net->exec->layers[li];
     if (l->op == IR_OP_BATCHNORM && training) return bn_forward_train(net, li);
     if ((l->op == IR_OP_CONV || l->op == IR_OP_FC) && opt->kernels != TR_KERNELS_REF) return tr_dense_forward(net, li);
-    if (opt->kernels == TR_KERNELS_CPU && tr_cpu_has(net, li)) return tr_cpu_forward(net, li);
+    if (opt->kernels == TR_KERNELS_CPU && cpu_eltwise_has(net->cpu, li))
+        return cpu_eltwise_run(net->cpu, net->exec, li, net->val);
     if (l->op == IR_OP_RELU && opt->kernels == TR_KERNELS_NATIVE) { /* the reference kernel's formula, vectorised */
         const float *x = net->val[l->inputs[0]];
         float *y = net->val[l->outputs[0]];

@@ -18,12 +18,13 @@
 #include <math.h>
 #include <string.h>
 
-#include "backends/ref/ref.h"
 #include "ir/arena.h"
 #include "ir/batchnorm.h"
+#include "ir/params.h"
 #include "passes/passes.h"
 
-typedef pdc_status (*step_fn)(ir_model *m, uint8_t *drop_layer, uint8_t *drop_tensor, int *changed);
+typedef pdc_status (*step_fn)(ir_model *m, const pass_options *opt, uint8_t *drop_layer, uint8_t *drop_tensor,
+                               int *changed);
 
 static void drop_with_outputs(const ir_model *m, size_t li, uint8_t *dl, uint8_t *dt)
 {
@@ -90,8 +91,9 @@ static int is_identity(const ir_model *m, const ir_layer *l)
     }
 }
 
-static pdc_status remove_identities(ir_model *m, uint8_t *dl, uint8_t *dt, int *changed)
+static pdc_status remove_identities(ir_model *m, const pass_options *opt, uint8_t *dl, uint8_t *dt, int *changed)
 {
+    (void)opt;
     for (size_t li = 0; li < m->n_layers; li++) {
         const ir_layer *l = &m->layers[li];
         if (!is_identity(m, l)) continue;
@@ -118,9 +120,10 @@ static pdc_status remove_identities(ir_model *m, uint8_t *dl, uint8_t *dt, int *
 
 /* ------------------------------------------------------------------ 2. constant folding */
 
-static pdc_status fold_constants(ir_model *m, uint8_t *dl, uint8_t *dt, int *changed)
+static pdc_status fold_constants(ir_model *m, const pass_options *opt, uint8_t *dl, uint8_t *dt, int *changed)
 {
     (void)dt;
+    if (!opt->eval_layer) return PDC_OK;
     float **buf = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, sizeof *buf);
     if (!buf) return PDC_ERR_OUT_OF_MEMORY;
     pdc_status st = PDC_OK;
@@ -145,7 +148,7 @@ static pdc_status fold_constants(ir_model *m, uint8_t *dl, uint8_t *dt, int *cha
             else if (!(buf[t] = pdc_calloc(m->ctx, n ? n : 1, sizeof(float)))) st = PDC_ERR_OUT_OF_MEMORY;
         }
         if (!st && foldable) {
-            st = ref_run_layer(m, l, buf);
+            st = opt->eval_layer(m, l, buf);
             if (st == PDC_ERR_UNSUPPORTED) {
                 st = PDC_OK; /* no reference kernel: leave the layer */
                 foldable = 0;
@@ -175,8 +178,9 @@ static pdc_status fold_constants(ir_model *m, uint8_t *dl, uint8_t *dt, int *cha
 
 /* ------------------------------------------------------------------ 3. batchnorm */
 
-static pdc_status fold_batchnorm(ir_model *m, uint8_t *dl, uint8_t *dt, int *changed)
+static pdc_status fold_batchnorm(ir_model *m, const pass_options *opt, uint8_t *dl, uint8_t *dt, int *changed)
 {
+    (void)opt;
     for (size_t li = 0; li < m->n_layers; li++) {
         const ir_layer *bn = &m->layers[li];
         if (bn->op != IR_OP_BATCHNORM) continue;
@@ -270,8 +274,9 @@ static pdc_status fold_bias(ir_model *m, size_t p, const float *vals, int64_t o,
     return PDC_OK;
 }
 
-static pdc_status fuse_bias_add(ir_model *m, uint8_t *dl, uint8_t *dt, int *changed)
+static pdc_status fuse_bias_add(ir_model *m, const pass_options *opt, uint8_t *dl, uint8_t *dt, int *changed)
 {
+    (void)opt;
     for (size_t li = 0; li < m->n_layers; li++) {
         const ir_layer *l = &m->layers[li];
         if (l->op != IR_OP_ADD) continue;
@@ -301,8 +306,9 @@ static pdc_status fuse_bias_add(ir_model *m, uint8_t *dl, uint8_t *dt, int *chan
 
 /* ------------------------------------------------------------------ 5. activation */
 
-static pdc_status fuse_activation(ir_model *m, uint8_t *dl, uint8_t *dt, int *changed)
+static pdc_status fuse_activation(ir_model *m, const pass_options *opt, uint8_t *dl, uint8_t *dt, int *changed)
 {
+    (void)opt;
     for (size_t li = 0; li < m->n_layers; li++) {
         const ir_layer *l = &m->layers[li];
         ir_act_kind act;
@@ -327,8 +333,9 @@ static pdc_status fuse_activation(ir_model *m, uint8_t *dl, uint8_t *dt, int *ch
 
 /* ------------------------------------------------------------------ 6. dead code */
 
-static pdc_status remove_dead(ir_model *m, uint8_t *dl, uint8_t *dt, int *changed)
+static pdc_status remove_dead(ir_model *m, const pass_options *opt, uint8_t *dl, uint8_t *dt, int *changed)
 {
+    (void)opt;
     uint8_t *used = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1);
     if (!used) return PDC_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < m->n_outputs; i++) used[m->outputs[i]] = 1;
@@ -357,13 +364,13 @@ static pdc_status remove_dead(ir_model *m, uint8_t *dl, uint8_t *dt, int *change
 /* ------------------------------------------------------------------ driver */
 
 /* Runs one rewrite over the model, then removes what it marked. */
-static pdc_status run_step(ir_model *m, step_fn fn, int *changed)
+static pdc_status run_step(ir_model *m, const pass_options *opt, step_fn fn, int *changed)
 {
     size_t nl = m->n_layers, nt = m->n_tensors;
     uint8_t *dl = pdc_calloc(m->ctx, nl ? nl : 1, 1), *dt = pdc_calloc(m->ctx, nt ? nt : 1, 1);
     pdc_status st = dl && dt ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
     int step_changed = 0;
-    if (!st) st = fn(m, dl, dt, &step_changed);
+    if (!st) st = fn(m, opt, dl, dt, &step_changed);
     if (!st && step_changed && m->n_tensors > nt) {
         /* the step added constants: they are kept */
         uint8_t *grown = pdc_calloc(m->ctx, m->n_tensors, 1);
@@ -381,7 +388,6 @@ static pdc_status run_step(ir_model *m, step_fn fn, int *changed)
 
 pdc_status pass_canonicalize(ir_model *m, const pass_options *opt)
 {
-    (void)opt;
     static const step_fn steps[] = {remove_identities, fold_constants, fold_batchnorm, fuse_bias_add,
                                     fuse_activation, remove_dead};
     for (size_t li = 0; li < m->n_layers; li++) pass_attr_remove(&m->layers[li].attrs, IR_ARENA_ATTR);
@@ -389,7 +395,7 @@ pdc_status pass_canonicalize(ir_model *m, const pass_options *opt)
     pdc_status st = PDC_OK;
     while (changed && !st) {
         changed = 0;
-        for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !st; i++) st = run_step(m, steps[i], &changed);
+        for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !st; i++) st = run_step(m, opt, steps[i], &changed);
     }
     return st ? st : ir_model_infer_shapes(m);
 }

@@ -60,6 +60,10 @@ typedef struct pass_options {
     uint32_t print_flags;       /* PDC_PRINT_* (default PDC_PRINT_ELIDE_WEIGHTS) */
     /* plan results (filled by the plan pass) */
     size_t plan_arena_bytes, plan_activation_bytes;
+    /* Evaluates one layer whose inputs are all constants into buf[output tensor] (canonicalize's
+     * constant folding); PDC_ERR_UNSUPPORTED leaves the layer. Set by the caller above the passes
+     * (the API wires the reference interpreter in): passes never include a backend. NULL: no folding. */
+    pdc_status (*eval_layer)(const ir_model *m, const ir_layer *l, float *const *buf);
 } pass_options;
 
 typedef pdc_status (*pass_fn)(ir_model *m, const pass_options *opt);

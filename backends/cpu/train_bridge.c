@@ -1,29 +1,29 @@
 /*
- * train_bridge.c - the cpu backend's kernels for the trainer's forward pass (lib/train_cpu.h): the
- * elementwise family planned per layer of the trainer's execution model, again whenever the batch
- * size (and with it the shapes) changes; the JIT'd code itself is cached by the context.
+ * train_bridge.c - the cpu backend's elementwise kernels for a model whose constants change between
+ * runs (the trainer's forward pass, option kernels=cpu; declared in backends/backend.h). Planned per
+ * layer for the model's current shapes; the caller plans again when they change. The JIT'd code
+ * itself is cached by the context. The backend knows nothing of the trainer: it sees an IR model and
+ * the value of every tensor.
  */
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-#include "lib/train_cpu.h"
 
-typedef struct tr_cpu {
-    size_t n_layers, planned_n;
+struct cpu_eltwise_set {
+    size_t n_layers;
+    int threads;
     cpu_layer *layers;
     float *scratch;
-} tr_cpu;
+};
 
-void tr_cpu_free(tr_net *net)
+void cpu_eltwise_free(cpu_eltwise_set *c)
 {
-    tr_cpu *c = net->cpu;
     if (!c) return;
     for (size_t i = 0; i < c->n_layers; i++)
         if (c->layers[i].free_state) c->layers[i].free_state(c->layers[i].state);
     pdc_free(c->layers);
     pdc_free(c->scratch);
     pdc_free(c);
-    net->cpu = NULL;
 }
 
 /* Ops whose forward pass may come from the elementwise family. */
@@ -37,22 +37,18 @@ static int elementwise(ir_op op)
     }
 }
 
-pdc_status tr_cpu_prepare(tr_net *net)
+pdc_status cpu_eltwise_plan(pdc_context *ctx, const ir_model *m, int threads, cpu_eltwise_set **out)
 {
-    const tr_cpu *old = net->cpu;
-    if (old && old->planned_n == net->exec_n) return PDC_OK;
-    tr_cpu_free(net);
-    const ir_model *m = net->exec;
-    tr_cpu *c = pdc_calloc(net->ctx, 1, sizeof *c);
+    cpu_eltwise_set *c = pdc_calloc(ctx, 1, sizeof *c);
     if (!c) return PDC_ERR_OUT_OF_MEMORY;
-    net->cpu = c;
-    c->layers = pdc_calloc(net->ctx, m->n_layers ? m->n_layers : 1, sizeof *c->layers);
+    c->threads = threads;
+    c->layers = pdc_calloc(ctx, m->n_layers ? m->n_layers : 1, sizeof *c->layers);
     if (!c->layers) {
-        tr_cpu_free(net);
+        cpu_eltwise_free(c);
         return PDC_ERR_OUT_OF_MEMORY;
     }
-    cpu_compile cc = {net->ctx, NULL, NULL, net->threads, NULL, NULL, NULL};
-    pdc_status st = pdc_jit_get(net->ctx, &cc.jit);
+    cpu_compile cc = {ctx, NULL, NULL, threads, NULL, NULL, NULL};
+    pdc_status st = pdc_jit_get(ctx, &cc.jit);
     if (!st) cc.target = pdc_jit_target(cc.jit);
     size_t scratch = 0;
     for (size_t li = 0; li < m->n_layers && !st; li++) {
@@ -68,28 +64,25 @@ pdc_status tr_cpu_prepare(tr_net *net)
             scratch = c->layers[li].scratch_floats;
         }
     }
-    if (!st && !(c->scratch = pdc_alloc_aligned(net->ctx, scratch ? scratch : 1, sizeof(float))))
+    if (!st && !(c->scratch = pdc_alloc_aligned(ctx, scratch ? scratch : 1, sizeof(float))))
         st = PDC_ERR_OUT_OF_MEMORY;
     if (st) {
-        pdc_error_prefix(net->ctx, "trainer: cpu kernels");
-        tr_cpu_free(net);
+        cpu_eltwise_free(c);
         return st;
     }
-    c->planned_n = net->exec_n;
+    *out = c;
     return PDC_OK;
 }
 
-int tr_cpu_has(const tr_net *net, size_t li)
+int cpu_eltwise_has(const cpu_eltwise_set *c, size_t li)
 {
-    const tr_cpu *c = net->cpu;
     return c && li < c->n_layers && c->layers[li].run;
 }
 
-pdc_status tr_cpu_forward(tr_net *net, size_t li)
+pdc_status cpu_eltwise_run(const cpu_eltwise_set *c, const ir_model *m, size_t li, float *const *val)
 {
-    const tr_cpu *c = net->cpu;
     const cpu_layer *L = &c->layers[li];
     /* elementwise kernels: no private scratch, no work shares */
-    const cpu_exec x = {net->threads, c->scratch, NULL, NULL};
-    return L->run(L, net->exec, &net->exec->layers[li], net->val, &x);
+    const cpu_exec x = {c->threads, c->scratch, NULL, NULL};
+    return L->run(L, m, &m->layers[li], val, &x);
 }
