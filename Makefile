@@ -68,8 +68,9 @@ PDC_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recov
 LDLIBS     += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC   := $(wildcard lib/*.c ir/*.c passes/*.c backends/*.c backends/ref/*.c backends/llvm/*.c backends/cpu/*.c \
-                       backends/arm/*.c backends/gpu/*.c)
+# The library's sources, layer by layer (docs/architecture.md): every .c below these folders.
+LIB_SRC   := $(sort $(wildcard lib/*.c lib/*/*.c ir/*.c ir/*/*.c passes/*.c backends/*.c backends/*/*.c \
+                              backends/*/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 TOOL_SRC  := $(wildcard examples/pdc/*.c)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
@@ -128,11 +129,11 @@ $(GEN)/onnx.pb-c.h: $(GEN)/onnx.pb-c.c ;
 $(BUILD)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -Werror,$(PDC_CFLAGS)) $(CFLAGS) -MMD -MP -c $< -o $@
-$(filter $(BUILD)/obj/lib/onnx_%.o,$(LIB_OBJ)) $(BUILD)/obj/lib/api_model.o $(BUILD)/test/test_onnx: $(GEN)/onnx.pb-c.h
+$(filter $(BUILD)/obj/lib/onnx/%.o,$(LIB_OBJ)) $(BUILD)/obj/lib/api_model.o $(BUILD)/test/test_onnx: $(GEN)/onnx.pb-c.h
 
 # The JIT's kernel cache keys carry a hash of the kernel generators' sources, so a changed generator
 # never loads an object cached by an older build (generator tags are bumped by hand and can be missed).
-GENERATOR_SRC := $(sort $(wildcard backends/llvm/*.[ch] backends/cpu/*.[ch]))
+GENERATOR_SRC := $(sort $(wildcard backends/llvm/*.[ch] backends/cpu/*.[ch] backends/cpu/*/*.[ch]))
 $(GEN)/generator_id.h: $(GENERATOR_SRC)
 	@mkdir -p $(@D)
 	@printf '#define PDC_GENERATOR_ID "%s"\n' "$$(cat $(GENERATOR_SRC) | sha256sum | cut -c1-16)" > $@
@@ -242,7 +243,7 @@ test-exports: $(SHLIB)
 # The packer's software prefetches (input and packed planes, before the loop and in it: 8) are in
 # its object code: gcc 12 once dropped them all from a helper it deemed free of effects, unnoticed.
 .PHONY: test-prefetch
-test-prefetch: $(BUILD)/obj/backends/cpu/conv_pack.o
+test-prefetch: $(BUILD)/obj/backends/cpu/conv/conv_pack.o
 	@n=$$(objdump -d $< | grep -c prefetch); echo "conv_pack.o: $$n prefetch instructions"; \
 	  [ "$$n" -ge 8 ] || { echo "conv_pack.o: expected 8 or more (conv_pack.c, prefetch_floats)"; exit 1; }
 

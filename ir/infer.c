@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ir/params.h"
+#include "ir/ops/params.h"
 
 int ir_numel(int rank, const int64_t *dims, size_t *n)
 {

@@ -10,14 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/context.h"
+#include "lib/core/context.h"
 #include "pdc.h"
 
 struct ir_tensor;
 
 typedef enum ir_op {
 #define X(id, name, min_in, max_in, min_out, max_out) IR_OP_##id,
-#include "ir/ops.def"
+#include "ir/ops/ops.def"
 #undef X
     IR_OP_COUNT
 } ir_op;
@@ -220,7 +220,7 @@ void ir_layer_sparsity_text(const ir_model *m, size_t li, char *buf, size_t cap)
 /* "3x3 0x1b 0x36 ..." for each pattern-sparse weight of layer li ("; " between weights), "" if none. */
 void ir_layer_patterns_text(const ir_model *m, size_t li, char *buf, size_t cap);
 
-/* ---- text form (ir/text_print.c, ir/text_parse.c) */
+/* ---- text form (ir/text/text_print.c, ir/text/text_parse.c) */
 pdc_status ir_print(const ir_model *m, uint32_t flags, char **text_out);
 pdc_status ir_parse(pdc_context *ctx, const char *text, size_t len, ir_model **out);
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ir/params.h"
+#include "ir/ops/params.h"
 
 static const ir_tensor *in_t(const ir_model *m, const ir_layer *l, size_t i)
 {

@@ -6,9 +6,9 @@
 
 #include "ir/ir.h"
 #include "lib/api_internal.h"
-#include "lib/fileio.h"
-#include "lib/format_pdc.h"
-#include "lib/onnx.h"
+#include "lib/core/fileio.h"
+#include "lib/format/format_pdc.h"
+#include "lib/onnx/onnx.h"
 
 #define MODEL_CHECK(m)                                                                         \
     do {                                                                                       \

@@ -9,7 +9,7 @@
  *  3. batchnorm folded into the conv/fc before it (w' = w*g, b' = (b - mean)*g + beta with
  *     g = scale/sqrt(var + eps)) when nothing else reads the conv's output;
  *  4. a constant per-channel (or scalar) add after conv/fc/gemm folded into its bias;
- *  5. an activation after conv/fc/gemm fused into it (attribute activation, ir/fused.c);
+ *  5. an activation after conv/fc/gemm fused into it (attribute activation, ir/ops/fused.c);
  *  6. dead layers (no output read, none a graph output) and unused constants removed.
  * Rewrites 3-5 need the intermediate tensor to have exactly one reader and not be a graph output, and
  * leave layers with out_perm (reorder) alone where the channel order matters. Constants a rewrite
@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "ir/arena.h"
-#include "ir/batchnorm.h"
-#include "ir/params.h"
+#include "ir/ops/batchnorm.h"
+#include "ir/ops/params.h"
 #include "passes/passes.h"
 
 typedef pdc_status (*step_fn)(ir_model *m, const pass_options *opt, uint8_t *drop_layer, uint8_t *drop_tensor,

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/params.h"
+#include "ir/ops/params.h"
 #include "passes/passes.h"
 
 int pass_layer_selected(const pass_options *opt, const char *name)

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ir/arena.h"
-#include "ir/epilogue.h"
+#include "ir/ops/epilogue.h"
 #include "passes/passes.h"
 
 typedef struct item {
@@ -37,7 +37,7 @@ static int by_off(const void *a, const void *b)
 
 static size_t align_up(size_t v) { return (v + IR_ARENA_ALIGN - 1) / IR_ARENA_ALIGN * IR_ARENA_ALIGN; }
 
-/* The layers a conv's, fc's or matmul's epilogue may compute (ir/epilogue.h: a batchnorm, a
+/* The layers a conv's, fc's or matmul's epilogue may compute (ir/ops/epilogue.h: a batchnorm, a
  * residual or bias add, an activation; the cpu target fuses them, backends/cpu/cpu_fuse.c) write
  * their result while the layer still reads its input: their outputs are planned as live from the
  * layer on, so they never get the memory of its input (nor of the add's other operand). Any plan

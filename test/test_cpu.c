@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/cpu/conv.h"
+#include "backends/cpu/conv/conv.h"
 #include "backends/llvm/llvm.h"
 #include "test/testutil.h"
 #include "test/backend_cases.h"

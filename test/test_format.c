@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "ir/ir.h"
-#include "lib/crc32.h"
-#include "lib/fileio.h"
-#include "lib/format_pdc.h"
+#include "lib/core/crc32.h"
+#include "lib/core/fileio.h"
+#include "lib/format/format_pdc.h"
 #include "testutil.h"
 
 static pdc_context *ctx;

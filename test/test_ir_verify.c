@@ -4,7 +4,7 @@
  * name; shape inference is checked against hand-computed shapes for every op family.
  */
 #include "ir/ir.h"
-#include "ir/params.h"
+#include "ir/ops/params.h"
 #include "testutil.h"
 
 static pdc_context *ctx;

@@ -8,9 +8,9 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "lib/crc32.h"
-#include "lib/fileio.h"
-#include "lib/format_pdc.h"
+#include "lib/core/crc32.h"
+#include "lib/core/fileio.h"
+#include "lib/format/format_pdc.h"
 #include "testutil.h"
 
 /* Under ASan a request beyond its 1 TiB limit aborts by default; a plain malloc returns NULL,

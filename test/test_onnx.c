@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "ir/ir.h"
-#include "lib/onnx.h"
+#include "lib/onnx/onnx.h"
 #include "test/testutil.h"
 
 static pdc_context *ctx;

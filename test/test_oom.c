@@ -1,6 +1,6 @@
 /*
  * test_oom.c - failure injection. The context option "fail_alloc_after" = N makes the N-th
- * allocation from then on fail (lib/context.c, the allocation choke point). Each test here walks
+ * allocation from then on fail (lib/core/context.c, the allocation choke point). Each test here walks
  * N = 1, 2, 3, ... through one public call (or a sequence of builder calls) until the call
  * completes without reaching its N-th allocation, and checks at every N that:
  *  - the call returns PDC_ERR_OUT_OF_MEMORY with "injected failure" in the message,

@@ -11,7 +11,7 @@
 
 #include "ir/arena.h"
 #include "ir/ir.h"
-#include "ir/params.h"
+#include "ir/ops/params.h"
 #include "passes/pass_manager.h"
 #include "passes/project.h"
 

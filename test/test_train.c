@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/crc32.h"
-#include "lib/train.h"
+#include "lib/core/crc32.h"
+#include "lib/train/train.h"
 #include "testutil.h"
 
 static pdc_context *ctx;

@@ -14,7 +14,7 @@
 
 #include "backends/backend.h"
 #include "backends/llvm/llvm.h"
-#include "ir/params.h"
+#include "ir/ops/params.h"
 
 #define ARM_NO_SLOT SIZE_MAX
 

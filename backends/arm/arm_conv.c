@@ -1,6 +1,6 @@
 /*
  * arm_conv.c - a conv layer in the AArch64 module, through the cpu target's pattern-conv generator
- * (backends/cpu/conv.c: write once, retarget). The planner runs with the NEON description (4 floats
+ * (backends/cpu/conv/conv.c: write once, retarget). The planner runs with the NEON description (4 floats
  * per q register, 32 registers), so tiles, the pattern-specialised tile functions and the packed
  * arrays (meta, channel indices, kept weights in execution order, bias, output channels) are the
  * same construction as on the host; the arrays become read-only globals and the tile functions get
@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "backends/arm/arm.h"
-#include "backends/cpu/conv.h"
+#include "backends/cpu/conv/conv.h"
 
 /* ceil(a / b) for b > 0 */
 static int64_t cdiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "backends/arm/arm.h"
-#include "ir/batchnorm.h"
+#include "ir/ops/batchnorm.h"
 
 /* ------------------------------------------------------------------ shared helpers */
 

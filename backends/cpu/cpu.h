@@ -27,7 +27,7 @@
 
 #include "backends/backend.h"
 #include "backends/llvm/llvm.h"
-#include "ir/epilogue.h"
+#include "ir/ops/epilogue.h"
 
 /* One thread's share of a parallel region's work items (shares.c); the array has a slot per thread.
  * 128 bytes: adjacent-line prefetchers fetch 64-byte lines in 128-byte pairs, so two owners' words
@@ -55,7 +55,7 @@ typedef pdc_status (*cpu_run_fn)(const cpu_layer *L, const ir_model *m, const ir
                                  const cpu_exec *x);
 
 /*
- * Layers after a conv, fc or matmul that its epilogue computes (ir/epilogue.h): a conv writes
+ * Layers after a conv, fc or matmul that its epilogue computes (ir/ops/epilogue.h): a conv writes
  * act?(conv(x) + buf[residual]?) to buf[out] (the last taken layer's output), an fc or matmul
  * act?(x w + bias?), and the taken layers do nothing. cpu_backend.c finds where the graph and the
  * memory plan allow it (cpu_fuse.c); a family that can take it says so in cpu_layer.fused.

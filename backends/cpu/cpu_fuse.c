@@ -1,5 +1,5 @@
 /*
- * cpu_fuse.c - the layers after a conv, fc or matmul that its epilogue computes (ir/epilogue.h): a
+ * cpu_fuse.c - the layers after a conv, fc or matmul that its epilogue computes (ir/ops/epilogue.h): a
  * batchnorm, a residual or bias add, an activation. A ResNet block ends in conv -> add(shortcut) ->
  * relu, a model imported without canonicalize has conv -> batchnorm -> relu and fc -> relu, and a
  * transformer's linear layer arrives as matmul -> add(bias): fused, the batchnorm is folded into the
@@ -9,7 +9,7 @@
 #include <math.h>
 
 #include "backends/cpu/cpu.h"
-#include "ir/batchnorm.h"
+#include "ir/ops/batchnorm.h"
 
 /* Tensor t occupies [offset, offset + numel) of the arena; tensors outside it (inputs, constants)
  * share memory with no arena tensor. */

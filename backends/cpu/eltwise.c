@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-#include "ir/batchnorm.h"
+#include "ir/ops/batchnorm.h"
 
 #define ELT_MAX_RUNS (1u << 20)
 #define ELT_PAR_MIN 65536 /* elements below which one thread does the layer */

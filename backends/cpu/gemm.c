@@ -2,7 +2,7 @@
  * gemm.c - fc, gemm and matmul: dense through OpenBLAS (single-threaded BLAS calls on blocks that
  * pdc spreads over its threads), and a JIT'd block-sparse fc for block- or unstructured-pruned
  * weights - and for a matmul by a constant matrix, through the transpose of its weights - which
- * also runs dense weights at small batches, packed in 8x8 blocks. An epilogue offered (ir/epilogue.h:
+ * also runs dense weights at small batches, packed in 8x8 blocks. An epilogue offered (ir/ops/epilogue.h:
  * a bias add, an activation) is taken by every path.
  *
  * Block-sparse fc, y[n, o] = sum over kept blocks of w[o, k] x[n, k] + b[o]: the weight matrix is

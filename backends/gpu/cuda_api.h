@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "lib/context.h"
+#include "lib/core/context.h"
 
 typedef unsigned int pdc_CUresult;              /* enum cudaError_enum */
 typedef int pdc_CUdevice;

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/context.h"
+#include "lib/core/context.h"
 #include "backends/gpu/cuda_api.h"
 
 /* cuda_api's fields in order, by the symbol cuda.h (CUDA 11-13) binds each name to. */

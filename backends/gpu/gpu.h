@@ -24,7 +24,7 @@
 
 #include "backends/backend.h"
 #include "backends/llvm/llvm.h"
-#include "ir/params.h"
+#include "ir/ops/params.h"
 
 #define GPU_BLOCK 256          /* threads per block of every launch */
 #define GPU_ALIGN_WORDS 16     /* arena slices start on 64-byte boundaries */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "backends/gpu/gpu.h"
-#include "ir/batchnorm.h"
+#include "ir/ops/batchnorm.h"
 
 #define LAYER_ERR(m, l, status, ...)                                                                    \
     (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \

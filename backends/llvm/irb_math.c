@@ -7,7 +7,7 @@
  * fptosi. pdc_irb_act puts them beside the other activations, for every kernel that applies one.
  */
 #include "backends/llvm/llvm.h"
-#include "ir/params.h"
+#include "ir/ops/params.h"
 
 /* The integer type with v's shape (i32 or <vec x i32>). */
 static LLVMTypeRef int_like(pdc_irb *irb, LLVMValueRef v)

@@ -24,7 +24,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "lib/context.h"
+#include "lib/core/context.h"
 
 /* ------------------------------------------------------------------ target */
 

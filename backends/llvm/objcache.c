@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "backends/llvm/llvm.h"
-#include "lib/crc32.h"
-#include "lib/fileio.h"
+#include "lib/core/crc32.h"
+#include "lib/core/fileio.h"
 
 #define OBJ_MAGIC "PDCKOBJ"
 #define OBJ_VERSION 1u

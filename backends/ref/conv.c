@@ -6,7 +6,7 @@
  */
 #include "backends/ref/ref.h"
 
-/* Error naming the layer and its op, in the style of ir/params.c. */
+/* Error naming the layer and its op, in the style of ir/ops/params.c. */
 #define LAYER_ERR(m, l, status, ...)                                                                    \
     (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
      pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))

@@ -7,7 +7,7 @@
 #define PDC_BACKENDS_REF_H
 
 #include "backends/backend.h"
-#include "ir/params.h"
+#include "ir/ops/params.h"
 
 /* One op kernel: reads its inputs from buf[tensor index] and writes its outputs there.
  * buf[-1] is never read: absent optional inputs have index -1 and kernels check for it. */
@@ -28,7 +28,7 @@ pdc_status ref_softmax(const ir_model *m, const ir_layer *l, float *const *buf);
 pdc_status ref_lstm(const ir_model *m, const ir_layer *l, float *const *buf);
 pdc_status ref_gru(const ir_model *m, const ir_layer *l, float *const *buf);
 
-/* Applies a layer's fused activation (attribute activation, ir/fused.c) to its output 0 in place;
+/* Applies a layer's fused activation (attribute activation, ir/ops/fused.c) to its output 0 in place;
  * no-op without one. */
 pdc_status ref_fused_activation(const ir_model *m, const ir_layer *l, float *const *buf);
 /* Runs one layer: its op kernel, then its fused activation. Used by the interpreter and by passes

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/crc32.h"
-#include "lib/format_pdc.h"
+#include "lib/core/crc32.h"
+#include "lib/format/format_pdc.h"
 #include "pdc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,6 +1,6 @@
 /*
  * fuzz_checkpoint.c - libFuzzer target: the training checkpoint loader, pdc_trainer_load
- * (lib/train_checkpoint.c), on a trainer of the small model below.
+ * (lib/train/train_checkpoint.c), on a trainer of the small model below.
  *
  * Input: a checkpoint file image. If it starts with the "PDCTRAIN" magic and holds a header and
  * trailer, its payload length and CRC-32 are fixed up first (as fuzz.h does for .pdc), so mutations
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "lib/fileio.h"
+#include "lib/core/fileio.h"
 #include "test/fuzz/checkpoint_model.h"
 
 #define CKPT_MAGIC "PDCTRAIN"

@@ -1,5 +1,5 @@
 /*
- * fuzz_ir_text.c - libFuzzer target: the IR text parser, pdc_model_parse (ir/text_parse.c).
+ * fuzz_ir_text.c - libFuzzer target: the IR text parser, pdc_model_parse (ir/text/text_parse.c).
  *
  * Input: any bytes, taken as .pdcir text of exactly that length (not NUL-terminated).
  * Properties, beyond fuzz.h's: a model that parses prints back to text that parses again and

@@ -2,14 +2,14 @@
  * fuzz_onnx.c - libFuzzer target: the ONNX importer, pdc_model_load_onnx_memory (lib/onnx_*.c).
  *
  * Input: the bytes of an ONNX ModelProto; the seeds are small exports from test/data/onnx and
- * graphs that exercise folding. Mutations reach the wire check (lib/onnx_wire.c), protobuf-c's
+ * graphs that exercise folding. Mutations reach the wire check (lib/onnx/onnx_wire.c), protobuf-c's
  * decoder, the graph walk, folding, op translation and sparsity recognition.
  * Properties, beyond fuzz.h's: an imported model verifies; it saves as .pdc and loads back to a
  * model that prints the same text; every layer answers the inspection calls; when its work is small
  * it compiles for "ref" and runs, twice with bit-identical outputs.
  */
 #include "fuzz.h"
-#include "lib/fileio.h"
+#include "lib/core/fileio.h"
 
 #define RUN_MAX_WORK 4e6 /* FLOPs, roughly: keeps every input to milliseconds */
 

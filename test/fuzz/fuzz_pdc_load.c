@@ -1,6 +1,6 @@
 /*
  * fuzz_pdc_load.c - libFuzzer target: the .pdc binary loader, pdc_model_load_memory
- * (lib/format_pdc.c) on binary input.
+ * (lib/format/format_pdc.c) on binary input.
  *
  * Input: a .pdc file image. If it starts with the magic, its payload length and CRC-32 are fixed
  * up first (fuzz_fix_pdc_image), so mutations reach the payload parser instead of stopping at the

@@ -1,0 +1,46 @@
+/*
+ * format_pdc.h - internal: the native binary model format (.pdc). The byte layout is documented at
+ * the top of format_pdc.c. Files are written through pdc_file_write_atomic and read through
+ * pdc_file_read (lib/core/fileio.h).
+ */
+#ifndef PDC_LIB_FORMAT_PDC_H
+#define PDC_LIB_FORMAT_PDC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+#include "lib/core/fileio.h"
+
+#define PDC_FORMAT_MAGIC "PDCMODEL"   /* 8 bytes, no terminator in the file */
+#define PDC_FORMAT_MAGIC_SIZE 8
+#define PDC_FORMAT_VERSION 1u          /* the newest version this pdc reads and the one it writes */
+#define PDC_FORMAT_HEADER_SIZE 24      /* magic, version, flags, payload length */
+#define PDC_FORMAT_TRAILER_SIZE 4      /* CRC-32 */
+
+/*
+ * Serialises m (weights, sparsity, attributes, graph) and appends the complete file image to out,
+ * which the caller set up with pdc_buf_init (if out->ctx is NULL, m->ctx is used). The same model
+ * always gives the same bytes. On failure the buffer's contents are unspecified (free it).
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_OUT_OF_MEMORY, PDC_ERR_OVERFLOW,
+ *         PDC_ERR_INTERNAL (the in-memory model breaks an IR invariant; message says which)
+ */
+pdc_status pdc_format_save(const ir_model *m, pdc_buf *out);
+
+/*
+ * Rebuilds a model from a .pdc file image through the IR construction API, so everything the
+ * builder checks (names, arity, shapes, sparsity against weights) is checked again. Nothing in the
+ * bytes is trusted: every count is bounded by the bytes that remain before anything is allocated,
+ * and no input makes it crash, leak or abort. On failure nothing is returned and the partial model
+ * is destroyed.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_CORRUPT (bad magic, version, checksum,
+ *         truncation, malformed or inconsistent content; the message gives the offset and what was
+ *         being read), PDC_ERR_UNSUPPORTED (an op this pdc does not know), PDC_ERR_SHAPE and
+ *         PDC_ERR_INVALID_MODEL (the rebuilt model fails the builder's checks), PDC_ERR_OUT_OF_MEMORY
+ */
+pdc_status pdc_format_load(pdc_context *ctx, const void *data, size_t size, ir_model **out);
+
+/* 1 if data starts with the .pdc magic (size >= 8), else 0. Never reads past size. */
+int pdc_format_is_pdc(const void *data, size_t size);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * train.h - internal: the trainer (pdc_trainer, include/pdc.h "Training").
+ *
+ *   train.c             public API: create/destroy, options, step, evaluate, weights, prune, ADMM, export
+ *   train_net.c         the network a trainer runs: parameters and masks taken from the IR (weights and
+ *                       their sparsity description), the execution model, buffers, forward, backward, loss
+ *   train_ops.c         forward and backward of every op but conv/fc (activations, batchnorm with batch
+ *                       statistics, pooling, add/sub/mul/div, concat, reshape, transpose, softmax, gemm, matmul)
+ *   train_conv.c        conv and fc as matrix products: im2col, dense GEMM or sparse kernels, col2im
+ *   train_kernels.c     GEMM and sparse kernels per instruction set (train_kernels.h)
+ *   train_optim.c       SGD, Adam, AdamW, learning-rate schedules, masks, the ADMM proximal term
+ *   train_checkpoint.c  checkpoint save/load (format documented there)
+ *
+ * Data layout: activations are NCHW float32 exactly as the reference backend holds them, so every layer
+ * can also run its forward pass with the reference kernel (option kernels=ref); conv and fc work
+ * internally in a [features, samples] layout (see train_conv.c).
+ */
+#ifndef PDC_LIB_TRAIN_H
+#define PDC_LIB_TRAIN_H
+
+#include "backends/backend.h"
+#include "ir/ops/params.h"
+#include "lib/train/train_kernels.h"
+
+enum { TR_LOSS_CROSS_ENTROPY = 0, TR_LOSS_MSE = 1 };
+enum { TR_OPT_SGD = 0, TR_OPT_ADAM = 1, TR_OPT_ADAMW = 2 };
+enum { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP = 1, TR_SCHED_COSINE = 2 };
+enum { TR_KERNELS_NATIVE = 0, TR_KERNELS_REF = 1, TR_KERNELS_CPU = 2 };
+enum { TR_SPARSE_AUTO = 0, TR_SPARSE_ON = 1, TR_SPARSE_OFF = 2 };
+/* Option sparse=auto: fc weights smaller than this stay on the dense kernels (measured on the digits CNN's
+ * 10 x 2048 fc: dense 11 us, sparse 50 us per forward pass, batch 32). */
+#define TR_SPARSE_FC_MIN_WEIGHTS 65536
+
+/* Trainer options (pdc_trainer_set_option documents names, ranges and defaults). */
+typedef struct tr_options {
+    int loss, optimizer, schedule, kernels, sparse, nesterov;
+    double lr, momentum, weight_decay, beta1, beta2, eps;
+    double lr_gamma, lr_min, bn_momentum, sparse_threshold;
+    uint64_t lr_step, lr_total_steps, seed;
+    size_t batch;
+    int threads;        /* 0 = the context's "threads" option (0 there = every core) */
+} tr_options;
+
+void tr_options_default(tr_options *o);
+/* Sets option name from text; errors name the option and the accepted values. */
+pdc_status tr_options_set(const pdc_context *ctx, tr_options *o, const char *name, const char *value);
+/* Writes option name's value as text (exact: floats with %.17g); 0 if name is unknown. */
+int tr_options_get(const tr_options *o, const char *name, char *buf, size_t cap);
+/* Names of every option, NULL-terminated (checkpoints store all of them). */
+extern const char *const tr_option_names[];
+
+/* Kept weights of a weight viewed as a [rows, cols] matrix, as CSR index arrays (see train_kernels.h):
+ * fwd lists each row's kept columns, tr (the transpose) each column's kept rows; vidx points into the
+ * dense weight array for both. */
+typedef struct tr_csr {
+    size_t rows, cols, nnz;
+    int32_t *ptr, *idx, *vidx;
+} tr_csr;
+
+void tr_csr_free(tr_csr *c);
+
+/* A constant tensor of the model, with everything training keeps for it. */
+typedef struct tr_param {
+    int tensor;           /* index in net->model (and net->exec) */
+    size_t n;             /* elements */
+    int trainable;        /* 0: batchnorm running statistics (updated by the forward pass, not by gradients) */
+    float *grad;          /* n floats (trainable) */
+    float *m, *v;         /* optimizer state: momentum / first moment, second moment (n floats each, trainable) */
+    uint8_t *mask;        /* NULL when dense, else n entries (1 kept) */
+    size_t kept;
+    float *admm_z, *admm_u; /* ADMM target and scaled dual, or NULL (weights the ADMM pipeline does not prune) */
+    /* weights of conv/fc layers: the [O, K] matrix view for the sparse kernels */
+    int sparse;           /* 1: the layers reading it use the sparse kernels */
+    tr_csr fwd, tr;
+} tr_param;
+
+/* Per-layer state of the execution. */
+typedef struct tr_layer {
+    int skip;             /* not run while training (a softmax folded into the cross-entropy loss) */
+    int w_param, b_param; /* conv/fc: parameter index of the weight / bias, or -1 */
+    float *col;           /* conv/fc: the [K, P] right operand kept from forward for backward */
+    size_t col_cap;
+    float *pre;           /* layers with a fused activation: the output before the activation */
+    size_t pre_cap;
+    float *aux;           /* batchnorm: per channel batch mean and 1/sqrt(var + eps) */
+    size_t aux_cap;
+    int col_valid;        /* col holds the current forward's operand */
+} tr_layer;
+
+/* The network a trainer runs. Everything in it depends only on the model; optimizer hyper-parameters
+ * and the step count live in the trainer. */
+typedef struct tr_net {
+    pdc_context *ctx;
+    ir_model *model;      /* owned: the user's model as given (shapes as declared), weights being trained */
+    ir_model *exec;       /* owned: a copy whose batch dim is the current batch; its constants hold no data */
+    int input;            /* the data input tensor */
+    int output;           /* graph output 0 */
+    int loss_in;          /* the tensor the loss reads: output, or the input of a final softmax */
+    size_t n_params;
+    tr_param *params;
+    int *param_of;        /* per tensor: parameter index or -1 */
+    tr_layer *layers;
+    uint8_t *needs_grad;  /* per tensor */
+    float **val;          /* per tensor: data (constants: model data; the input: caller's) */
+    float **grad;         /* per tensor: gradient buffer (activations that need one) */
+    size_t *cap, *gcap;   /* per tensor: floats allocated in val (activations) / in grad */
+    uint32_t *touched;    /* per tensor: epoch of the backward pass that last zeroed its gradient */
+    uint32_t epoch;       /* current backward pass */
+    int head_softmax;     /* the layer computing output 0 if it is a softmax, else -1 */
+    size_t exec_n;        /* batch the exec shapes are for (0: not set) */
+    float *work;          /* GEMM packing and transposes */
+    size_t work_cap;
+    const tk_isa *isa;
+    int threads;          /* resolved, >= 1 */
+    int input_grad;       /* tests: keep a gradient for the data input too */
+    cpu_eltwise_set *cpu; /* option kernels=cpu: the cpu backend's elementwise kernels (backend.h) */
+    size_t cpu_planned_n; /* the batch they were planned for */
+} tr_net;
+
+/* Builds a net over model (taken over: owned by the net on success and on failure) for the options.
+ * Masks come from the constants' sparsity descriptions. The optimizer state starts at zero. */
+pdc_status tr_net_create(pdc_context *ctx, ir_model *model, const tr_options *opt, tr_net **out);
+void tr_net_destroy(tr_net *net);
+/* Recomputes which weights use the sparse kernels (options sparse, sparse_threshold) and their CSR. */
+pdc_status tr_net_update_sparse(tr_net *net, const tr_options *opt);
+/* Parameter index of tensor `name` or of layer `name`'s weight, or -1. */
+int tr_net_find_param(const tr_net *net, const char *name);
+/* Tests: computes the gradient of the data input too (tr_net_prepare allocates it). */
+pdc_status tr_net_enable_input_grad(tr_net *net);
+/* Shapes for a batch of n samples (re-infers the exec model when n changes) and buffers for them. */
+pdc_status tr_net_prepare(tr_net *net, size_t n);
+/* Forward pass over the prepared batch whose input data is x. training: batchnorm uses and updates
+ * batch statistics, a final softmax folded into the cross-entropy is skipped. */
+pdc_status tr_net_forward(tr_net *net, const float *x, const tr_options *opt, int training);
+/* Loss of the last forward pass (mean over the batch) and, if grad, its gradient into the loss tensor's
+ * gradient buffer. labels: class indices (cross-entropy) or targets shaped as the output (mse).
+ * *correct: samples whose prediction is right. */
+pdc_status tr_net_loss(tr_net *net, const tr_options *opt, const float *labels, int grad, double *loss,
+                       size_t *correct);
+/* Backward pass after tr_net_loss(grad = 1): every trainable parameter's gradient for the last training
+ * forward pass (zero where nothing reached it). */
+pdc_status tr_net_backward(tr_net *net, const tr_options *opt);
+/* 1 if layer li is not run (a final softmax folded into the cross-entropy). */
+int tr_net_skips(const tr_net *net, const tr_options *opt, size_t li);
+/* The tensor the loss reads. */
+int tr_net_loss_tensor(const tr_net *net, const tr_options *opt);
+/* Starts a backward pass: every gradient counts as untouched. */
+void tr_net_begin_backward(tr_net *net);
+/* The gradient of tensor t to accumulate into (zeroed on its first use in this backward pass), or NULL
+ * when t needs none (graph inputs, batchnorm statistics, activations computed from no parameter). */
+float *tr_grad_acc(tr_net *net, int t);
+/* The same without zeroing: *accumulate = 0 when this is the first write in this backward pass (the caller
+ * then overwrites every element), 1 when the caller must add. */
+float *tr_grad_out(tr_net *net, int t, int *accumulate);
+/* Checks labels (range, integer) and the batch against the model; message names sample and value. */
+pdc_status tr_net_check_batch(const tr_net *net, const tr_options *opt, const pdc_tensor *inputs,
+                              const pdc_tensor *labels, size_t *n_out);
+/* Copies the optimizer and ADMM state of every parameter of `from` to the parameter of the same name in
+ * `to` (same size), then re-applies to's masks (pruned weights and their state are zero). */
+pdc_status tr_net_adopt_state(tr_net *to, const tr_net *from);
+/* Updates batchnorm running statistics from the last training forward pass (after a successful step). */
+void tr_net_commit_bn(tr_net *net, const tr_options *opt);
+/* Zeroes pruned weights and their optimizer state (after every update). */
+void tr_net_apply_masks(tr_net *net);
+
+/* ---- forward and backward of single layers (train_ops.c, train_conv.c). Values and gradients are
+ * read from net->val / net->grad by tensor index; gradients are accumulated (+=). */
+pdc_status tr_op_forward(tr_net *net, size_t li, const tr_options *opt, int training);
+pdc_status tr_op_backward(tr_net *net, size_t li, const tr_options *opt);
+pdc_status tr_dense_forward(tr_net *net, size_t li);   /* conv, fc */
+pdc_status tr_dense_backward(tr_net *net, size_t li);
+/* Applies a layer's fused activation in place (keeping the pre-activation for backward) / multiplies dy
+ * by its derivative into out. */
+pdc_status tr_fused_forward(tr_net *net, size_t li);
+pdc_status tr_fused_backward(tr_net *net, size_t li, const float *dy, float *out);
+/* 1 if the trainer has a backward pass for op (else the message of the create error says so). */
+int tr_op_supported(ir_op op);
+/* Makes net->work hold at least n floats. */
+pdc_status tr_net_work(tr_net *net, size_t n);
+
+/* ---- optimizers (train_optim.c) */
+/* Learning rate for the step with 0-based index step. */
+double tr_lr_at(const tr_options *opt, uint64_t step);
+/* One update of every trainable parameter from its gradient (plus the ADMM term rho(W - Z + U) where
+ * set). step is 0-based. */
+void tr_optimizer_update(tr_net *net, const tr_options *opt, uint64_t step, double rho);
+/* Sum of squares and non-finite check over all parameter gradients: 0 if all finite. */
+int tr_grads_finite(const tr_net *net, const char **bad_name);
+
+/* ---- random numbers: xoshiro256**, seeded through splitmix64 */
+void tr_rng_seed(uint64_t s[4], uint64_t seed);
+uint64_t tr_rng_next(uint64_t s[4]);
+/* Uniform in [0, bound) without bias (bound >= 1). */
+uint64_t tr_rng_below(uint64_t s[4], uint64_t bound);
+/* Uniform float in [-1, 1). */
+float tr_rng_symmetric(uint64_t s[4]);
+
+/* ---- the trainer */
+struct pdc_trainer {
+    pdc_context *ctx;
+    tr_options opt;
+    tr_net *net;
+    uint64_t step;        /* steps completed */
+    uint64_t rng[4];
+    /* ADMM */
+    int admm;             /* 1 between pdc_trainer_admm_begin and _end */
+    double rho;
+    char *admm_pipeline;
+    ir_attrs admm_options;
+};
+
+/* PDC_ERR_INVALID_ARG unless every pass of the pipeline is a pruning pass (prune-*): what ADMM and
+ * pdc_trainer_prune run on the trainer's model, which must keep its structure (train.c). */
+pdc_status tr_check_prune_pipeline(const pdc_context *ctx, const char *pipeline);
+
+/* Checkpoints (train_checkpoint.c). */
+pdc_status tr_checkpoint_save(const pdc_trainer *t, const char *path);
+pdc_status tr_checkpoint_load(pdc_trainer *t, const char *path);
+
+/* The ADMM Z-step for every parameter the pipeline prunes: Z = projection of (W + U) by running the
+ * pruning pipeline on a copy of the model (train.c). */
+pdc_status tr_admm_project(pdc_trainer *t, tr_net *net, int init);
+
+#endif

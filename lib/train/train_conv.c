@@ -1,0 +1,490 @@
+/*
+ * train_conv.c - forward and backward of conv (1-D and 2-D) and fc as matrix products.
+ *
+ * conv: the input is unrolled (im2col) into col [C*KH*KW, P], P = N*OH*OW, row (c, kr, kc), column
+ * (n, oh, ow); kept for the backward pass. Per group g (K = C/group*KH*KW rows of col, og filters):
+ *   forward   y_n = W_g col_g[:, image n] + b       (dense: GEMM per image, straight into NCHW y)
+ *   weights   dW_g^T = col_g dY^T                   (dense: one GEMM over all P)
+ *   input     dcol_g = W_g^T dY_n, then col2im adds dcol into dx
+ * fc: y = x W^T + b as dot products over K, dW = dy^T x, dx = dy W; sparse: col = x^T [K, N], y^T = W col + b.
+ *
+ * Sparse weights (tr_param.sparse) replace the products by the sparse kernels: the forward and the
+ * input gradient touch kept weights only (the transposed index arrays list, per col row, the filters
+ * that keep it, so pruned kernels cost nothing), and the weight gradient is one dot product per kept
+ * weight. Both paths give the same results up to float rounding.
+ */
+#include <string.h>
+
+#include <omp.h>
+
+#include "lib/train/train.h"
+
+typedef struct conv_geom {
+    size_t n, c, o, group, cg, og;
+    size_t h, w, oh, ow, kh, kw;
+    ptrdiff_t sh, sw, ph, pw, dh, dw;
+    size_t K, ohw, P, rows;
+} conv_geom;
+
+static pdc_status conv_geom_get(const ir_model *m, const ir_layer *l, conv_geom *g)
+{
+    ir_window_params p;
+    pdc_status st = ir_window_params_get(m, l, &p);
+    if (st) return st;
+    memset(g, 0, sizeof *g);
+    g->n = (size_t)p.n, g->c = (size_t)p.c, g->o = (size_t)p.o, g->group = (size_t)p.group;
+    g->cg = g->c / g->group, g->og = g->o / g->group;
+    if (p.nsp == 1) {
+        g->h = g->oh = g->kh = 1;
+        g->sh = g->dh = 1;
+        g->ph = 0;
+        g->w = (size_t)p.in[0], g->ow = (size_t)p.out[0], g->kw = (size_t)p.k[0];
+        g->sw = p.stride[0], g->pw = p.pad_begin[0], g->dw = p.dil[0];
+    } else {
+        g->h = (size_t)p.in[0], g->w = (size_t)p.in[1], g->oh = (size_t)p.out[0], g->ow = (size_t)p.out[1];
+        g->kh = (size_t)p.k[0], g->kw = (size_t)p.k[1];
+        g->sh = p.stride[0], g->sw = p.stride[1], g->ph = p.pad_begin[0], g->pw = p.pad_begin[1];
+        g->dh = p.dil[0], g->dw = p.dil[1];
+    }
+    g->K = g->cg * g->kh * g->kw;
+    g->ohw = g->oh * g->ow;
+    g->P = g->n * g->ohw;
+    g->rows = g->c * g->kh * g->kw;
+    return PDC_OK;
+}
+
+static int threads_for(const tr_net *net, size_t work)
+{
+    return work < ((size_t)1 << 17) ? 1 : net->threads;
+}
+
+/* d[0..n) = s[0..n) / d[0..n) += s[0..n): constant-length loops for the usual row widths (the compiler turns them
+ * into a few vector moves), a plain loop otherwise. */
+#define ROW_OP(n, body)                                                                                             \
+    do {                                                                                                           \
+        switch (n) {                                                                                               \
+        case 4: for (size_t j = 0; j < 4; j++) body; break;                                                        \
+        case 7: for (size_t j = 0; j < 7; j++) body; break;                                                        \
+        case 8: for (size_t j = 0; j < 8; j++) body; break;                                                        \
+        case 14: for (size_t j = 0; j < 14; j++) body; break;                                                      \
+        case 16: for (size_t j = 0; j < 16; j++) body; break;                                                      \
+        case 28: for (size_t j = 0; j < 28; j++) body; break;                                                      \
+        case 32: for (size_t j = 0; j < 32; j++) body; break;                                                      \
+        default: for (size_t j = 0; j < (n); j++) body; break;                                                     \
+        }                                                                                                          \
+    } while (0)
+
+static inline void row_copy(float *restrict d, const float *restrict s, size_t n) { ROW_OP(n, d[j] = s[j]); }
+static inline void row_add(float *restrict d, const float *restrict s, size_t n) { ROW_OP(n, d[j] += s[j]); }
+
+/* The input with its padding made explicit: xp[n, c, i, j] = x[n, c, i - ph, j - pw] (0 outside), for
+ * i < hp, j < wp (big enough for every tap and for the whole input). */
+static size_t padded_h(const conv_geom *g)
+{
+    const size_t need = (g->oh - 1) * (size_t)g->sh + (g->kh - 1) * (size_t)g->dh + 1, in = g->h + (size_t)g->ph;
+    return need > in ? need : in;
+}
+
+static size_t padded_w(const conv_geom *g)
+{
+    const size_t need = (g->ow - 1) * (size_t)g->sw + (g->kw - 1) * (size_t)g->dw + 1, in = g->w + (size_t)g->pw;
+    return need > in ? need : in;
+}
+
+static size_t padded_floats(const conv_geom *g) { return g->n * g->c * padded_h(g) * padded_w(g); }
+
+/* col[r, n*ohw + oh*ow + ow] = x[n, c, oh*sh - ph + kr*dh, ow*sw - pw + kc*dw] (0 outside the input) for
+ * r = (c*kh + kr)*kw + kc; xp: padded_floats(g) floats of scratch. */
+static void im2col(const tr_net *net, const conv_geom *g, const float *x, float *col, float *xp)
+{
+    const size_t hp = padded_h(g), wp = padded_w(g), planes = g->n * g->c, ow = g->ow;
+    const size_t sh = (size_t)g->sh, sw = (size_t)g->sw, dh = (size_t)g->dh, dw = (size_t)g->dw;
+    const int nt = threads_for(net, g->rows * g->P);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(static)
+        for (size_t q = 0; q < planes; q++) {
+            float *dst = xp + q * hp * wp;
+            const float *src = x + q * g->h * g->w;
+            memset(dst, 0, hp * wp * sizeof *dst);
+            for (size_t i = 0; i < g->h; i++) {
+                row_copy(dst + (i + (size_t)g->ph) * wp + (size_t)g->pw, src + i * g->w, g->w);
+            }
+        }
+#pragma omp for schedule(static)
+        for (size_t r = 0; r < g->rows; r++) {
+            const size_t c = r / (g->kh * g->kw), kr = r / g->kw % g->kh, kc = r % g->kw;
+            for (size_t n = 0; n < g->n; n++) {
+                const float *plane = xp + (n * g->c + c) * hp * wp + kr * dh * wp + kc * dw;
+                float *d = col + r * g->P + n * g->ohw;
+                /* the row width is fixed per layer: one constant-width loop nest per common width */
+#define IM2COL_ROWS(W)                                                                                             \
+    for (size_t oh = 0; oh < g->oh; oh++)                                                                          \
+        for (size_t j = 0; j < (W); j++) d[oh * (W) + j] = plane[oh * sh * wp + j];
+                if (sw == 1 && ow == 8) {
+                    IM2COL_ROWS(8)
+                } else if (sw == 1 && ow == 16) {
+                    IM2COL_ROWS(16)
+                } else if (sw == 1) {
+                    for (size_t oh = 0; oh < g->oh; oh++) row_copy(d + oh * ow, plane + oh * sh * wp, ow);
+                } else {
+                    for (size_t oh = 0; oh < g->oh; oh++)
+                        for (size_t j = 0; j < ow; j++) d[oh * ow + j] = plane[oh * sh * wp + j * sw];
+                }
+#undef IM2COL_ROWS
+            }
+        }
+    }
+}
+
+/* dx[n, c, ih, iw] (+)= the sum of dcol over every (kr, kc, oh, ow) that read it: accumulated in a padded
+ * plane (xp: padded_floats(g) floats of scratch), one thread per plane (n, c), then cropped into dx. */
+static void col2im_add(const tr_net *net, const conv_geom *g, const float *dcol, float *dx, float *xp, int accumulate)
+{
+    const size_t hp = padded_h(g), wp = padded_w(g), planes = g->n * g->c, ow = g->ow;
+    const size_t sh = (size_t)g->sh, sw = (size_t)g->sw, dh = (size_t)g->dh, dw = (size_t)g->dw;
+    const int nt = threads_for(net, g->rows * g->P);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t q = 0; q < planes; q++) {
+        const size_t n = q / g->c, c = q % g->c;
+        float *acc = xp + q * hp * wp;
+        memset(acc, 0, hp * wp * sizeof *acc);
+        for (size_t kr = 0; kr < g->kh; kr++) {
+            for (size_t kc = 0; kc < g->kw; kc++) {
+                const float *src = dcol + ((c * g->kh + kr) * g->kw + kc) * g->P + n * g->ohw;
+                float *plane = acc + kr * dh * wp + kc * dw;
+#define COL2IM_ROWS(W)                                                                                             \
+    for (size_t oh = 0; oh < g->oh; oh++)                                                                          \
+        for (size_t j = 0; j < (W); j++) plane[oh * sh * wp + j] += src[oh * (W) + j];
+                if (sw == 1 && ow == 8) {
+                    COL2IM_ROWS(8)
+                } else if (sw == 1 && ow == 16) {
+                    COL2IM_ROWS(16)
+                } else if (sw == 1) {
+                    for (size_t oh = 0; oh < g->oh; oh++) row_add(plane + oh * sh * wp, src + oh * ow, ow);
+                } else {
+                    for (size_t oh = 0; oh < g->oh; oh++)
+                        for (size_t j = 0; j < ow; j++) plane[oh * sh * wp + j * sw] += src[oh * ow + j];
+                }
+#undef COL2IM_ROWS
+            }
+        }
+        float *dxp = dx + q * g->h * g->w;
+        for (size_t i = 0; i < g->h; i++) {
+            const float *sr = acc + (i + (size_t)g->ph) * wp + (size_t)g->pw;
+            float *dr = dxp + i * g->w;
+            if (accumulate)
+                row_add(dr, sr, g->w);
+            else
+                row_copy(dr, sr, g->w);
+        }
+    }
+}
+
+/* col = x^T for fc: x [n, K] -> col [K, n]. */
+static void transpose(const float *x, size_t rows, size_t cols, float *out)
+{
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < cols; j++) out[j * rows + i] = x[i * cols + j];
+}
+
+static pdc_status ensure_col(tr_net *net, tr_layer *lr, size_t need)
+{
+    if (need <= lr->col_cap && lr->col) return PDC_OK;
+    float *c = pdc_alloc_aligned(net->ctx, need ? need : 1, sizeof *c);
+    if (!c) return PDC_ERR_OUT_OF_MEMORY;
+    pdc_free(lr->col);
+    lr->col = c;
+    lr->col_cap = need;
+    return PDC_OK;
+}
+
+/* Builds the layer's col operand from its input (conv: im2col, fc: transpose). */
+static pdc_status make_col(tr_net *net, size_t li, const conv_geom *g, size_t fc_n, size_t fc_k)
+{
+    const ir_layer *l = &net->exec->layers[li];
+    tr_layer *lr = &net->layers[li];
+    const float *x = net->val[l->inputs[0]];
+    pdc_status st = ensure_col(net, lr, g ? g->rows * g->P : fc_n * fc_k);
+    if (st) return st;
+    if (g) {
+        if ((st = tr_net_work(net, padded_floats(g)))) return st;
+        im2col(net, g, x, lr->col, net->work);
+    } else {
+        transpose(x, fc_n, fc_k, lr->col);
+    }
+    lr->col_valid = 1;
+    return PDC_OK;
+}
+
+static const float *bias_of(const tr_net *net, const ir_layer *l)
+{
+    return l->n_inputs > 2 && l->inputs[2] >= 0 ? net->val[l->inputs[2]] : NULL;
+}
+
+/* ------------------------------------------------------------------ conv */
+
+static pdc_status conv_forward(tr_net *net, size_t li)
+{
+    const ir_layer *l = &net->exec->layers[li];
+    conv_geom g;
+    pdc_status st = conv_geom_get(net->exec, l, &g);
+    if (st || (st = make_col(net, li, &g, 0, 0))) return st;
+    const float *w = net->val[l->inputs[1]], *b = bias_of(net, l), *col = net->layers[li].col;
+    float *y = net->val[l->outputs[0]];
+    const int pi = net->layers[li].w_param;
+    const tk_isa *isa = net->isa;
+    const int nt = threads_for(net, g.o * g.K * g.P);
+    if (pi >= 0 && net->params[pi].sparse) {
+        const tr_csr *f = &net->params[pi].fwd;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+        for (size_t n = 0; n < g.n; n++)
+            isa->spmm(g.o, f->ptr, f->idx, f->vidx, w, b, col + n * g.ohw, g.P, y + n * g.o * g.ohw, g.ohw, 0, g.ohw, 0);
+        return PDC_OK;
+    }
+    const size_t pack = tk_pack_floats(isa, g.og, g.K), per = tk_gemm_thread_floats(isa, g.K);
+    if ((st = tr_net_work(net, g.group * pack + (size_t)nt * per))) return st;
+    float *ap = net->work, *tw = net->work + g.group * pack;
+    for (size_t gi = 0; gi < g.group; gi++) tk_pack_a(isa, g.og, g.K, w + gi * g.og * g.K, (ptrdiff_t)g.K, 1, ap + gi * pack);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t n = 0; n < g.n; n++) {
+        float *mine = tw + (size_t)omp_get_thread_num() * per;
+        float *yn = y + n * g.o * g.ohw;
+        for (size_t o = 0; o < g.o; o++) {
+            const float bv = b ? b[o] : 0.0f;
+            for (size_t s = 0; s < g.ohw; s++) yn[o * g.ohw + s] = bv;
+        }
+        for (size_t gi = 0; gi < g.group; gi++)
+            tk_gemm_packed(isa, g.og, g.ohw, g.K, ap + gi * pack, col + gi * g.K * g.P + n * g.ohw, g.P,
+                           yn + gi * g.og * g.ohw, (ptrdiff_t)g.ohw, 1, 1, mine, 1);
+    }
+    return PDC_OK;
+}
+
+/* Bias gradient: db[o] += sum over samples and positions of dy (per channel, fixed order). */
+static void bias_grad(const float *dy, size_t n, size_t o, size_t sp, float *db)
+{
+    for (size_t c = 0; c < o; c++) {
+        double s = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            const float *d = dy + (i * o + c) * sp;
+            float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+            for (size_t k = 0; k < sp; k++) part += d[k];
+            s += (double)part;
+        }
+        db[c] += (float)s;
+    }
+}
+
+/*
+ * Input gradient of a sparse stride-1 conv without dcol and col2im: with dY stored at the padded planes' row
+ * stride wp (zeros in the columns past ow), every kept weight w[o, c, kr, kc] adds w * dY[n, o] to the padded
+ * plane of dX[n, c] shifted by (kr*dh, kc*dw) as ONE contiguous run of oh*wp floats (the extra columns carry
+ * zeros). The transposed index arrays list, per (c, kr, kc), the filters o that keep it, in increasing o: the
+ * sparse kernel sums them per tap in registers, then one add per tap goes into the plane; the order is fixed. One thread per image; work: sparse_dx_floats floats.
+ */
+static size_t sparse_dx_floats(const conv_geom *g)
+{
+    const size_t wp = padded_w(g), len = (g->oh - 1) * wp + g->ow;
+    return g->n * g->c * padded_h(g) * wp + g->n * g->o * g->oh * wp + g->n * g->kh * g->kw * len;
+}
+
+static void conv_sparse_dx_direct(const tr_net *net, const conv_geom *g, const tr_csr *r, const float *w, const float *dy,
+                                  float *dx, int accumulate, float *work)
+{
+    /* each run ends at the last real output column, so it stays inside its own plane (no write can reach the
+     * plane another thread owns) */
+    const size_t hp = padded_h(g), wp = padded_w(g), plane = hp * wp, run = g->oh * wp, kk = g->kh * g->kw;
+    const size_t len = (g->oh - 1) * wp + g->ow;
+    float *dxp = work, *dyp = work + g->n * g->c * plane, *tmp = dyp + g->n * g->o * run;
+    const tk_isa *isa = net->isa;
+    const int nt = threads_for(net, g->rows * g->P);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t n = 0; n < g->n; n++) {
+        float *dyn = dyp + n * g->o * run, *dxn = dxp + n * g->c * plane;
+        for (size_t o = 0; o < g->o; o++)
+            for (size_t i = 0; i < g->oh; i++) {
+                float *d = dyn + o * run + i * wp;
+                row_copy(d, dy + ((n * g->o + o) * g->oh + i) * g->ow, g->ow);
+                for (size_t j = g->ow; j < wp; j++) d[j] = 0.0f;
+            }
+        memset(dxn, 0, g->c * plane * sizeof *dxn);
+        float *taps = tmp + n * kk * len; /* this image's kk rows: sum over the filters keeping each tap */
+        for (size_t c = 0; c < g->c; c++) {
+            isa->spmm(kk, r->ptr + c * kk, r->idx, r->vidx, w, NULL, dyn, run, taps, len, 0, len, 0);
+            for (size_t t = 0; t < kk; t++) {
+                if (r->ptr[c * kk + t] == r->ptr[c * kk + t + 1]) continue; /* a tap no filter keeps */
+                const size_t kr = t / g->kw, kc = t % g->kw;
+                isa->axpy(len, 1.0f, taps + t * len, dxn + c * plane + kr * (size_t)g->dh * wp + kc * (size_t)g->dw);
+            }
+        }
+        for (size_t c = 0; c < g->c; c++)
+            for (size_t i = 0; i < g->h; i++) {
+                const float *sr = dxn + c * plane + (i + (size_t)g->ph) * wp + (size_t)g->pw;
+                float *dr = dx + ((n * g->c + c) * g->h + i) * g->w;
+                if (accumulate)
+                    row_add(dr, sr, g->w);
+                else
+                    row_copy(dr, sr, g->w);
+            }
+    }
+}
+
+static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
+{
+    const ir_layer *l = &net->exec->layers[li];
+    conv_geom g;
+    pdc_status st = conv_geom_get(net->exec, l, &g);
+    if (st) return st;
+    if (!net->layers[li].col_valid && (st = make_col(net, li, &g, 0, 0))) return st;
+    const float *w = net->val[l->inputs[1]], *col = net->layers[li].col;
+    const int pi = net->layers[li].w_param;
+    const int sparse = pi >= 0 && net->params[pi].sparse;
+    int acc_w = 1, acc_x = 1;
+    float *dw = sparse ? tr_grad_acc(net, l->inputs[1]) : tr_grad_out(net, l->inputs[1], &acc_w);
+    float *db = l->n_inputs > 2 ? tr_grad_acc(net, l->inputs[2]) : NULL;
+    float *dx = tr_grad_out(net, l->inputs[0], &acc_x);
+    const tk_isa *isa = net->isa;
+    const int nt = threads_for(net, g.o * g.K * g.P);
+    if (db) bias_grad(dy, g.n, g.o, g.ohw, db);
+
+    if (sparse) {
+        const tr_csr *f = &net->params[pi].fwd, *r = &net->params[pi].tr;
+        /* dY gathered into [O, P] rows */
+        if ((st = tr_net_work(net, g.o * g.P + (dx ? g.rows * g.P + padded_floats(&g) : 0)))) return st;
+        float *dyg = net->work, *dcol = net->work + g.o * g.P, *xp = dcol + g.rows * g.P;
+        for (size_t o = 0; o < g.o; o++)
+            for (size_t n = 0; n < g.n; n++)
+                memcpy(dyg + o * g.P + n * g.ohw, dy + (n * g.o + o) * g.ohw, g.ohw * sizeof *dyg);
+        if (dw) tk_spmm_dw(isa, g.o, f->ptr, f->idx, f->vidx, dyg, g.P, col, g.P, g.P, dw, net->threads);
+        if (dx && g.sh == 1 && g.sw == 1) {
+            if ((st = tr_net_work(net, sparse_dx_floats(&g)))) return st;
+            conv_sparse_dx_direct(net, &g, r, w, dy, dx, acc_x, net->work);
+        } else if (dx) {
+            tk_spmm(isa, r->rows, r->ptr, r->idx, r->vidx, w, NULL, dyg, g.P, dcol, g.P, g.P, 0, net->threads);
+            col2im_add(net, &g, dcol, dx, xp, acc_x);
+        }
+        return PDC_OK;
+    }
+
+    if (dw) {
+        /* dW[o, k] = sum over P of dY[o, p] col[k, p]: dot products over rows of dY gathered as [O, P] */
+        if ((st = tr_net_work(net, g.o * g.P))) return st;
+        float *dyg = net->work;
+        for (size_t o = 0; o < g.o; o++)
+            for (size_t n = 0; n < g.n; n++)
+                memcpy(dyg + o * g.P + n * g.ohw, dy + (n * g.o + o) * g.ohw, g.ohw * sizeof *dyg);
+        for (size_t gi = 0; gi < g.group; gi++)
+            tk_gemm_nt(isa, g.og, g.K, g.P, dyg + gi * g.og * g.P, g.P, col + gi * g.K * g.P, g.P,
+                       dw + gi * g.og * g.K, (ptrdiff_t)g.K, 1, acc_w, net->threads);
+    }
+    if (dx) {
+        const size_t pack = tk_pack_floats(isa, g.K, g.og), per = tk_gemm_thread_floats(isa, g.og);
+        if ((st = tr_net_work(net, g.rows * g.P + padded_floats(&g) + g.group * pack + (size_t)nt * per))) return st;
+        float *dcol = net->work, *xp = dcol + g.rows * g.P, *ap = xp + padded_floats(&g), *tw = ap + g.group * pack;
+        for (size_t gi = 0; gi < g.group; gi++)
+            tk_pack_a(isa, g.K, g.og, w + gi * g.og * g.K, 1, (ptrdiff_t)g.K, ap + gi * pack);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+        for (size_t n = 0; n < g.n; n++) {
+            float *mine = tw + (size_t)omp_get_thread_num() * per;
+            for (size_t gi = 0; gi < g.group; gi++)
+                tk_gemm_packed(isa, g.K, g.ohw, g.og, ap + gi * pack, dy + (n * g.o + gi * g.og) * g.ohw, g.ohw,
+                               dcol + gi * g.K * g.P + n * g.ohw, (ptrdiff_t)g.P, 1, 0, mine, 1);
+        }
+        col2im_add(net, &g, dcol, dx, xp, acc_x);
+    }
+    return PDC_OK;
+}
+
+/* ------------------------------------------------------------------ fc */
+
+static pdc_status fc_forward(tr_net *net, size_t li)
+{
+    const ir_layer *l = &net->exec->layers[li];
+    ir_gemm_params gp;
+    pdc_status st = ir_gemm_params_get(net->exec, l, &gp);
+    if (st) return st;
+    const size_t n = (size_t)gp.m, k = (size_t)gp.k, o = (size_t)gp.n;
+    const float *w = net->val[l->inputs[1]], *b = bias_of(net, l), *x = net->val[l->inputs[0]];
+    float *y = net->val[l->outputs[0]];
+    const int pi = net->layers[li].w_param;
+    if (!(pi >= 0 && net->params[pi].sparse)) {
+        /* dense: y[i, j] = b[j] + x[i, :] . w[j, :], dot products over K (no transpose) */
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < o; j++) y[i * o + j] = b ? b[j] : 0.0f;
+        tk_gemm_nt(net->isa, n, o, k, x, k, w, k, y, (ptrdiff_t)o, 1, 1, net->threads);
+        return PDC_OK;
+    }
+    if ((st = make_col(net, li, NULL, n, k))) return st;
+    const float *col = net->layers[li].col;
+    {
+        const tr_csr *f = &net->params[pi].fwd;
+        if ((st = tr_net_work(net, o * n))) return st;
+        float *yt = net->work;
+        tk_spmm(net->isa, o, f->ptr, f->idx, f->vidx, w, b, col, n, yt, n, n, 0, net->threads);
+        transpose(yt, o, n, y);
+        return PDC_OK;
+    }
+}
+
+static pdc_status fc_backward(tr_net *net, size_t li, const float *dy)
+{
+    const ir_layer *l = &net->exec->layers[li];
+    ir_gemm_params gp;
+    pdc_status st = ir_gemm_params_get(net->exec, l, &gp);
+    if (st) return st;
+    const size_t n = (size_t)gp.m, k = (size_t)gp.k, o = (size_t)gp.n;
+    const int pi = net->layers[li].w_param;
+    const int sparse = pi >= 0 && net->params[pi].sparse;
+    if (sparse && !net->layers[li].col_valid && (st = make_col(net, li, NULL, n, k))) return st;
+    const float *w = net->val[l->inputs[1]], *x = net->val[l->inputs[0]], *col = net->layers[li].col;
+    int acc_w = 1, acc_x = 1;
+    float *dw = sparse ? tr_grad_acc(net, l->inputs[1]) : tr_grad_out(net, l->inputs[1], &acc_w);
+    float *db = l->n_inputs > 2 ? tr_grad_acc(net, l->inputs[2]) : NULL;
+    float *dx = tr_grad_out(net, l->inputs[0], &acc_x);
+    if (db) bias_grad(dy, n, o, 1, db);
+    if (sparse) {
+        const tr_csr *f = &net->params[pi].fwd, *r = &net->params[pi].tr;
+        if ((st = tr_net_work(net, o * n + (dx ? k * n : 0)))) return st;
+        float *dyt = net->work, *dxt = net->work + o * n;
+        transpose(dy, n, o, dyt);
+        if (dw) tk_spmm_dw(net->isa, o, f->ptr, f->idx, f->vidx, dyt, n, col, n, n, dw, net->threads);
+        if (dx) {
+            tk_spmm(net->isa, k, r->ptr, r->idx, r->vidx, w, NULL, dyt, n, dxt, n, n, 0, net->threads);
+            for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < k; j++) dx[i * k + j] = (acc_x ? dx[i * k + j] : 0.0f) + dxt[j * n + i];
+        }
+        return PDC_OK;
+    }
+    size_t need = tk_gemm_work(net->isa, o, k, n, net->threads), need2 = tk_gemm_work(net->isa, n, k, o, net->threads);
+    if ((st = tr_net_work(net, need > need2 ? need : need2))) return st;
+    if (dw) tk_gemm(net->isa, o, k, n, dy, 1, (ptrdiff_t)o, x, k, dw, (ptrdiff_t)k, 1, acc_w, net->work, net->threads);
+    if (dx) tk_gemm(net->isa, n, k, o, dy, (ptrdiff_t)o, 1, w, k, dx, (ptrdiff_t)k, 1, acc_x, net->work, net->threads);
+    return PDC_OK;
+}
+
+/* ------------------------------------------------------------------ entry points */
+
+pdc_status tr_dense_forward(tr_net *net, size_t li)
+{
+    const ir_layer *l = &net->exec->layers[li];
+    pdc_status st = l->op == IR_OP_CONV ? conv_forward(net, li) : fc_forward(net, li);
+    return st ? st : tr_fused_forward(net, li);
+}
+
+pdc_status tr_dense_backward(tr_net *net, size_t li)
+{
+    const ir_layer *l = &net->exec->layers[li];
+    const float *dy = net->grad[l->outputs[0]];
+    ir_fused_params fp;
+    pdc_status st = ir_fused_params_get(net->exec, l, &fp);
+    if (st) return st;
+    if (fp.act != IR_ACT_NONE) {
+        /* the pre-activation buffer becomes d(pre-activation): it is not needed after this */
+        float *pre = net->layers[li].pre;
+        if ((st = tr_fused_backward(net, li, dy, pre))) return st;
+        dy = pre;
+    }
+    return l->op == IR_OP_CONV ? conv_backward(net, li, dy) : fc_backward(net, li, dy);
+}

@@ -1,0 +1,665 @@
+/*
+ * train_kernels.c - GEMM and sparse-times-dense kernels for the trainer (see train_kernels.h).
+ *
+ * GEMM: A is packed once per call into panels of mr rows (zero-padded), B is read in place in
+ * blocks of nr columns (only a partial last block is copied, zero-padded), and a register-tiled
+ * micro-kernel computes each mr x nr tile of C over the whole k range. Tiles are shared out to the
+ * threads in column-block-major order, each tile to one thread.
+ *
+ * Sparse: a weight matrix with pruned entries is kept as CSR index arrays into the dense weight
+ * array (values are read from the weights themselves, so the index arrays stay valid while the
+ * weights train). spmm walks Y in column chunks that stay in L1 while every row's kept entries are
+ * accumulated in registers; spmm_dw takes one dot product per kept weight, nothing for pruned ones.
+ *
+ * The x86 kernels are compiled for their instruction set with target pragmas and chosen at run time
+ * (__builtin_cpu_supports checks the CPU and that the OS saves the vector registers).
+ */
+#include "lib/train/train_kernels.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TK_X86 1
+#endif
+
+/* Below this many multiply-adds a kernel runs on the calling thread: a parallel region costs more. */
+#define TK_PARALLEL_MIN_WORK ((size_t)1 << 19)
+
+/* ================================================================== portable C */
+
+#define GEN_MR 4
+#define GEN_NR 8
+
+static void micro_generic(size_t k, const float *ap, const float *bp, size_t ldb, float *tile)
+{
+    float acc[GEN_MR][GEN_NR];
+    memset(acc, 0, sizeof acc);
+    for (size_t kk = 0; kk < k; kk++) {
+        const float *a = ap + kk * GEN_MR, *b = bp + kk * ldb;
+        for (int i = 0; i < GEN_MR; i++)
+            for (int j = 0; j < GEN_NR; j++) acc[i][j] += a[i] * b[j];
+    }
+    memcpy(tile, acc, sizeof acc);
+}
+
+static void spmm_generic(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
+                         const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
+                         int accumulate)
+{
+    enum { CW = 32 };
+    float acc[CW];
+    for (size_t p = p0; p < p1; p += CW) {
+        size_t nc = p1 - p < CW ? p1 - p : CW;
+        for (size_t r = 0; r < rows; r++) {
+            float *yr = y + r * ldy + p;
+            for (size_t j = 0; j < nc; j++) acc[j] = accumulate ? yr[j] : 0.0f;
+            if (bias)
+                for (size_t j = 0; j < nc; j++) acc[j] += bias[r];
+            for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
+                const float wv = w[vidx[e]], *xr = x + (size_t)xrow[e] * ldx + p;
+                for (size_t j = 0; j < nc; j++) acc[j] += wv * xr[j];
+            }
+            memcpy(yr, acc, nc * sizeof *acc);
+        }
+    }
+}
+
+static void spmm_dw_generic(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
+                            const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw)
+{
+    for (size_t r = r0; r < r1; r++) {
+        const float *dr = dy + r * ldy;
+        for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
+            const float *xr = x + (size_t)xrow[e] * ldx;
+            float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            size_t j = 0;
+            for (; j + 8 <= p; j += 8)
+                for (int q = 0; q < 8; q++) s[q] += dr[j + q] * xr[j + q];
+            float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+            for (; j < p; j++) t += dr[j] * xr[j];
+            dw[vidx[e]] += t;
+        }
+    }
+}
+
+static void adam_generic(size_t n, float *w, const float *g, float *m, float *v, float b1, float b2, float step,
+                         float bc2s, float eps)
+{
+    const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    for (size_t k = 0; k < n; k++) {
+        m[k] = b1 * m[k] + c1 * g[k];
+        v[k] = b2 * v[k] + c2 * g[k] * g[k];
+        w[k] -= step * (m[k] / (sqrtf(v[k]) / bc2s + eps));
+    }
+}
+
+static void micro_nt_generic(size_t k, const float *const *a, const float *const *b, float *tile)
+{
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            const float *x = a[i], *y = b[j];
+            float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            size_t q = 0;
+            for (; q + 8 <= k; q += 8)
+                for (int r = 0; r < 8; r++) s[r] += x[q + r] * y[q + r];
+            float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+            for (; q < k; q++) t += x[q] * y[q];
+            tile[i * 4 + j] = t;
+        }
+}
+
+static void axpy_generic(size_t n, float a, const float *x, float *y)
+{
+    for (size_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static const tk_isa isa_generic = {"generic", GEN_MR, GEN_NR, micro_generic, spmm_generic, spmm_dw_generic,
+                                   micro_nt_generic, axpy_generic, adam_generic};
+
+#ifdef TK_X86
+/* ================================================================== AVX2 + FMA */
+#ifdef __clang__ /* clang ignores "#pragma GCC target" */
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+
+#define A2_MR 6
+#define A2_NR 16
+
+static void micro_avx2(size_t k, const float *ap, const float *bp, size_t ldb, float *tile)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (size_t kk = 0; kk < k; kk++) {
+        const float *b = bp + kk * ldb, *a = ap + kk * A2_MR;
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 av;
+#define ROW(i)                                                                                                     \
+    av = _mm256_broadcast_ss(a + i);                                                                               \
+    c##i##0 = _mm256_fmadd_ps(av, b0, c##i##0);                                                                    \
+    c##i##1 = _mm256_fmadd_ps(av, b1, c##i##1);
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+    }
+#define STORE(i)                                                                                                   \
+    _mm256_storeu_ps(tile + i * A2_NR, c##i##0);                                                                   \
+    _mm256_storeu_ps(tile + i * A2_NR + 8, c##i##1);
+    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5)
+#undef STORE
+}
+
+static void spmm_avx2(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
+                      const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
+                      int accumulate)
+{
+    size_t p = p0;
+    for (; p + 32 <= p1; p += 32) {
+        for (size_t r = 0; r < rows; r++) {
+            float *yr = y + r * ldy + p;
+            __m256 s0, s1, s2, s3;
+            if (accumulate) {
+                s0 = _mm256_loadu_ps(yr), s1 = _mm256_loadu_ps(yr + 8), s2 = _mm256_loadu_ps(yr + 16),
+                s3 = _mm256_loadu_ps(yr + 24);
+            } else {
+                s0 = s1 = s2 = s3 = _mm256_setzero_ps();
+            }
+            if (bias) {
+                const __m256 bv = _mm256_set1_ps(bias[r]);
+                s0 = _mm256_add_ps(s0, bv), s1 = _mm256_add_ps(s1, bv), s2 = _mm256_add_ps(s2, bv),
+                s3 = _mm256_add_ps(s3, bv);
+            }
+            for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
+                const __m256 wv = _mm256_set1_ps(w[vidx[e]]);
+                const float *xr = x + (size_t)xrow[e] * ldx + p;
+                s0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr), s0);
+                s1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr + 8), s1);
+                s2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr + 16), s2);
+                s3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr + 24), s3);
+            }
+            _mm256_storeu_ps(yr, s0), _mm256_storeu_ps(yr + 8, s1), _mm256_storeu_ps(yr + 16, s2),
+                _mm256_storeu_ps(yr + 24, s3);
+        }
+    }
+    if (p < p1) spmm_generic(rows, ptr, xrow, vidx, w, bias, x, ldx, y, ldy, p, p1, accumulate);
+}
+
+static float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+static void spmm_dw_avx2(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
+                         const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw)
+{
+    for (size_t r = r0; r < r1; r++) {
+        const float *dr = dy + r * ldy;
+        for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
+            const float *xr = x + (size_t)xrow[e] * ldx;
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            size_t j = 0;
+            for (; j + 32 <= p; j += 32) {
+                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(dr + j), _mm256_loadu_ps(xr + j), s0);
+                s1 = _mm256_fmadd_ps(_mm256_loadu_ps(dr + j + 8), _mm256_loadu_ps(xr + j + 8), s1);
+                s2 = _mm256_fmadd_ps(_mm256_loadu_ps(dr + j + 16), _mm256_loadu_ps(xr + j + 16), s2);
+                s3 = _mm256_fmadd_ps(_mm256_loadu_ps(dr + j + 24), _mm256_loadu_ps(xr + j + 24), s3);
+            }
+            for (; j + 8 <= p; j += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(dr + j), _mm256_loadu_ps(xr + j), s0);
+            float t = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+            for (; j < p; j++) t += dr[j] * xr[j];
+            dw[vidx[e]] += t;
+        }
+    }
+}
+
+static void adam_avx2(size_t n, float *w, const float *g, float *m, float *v, float b1, float b2, float step,
+                      float bc2s, float eps)
+{
+    const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2), c1 = _mm256_set1_ps(1.0f - b1);
+    const __m256 c2 = _mm256_set1_ps(1.0f - b2), vs = _mm256_set1_ps(step), vbc = _mm256_set1_ps(bc2s);
+    const __m256 ve = _mm256_set1_ps(eps);
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        const __m256 gk = _mm256_loadu_ps(g + k);
+        /* separate multiplies and adds (no FMA): the same roundings as the portable loop */
+        const __m256 mk = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + k)), _mm256_mul_ps(c1, gk));
+        const __m256 vk = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + k)), _mm256_mul_ps(_mm256_mul_ps(c2, gk), gk));
+        const __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vk), vbc), ve);
+        _mm256_storeu_ps(m + k, mk);
+        _mm256_storeu_ps(v + k, vk);
+        _mm256_storeu_ps(w + k, _mm256_sub_ps(_mm256_loadu_ps(w + k), _mm256_mul_ps(vs, _mm256_div_ps(mk, den))));
+    }
+    adam_generic(n - k, w + k, g + k, m + k, v + k, b1, b2, step, bc2s, eps);
+}
+
+static void axpy_avx2(size_t n, float a, const float *x, float *y)
+{
+    const __m256 va = _mm256_set1_ps(a);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* 4 x 4 dot products, 8 lanes each: 16 accumulators, 8 loads per 16 FMAs. */
+static void micro_nt_avx2(size_t k, const float *const *a, const float *const *b, float *tile)
+{
+    __m256 acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    const float *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
+    size_t q = 0;
+    for (; q + 8 <= k; q += 8) {
+        const __m256 x0 = _mm256_loadu_ps(a0 + q), x1 = _mm256_loadu_ps(a1 + q), x2 = _mm256_loadu_ps(a2 + q),
+                     x3 = _mm256_loadu_ps(a3 + q);
+        __m256 y = _mm256_loadu_ps(b0 + q);
+        acc[0] = _mm256_fmadd_ps(x0, y, acc[0]), acc[4] = _mm256_fmadd_ps(x1, y, acc[4]);
+        acc[8] = _mm256_fmadd_ps(x2, y, acc[8]), acc[12] = _mm256_fmadd_ps(x3, y, acc[12]);
+        y = _mm256_loadu_ps(b1 + q);
+        acc[1] = _mm256_fmadd_ps(x0, y, acc[1]), acc[5] = _mm256_fmadd_ps(x1, y, acc[5]);
+        acc[9] = _mm256_fmadd_ps(x2, y, acc[9]), acc[13] = _mm256_fmadd_ps(x3, y, acc[13]);
+        y = _mm256_loadu_ps(b2 + q);
+        acc[2] = _mm256_fmadd_ps(x0, y, acc[2]), acc[6] = _mm256_fmadd_ps(x1, y, acc[6]);
+        acc[10] = _mm256_fmadd_ps(x2, y, acc[10]), acc[14] = _mm256_fmadd_ps(x3, y, acc[14]);
+        y = _mm256_loadu_ps(b3 + q);
+        acc[3] = _mm256_fmadd_ps(x0, y, acc[3]), acc[7] = _mm256_fmadd_ps(x1, y, acc[7]);
+        acc[11] = _mm256_fmadd_ps(x2, y, acc[11]), acc[15] = _mm256_fmadd_ps(x3, y, acc[15]);
+    }
+    const float *as[4] = {a0, a1, a2, a3}, *bs[4] = {b0, b1, b2, b3};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            float t = hsum256(acc[i * 4 + j]);
+            for (size_t r = q; r < k; r++) t += as[i][r] * bs[j][r];
+            tile[i * 4 + j] = t;
+        }
+}
+
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+static const tk_isa isa_avx2 = {"avx2", A2_MR, A2_NR, micro_avx2, spmm_avx2, spmm_dw_avx2, micro_nt_avx2, axpy_avx2,
+                                adam_avx2};
+
+/* ================================================================== AVX-512 */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#endif
+
+#define A5_MR 8
+#define A5_NR 32
+
+static void micro_avx512(size_t k, const float *ap, const float *bp, size_t ldb, float *tile)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+    for (size_t kk = 0; kk < k; kk++) {
+        const float *b = bp + kk * ldb, *a = ap + kk * A5_MR;
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        __m512 av;
+#define ROW(i)                                                                                                     \
+    av = _mm512_set1_ps(a[i]);                                                                                     \
+    c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);                                                                    \
+    c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
+#undef ROW
+    }
+#define STORE(i)                                                                                                   \
+    _mm512_storeu_ps(tile + i * A5_NR, c##i##0);                                                                   \
+    _mm512_storeu_ps(tile + i * A5_NR + 16, c##i##1);
+    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5) STORE(6) STORE(7)
+#undef STORE
+}
+
+static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
+                        const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
+                        int accumulate)
+{
+    size_t p = p0;
+    for (; p + 64 <= p1; p += 64) {
+        for (size_t r = 0; r < rows; r++) {
+            float *yr = y + r * ldy + p;
+            __m512 s0, s1, s2, s3;
+            if (accumulate) {
+                s0 = _mm512_loadu_ps(yr), s1 = _mm512_loadu_ps(yr + 16), s2 = _mm512_loadu_ps(yr + 32),
+                s3 = _mm512_loadu_ps(yr + 48);
+            } else {
+                s0 = s1 = s2 = s3 = _mm512_setzero_ps();
+            }
+            if (bias) {
+                const __m512 bv = _mm512_set1_ps(bias[r]);
+                s0 = _mm512_add_ps(s0, bv), s1 = _mm512_add_ps(s1, bv), s2 = _mm512_add_ps(s2, bv),
+                s3 = _mm512_add_ps(s3, bv);
+            }
+            for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
+                const __m512 wv = _mm512_set1_ps(w[vidx[e]]);
+                const float *xr = x + (size_t)xrow[e] * ldx + p;
+                s0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr), s0);
+                s1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16), s1);
+                s2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 32), s2);
+                s3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 48), s3);
+            }
+            _mm512_storeu_ps(yr, s0), _mm512_storeu_ps(yr + 16, s1), _mm512_storeu_ps(yr + 32, s2),
+                _mm512_storeu_ps(yr + 48, s3);
+        }
+    }
+    /* the last < 64 columns, 16 at a time with a mask on the final partial vector */
+    for (; p < p1; p += 16) {
+        const size_t nc = p1 - p < 16 ? p1 - p : 16;
+        const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+        for (size_t r = 0; r < rows; r++) {
+            float *yr = y + r * ldy + p;
+            __m512 s = accumulate ? _mm512_maskz_loadu_ps(mk, yr) : _mm512_setzero_ps();
+            if (bias) s = _mm512_add_ps(s, _mm512_set1_ps(bias[r]));
+            for (int32_t e = ptr[r]; e < ptr[r + 1]; e++)
+                s = _mm512_fmadd_ps(_mm512_set1_ps(w[vidx[e]]),
+                                    _mm512_maskz_loadu_ps(mk, x + (size_t)xrow[e] * ldx + p), s);
+            _mm512_mask_storeu_ps(yr, mk, s);
+        }
+    }
+}
+
+static void spmm_dw_avx512(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
+                           const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw)
+{
+    for (size_t r = r0; r < r1; r++) {
+        const float *dr = dy + r * ldy;
+        for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
+            const float *xr = x + (size_t)xrow[e] * ldx;
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            size_t j = 0;
+            for (; j + 64 <= p; j += 64) {
+                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j), _mm512_loadu_ps(xr + j), s0);
+                s1 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 16), _mm512_loadu_ps(xr + j + 16), s1);
+                s2 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 32), _mm512_loadu_ps(xr + j + 32), s2);
+                s3 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 48), _mm512_loadu_ps(xr + j + 48), s3);
+            }
+            for (; j < p; j += 16) {
+                const size_t nc = p - j < 16 ? p - j : 16;
+                const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+                s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, dr + j), _mm512_maskz_loadu_ps(mk, xr + j), s0);
+            }
+            dw[vidx[e]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+        }
+    }
+}
+
+static void adam_avx512(size_t n, float *w, const float *g, float *m, float *v, float b1, float b2, float step,
+                        float bc2s, float eps)
+{
+    const __m512 vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2), c1 = _mm512_set1_ps(1.0f - b1);
+    const __m512 c2 = _mm512_set1_ps(1.0f - b2), vs = _mm512_set1_ps(step), vbc = _mm512_set1_ps(bc2s);
+    const __m512 ve = _mm512_set1_ps(eps);
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        const __m512 gk = _mm512_loadu_ps(g + k);
+        const __m512 mk = _mm512_add_ps(_mm512_mul_ps(vb1, _mm512_loadu_ps(m + k)), _mm512_mul_ps(c1, gk));
+        const __m512 vk = _mm512_add_ps(_mm512_mul_ps(vb2, _mm512_loadu_ps(v + k)), _mm512_mul_ps(_mm512_mul_ps(c2, gk), gk));
+        const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vk), vbc), ve);
+        _mm512_storeu_ps(m + k, mk);
+        _mm512_storeu_ps(v + k, vk);
+        _mm512_storeu_ps(w + k, _mm512_sub_ps(_mm512_loadu_ps(w + k), _mm512_mul_ps(vs, _mm512_div_ps(mk, den))));
+    }
+    adam_generic(n - k, w + k, g + k, m + k, v + k, b1, b2, step, bc2s, eps);
+}
+
+static void axpy_avx512(size_t n, float a, const float *x, float *y)
+{
+    const __m512 va = _mm512_set1_ps(a);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        const __mmask16 mk = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(y + i, mk, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(mk, x + i), _mm512_maskz_loadu_ps(mk, y + i)));
+    }
+}
+
+static void micro_nt_avx512(size_t k, const float *const *a, const float *const *b, float *tile)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+    __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    const float *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
+    size_t q = 0;
+#define NT_STEP(LOAD)                                                                                              \
+    {                                                                                                              \
+        const __m512 x0 = LOAD(a0 + q), x1 = LOAD(a1 + q), x2 = LOAD(a2 + q), x3 = LOAD(a3 + q);                   \
+        __m512 y = LOAD(b0 + q);                                                                                   \
+        c00 = _mm512_fmadd_ps(x0, y, c00), c10 = _mm512_fmadd_ps(x1, y, c10);                                     \
+        c20 = _mm512_fmadd_ps(x2, y, c20), c30 = _mm512_fmadd_ps(x3, y, c30);                                     \
+        y = LOAD(b1 + q);                                                                                          \
+        c01 = _mm512_fmadd_ps(x0, y, c01), c11 = _mm512_fmadd_ps(x1, y, c11);                                     \
+        c21 = _mm512_fmadd_ps(x2, y, c21), c31 = _mm512_fmadd_ps(x3, y, c31);                                     \
+        y = LOAD(b2 + q);                                                                                          \
+        c02 = _mm512_fmadd_ps(x0, y, c02), c12 = _mm512_fmadd_ps(x1, y, c12);                                     \
+        c22 = _mm512_fmadd_ps(x2, y, c22), c32 = _mm512_fmadd_ps(x3, y, c32);                                     \
+        y = LOAD(b3 + q);                                                                                          \
+        c03 = _mm512_fmadd_ps(x0, y, c03), c13 = _mm512_fmadd_ps(x1, y, c13);                                     \
+        c23 = _mm512_fmadd_ps(x2, y, c23), c33 = _mm512_fmadd_ps(x3, y, c33);                                     \
+    }
+    for (; q + 16 <= k; q += 16) NT_STEP(_mm512_loadu_ps)
+    if (q < k) {
+        const __mmask16 mk = (__mmask16)((1u << (k - q)) - 1u);
+#define MLOAD(p) _mm512_maskz_loadu_ps(mk, p)
+        NT_STEP(MLOAD)
+#undef MLOAD
+    }
+#undef NT_STEP
+    tile[0] = _mm512_reduce_add_ps(c00), tile[1] = _mm512_reduce_add_ps(c01), tile[2] = _mm512_reduce_add_ps(c02);
+    tile[3] = _mm512_reduce_add_ps(c03), tile[4] = _mm512_reduce_add_ps(c10), tile[5] = _mm512_reduce_add_ps(c11);
+    tile[6] = _mm512_reduce_add_ps(c12), tile[7] = _mm512_reduce_add_ps(c13), tile[8] = _mm512_reduce_add_ps(c20);
+    tile[9] = _mm512_reduce_add_ps(c21), tile[10] = _mm512_reduce_add_ps(c22), tile[11] = _mm512_reduce_add_ps(c23);
+    tile[12] = _mm512_reduce_add_ps(c30), tile[13] = _mm512_reduce_add_ps(c31), tile[14] = _mm512_reduce_add_ps(c32);
+    tile[15] = _mm512_reduce_add_ps(c33);
+}
+
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+static const tk_isa isa_avx512 = {"avx512", A5_MR, A5_NR, micro_avx512, spmm_avx512, spmm_dw_avx512, micro_nt_avx512,
+                                  axpy_avx512, adam_avx512};
+#endif /* TK_X86 */
+
+/* ================================================================== dispatch */
+
+const tk_isa *tk_isa_named(const char *name)
+{
+    if (!strcmp(name, "generic")) return &isa_generic;
+#ifdef TK_X86
+    __builtin_cpu_init();
+    if (!strcmp(name, "avx2") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &isa_avx2;
+    if (!strcmp(name, "avx512") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma"))
+        return &isa_avx512;
+#endif
+    return NULL;
+}
+
+const tk_isa *tk_isa_best(void)
+{
+    const tk_isa *isa = tk_isa_named("avx512");
+    if (!isa) isa = tk_isa_named("avx2");
+    return isa ? isa : &isa_generic;
+}
+
+/* ================================================================== drivers */
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+size_t tk_pack_floats(const tk_isa *isa, size_t m, size_t k) { return ceil_div(m, isa->mr) * isa->mr * k; }
+
+size_t tk_gemm_thread_floats(const tk_isa *isa, size_t k) { return k * isa->nr + isa->mr * isa->nr; }
+
+size_t tk_gemm_work(const tk_isa *isa, size_t m, size_t n, size_t k, int threads)
+{
+    (void)n;
+    return tk_pack_floats(isa, m, k) + (size_t)(threads < 1 ? 1 : threads) * tk_gemm_thread_floats(isa, k);
+}
+
+void tk_pack_a(const tk_isa *isa, size_t m, size_t k, const float *a, ptrdiff_t ars, ptrdiff_t acs, float *ap)
+{
+    /* panel ib holds rows ib*mr .. ib*mr+mr-1, k-major, zero-padded past row m */
+    const size_t mr = isa->mr, nib = ceil_div(m, mr);
+    for (size_t ib = 0; ib < nib; ib++) {
+        float *panel = ap + ib * mr * k;
+        for (size_t r = 0; r < mr; r++) {
+            const size_t i = ib * mr + r;
+            if (i < m) {
+                const float *arow = a + (ptrdiff_t)i * ars;
+                for (size_t kk = 0; kk < k; kk++) panel[kk * mr + r] = arow[(ptrdiff_t)kk * acs];
+            } else {
+                for (size_t kk = 0; kk < k; kk++) panel[kk * mr + r] = 0.0f;
+            }
+        }
+    }
+}
+
+void tk_gemm_packed(const tk_isa *isa, size_t m, size_t n, size_t k, const float *ap, const float *b, size_t ldb,
+                    float *c, ptrdiff_t crs, ptrdiff_t ccs, int accumulate, float *work, int threads)
+{
+    if (m == 0 || n == 0) return;
+    const size_t mr = isa->mr, nr = isa->nr, nib = ceil_div(m, mr), njb = ceil_div(n, nr), tiles = nib * njb;
+    if (k == 0) {
+        if (!accumulate)
+            for (size_t i = 0; i < m; i++)
+                for (size_t j = 0; j < n; j++) c[(ptrdiff_t)i * crs + (ptrdiff_t)j * ccs] = 0.0f;
+        return;
+    }
+    int nt = threads < 1 ? 1 : threads;
+    if (m * n * k < TK_PARALLEL_MIN_WORK) nt = 1;
+    if ((size_t)nt > tiles) nt = (int)tiles;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const size_t tid = (size_t)omp_get_thread_num(), ntu = (size_t)omp_get_num_threads();
+        const size_t t0 = tiles * tid / ntu, t1 = tiles * (tid + 1) / ntu;
+        float *btail = work + tid * tk_gemm_thread_floats(isa, k), *tile = btail + k * nr;
+        size_t packed = (size_t)-1;
+        for (size_t t = t0; t < t1; t++) {
+            const size_t jb = t / nib, ib = t % nib, j0 = jb * nr, nc = n - j0 < nr ? n - j0 : nr;
+            const float *bp = b + j0;
+            size_t ldbp = ldb;
+            if (nc < nr) {
+                if (packed != jb) {
+                    for (size_t kk = 0; kk < k; kk++) {
+                        memcpy(btail + kk * nr, b + kk * ldb + j0, nc * sizeof(float));
+                        memset(btail + kk * nr + nc, 0, (nr - nc) * sizeof(float));
+                    }
+                    packed = jb;
+                }
+                bp = btail;
+                ldbp = nr;
+            }
+            isa->micro(k, ap + ib * mr * k, bp, ldbp, tile);
+            const size_t i0 = ib * mr, rc = m - i0 < mr ? m - i0 : mr;
+            for (size_t i = 0; i < rc; i++) {
+                float *crow = c + (ptrdiff_t)(i0 + i) * crs + (ptrdiff_t)j0 * ccs;
+                const float *trow = tile + i * nr;
+                if (ccs == 1) {
+                    if (accumulate)
+                        for (size_t j = 0; j < nc; j++) crow[j] += trow[j];
+                    else
+                        memcpy(crow, trow, nc * sizeof(float));
+                } else {
+                    for (size_t j = 0; j < nc; j++) {
+                        float *cp = crow + (ptrdiff_t)j * ccs;
+                        *cp = accumulate ? *cp + trow[j] : trow[j];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void tk_gemm(const tk_isa *isa, size_t m, size_t n, size_t k, const float *a, ptrdiff_t ars, ptrdiff_t acs,
+             const float *b, size_t ldb, float *c, ptrdiff_t crs, ptrdiff_t ccs, int accumulate, float *work,
+             int threads)
+{
+    if (m == 0 || n == 0) return;
+    tk_pack_a(isa, m, k, a, ars, acs, work);
+    tk_gemm_packed(isa, m, n, k, work, b, ldb, c, crs, ccs, accumulate, work + tk_pack_floats(isa, m, k), threads);
+}
+
+void tk_gemm_nt(const tk_isa *isa, size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b,
+                size_t ldb, float *c, ptrdiff_t crs, ptrdiff_t ccs, int accumulate, int threads)
+{
+    if (m == 0 || n == 0) return;
+    const size_t tm = ceil_div(m, 4), tn = ceil_div(n, 4), tiles = tm * tn;
+    int nt = threads < 1 ? 1 : threads;
+    if (m * n * k < TK_PARALLEL_MIN_WORK) nt = 1;
+    if ((size_t)nt > tiles) nt = (int)tiles;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const size_t tid = (size_t)omp_get_thread_num(), ntu = (size_t)omp_get_num_threads();
+        const size_t t0 = tiles * tid / ntu, t1 = tiles * (tid + 1) / ntu;
+        float tile[16];
+        for (size_t t = t0; t < t1; t++) {
+            const size_t i0 = t / tn * 4, j0 = t % tn * 4, rc = m - i0 < 4 ? m - i0 : 4, nc = n - j0 < 4 ? n - j0 : 4;
+            /* an edge tile repeats its last row: every pointer stays in range, the extra results are dropped */
+            const float *ar[4], *br[4];
+            for (size_t i = 0; i < 4; i++) {
+                ar[i] = a + (i0 + (i < rc ? i : rc - 1)) * lda;
+                br[i] = b + (j0 + (i < nc ? i : nc - 1)) * ldb;
+            }
+            isa->micro_nt(k, ar, br, tile);
+            for (size_t i = 0; i < rc; i++)
+                for (size_t j = 0; j < nc; j++) {
+                    float *cp = c + (ptrdiff_t)(i0 + i) * crs + (ptrdiff_t)(j0 + j) * ccs;
+                    *cp = accumulate ? *cp + tile[i * 4 + j] : tile[i * 4 + j];
+                }
+        }
+    }
+}
+
+void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
+             const float *w, const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p,
+             int accumulate, int threads)
+{
+    enum { CHUNK = 64 };
+    const size_t chunks = ceil_div(p, CHUNK), nnz = rows ? (size_t)ptr[rows] : 0;
+    int nt = threads < 1 ? 1 : threads;
+    if ((nnz + rows) * p < TK_PARALLEL_MIN_WORK) nt = 1;
+    if ((size_t)nt > chunks) nt = chunks ? (int)chunks : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const size_t tid = (size_t)omp_get_thread_num(), ntu = (size_t)omp_get_num_threads();
+        size_t c0 = chunks * tid / ntu * CHUNK, c1 = chunks * (tid + 1) / ntu * CHUNK;
+        if (c1 > p) c1 = p;
+        if (c0 < c1) isa->spmm(rows, ptr, xrow, vidx, w, bias, x, ldx, y, ldy, c0, c1, accumulate);
+    }
+}
+
+void tk_spmm_dw(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
+                const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int threads)
+{
+    const size_t nnz = rows ? (size_t)ptr[rows] : 0;
+    int nt = threads < 1 ? 1 : threads;
+    if (nnz * p < TK_PARALLEL_MIN_WORK) nt = 1;
+    if ((size_t)nt > rows) nt = rows ? (int)rows : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        /* rows split so that each thread gets about the same number of kept weights */
+        const size_t tid = (size_t)omp_get_thread_num(), ntu = (size_t)omp_get_num_threads();
+        const size_t e0 = nnz * tid / ntu, e1 = nnz * (tid + 1) / ntu;
+        size_t r0 = 0, r1 = 0;
+        while (r0 < rows && (size_t)ptr[r0] < e0) r0++;
+        r1 = r0;
+        while (r1 < rows && (size_t)ptr[r1] < e1) r1++;
+        if (tid + 1 == ntu) r1 = rows;
+        isa->spmm_dw(r0, r1, ptr, xrow, vidx, dy, ldy, x, ldx, p, dw);
+    }
+}
