@@ -170,7 +170,7 @@ $(BUILD)/test/test_%: test/test_%.c test/testutil.h test/model_builder.h test/ba
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
-test: test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install \
+test: test-layering test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install \
       test-readme
 
 # Each suite's line carries its place in the run ([3/16]): the longest take a minute or more.
@@ -196,6 +196,11 @@ test-gpu-abi: $(STLIB)
 
 test-cli: $(TOOL) $(DEMO_GEN)
 	@sh test/cli.sh $(BUILD)
+
+# Includes point down the layers only (docs/architecture.md; the rules are in test/layering.sh).
+.PHONY: test-layering
+test-layering:
+	@sh test/layering.sh
 
 # Every command of the README runs (test/readme.sh); its quick start's setup lines run in test-fresh.
 .PHONY: test-readme test-fresh
