@@ -74,8 +74,10 @@ LIB_SRC   := $(sort $(wildcard lib/*.c lib/*/*.c ir/*.c ir/*/*.c passes/*.c back
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 TOOL_SRC  := $(wildcard examples/pdc/*.c)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
-TEST_SRC  := $(wildcard test/test_*.c)
+# Check suites, one binary each, by concern: test/CONCERN/test_NAME.c -> $(BUILD)/test/CONCERN/test_NAME
+TEST_SRC  := $(sort $(wildcard test/*/test_*.c))
 TESTS     := $(TEST_SRC:test/%.c=$(BUILD)/test/%)
+TEST_HDRS := $(wildcard test/common/*.h)
 CHECK_FLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
 
@@ -115,7 +117,7 @@ help:
 deps:
 	@sh .ci/install-deps
 
-$(BUILD)/obj/backends/llvm/%.o $(BUILD)/obj/backends/cpu/%.o $(BUILD)/obj/backends/arm/%.o $(BUILD)/obj/backends/gpu/%.o $(BUILD)/test/test_cpu: PDC_CFLAGS += $(JIT_CFLAGS)
+$(BUILD)/obj/backends/llvm/%.o $(BUILD)/obj/backends/cpu/%.o $(BUILD)/obj/backends/arm/%.o $(BUILD)/obj/backends/gpu/%.o $(BUILD)/test/cpu/%: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
@@ -129,7 +131,7 @@ $(GEN)/onnx.pb-c.h: $(GEN)/onnx.pb-c.c ;
 $(BUILD)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -Werror,$(PDC_CFLAGS)) $(CFLAGS) -MMD -MP -c $< -o $@
-$(filter $(BUILD)/obj/lib/onnx/%.o,$(LIB_OBJ)) $(BUILD)/obj/lib/api_model.o $(BUILD)/test/test_onnx: $(GEN)/onnx.pb-c.h
+$(filter $(BUILD)/obj/lib/onnx/%.o,$(LIB_OBJ)) $(BUILD)/obj/lib/api_model.o $(filter $(BUILD)/test/onnx/%,$(TESTS)): $(GEN)/onnx.pb-c.h
 
 # The JIT's kernel cache keys carry a hash of the kernel generators' sources, so a changed generator
 # never loads an object cached by an older build (generator tags are bumped by hand and can be missed).
@@ -162,11 +164,11 @@ $(DEMO_GEN): $(BUILD)/obj/examples/make_demo_model.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 # test_api uses only the public ABI (linked against the .so); other suites see internals (static lib).
-$(BUILD)/test/test_api: test/test_api.c test/testutil.h $(SHLIB)
+$(BUILD)/test/api/test_api: test/api/test_api.c test/common/testutil.h $(SHLIB)
 	@mkdir -p $(@D)
-	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' \
+	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/../..' \
 	    $(CHECK_LIBS) $(LDLIBS)
-$(BUILD)/test/test_%: test/test_%.c test/testutil.h test/model_builder.h test/backend_cases.h $(STLIB)
+$(BUILD)/test/%: test/%.c $(TEST_HDRS) $(STLIB)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
@@ -180,8 +182,8 @@ test-unit: $(TESTS)
 
 # The gpu suite on the real device (make test-unit runs it on the emulated one): fails without a GPU.
 .PHONY: test-gpu
-test-gpu: $(BUILD)/test/test_gpu
-	PDC_TEST_GPU=1 PDC_TEST_DATA=test/data $(BUILD)/test/test_gpu
+test-gpu: $(BUILD)/test/gpu/test_gpu
+	PDC_TEST_GPU=1 PDC_TEST_DATA=test/data $(BUILD)/test/gpu/test_gpu
 
 # backends/gpu/cuda_api.h against the toolkit's cuda.h: types, prototypes and enum values at compile
 # time, the dlsym'd symbol names at run time (test/gpu/cuda_abi.c). Skipped where cuda.h is absent.
@@ -255,7 +257,7 @@ test-prefetch: $(BUILD)/obj/backends/cpu/conv/conv_pack.o
 # Full-size torchvision models are too big to commit: Debian's python3-torch exports them (seeded
 # random weights) into $(BUILD)/onnx-full, then onnx_check runs them on ref against PyTorch's outputs.
 ONNX_FULL := $(BUILD)/onnx-full
-$(BUILD)/onnx_check: test/onnx_check.c include/pdc.h $(STLIB)
+$(BUILD)/onnx_check: test/onnx/onnx_check.c include/pdc.h $(STLIB)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) -o $@ $< $(STLIB) $(LDLIBS)
 
 .PHONY: test-onnx-full
@@ -312,8 +314,8 @@ fuzz: fuzz-build
 
 # The concurrency suite under ThreadSanitizer (gcc -fsanitize=thread), in its own build folder.
 test-tsan:
-	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZE=thread PDC_SKIP_DEPS=1 build-tsan/test/test_threads
-	@CK_FORK=no TSAN_OPTIONS="halt_on_error=1 exitcode=66" PDC_TEST_DATA=test/data build-tsan/test/test_threads
+	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZE=thread PDC_SKIP_DEPS=1 build-tsan/test/reliability/test_threads
+	@CK_FORK=no TSAN_OPTIONS="halt_on_error=1 exitcode=66" PDC_TEST_DATA=test/data build-tsan/test/reliability/test_threads
 
 demo: all $(TRAIN_DEMO)
 	@sh examples/demo.sh $(BUILD)

@@ -8,7 +8,7 @@
  *  - pdc_context_last_error(ctx) describes the calling thread's most recent failure on ctx.
  *  - Objects come in create/destroy pairs; destroy accepts NULL.
  *  - Pointer parameters are not kept after return unless the doc says "borrowed".
- *  - Thread-safety (each function's doc states its own; test/test_threads.c checks the promises):
+ *  - Thread-safety (each function's doc states its own; test/reliability/test_threads.c checks the promises):
  *    - a context, a model, an attrs object, a tensor and a trainer are used by one thread at a
  *      time: two calls that take the same one, as any argument, must not overlap;
  *    - except that a compiled pdc_program may be run from many threads at once (pdc_program_run),

@@ -7,7 +7,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 static pdc_context *ctx;
 

@@ -11,7 +11,7 @@
 #include "lib/core/crc32.h"
 #include "lib/core/fileio.h"
 #include "lib/format/format_pdc.h"
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 /* Under ASan a request beyond its 1 TiB limit aborts by default; a plain malloc returns NULL,
  * which is what this suite checks pdc survives. Harmless in other builds. */

@@ -2,14 +2,14 @@
  * model_builder.h - the model-building helpers of the backend suites (test_cpu, test_gpu, test_arm):
  * one context and one model per test (ctx, mdl, made by the suite's fixture), and short calls that
  * add inputs, random constants, pruned constants and layers to mdl, asserting each call succeeds.
- * Include after test/testutil.h's system headers; every includer is a single test program.
+ * Include after test/common/testutil.h's system headers; every includer is a single test program.
  */
 #ifndef PDC_TEST_MODEL_BUILDER_H
 #define PDC_TEST_MODEL_BUILDER_H
 
 #include <stdint.h>
 
-#include "test/testutil.h"
+#include "test/common/testutil.h"
 
 #define NAMES(...) (sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), ((const char *const[]){__VA_ARGS__})
 #define DIMS(...) (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((const int64_t[]){__VA_ARGS__})

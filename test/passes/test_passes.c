@@ -7,7 +7,7 @@
  */
 #include <unistd.h>
 
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 #include "ir/arena.h"
 #include "ir/ir.h"

@@ -18,7 +18,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 #define THREADS 8
 #define RUNS 25 /* per thread */

@@ -5,7 +5,7 @@
  */
 #include "ir/ir.h"
 #include "ir/ops/params.h"
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 static pdc_context *ctx;
 static void setup(void) { ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK); }

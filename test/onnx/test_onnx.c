@@ -18,7 +18,7 @@
 
 #include "ir/ir.h"
 #include "lib/onnx/onnx.h"
-#include "test/testutil.h"
+#include "test/common/testutil.h"
 
 static pdc_context *ctx;
 

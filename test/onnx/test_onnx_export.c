@@ -5,7 +5,7 @@
  */
 #include <unistd.h>
 
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 #include "ir/ir.h"
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "ir/ir.h"
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 static pdc_context *ctx;
 

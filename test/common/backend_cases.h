@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <valgrind/valgrind.h>
 
-#include "test/model_builder.h"
+#include "test/common/model_builder.h"
 
 static const char *bc_target = "";  /* "cpu", "gpu": set by bc_main */
 static float bc_tolerance = 1e-5f; /* relative to max |ref| */

@@ -1,7 +1,7 @@
 /*
  * test_gpu.c - the "gpu" target (and the "nvptx" emitter) against the reference backend.
  *
- * (a) The shared cases of test/backend_cases.h, with the gpu's kernel choices, plus the gpu's
+ * (a) The shared cases of test/common/backend_cases.h, with the gpu's kernel choices, plus the gpu's
  *     shared-memory tiled convs and gemms: every model is built with the public API, compiled for
  *     "ref" and for "gpu" on the emulated device (PDC_GPU_EMULATE=1, set in main: the same plan, PTX
  *     generation, arenas, uploads and launch list, with the kernels' host flavour JIT'd), run on the
@@ -29,8 +29,8 @@
 
 #include <sys/wait.h>
 
-#include "test/testutil.h"
-#include "test/backend_cases.h"
+#include "test/common/testutil.h"
+#include "test/common/backend_cases.h"
 #include "backends/gpu/cuda_api.h"
 
 static int real_gpu; /* make test-gpu: PDC_TEST_GPU=1 */

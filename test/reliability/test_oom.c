@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 static pdc_context *ctx;
 static char tmpdir[256];

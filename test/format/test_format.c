@@ -13,7 +13,7 @@
 #include "lib/core/crc32.h"
 #include "lib/core/fileio.h"
 #include "lib/format/format_pdc.h"
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 static pdc_context *ctx;
 static char tmpdir[256];

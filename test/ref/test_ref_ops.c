@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "test/testutil.h"
+#include "test/common/testutil.h"
 
 #define TOL 1e-5f
 

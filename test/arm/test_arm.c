@@ -22,8 +22,8 @@
 #include <unistd.h>
 #include <valgrind/valgrind.h>
 
-#include "test/testutil.h"
-#include "test/model_builder.h"
+#include "test/common/testutil.h"
+#include "test/common/model_builder.h"
 
 #define TARGET "aarch64-linux-gnu"
 #define QEMU "qemu-aarch64 -L /usr/aarch64-linux-gnu"

@@ -17,7 +17,7 @@
 
 #include "lib/core/crc32.h"
 #include "lib/train/train.h"
-#include "testutil.h"
+#include "test/common/testutil.h"
 
 static pdc_context *ctx;
 static char tmpdir[256];

@@ -1,7 +1,7 @@
 /*
  * test_cpu.c - the "cpu" target against the reference backend.
  *
- * The shared cases of test/backend_cases.h (random elementwise, conv of every sparsity kind, fc/gemm/
+ * The shared cases of test/common/backend_cases.h (random elementwise, conv of every sparsity kind, fc/gemm/
  * matmul, LSTM/GRU, pooling, batchnorm, the ONNX test models, the demo model: each compiled for "ref"
  * and for "cpu", run on the same pseudo-random inputs, max |cpu - ref| <= 1e-5 x max |ref|), with the
  * cpu's kernel choices (pdc_program_layer_kernel: a JIT kernel where one applies, the reference
@@ -27,8 +27,8 @@
 
 #include "backends/cpu/conv/conv.h"
 #include "backends/llvm/llvm.h"
-#include "test/testutil.h"
-#include "test/backend_cases.h"
+#include "test/common/testutil.h"
+#include "test/common/backend_cases.h"
 
 /* The ISA the JIT must pick on this host: AVX-512 if the CPU (as this process sees it) has it.
  * valgrind's CPU has no AVX-512, so under valgrind this expects AVX2. */
