@@ -157,14 +157,14 @@ $(TOOL): $(TOOL_OBJ) $(SHLIB)
 # The training example and benchmark use only the public header and the shared library.
 $(TRAIN_DEMO): $(BUILD)/obj/examples/train_digits.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
-$(TRAIN_BENCH): $(BUILD)/obj/test/bench/train_bench.o $(SHLIB)
+$(TRAIN_BENCH): $(BUILD)/obj/test/bench/train/train_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 $(DEMO_GEN): $(BUILD)/obj/examples/make_demo_model.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 # test_api uses only the public ABI (linked against the .so); other suites see internals (static lib).
-$(BUILD)/test/api/test_api: test/api/test_api.c test/common/testutil.h $(SHLIB)
+$(BUILD)/test/api/test_api: test/api/test_api.c $(TEST_HDRS) $(SHLIB)
 	@mkdir -p $(@D)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/../..' \
 	    $(CHECK_LIBS) $(LDLIBS)
@@ -322,7 +322,7 @@ demo: all $(TRAIN_DEMO)
 
 .PHONY: bench-train
 bench-train: all $(TRAIN_BENCH)
-	@/usr/bin/python3 test/bench/train_torch.py --pdc $(TRAIN_BENCH)
+	@/usr/bin/python3 test/bench/train/train_torch.py --pdc $(TRAIN_BENCH)
 
 # Inference benchmarks, not part of make test (docs/performance.md): 3x3 layers against oneDNN and
 # OpenBLAS (test/bench/results.tsv: activations in cache as in a network; results_cold.tsv: as

@@ -1,47 +1,31 @@
 /*
  * test_api.c - the public C ABI, used exactly as a client would (linked only against libpdc.so):
  * version, context options, the builder's error reporting, inspection figures, compile/run checks,
- * symbolic shapes and NULL handling. Op numerics are in test_ref_ops.c.
+ * symbolic shapes and NULL handling. Op numerics are in test/ref/test_ref_*.c.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <sched.h>
 #include <unistd.h>
 
-#include "test/common/testutil.h"
-
-static pdc_context *ctx;
-
-static void setup(void) { ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK); }
-static void teardown(void) { pdc_context_destroy(ctx); }
+#include "test/common/builders.h"
 
 /* x[1,2,4,4] -> conv 3x3 (2->3, pad 1) -> relu -> flatten -> fc (48->4) -> y */
 static pdc_model *small_cnn(void)
 {
-    pdc_model *m;
-    ck_assert_ok(ctx, pdc_model_create(ctx, "small", &m));
-    int64_t xd[] = {1, 2, 4, 4}, wd[] = {3, 2, 3, 3}, bd[] = {3}, fd[] = {4, 48}, fbd[] = {4};
+    pdc_model *m = new_model("small");
     float w[54], b[3] = {0.1f, -0.2f, 0.3f}, fw[192], fb[4] = {0};
     test_fill_random(w, 54, 1);
     test_fill_random(fw, 192, 2);
-    ck_assert_ok(ctx, pdc_model_add_input(m, "x", 4, xd));
-    ck_assert_ok(ctx, pdc_model_add_constant(m, "w", 4, wd, w));
-    ck_assert_ok(ctx, pdc_model_add_constant(m, "b", 1, bd, b));
-    ck_assert_ok(ctx, pdc_model_add_constant(m, "fw", 2, fd, fw));
-    ck_assert_ok(ctx, pdc_model_add_constant(m, "fb", 1, fbd, fb));
-    pdc_attrs *a;
-    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
-    int64_t pads[] = {1, 1, 1, 1};
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, pads));
-    const char *cin[] = {"x", "w", "b"}, *cout[] = {"c"};
-    ck_assert_ok(ctx, pdc_model_add_layer(m, "conv", "conv", 3, cin, 1, cout, a));
-    pdc_attrs_destroy(a);
-    const char *rin[] = {"c"}, *rout[] = {"r"};
-    ck_assert_ok(ctx, pdc_model_add_layer(m, "relu", "relu", 1, rin, 1, rout, NULL));
-    const char *fin[] = {"r"}, *flout[] = {"f"};
-    ck_assert_ok(ctx, pdc_model_add_layer(m, "flat", "flatten", 1, fin, 1, flout, NULL));
-    const char *gin[] = {"f", "fw", "fb"}, *gout[] = {"y"};
-    ck_assert_ok(ctx, pdc_model_add_layer(m, "fc", "fc", 3, gin, 1, gout, NULL));
-    ck_assert_ok(ctx, pdc_model_mark_output(m, "y"));
+    add_input(m, "x", 4, (int64_t[]){1, 2, 4, 4});
+    add_values(m, "w", 4, (int64_t[]){3, 2, 3, 3}, w);
+    add_values(m, "b", 1, (int64_t[]){3}, b);
+    add_values(m, "fw", 2, (int64_t[]){4, 48}, fw);
+    add_values(m, "fb", 1, (int64_t[]){4}, fb);
+    add_layer(m, "conv", "conv", "x,w,b", "c", pads(1));
+    add_layer(m, "relu", "relu", "c", "r", NULL);
+    add_layer(m, "flat", "flatten", "r", "f", NULL);
+    add_layer(m, "fc", "fc", "f,fw,fb", "y", NULL);
+    add_output(m, "y");
     return m;
 }
 
@@ -60,15 +44,12 @@ START_TEST(options_set_get_and_reject)
 {
     char buf[64];
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "3"));
-    ck_assert_ok(ctx, pdc_context_get_option(ctx, "threads", buf, sizeof buf));
-    ck_assert_str_eq(buf, "3");
+    assert_context_option("threads", "3");
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "log_level", "debug"));
-    ck_assert_ok(ctx, pdc_context_get_option(ctx, "log_level", buf, sizeof buf));
-    ck_assert_str_eq(buf, "debug");
+    assert_context_option("log_level", "debug");
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "log_level", "warn"));
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", "/tmp/pdc-test-cache"));
-    ck_assert_ok(ctx, pdc_context_get_option(ctx, "cache_dir", buf, sizeof buf));
-    ck_assert_str_eq(buf, "/tmp/pdc-test-cache");
+    assert_context_option("cache_dir", "/tmp/pdc-test-cache");
 
     ck_assert_status(ctx, pdc_context_set_option(ctx, "threads", "-1"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "threads");
@@ -81,8 +62,7 @@ START_TEST(options_set_get_and_reject)
     ck_assert_status(ctx, pdc_context_get_option(ctx, "threads", buf, 1), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "too small");
     /* A failed set changed nothing. */
-    ck_assert_ok(ctx, pdc_context_get_option(ctx, "threads", buf, sizeof buf));
-    ck_assert_str_eq(buf, "3");
+    assert_context_option("threads", "3");
 }
 END_TEST
 
@@ -434,7 +414,7 @@ END_TEST
 START_TEST(save_load_roundtrip_runs_identically)
 {
     pdc_model *m = small_cnn();
-    const char *bin = "/tmp/pdc_test_api_small.pdc", *txt = "/tmp/pdc_test_api_small.pdcir";
+    const char *bin = tmp_path("small.pdc"), *txt = tmp_path("small.pdcir");
     ck_assert_ok(ctx, pdc_model_save(m, bin));
     ck_assert_ok(ctx, pdc_model_save_text(m, txt, 0));
     pdc_model *mb, *mt;
@@ -466,8 +446,6 @@ START_TEST(save_load_roundtrip_runs_identically)
     ck_assert_status(ctx, pdc_model_save(m, "/nonexistent/dir/model.pdc"), PDC_ERR_IO);
     ck_assert_error_has(ctx, "/nonexistent/dir/model.pdc");
     for (int k = 0; k < 3; k++) pdc_model_destroy(models[k]);
-    remove(bin);
-    remove(txt);
 }
 END_TEST
 
@@ -504,16 +482,11 @@ START_TEST(progress_and_note_handlers)
     ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
     ck_assert_str_eq(log, "compile 0/4, compile 4/4, ");
     pdc_program_destroy(p);
-    char dir[] = "/tmp/pdc_test_api_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", dir));
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", tmpdir));
     log[0] = '\0';
     ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
     ck_assert_str_eq(log, "compile 0/4, compile 1/4, compile 2/4, compile 3/4, compile 4/4, ");
     pdc_program_destroy(p);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
     /* a failing compile ends without the done == total call */
     log[0] = '\0';
     ck_assert_status(ctx, pdc_compile(ctx, m, "tpu9000", &p), PDC_ERR_UNKNOWN_TARGET);
@@ -575,9 +548,7 @@ START_TEST(program_threads_are_resolved)
     ck_assert_ok(ctx, pdc_program_num_threads(p, &n));
     ck_assert_uint_eq(n, 1); /* the reference interpreter runs on the calling thread */
     pdc_program_destroy(p);
-    char dir[] = "/tmp/pdc_test_api_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", dir));
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", tmpdir));
     ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "0")); /* fixed at compile */
     ck_assert_ok(ctx, pdc_program_num_threads(p, &n));
@@ -589,33 +560,17 @@ START_TEST(program_threads_are_resolved)
     ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
     ck_assert_uint_eq(n, (size_t)CPU_COUNT(&set)); /* 0: all the processors this process may use */
     pdc_program_destroy(p);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
     pdc_model_destroy(m);
 }
 END_TEST
 
-static Suite *api_suite(void)
+int main(void)
 {
-    Suite *s = suite_create("api");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, version_matches_header);
-    tcase_add_test(tc, options_set_get_and_reject);
-    tcase_add_test(tc, null_arguments_are_refused);
-    tcase_add_test(tc, builder_errors_name_the_problem);
-    tcase_add_test(tc, sparsity_must_agree_with_weights);
-    tcase_add_test(tc, inspection_reports_shapes_and_flops);
-    tcase_add_test(tc, compile_targets);
-    tcase_add_test(tc, emit_checks_target_options_and_directory);
-    tcase_add_test(tc, run_checks_shapes_and_keeps_outputs_on_failure);
-    tcase_add_test(tc, symbolic_input_shapes);
-    tcase_add_test(tc, save_load_roundtrip_runs_identically);
-    tcase_add_test(tc, progress_and_note_handlers);
-    tcase_add_test(tc, program_threads_are_resolved);
-    suite_add_tcase(s, tc);
-    return s;
+    return run_tests("api", tmpdir_setup, tmpdir_teardown, 0,
+                     TEST_LIST(version_matches_header, options_set_get_and_reject, null_arguments_are_refused,
+                               builder_errors_name_the_problem, sparsity_must_agree_with_weights,
+                               inspection_reports_shapes_and_flops, compile_targets,
+                               emit_checks_target_options_and_directory, run_checks_shapes_and_keeps_outputs_on_failure,
+                               symbolic_input_shapes, save_load_roundtrip_runs_identically, progress_and_note_handlers,
+                               program_threads_are_resolved));
 }
-
-int main(void) { return test_run_suite(api_suite()); }

@@ -55,18 +55,14 @@ static int cross_tools(void)
 
 static void setup(void)
 {
-    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
-    ck_assert_ok(ctx, pdc_model_create(ctx, "arm_test", &mdl));
+    mb_open("arm_test");
     snprintf(tmp, sizeof tmp, "%s/pdc-test-arm-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(tmp));
 }
 
 static void teardown(void)
 {
-    pdc_model_destroy(mdl);
-    mdl = NULL;
-    pdc_context_destroy(ctx);
-    ctx = NULL;
+    mb_close();
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -86,14 +82,13 @@ static void constant_pruned(const char *name, size_t rank, const int64_t *dims, 
     constant_pruned_by(name, rank, dims, kind, bh, bw, keep_pct, seed, draw_lcg);
 }
 
-static pdc_attrs *conv_attrs(int64_t sy, int64_t sx, int64_t dy, int64_t dx, const int64_t pads[4], int64_t group)
+/* A 2-D conv's attributes: strides, dilations, pads, groups and a fused activation (NULL: none). */
+static pdc_attrs *conv_attrs(int64_t sy, int64_t sx, int64_t dy, int64_t dx, const int64_t pads[4], int64_t group,
+                             const char *act)
 {
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){sy, sx}));
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", 2, (const int64_t[]){dy, dx}));
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, pads));
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", group));
-    return a;
+    pdc_attrs *a = set_ints(set_ints(attrs(), "strides", DIMS(sy, sx)), "dilations", DIMS(dy, dx));
+    set_int(set_ints(a, "pads", 4, pads), "group", group);
+    return act ? set_string(a, "activation", act) : a;
 }
 
 static void load_onnx(const char *name)
@@ -110,10 +105,7 @@ static void load_onnx(const char *name)
 static void transform(const char *pipeline)
 {
     if (!pipeline || !*pipeline) return;
-    pdc_attrs *opt;
-    ck_assert_ok(ctx, pdc_attrs_create(ctx, &opt));
-    ck_assert_ok(ctx, pdc_attrs_set_int(opt, "include_stem", 1));
-    ck_assert_ok(ctx, pdc_attrs_set_string(opt, "pattern_kernels", "all"));
+    pdc_attrs *opt = set_string(set_int(attrs(), "include_stem", 1), "pattern_kernels", "all");
     ck_assert_ok(ctx, pdc_model_transform(mdl, pipeline, opt));
     pdc_attrs_destroy(opt);
 }
@@ -152,10 +144,13 @@ static void emit_as(const char *name, const char *cpu, const char *dir)
     ck_assert_msg(access(path, R_OK) == 0, "%s missing", path);
 }
 
-static int sh(const char *cmd)
+static int sh(const char *cmd) { return system(cmd); }
+
+/* Writes the C source text to tmp/name; its path in path. */
+static void tmp_source(char *path, size_t cap, const char *name, const char *text)
 {
-    int rc = system(cmd);
-    return rc;
+    snprintf(path, cap, "%s/%s", tmp, name);
+    write_file(path, text, strlen(text));
 }
 
 /* Links the driver against dir/libNAME.a into dir/run_NAME. */
@@ -177,30 +172,19 @@ static void check_arm_matches_ref(const char *name, const char *cpu, const char 
     pdc_program *pr = NULL;
     ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
     size_t n_in, n_out;
-    ck_assert_ok(ctx, pdc_program_num_inputs(pr, &n_in));
-    ck_assert_ok(ctx, pdc_program_num_outputs(pr, &n_out));
-    pdc_tensor **tin = calloc(n_in + 1, sizeof *tin), **tout = calloc(n_out + 1, sizeof *tout);
+    pdc_tensor **tin, **tout;
+    program_tensors(pr, seed, &n_in, &tin, &n_out, &tout);
     char cmd[4096];
     int at = snprintf(cmd, sizeof cmd, QEMU " %s/run_%s", tmp, name);
     for (size_t i = 0; i < n_in; i++) {
-        size_t rank;
-        int64_t dims[PDC_MAX_RANK];
-        ck_assert_ok(ctx, pdc_program_input_info(pr, i, NULL, &rank, dims));
-        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &tin[i]));
-        test_fill_random(pdc_tensor_data(tin[i]), pdc_tensor_size(tin[i]), seed + 17u * (uint32_t)i);
         char path[512];
         snprintf(path, sizeof path, "%s/in%zu.bin", tmp, i);
         write_file(path, pdc_tensor_data(tin[i]), pdc_tensor_size(tin[i]) * sizeof(float));
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %s", path);
     }
     at += snprintf(cmd + at, sizeof cmd - (size_t)at, " --");
-    for (size_t i = 0; i < n_out; i++) {
-        size_t rank;
-        int64_t dims[PDC_MAX_RANK];
-        ck_assert_ok(ctx, pdc_program_output_info(pr, i, NULL, &rank, dims));
-        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &tout[i]));
+    for (size_t i = 0; i < n_out; i++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %s/out%zu.bin:%zu", tmp, i, pdc_tensor_size(tout[i]));
-    }
     snprintf(cmd + at, sizeof cmd - (size_t)at, " 2>/dev/null");
     ck_assert_ok(ctx, pdc_program_run(pr, n_in, tin, n_out, tout));
     build_driver(name, tmp);
@@ -214,11 +198,9 @@ static void check_arm_matches_ref(const char *name, const char *cpu, const char 
         snprintf(msg, sizeof msg, "%s, output %zu", what, i);
         test_assert_close(got, pdc_tensor_data(tout[i]), n, 1e-4f, "arm", msg);
         free(got);
-        pdc_tensor_destroy(tout[i]);
     }
-    for (size_t i = 0; i < n_in; i++) pdc_tensor_destroy(tin[i]);
-    free(tin);
-    free(tout);
+    free_tensors(tin, n_in);
+    free_tensors(tout, n_out);
     pdc_program_destroy(pr);
 }
 
@@ -269,40 +251,24 @@ static void conv_zoo(void)
     static const int64_t p0[4] = {0, 0, 0, 0}, p1[4] = {1, 1, 1, 1}, pa[4] = {1, 0, 2, 1}, p2[4] = {2, 2, 2, 2};
     constant_rand("w1", DIMS(9, 6, 3, 3), 0.5f, 1);
     constant_rand("b1", DIMS(9), 0.5f, 2);
-    pdc_attrs *a = conv_attrs(2, 2, 1, 1, pa, 1); /* stride 2, asymmetric pads, fused leaky relu */
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "leaky_relu"));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_alpha", 0.2f));
-    layer("conv", a, "s2", NAMES("x", "w1", "b1"));
+    pdc_attrs *a = conv_attrs(2, 2, 1, 1, pa, 1, "leaky_relu"); /* stride 2, asymmetric pads */
+    layer("conv", set_float(a, "act_alpha", 0.2f), "s2", NAMES("x", "w1", "b1"));
     constant_rand("w2", DIMS(7, 6, 3, 3), 0.5f, 3);
-    a = conv_attrs(1, 1, 2, 2, p2, 1); /* dilation 2, fused clip */
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "clip"));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_min", -0.3f));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "act_max", 0.4f));
-    layer("conv", a, "dil", NAMES("x", "w2"));
+    a = conv_attrs(1, 1, 2, 2, p2, 1, "clip"); /* dilation 2 */
+    layer("conv", set_float(set_float(a, "act_min", -0.3f), "act_max", 0.4f), "dil", NAMES("x", "w2"));
     constant_rand("w3", DIMS(8, 3, 3, 3), 0.5f, 4);
-    a = conv_attrs(1, 2, 1, 1, p1, 2); /* groups 2, column stride 2, fused sigmoid */
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "sigmoid"));
-    layer("conv", a, "grp", NAMES("x", "w3"));
+    layer("conv", conv_attrs(1, 2, 1, 1, p1, 2, "sigmoid"), "grp", NAMES("x", "w3")); /* groups 2, column stride 2 */
     constant_rand("w4", DIMS(6, 1, 3, 3), 0.5f, 5);
     constant_rand("b4", DIMS(6), 0.5f, 6);
-    a = conv_attrs(2, 1, 1, 1, p1, 6); /* depthwise, row stride 2, fused hardswish */
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "hardswish"));
-    layer("conv", a, "dw", NAMES("x", "w4", "b4"));
+    layer("conv", conv_attrs(2, 1, 1, 1, p1, 6, "hardswish"), "dw", NAMES("x", "w4", "b4")); /* depthwise, row st. 2 */
     constant_rand("w5", DIMS(5, 6, 1, 1), 0.5f, 7);
-    a = conv_attrs(1, 1, 1, 1, p0, 1); /* 1x1, fused tanh */
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "tanh"));
-    layer("conv", a, "pw", NAMES("x", "w5"));
+    layer("conv", conv_attrs(1, 1, 1, 1, p0, 1, "tanh"), "pw", NAMES("x", "w5")); /* 1x1 */
     constant_rand("w6", DIMS(4, 6, 5, 5), 0.3f, 8);
-    a = conv_attrs(1, 1, 1, 1, p2, 1); /* 5x5, fused relu */
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-    layer("conv", a, "k5", NAMES("x", "w6"));
+    layer("conv", conv_attrs(1, 1, 1, 1, p2, 1, "relu"), "k5", NAMES("x", "w6")); /* 5x5 */
     /* 1-D conv */
     input("s", DIMS(1, 4, 23));
     constant_rand("w7", DIMS(5, 4, 3), 0.5f, 9);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 2, (const int64_t[]){2, 0}));
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 1, (const int64_t[]){2}));
-    layer("conv", a, "c1d", NAMES("s", "w7"));
+    layer("conv", set_ints(set_ints(attrs(), "pads", DIMS(2, 0)), "strides", DIMS(2)), "c1d", NAMES("s", "w7"));
     const char *outs[] = {"s2", "dil", "grp", "dw", "pw", "k5", "c1d"};
     for (size_t i = 0; i < 7; i++) output(outs[i]);
 }
@@ -351,68 +317,38 @@ START_TEST(other_ops_match_ref)
     float var[5] = {0.5f, 1.0f, 2.0f, 0.1f, 3.0f};
     ck_assert_ok(ctx, pdc_model_add_constant(mdl, "var", 1, (const int64_t[]){5}, var));
     layer("batchnorm", NULL, "bn", NAMES("x", "scale", "bias", "mean", "var"));
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "min", -0.5f));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "max", 0.7f));
-    layer("clip", a, "cl", NAMES("bn"));
+    layer("clip", set_float(set_float(attrs(), "min", -0.5f), "max", 0.7f), "cl", NAMES("bn"));
     layer("relu", NULL, "re", NAMES("bn"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.3f));
-    layer("leaky_relu", a, "lr", NAMES("bn"));
+    layer("leaky_relu", set_float(attrs(), "alpha", 0.3f), "lr", NAMES("bn"));
     layer("sigmoid", NULL, "sg", NAMES("bn"));
     layer("tanh", NULL, "th", NAMES("sg"));
     layer("hardswish", NULL, "hs", NAMES("bn"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.3f));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", 0.4f));
-    layer("hardsigmoid", a, "hsg", NAMES("bn"));
+    layer("hardsigmoid", set_float(set_float(attrs(), "alpha", 0.3f), "beta", 0.4f), "hsg", NAMES("bn"));
     /* broadcasting binaries */
     layer("add", NULL, "ad", NAMES("cl", "v")); /* [2,5,9,7] + [5,1,7] */
     layer("sub", NULL, "sb", NAMES("re", "lr"));
     constant_rand("cc", DIMS(5, 1, 1), 1.0f, 4);
     layer("mul", NULL, "ml", NAMES("cc", "th"));
     layer("div", NULL, "dv", NAMES("hs", "sg"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 1));
-    layer("concat", a, "cat", NAMES("sb", "ml", "dv"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "perm", 4, (const int64_t[]){0, 3, 1, 2}));
-    layer("transpose", a, "tr", NAMES("cat"));
+    layer("concat", set_int(attrs(), "axis", 1), "cat", NAMES("sb", "ml", "dv"));
+    layer("transpose", set_ints(attrs(), "perm", DIMS(0, 3, 1, 2)), "tr", NAMES("cat"));
     /* pools: max with ceil_mode and pads, avg counting pads, global */
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 2, (const int64_t[]){3, 3}));
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){2, 2}));
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 0, 1, 1}));
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "ceil_mode", 1));
-    layer("maxpool", a, "mp", NAMES("hsg"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 2, (const int64_t[]){2, 3}));
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 1, 0, 1}));
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "count_include_pad", 1));
-    layer("avgpool", a, "ap", NAMES("ad"));
+    pdc_attrs *a = set_ints(set_ints(attrs(), "kernel_shape", DIMS(3, 3)), "strides", DIMS(2, 2));
+    layer("maxpool", set_int(set_ints(a, "pads", DIMS(1, 0, 1, 1)), "ceil_mode", 1), "mp", NAMES("hsg"));
+    a = set_ints(set_ints(attrs(), "kernel_shape", DIMS(2, 3)), "pads", DIMS(1, 1, 0, 1));
+    layer("avgpool", set_int(a, "count_include_pad", 1), "ap", NAMES("ad"));
     layer("global_avgpool", NULL, "gp", NAMES("tr"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 1));
-    layer("flatten", a, "fl", NAMES("mp"));
+    layer("flatten", set_int(attrs(), "axis", 1), "fl", NAMES("mp"));
     /* fc with fused activation, gemm with transA / alpha / beta / C, softmax along a middle axis */
     constant_rand("fw", DIMS(11, 5 * 5 * 4), 0.3f, 5);
     constant_rand("fb", DIMS(11), 0.3f, 6);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-    layer("fc", a, "fc", NAMES("fl", "fw", "fb"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "shape", 2, (const int64_t[]){11, 2}));
-    layer("reshape", a, "rs", NAMES("fc"));
+    layer("fc", set_string(attrs(), "activation", "relu"), "fc", NAMES("fl", "fw", "fb"));
+    layer("reshape", set_ints(attrs(), "shape", DIMS(11, 2)), "rs", NAMES("fc"));
     constant_rand("gb", DIMS(11, 6), 1.0f, 7);
     constant_rand("gc", DIMS(6), 1.0f, 8);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "transA", 1));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.75f));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", -1.5f));
+    a = set_float(set_float(set_int(attrs(), "transA", 1), "alpha", 0.75f), "beta", -1.5f);
     layer("gemm", a, "gm", NAMES("rs", "gb", "gc"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 1));
-    layer("softmax", a, "sm", NAMES("ap"));
+    layer("softmax", set_int(attrs(), "axis", 1), "sm", NAMES("ap"));
     /* batched matmul, the right operand broadcast over the batch dims */
     constant_rand("mb", DIMS(7, 4), 1.0f, 9);
     layer("matmul", NULL, "mm", NAMES("x", "mb"));
@@ -437,27 +373,15 @@ START_TEST(rnn_cells_match_ref)
     constant_rand("w", DIMS(2, 4 * H, I), 0.5f, 1);
     constant_rand("r", DIMS(2, 4 * H, H), 0.5f, 2);
     constant_rand("b", DIMS(2, 8 * H), 0.5f, 3);
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "bidirectional"));
-    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "lstm", "lstm", NAMES("x", "w", "r", "b", "", "h0", "c0"),
-                                          NAMES("y", "yh", "yc"), a));
-    pdc_attrs_destroy(a);
+    rnn_layer("lstm", "lstm", H, "bidirectional", -1, NAMES("x", "w", "r", "b", "", "h0", "c0"),
+              NAMES("y", "yh", "yc"));
     constant_rand("gw", DIMS(1, 3 * H, I), 0.5f, 4);
     constant_rand("gr", DIMS(1, 3 * H, H), 0.5f, 5);
     constant_rand("gb", DIMS(1, 6 * H), 0.5f, 6);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "reverse"));
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "linear_before_reset", 1));
-    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "gru", "gru", NAMES("x", "gw", "gr", "gb"), NAMES("gy", "gyh"), a));
-    pdc_attrs_destroy(a);
+    rnn_layer("gru", "gru", H, "reverse", 1, NAMES("x", "gw", "gr", "gb"), NAMES("gy", "gyh"));
     constant_rand("hw", DIMS(1, 3 * H, I), 0.5f, 7);
     constant_rand("hr", DIMS(1, 3 * H, H), 0.5f, 8);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
-    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "gru2", "gru", NAMES("x", "hw", "hr"), NAMES("hy"), a));
-    pdc_attrs_destroy(a);
+    rnn_layer("gru", "gru2", H, NULL, -1, NAMES("x", "hw", "hr"), NAMES("hy"));
     const char *outs[] = {"y", "yh", "yc", "gy", "gyh", "hy"};
     for (size_t i = 0; i < 6; i++) output(outs[i]);
     check_arm_matches_ref("rnn", NULL, "lstm + gru", 31);
@@ -474,9 +398,7 @@ START_TEST(sparse_fc_gemm_match_ref)
     input("x", DIMS(3, 37));
     constant_pruned("w44", DIMS(22, 37), 1, 4, 4, 35, 1);
     constant_rand("b44", DIMS(22), 0.5f, 2);
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-    layer("fc", a, "f44", NAMES("x", "w44", "b44"));
+    layer("fc", set_string(attrs(), "activation", "relu"), "f44", NAMES("x", "w44", "b44"));
     constant_pruned("w18", DIMS(13, 37), 1, 1, 8, 30, 3);
     layer("fc", NULL, "f18", NAMES("x", "w18"));
     constant_pruned("w32", DIMS(13, 37), 1, 3, 2, 40, 4);
@@ -489,11 +411,8 @@ START_TEST(sparse_fc_gemm_match_ref)
     layer("fc", NULL, "fu", NAMES("x", "wu", "bu"));
     constant_pruned("gw", DIMS(13, 37), 1, 2, 4, 30, 9);
     constant_rand("gc", DIMS(13), 1.0f, 10);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "transB", 1));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "alpha", 0.75f));
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "beta", -1.5f));
-    layer("gemm", a, "gm", NAMES("x", "gw", "gc"));
+    layer("gemm", set_float(set_float(set_int(attrs(), "transB", 1), "alpha", 0.75f), "beta", -1.5f), "gm",
+          NAMES("x", "gw", "gc"));
     constant_pruned("wd", DIMS(13, 37), 1, 4, 4, 90, 11);
     layer("fc", NULL, "fd", NAMES("x", "wd"));
     const char *outs[] = {"f44", "f18", "f32", "f81", "fu", "gm", "fd"};
@@ -534,8 +453,7 @@ START_TEST(sparse_matmul_matches_ref)
     /* the sparse path stores only the kept blocks: x [1, 3, 256] by [256, 128] with 90% of its
      * 4x4 blocks pruned takes well under a fifth of the dense weights' 128 KiB (the dense loops
      * keep the whole transpose) */
-    pdc_model_destroy(mdl);
-    ck_assert_ok(ctx, pdc_model_create(ctx, "mm", &mdl));
+    fresh_model("mm");
     input("x", DIMS(1, 3, 256));
     constant_pruned("w", DIMS(256, 128), 1, 4, 4, 10, 5);
     layer("matmul", NULL, "y", NAMES("x", "w"));
@@ -562,28 +480,16 @@ START_TEST(sparse_rnn_match_ref)
     constant_pruned("w", DIMS(2, 4 * H, I), 1, 4, 4, 35, 1);
     constant_pruned("r", DIMS(2, 4 * H, H), 1, 2, 4, 35, 2);
     constant_rand("b", DIMS(2, 8 * H), 0.5f, 3);
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "bidirectional"));
-    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "lstm", "lstm", NAMES("x", "w", "r", "b", "", "h0", "c0"),
-                                          NAMES("y", "yh", "yc"), a));
-    pdc_attrs_destroy(a);
+    rnn_layer("lstm", "lstm", H, "bidirectional", -1, NAMES("x", "w", "r", "b", "", "h0", "c0"),
+              NAMES("y", "yh", "yc"));
     constant_pruned("gw", DIMS(1, 3 * H, I), 1, 2, 4, 35, 4);
     constant_pruned("gr", DIMS(1, 3 * H, H), 1, 2, 4, 40, 5);
     constant_rand("gb", DIMS(1, 6 * H), 0.5f, 6);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", "reverse"));
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "linear_before_reset", 1));
-    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "gru", "gru", NAMES("x", "gw", "gr", "gb"), NAMES("gy", "gyh"), a));
-    pdc_attrs_destroy(a);
+    rnn_layer("gru", "gru", H, "reverse", 1, NAMES("x", "gw", "gr", "gb"), NAMES("gy", "gyh"));
     constant_rand("hw", DIMS(1, 3 * H, I), 0.5f, 7);
     constant_pruned("hr", DIMS(1, 3 * H, H), 2, 1, 1, 30, 8);
     constant_rand("hb", DIMS(1, 6 * H), 0.5f, 9);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
-    ck_assert_ok(ctx, pdc_model_add_layer(mdl, "gru2", "gru", NAMES("x", "hw", "hr", "hb"), NAMES("hy"), a));
-    pdc_attrs_destroy(a);
+    rnn_layer("gru", "gru2", H, NULL, -1, NAMES("x", "hw", "hr", "hb"), NAMES("hy"));
     const char *outs[] = {"y", "yh", "yc", "gy", "gyh", "hy"};
     for (size_t i = 0; i < 6; i++) output(outs[i]);
     check_arm_matches_ref("sprnn", NULL, "block-sparse lstm + gru", 51);
@@ -601,8 +507,7 @@ START_TEST(sparse_fc_stores_no_zeros)
     layer("fc", NULL, "y", NAMES("x", "w"));
     output("y");
     emit_as("fcd", NULL, tmp);
-    pdc_model_destroy(mdl);
-    ck_assert_ok(ctx, pdc_model_create(ctx, "pruned", &mdl));
+    fresh_model("pruned");
     input("x", DIMS(1, 256));
     constant_pruned("w", DIMS(128, 256), 1, 4, 4, 10, 1);
     layer("fc", NULL, "y", NAMES("x", "w"));
@@ -634,8 +539,7 @@ START_TEST(sparse_fc_stores_no_zeros)
         "  if (fcp_run(x, y1) || bsr4x4_run(x, y2)) return 3;\n"
         "  return memcmp(y1, y2, sizeof y1) != 0; }\n";
     char path[512], cmd[2048];
-    snprintf(path, sizeof path, "%s/two.c", tmp);
-    write_file(path, prog, strlen(prog));
+    tmp_source(path, sizeof path, "two.c", prog);
     snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s %s/two.c %s/libfcp.a %s/libbsr4x4.a -lm -o %s/two",
              tmp, tmp, tmp, tmp, tmp);
     ck_assert_msg(sh(cmd) == 0, "linking two block-sparse models failed: %s", cmd);
@@ -650,7 +554,7 @@ static void small_cnn(const char *wname, uint32_t seed)
 {
     input("x", DIMS(1, 8, 12, 12));
     constant_rand(wname, DIMS(16, 8, 3, 3), 0.5f, seed);
-    pdc_attrs *a = conv_attrs(1, 1, 1, 1, (const int64_t[]){1, 1, 1, 1}, 1);
+    pdc_attrs *a = conv_attrs(1, 1, 1, 1, (const int64_t[]){1, 1, 1, 1}, 1, NULL);
     layer("conv", a, "y", NAMES("x", wname));
     output("y");
 }
@@ -698,8 +602,7 @@ START_TEST(two_models_link_into_one_program)
         "  if (!strstr(m1_version, \"model=m1\") || !strstr(m2_version, \"cpu=cortex-a76\")) return 4;\n"
         "  f = fopen(argv[2], \"wb\"); fwrite(y1, sizeof y1, 1, f); fwrite(y2, sizeof y2, 1, f); fclose(f);\n"
         "  (void)argc; return 0; }\n";
-    snprintf(path, sizeof path, "%s/two.c", tmp);
-    write_file(path, prog, strlen(prog));
+    tmp_source(path, sizeof path, "two.c", prog);
     snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s %s/two.c %s/libm1.a %s/libm2.a -lm -o %s/two",
              tmp, tmp, tmp, tmp, tmp);
     ck_assert_msg(sh(cmd) == 0, "linking two models failed: %s", cmd);
@@ -722,18 +625,14 @@ START_TEST(archive_and_code)
     emit_as("net", NULL, tmp);
     char hpath[512];
     snprintf(hpath, sizeof hpath, "%s/net.h", tmp);
-    FILE *f = fopen(hpath, "r");
-    ck_assert_ptr_nonnull(f);
-    char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = 0;
-    fclose(f);
+    char *text = test_read_file(hpath, NULL);
     ck_assert_ptr_nonnull(strstr(text, "#define net_NUM_INPUTS 1"));
     ck_assert_ptr_nonnull(strstr(text, "#define net_INPUT0_DIMS {1, 8, 12, 12}"));
     ck_assert_ptr_nonnull(strstr(text, "#define net_OUTPUT0_SIZE 2304"));
     ck_assert_ptr_nonnull(strstr(text, "#define net_INPUT0_NAME \"x\""));
     ck_assert_ptr_nonnull(strstr(text, "int net_run(const float *input, float *output);"));
     ck_assert_ptr_nonnull(strstr(text, "extern const char net_version[];"));
+    free(text);
     char cmd[1024];
     if (system("command -v aarch64-linux-gnu-nm >/dev/null 2>&1") != 0) return;
     snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-nm -s %s/libnet.a | grep -c -E '^(net_run|net_version) in model.o' | grep -qx 2",
@@ -769,15 +668,13 @@ START_TEST(odd_names_and_no_inputs)
         "  static const int dims[] = odd_INPUT0_DIMS;\n"
         "  return strcmp(odd_INPUT0_NAME, want_in) || strcmp(odd_OUTPUT0_NAME, want_out) || dims[1] != 3; }\n";
     char path[512], cmd[2048];
-    snprintf(path, sizeof path, "%s/names.c", tmp);
-    write_file(path, prog, strlen(prog));
+    tmp_source(path, sizeof path, "names.c", prog);
     snprintf(cmd, sizeof cmd, "gcc -std=c99 -trigraphs -Wall -Wextra -Werror -I %s %s -o %s/names && %s/names", tmp, path,
              tmp, tmp);
     ck_assert_msg(sh(cmd) == 0, "NAME.h does not keep odd tensor names: %s", cmd);
     check_arm_matches_ref("odd", NULL, "odd names", 71);
     /* no graph input at all: a constant through two layers (the arrays ABI with no inputs) */
-    pdc_model_destroy(mdl);
-    ck_assert_ok(ctx, pdc_model_create(ctx, "noin", &mdl));
+    fresh_model("noin");
     constant_rand("c", DIMS(3, 5), 1.0f, 1);
     layer("relu", NULL, "r", NAMES("c"));
     layer("sigmoid", NULL, "s", NAMES("r"));
@@ -798,8 +695,7 @@ START_TEST(odd_names_and_no_inputs)
         "  static float y[noin_OUTPUT0_SIZE]; float *outs[1] = {y};\n"
         "  if (noin_NUM_INPUTS != 0 || noin_run(NULL, outs)) return 3;\n"
         "  FILE *f = fopen(argv[1], \"wb\"); fwrite(y, sizeof y, 1, f); fclose(f); (void)argc; return 0; }\n";
-    snprintf(path, sizeof path, "%s/noin.c", tmp);
-    write_file(path, prog2, strlen(prog2));
+    tmp_source(path, sizeof path, "noin.c", prog2);
     snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -Wall -Werror -I %s %s %s/libnoin.a -lm -o %s/noin", tmp, path, tmp,
              tmp);
     ck_assert_msg(sh(cmd) == 0, "no-input model does not link: %s", cmd);
@@ -864,8 +760,7 @@ START_TEST(bad_input_fails_cleanly)
     }
     ck_assert_int_eq(dir_entries(tmp), 1); /* only "plain" */
     /* an op the emitter cannot emit: a 3-D convolution */
-    pdc_model_destroy(mdl);
-    ck_assert_ok(ctx, pdc_model_create(ctx, "vol", &mdl));
+    fresh_model("vol");
     input("v", DIMS(1, 2, 4, 5, 6));
     constant_rand("w3", DIMS(3, 2, 3, 3, 3), 0.5f, 1);
     layer("conv", NULL, "vy", NAMES("v", "w3"));
@@ -880,8 +775,7 @@ START_TEST(bad_input_fails_cleanly)
     ck_assert_int_eq(dir_entries(tmp), 1);
     /* activations beyond what the small code model addresses (2.4 GB): refused before codegen; the
      * shapes alone are checked, nothing that large is allocated */
-    pdc_model_destroy(mdl);
-    ck_assert_ok(ctx, pdc_model_create(ctx, "huge", &mdl));
+    fresh_model("huge");
     input("h", DIMS(2, 300000000));
     layer("relu", NULL, "hy", NAMES("h"));
     output("hy");
@@ -890,8 +784,7 @@ START_TEST(bad_input_fails_cleanly)
     ck_assert_error_has(ctx, "small code model");
     ck_assert_int_eq(dir_entries(tmp), 1);
     /* no layers, so no outputs: the model check refuses it */
-    pdc_model_destroy(mdl);
-    ck_assert_ok(ctx, pdc_model_create(ctx, "empty", &mdl));
+    fresh_model("empty");
     input("e", DIMS(1, 4));
     ck_assert_status(ctx, emit_opts(TARGET, NULL, tmp), PDC_ERR_INVALID_MODEL);
     ck_assert_error_has(ctx, "no outputs");
@@ -899,27 +792,14 @@ START_TEST(bad_input_fails_cleanly)
 }
 END_TEST
 
-static Suite *arm_suite(void)
+int main(void)
 {
     Suite *s = suite_create("arm");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
+    TCase *tc = test_add_tcase(s, "core", setup, teardown, 300, NULL);
     tcase_add_loop_test(tc, onnx_models_match_ref, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
-    tcase_add_test(tc, conv_variants_dense);
-    tcase_add_test(tc, conv_variants_pruned_reordered);
-    tcase_add_test(tc, other_ops_match_ref);
-    tcase_add_test(tc, rnn_cells_match_ref);
-    tcase_add_test(tc, sparse_fc_gemm_match_ref);
-    tcase_add_test(tc, sparse_matmul_matches_ref);
-    tcase_add_test(tc, sparse_rnn_match_ref);
-    tcase_add_test(tc, sparse_fc_stores_no_zeros);
-    tcase_add_test(tc, two_models_link_into_one_program);
-    tcase_add_test(tc, archive_and_code);
-    tcase_add_test(tc, odd_names_and_no_inputs);
-    tcase_add_test(tc, bad_input_fails_cleanly);
-    suite_add_tcase(s, tc);
-    return s;
+    test_add_tests(tc, TEST_LIST(conv_variants_dense, conv_variants_pruned_reordered, other_ops_match_ref,
+                                 rnn_cells_match_ref, sparse_fc_gemm_match_ref, sparse_matmul_matches_ref,
+                                 sparse_rnn_match_ref, sparse_fc_stores_no_zeros, two_models_link_into_one_program,
+                                 archive_and_code, odd_names_and_no_inputs, bad_input_fails_cleanly));
+    return test_run_suite(s);
 }
-
-int main(void) { return test_run_suite(arm_suite()); }

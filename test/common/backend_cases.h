@@ -1,220 +1,26 @@
 /*
- * backend_cases.h - the cases test_cpu.c and test_gpu.c share: a model is built with the public API,
- * compiled for "ref" and for the suite's target (bc_target), run on the same pseudo-random inputs, and
- * every output must match: max |target - ref| <= bc_tolerance x max |ref|. Shapes are drawn at random
- * (odd sizes, strides, pads, dilations, groups, sparsity kinds, fused activations, out_perm, channel
- * counts off the vector width) from fixed seeds, so a failure names a reproducible case; plus the
- * ONNX test models and the demo model. Under valgrind and in ASan builds the random sweeps run fewer
- * cases.
+ * backend_cases.h - the cases the cpu suites (test/cpu/test_cpu_*.c, through cpu_cases.h) and
+ * test_gpu.c share: a model is built with the public API, compiled for "ref" and for the suite's target
+ * (bc_target), run on the same pseudo-random inputs, and every output must match: max |target - ref|
+ * <= bc_tolerance x max |ref|. Shapes are drawn at random (odd sizes, strides, pads, dilations, groups,
+ * sparsity kinds, fused activations, out_perm, channel counts off the vector width) from fixed seeds,
+ * so a failure names a reproducible case; plus the ONNX test models and the demo model. Under valgrind
+ * and in ASan builds the random sweeps run fewer cases.
  *
  * Which kernel a layer must get differs per target: each shared case hands its program to the
- * suite's bc_expect_kernels(case, program, variant), which asserts the target's kernel strings.
+ * suite's bc_expect_kernels(case, program, variant), which asserts the target's kernel strings (a
+ * table of bc_kernel lists for what does not depend on the variant, bc_assert_kernels).
  *
- * The including suite defines bc_expect_kernels, calls bc_add_cases (the shared tcases, to which it
- * adds its own tests) and runs through bc_main, which sets bc_target / bc_tolerance and the kernel
- * cache directory every test of the process shares.
+ * The including suite defines bc_expect_kernels, calls bc_add_cases (every shared tcase) or
+ * bc_add_some_cases (some: a suite split over several programs takes each in one of them), adds its
+ * own tests to them, and runs through bc_main, which sets bc_target / bc_tolerance and the kernel
+ * cache directory every test of the process shares. The comparisons themselves (check_matches_ref,
+ * check_case, check_kernels, which the suites' own tests use too) are in backend_compare.h.
  */
 #ifndef PDC_TEST_BACKEND_CASES_H
 #define PDC_TEST_BACKEND_CASES_H
 
-#include <ftw.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <valgrind/valgrind.h>
-
-#include "test/common/model_builder.h"
-
-static const char *bc_target = "";  /* "cpu", "gpu": set by bc_main */
-static float bc_tolerance = 1e-5f; /* relative to max |ref| */
-static char cache_dir[256];         /* a fresh kernel cache for the whole process */
-/* How run_prog runs a program; a suite may swap in its own (test_cpu: from inside a parallel region). */
-static pdc_status (*bc_run)(const pdc_program *, size_t, pdc_tensor *const *, size_t,
-                            pdc_tensor *const *) = pdc_program_run;
-
-/* Random sweeps: number of cases, fewer under valgrind and sanitizers. */
-static int sweep(int n)
-{
-#if defined(__SANITIZE_ADDRESS__)
-    n = (n + 2) / 3;
-#endif
-    if (RUNNING_ON_VALGRIND) n = (n + 7) / 8;
-    return n < 1 ? 1 : n;
-}
-
-#define BC_RNG_SEED 12345u
-static uint32_t rng = BC_RNG_SEED;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
-/* Uniform in [lo, hi]. */
-static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint32_t)(hi - lo + 1)); }
-
-/* constant_pruned's masks come from the shared stream rnd(). */
-static uint32_t draw_rnd(uint32_t *state)
-{
-    (void)state;
-    return rnd();
-}
-
-/* kind 0 dense, 1 bh x bw blocks, 2 unstructured; keep_pct of the blocks (elements) kept. */
-static void constant_pruned(const char *name, size_t rank, const int64_t *dims, int kind, int64_t bh, int64_t bw,
-                            int keep_pct, uint32_t seed)
-{
-    constant_pruned_by(name, rank, dims, kind, bh, bw, keep_pct, seed, draw_rnd);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb; (void)flag; (void)ftw;
-    return remove(path);
-}
-
-/* Every test of this process shares one fresh kernel cache (made in bc_main, removed at exit), so a
- * kernel compiled by one test is loaded by the next, as it would be for a user. The random stream
- * restarts per test, so a test draws the same cases whether tests fork or not (CK_FORK=no). */
-static void bc_setup(void)
-{
-    rng = BC_RNG_SEED;
-    char name[32];
-    snprintf(name, sizeof name, "%s_test", bc_target);
-    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
-    ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", cache_dir));
-    ck_assert_ok(ctx, pdc_model_create(ctx, name, &mdl));
-}
-
-static void bc_teardown(void)
-{
-    pdc_model_destroy(mdl);
-    mdl = NULL;
-    pdc_context_destroy(ctx);
-    ctx = NULL;
-}
-
-/* ------------------------------------------------------------------ running and comparing */
-
-/* max |got - want| <= bc_tolerance * max |want| (exact when want is all zeros). */
-static void assert_close(const float *got, const float *want, size_t n, const char *what)
-{
-    test_assert_close(got, want, n, bc_tolerance, bc_target, what);
-}
-
-/* Runs prog on inputs seeded with seed; returns the outputs (malloc'd, caller frees each and the array). */
-static float **run_prog(pdc_program *prog, uint32_t seed, size_t *n_out_ret, size_t **sizes_ret)
-{
-    size_t n_in, n_out;
-    ck_assert_ok(ctx, pdc_program_num_inputs(prog, &n_in));
-    ck_assert_ok(ctx, pdc_program_num_outputs(prog, &n_out));
-    pdc_tensor **tin = calloc(n_in + 1, sizeof *tin), **tout = calloc(n_out + 1, sizeof *tout);
-    float **res = calloc(n_out + 1, sizeof *res);
-    size_t *sizes = calloc(n_out + 1, sizeof *sizes);
-    for (size_t i = 0; i < n_in; i++) {
-        size_t rank;
-        int64_t dims[PDC_MAX_RANK];
-        ck_assert_ok(ctx, pdc_program_input_info(prog, i, NULL, &rank, dims));
-        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &tin[i]));
-        test_fill_random(pdc_tensor_data(tin[i]), pdc_tensor_size(tin[i]), seed + 17u * (uint32_t)i);
-    }
-    for (size_t i = 0; i < n_out; i++) {
-        size_t rank;
-        int64_t dims[PDC_MAX_RANK];
-        ck_assert_ok(ctx, pdc_program_output_info(prog, i, NULL, &rank, dims));
-        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &tout[i]));
-    }
-    ck_assert_ok(ctx, bc_run(prog, n_in, tin, n_out, tout));
-    for (size_t i = 0; i < n_out; i++) {
-        sizes[i] = pdc_tensor_size(tout[i]);
-        res[i] = malloc((sizes[i] ? sizes[i] : 1) * sizeof(float));
-        memcpy(res[i], pdc_tensor_data(tout[i]), sizes[i] * sizeof(float));
-        pdc_tensor_destroy(tout[i]);
-    }
-    for (size_t i = 0; i < n_in; i++) pdc_tensor_destroy(tin[i]);
-    free(tin);
-    free(tout);
-    *n_out_ret = n_out;
-    *sizes_ret = sizes;
-    return res;
-}
-
-static void free_outputs(float **r, size_t n, size_t *sizes)
-{
-    for (size_t i = 0; i < n; i++) free(r[i]);
-    free(r);
-    free(sizes);
-}
-
-/* Compiles mdl for bc_target and ref, runs both, compares every output. Returns the target's program. */
-static pdc_program *check_matches_ref(const char *what, uint32_t seed)
-{
-    pdc_program *pr = NULL, *pc = NULL;
-    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
-    ck_assert_ok(ctx, pdc_compile(ctx, mdl, bc_target, &pc));
-    ck_assert_str_eq(pdc_program_target(pc), bc_target);
-    size_t nr, nc, *sr, *sc;
-    float **want = run_prog(pr, seed, &nr, &sr);
-    float **got = run_prog(pc, seed, &nc, &sc);
-    ck_assert_uint_eq(nr, nc);
-    for (size_t i = 0; i < nr; i++) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s, output %zu", what, i);
-        ck_assert_uint_eq(sr[i], sc[i]);
-        assert_close(got[i], want[i], sr[i], msg);
-    }
-    free_outputs(want, nr, sr);
-    free_outputs(got, nc, sc);
-    pdc_program_destroy(pr);
-    return pc;
-}
-
-/* The kernel text of the layer named `name` in prog. */
-static const char *kernel_of(const pdc_program *prog, const char *name)
-{
-    size_t n;
-    ck_assert_ok(ctx, pdc_program_num_layers(prog, &n));
-    for (size_t i = 0; i < n; i++) {
-        const char *ln, *k;
-        ck_assert_ok(ctx, pdc_program_layer_kernel(prog, i, &ln, &k));
-        if (!strcmp(ln, name)) return k;
-    }
-    ck_abort_msg("no layer %s", name);
-    return "";
-}
-
-#define ck_assert_kernel(prog, layer_name, needle)                                                          \
-    do {                                                                                                    \
-        const char *k__ = kernel_of((prog), (layer_name));                                                  \
-        ck_assert_msg(strstr(k__, (needle)) != NULL, "layer %s: kernel \"%s\" lacks \"%s\"", (layer_name), k__, \
-                      (needle));                                                                            \
-    } while (0)
-
-/* The shared cases whose kernels the suite checks (bc_expect_kernels); variant as noted. */
-typedef enum {
-    BC_UNARY,          /* layers y0 (relu) .. y6 (tanh) */
-    BC_BINARY,         /* y */
-    BC_CONST_OPERAND,  /* y = c - x, c per channel */
-    BC_BATCHNORM,      /* y */
-    BC_CONV_RANDOM,    /* y; variant: sp_kind */
-    BC_CONV_PATTERN,   /* y: 3x3, 8 patterns, 50% kernels kept */
-    BC_FC,             /* y; variant: 0 dense, 1 block, 2 unstructured, 3 dense at batch 2-32 */
-    BC_GEMM,           /* y */
-    BC_MATMUL,         /* y */
-    BC_MATMUL_CONST,   /* y = x [..., M, K] times a constant [K, N]; variant: 0 dense, 1 block, 2 unstructured, and
-                        * +3 where the rows (x's leading dims times M) are 2-32 and K, N >= 8, +6 where a sparse
-                        * weight keeps more than half of its blocks (edge blocks counted whole) */
-    BC_RNN,            /* rnn; variant: weights 0 dense, 1 block, 2 unstructured */
-    BC_POOL,           /* y max/avg pool, g global average pool */
-    BC_EVERY_OP,       /* s softmax, t transpose, c concat, f flatten, r reshape */
-    BC_SOFTMAX,        /* y; variant: 1 along an inner axis (columns), 0 along the last (rows) */
-    BC_MOVE,           /* t transpose, c concat, r reshape; variant: 1 if the transpose moves the last dim */
-} bc_case;
-
-/* Defined by the suite: asserts (ck_assert_kernel) the kernels its target gave case `which`. */
-static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant);
+#include "test/common/backend_compare.h"
 
 /* ------------------------------------------------------------------ elementwise */
 
@@ -239,9 +45,7 @@ START_TEST(unary_ops_match_ref)
         output(out);
         snprintf(prev, sizeof prev, "%s", out);
     }
-    pdc_program *p = check_matches_ref("unary chain", 7u + (uint32_t)_i);
-    bc_expect_kernels(BC_UNARY, p, 0);
-    pdc_program_destroy(p);
+    check_case(BC_UNARY, 0, 7u + (uint32_t)_i, "unary chain");
 }
 END_TEST
 
@@ -249,8 +53,7 @@ START_TEST(binary_broadcast_matches_ref)
 {
     static const char *const ops[] = {"add", "sub", "mul", "div"};
     for (int c = 0; c < sweep(24); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "bcast", &mdl));
+        fresh_model("bcast");
         int64_t d[4] = {rnd_in(1, 2), rnd_in(1, 5), rnd_in(1, 9), rnd_in(1, 21)};
         int64_t e[4];
         for (int i = 0; i < 4; i++) e[i] = rnd() % 3 == 0 ? 1 : d[i];
@@ -260,12 +63,8 @@ START_TEST(binary_broadcast_matches_ref)
         const char *op = ops[c % 4];
         layer(op, NULL, "y", NAMES("a", "b"));
         output("y");
-        char what[128];
-        snprintf(what, sizeof what, "%s %lldx%lldx%lldx%lld with rank-%d operand", op, (long long)d[0], (long long)d[1],
-                 (long long)d[2], (long long)d[3], rb);
-        pdc_program *p = check_matches_ref(what, (uint32_t)c);
-        bc_expect_kernels(BC_BINARY, p, 0);
-        pdc_program_destroy(p);
+        check_case(BC_BINARY, 0, (uint32_t)c, "%s %lldx%lldx%lldx%lld with rank-%d operand", op, (long long)d[0],
+                   (long long)d[1], (long long)d[2], (long long)d[3], rb);
     }
 }
 END_TEST
@@ -277,9 +76,7 @@ START_TEST(constant_operand)
     constant_rand("c", DIMS(19, 1, 1), 1.0f, 9);
     layer("sub", NULL, "y", NAMES("c", "x"));
     output("y");
-    pdc_program *p = check_matches_ref("c - x", 4);
-    bc_expect_kernels(BC_CONST_OPERAND, p, 0);
-    pdc_program_destroy(p);
+    check_case(BC_CONST_OPERAND, 0, 4, "c - x");
 }
 END_TEST
 
@@ -291,13 +88,9 @@ START_TEST(batchnorm_matches_ref)
     constant_rand("mean", DIMS(5), 1.0f, 3);
     float var[5] = {0.5f, 1.0f, 2.0f, 0.1f, 3.0f};
     ck_assert_ok(ctx, pdc_model_add_constant(mdl, "var", 1, (const int64_t[]){5}, var));
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_float(a, "epsilon", 1e-3f));
-    layer("batchnorm", a, "y", NAMES("x", "scale", "bias", "mean", "var"));
+    layer("batchnorm", set_float(attrs(), "epsilon", 1e-3f), "y", NAMES("x", "scale", "bias", "mean", "var"));
     output("y");
-    pdc_program *p = check_matches_ref("batchnorm", 5);
-    bc_expect_kernels(BC_BATCHNORM, p, 0);
-    pdc_program_destroy(p);
+    check_case(BC_BATCHNORM, 0, 5, "batchnorm");
 }
 END_TEST
 
@@ -384,9 +177,7 @@ static void random_conv(int nsp, sp_kind sp, char *desc, size_t cap)
         int64_t nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw;
         nb = (size_t)(nbr * nbc);
         for (size_t b = 0; b < nb; b++) mask[b] = rnd() % 2;
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t q = 0; q < cols; q++)
-                if (!mask[(r / bh) * nbc + q / bw]) w[r * cols + q] = 0.0f;
+        zero_pruned_blocks(w, rows, cols, bh, bw, mask);
     } else if (sp == SP_UNSTRUCTURED) {
         for (size_t i = 0; i < wn; i++) {
             mask[i] = rnd() % 3 != 0;
@@ -415,12 +206,7 @@ static void random_conv(int nsp, sp_kind sp, char *desc, size_t cap)
     set_fused_activation(a, act);
     if (perm) {
         int64_t *pv = malloc((size_t)o * sizeof *pv);
-        for (int64_t i = 0; i < o; i++) pv[i] = i;
-        for (int64_t i = o - 1; i > 0; i--) {
-            int64_t j = (int64_t)(rnd() % (uint32_t)(i + 1)), tmp = pv[i];
-            pv[i] = pv[j];
-            pv[j] = tmp;
-        }
+        random_perm(pv, o);
         ck_assert_ok(ctx, pdc_attrs_set_ints(a, "out_perm", (size_t)o, pv));
         free(pv);
     }
@@ -442,46 +228,31 @@ START_TEST(conv_random_matches_ref)
     sp_kind sp = (sp_kind)_i;
     rng = 1000u + (uint32_t)_i * 7919u;
     for (int c = 0; c < sweep(30); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "conv", &mdl));
+        fresh_model("conv");
         char desc[512];
         random_conv(c % 5 == 4 ? 1 : 2, sp, desc, sizeof desc);
-        pdc_program *p = check_matches_ref(desc, (uint32_t)c);
-        bc_expect_kernels(BC_CONV_RANDOM, p, _i);
-        pdc_program_destroy(p);
+        check_case(BC_CONV_RANDOM, (int)_i, (uint32_t)c, "%s", desc);
     }
 }
 END_TEST
 
+/* 8 four-entry 3x3 patterns with the centre: the pattern set the benchmarks time. */
+static const uint64_t bench_pats[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
+
 START_TEST(conv_vgg_like_pattern_layer)
 {
-    /* 8 four-entry patterns with the centre, 50% connectivity: the layer shape the benchmarks time,
-     * small enough for a unit test; channel counts that are not multiples of 16 */
-    static const uint64_t pats[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
+    /* the benchmarks' 8 patterns, 50% connectivity: the layer shape the benchmarks time, small enough
+     * for a unit test; channel counts that are not multiples of 16 */
     int64_t c = 21, o = 38, h = 19, w = 23;
     input("x", DIMS(1, c, h, w));
-    size_t wn = (size_t)(o * c * 9);
-    float *wv = malloc(wn * sizeof *wv);
     int32_t *kp = malloc((size_t)(o * c) * sizeof *kp);
-    test_fill_random(wv, wn, 99);
-    for (int64_t q = 0; q < o * c; q++) {
-        kp[q] = q % 2 ? -1 : (int32_t)(rnd() % 8);
-        for (int b = 0; b < 9; b++)
-            if (kp[q] < 0 || !(pats[kp[q]] >> b & 1)) wv[q * 9 + b] = 0.0f;
-    }
-    ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 4, (const int64_t[]){o, c, 3, 3}, wv));
-    ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w", 3, 3, 8, pats, (size_t)(o * c), kp));
-    free(wv);
+    for (int64_t q = 0; q < o * c; q++) kp[q] = q % 2 ? -1 : (int32_t)(rnd() % 8);
+    constant_patterned("w", o, c, 3, 8, bench_pats, kp, 99);
     free(kp);
     constant_rand("b", DIMS(o), 0.1f, 5);
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-    layer("conv", a, "y", NAMES("x", "w", "b"));
+    layer("conv", set_string(set_ints(attrs(), "pads", DIMS(1, 1, 1, 1)), "activation", "relu"), "y", NAMES("x", "w", "b"));
     output("y");
-    pdc_program *p = check_matches_ref("pattern 3x3 21->38 @19x23", 11);
-    bc_expect_kernels(BC_CONV_PATTERN, p, 0);
-    pdc_program_destroy(p);
+    check_case(BC_CONV_PATTERN, 0, 11, "pattern 3x3 21->38 @19x23");
 }
 END_TEST
 
@@ -533,25 +304,13 @@ START_TEST(demo_model_matches_ref)
         input("image", DIMS(1, 1, 8, 8));
         constant_rand("w1", DIMS(16, 1, 3, 3), 1.0f, 1);
         constant_rand("b1", DIMS(16), 0.05f, 2);
-        pdc_attrs *a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
-        layer("conv", a, "c1", NAMES("image", "w1", "b1"));
+        layer("conv", set_ints(attrs(), "pads", DIMS(1, 1, 1, 1)), "c1", NAMES("image", "w1", "b1"));
         layer("relu", NULL, "r1", NAMES("c1"));
-        static const uint64_t pats[8] = {0x1b, 0x36, 0xd8, 0x1b0, 0x3a, 0xb2, 0xb8, 0x9a};
-        float w2[32 * 16 * 9];
         int32_t kp[32 * 16];
-        test_fill_random(w2, 32 * 16 * 9, 3);
-        for (int q = 0; q < 32 * 16; q++) {
-            kp[q] = (q * 7) % 3 == 0 ? -1 : q % 8;
-            for (int b = 0; b < 9; b++)
-                if (kp[q] < 0 || !(pats[kp[q]] >> b & 1)) w2[q * 9 + b] = 0.0f;
-        }
-        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w2", 4, (const int64_t[]){32, 16, 3, 3}, w2));
-        ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "w2", 3, 3, 8, pats, 32 * 16, kp));
+        for (int q = 0; q < 32 * 16; q++) kp[q] = (q * 7) % 3 == 0 ? -1 : q % 8;
+        constant_patterned("w2", 32, 16, 3, 8, bench_pats, kp, 3);
         constant_rand("b2", DIMS(32), 0.05f, 4);
-        a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
-        layer("conv", a, "c2", NAMES("r1", "w2", "b2"));
+        layer("conv", set_ints(attrs(), "pads", DIMS(1, 1, 1, 1)), "c2", NAMES("r1", "w2", "b2"));
         layer("relu", NULL, "r2", NAMES("c2"));
         layer("flatten", NULL, "f", NAMES("r2"));
         constant_rand("w3", DIMS(10, 2048), 0.05f, 5);
@@ -568,44 +327,46 @@ END_TEST
 
 /* ------------------------------------------------------------------ fc, gemm, matmul, rnn */
 
+/* A rows x cols constant `name` of test_fill_random(seed) values, pruned with masks drawn from rnd():
+ * kind 0 dense; 1 in bh x bw blocks, each kept when rnd() % 10 < 3; 2 unstructured, each element kept
+ * when rnd() % 10 < 2. Returns how many blocks (elements) it keeps; 0 when dense. */
+static int64_t random_pruned_matrix(const char *name, int64_t rows, int64_t cols, int kind, int64_t bh, int64_t bw,
+                                    uint32_t seed)
+{
+    size_t wn = (size_t)(rows * cols);
+    float *w = malloc(wn * sizeof *w);
+    uint8_t *mask = malloc(wn);
+    ck_assert(w && mask);
+    test_fill_random(w, wn, seed);
+    int64_t nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw, kept = 0;
+    if (kind == 1) {
+        for (int64_t b = 0; b < nbr * nbc; b++) kept += mask[b] = rnd() % 10 < 3;
+        zero_pruned_blocks(w, rows, cols, bh, bw, mask);
+    } else if (kind == 2) {
+        for (size_t q = 0; q < wn; q++)
+            if (!(mask[q] = rnd() % 10 < 2)) w[q] = 0.0f;
+            else kept++;
+    }
+    ck_assert_ok(ctx, pdc_model_add_constant(mdl, name, DIMS(rows, cols), w));
+    if (kind == 1) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, name, bh, bw, (size_t)(nbr * nbc), mask));
+    if (kind == 2) ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, name, wn, mask));
+    free(mask);
+    free(w);
+    return kept;
+}
+
 START_TEST(fc_random_matches_ref)
 {
     /* _i: 0 dense, 1 block-sparse, 2 unstructured (kernel variants: those, and 3 dense at batch 2-32) */
     rng = 77u + (uint32_t)_i;
     for (int c = 0; c < sweep(16); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "fc", &mdl));
+        fresh_model("fc");
         /* every 4th case a batch of 4..40: the sparse kernels' several-samples form, in groups */
         int64_t n = c % 4 == 1 ? rnd_in(4, 40) : rnd_in(1, 3), k = rnd_in(1, 300), o = rnd_in(1, 70), bh = rnd_in(1, 4),
                 bw = rnd_in(1, 8);
         int has_bias = rnd() % 2;
         input("x", DIMS(n, k));
-        size_t wn = (size_t)(o * k);
-        float *w = malloc(wn * sizeof *w);
-        test_fill_random(w, wn, rnd());
-        if (_i == 1) {
-            int64_t nbr = (o + bh - 1) / bh, nbc = (k + bw - 1) / bw;
-            uint8_t *mask = malloc((size_t)(nbr * nbc));
-            for (int64_t b = 0; b < nbr * nbc; b++) mask[b] = rnd() % 10 < 3;
-            for (int64_t r = 0; r < o; r++)
-                for (int64_t q = 0; q < k; q++)
-                    if (!mask[(r / bh) * nbc + q / bw]) w[r * k + q] = 0.0f;
-            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
-            ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, "w", bh, bw, (size_t)(nbr * nbc), mask));
-            free(mask);
-        } else if (_i == 2) {
-            uint8_t *mask = malloc(wn);
-            for (size_t q = 0; q < wn; q++) {
-                mask[q] = rnd() % 10 < 2;
-                if (!mask[q]) w[q] = 0.0f;
-            }
-            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
-            ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
-            free(mask);
-        } else {
-            ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){o, k}, w));
-        }
-        free(w);
+        random_pruned_matrix("w", o, k, (int)_i, bh, bw, rnd());
         pdc_attrs *a = attrs();
         const char *act = fused_acts[rnd() % N_FUSED_ACTS];
         set_fused_activation(a, act);
@@ -616,13 +377,9 @@ START_TEST(fc_random_matches_ref)
             layer("fc", a, "y", NAMES("x", "w"));
         }
         output("y");
-        char what[128];
-        snprintf(what, sizeof what, "fc n%lld k%lld o%lld %s %lldx%lld act %s", (long long)n, (long long)k,
-                 (long long)o, _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured", (long long)bh, (long long)bw,
-                 act ? act : "none");
-        pdc_program *p = check_matches_ref(what, (uint32_t)c);
-        bc_expect_kernels(BC_FC, p, _i ? (int)_i : n >= 2 && n <= 32 ? 3 : 0);
-        pdc_program_destroy(p);
+        check_case(BC_FC, _i ? (int)_i : n >= 2 && n <= 32 ? 3 : 0, (uint32_t)c, "fc n%lld k%lld o%lld %s %lldx%lld act %s",
+                   (long long)n, (long long)k, (long long)o, _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured",
+                   (long long)bh, (long long)bw, act ? act : "none");
     }
 }
 END_TEST
@@ -631,8 +388,7 @@ START_TEST(gemm_random_matches_ref)
 {
     rng = 4242u;
     for (int c = 0; c < sweep(16); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "gemm", &mdl));
+        fresh_model("gemm");
         int64_t mm = rnd_in(1, 40), kk = rnd_in(1, 90), nn = rnd_in(1, 50);
         int ta = rnd() % 2, tb = rnd() % 2, cform = (int)(rnd() % 5);
         if (ta) input("a", DIMS(kk, mm));
@@ -654,25 +410,16 @@ START_TEST(gemm_random_matches_ref)
         if (cform) layer("gemm", a, "y", NAMES("a", "b", "c"));
         else layer("gemm", a, "y", NAMES("a", "b"));
         output("y");
-        char what[112];
-        snprintf(what, sizeof what, "gemm %lldx%lldx%lld ta%d tb%d c%d act %s", (long long)mm, (long long)kk,
-                 (long long)nn, ta, tb, cform, act ? act : "none");
-        pdc_program *p = check_matches_ref(what, (uint32_t)c);
-        bc_expect_kernels(BC_GEMM, p, 0);
-        pdc_program_destroy(p);
+        check_case(BC_GEMM, 0, (uint32_t)c, "gemm %lldx%lldx%lld ta%d tb%d c%d act %s", (long long)mm, (long long)kk,
+                   (long long)nn, ta, tb, cform, act ? act : "none");
     }
 }
 END_TEST
 
 START_TEST(matmul_broadcast_matches_ref)
 {
-    input("a", DIMS(2, 1, 5, 7));
-    input("b", DIMS(3, 7, 4));
-    layer("matmul", NULL, "y", NAMES("a", "b"));
-    output("y");
-    pdc_program *p = check_matches_ref("matmul [2,1,5,7] x [3,7,4]", 8);
-    bc_expect_kernels(BC_MATMUL, p, 0);
-    pdc_program_destroy(p);
+    matmul_model(DIMS(2, 1, 5, 7), DIMS(3, 7, 4));
+    check_case(BC_MATMUL, 0, 8, "matmul [2,1,5,7] x [3,7,4]");
 }
 END_TEST
 
@@ -681,46 +428,22 @@ START_TEST(matmul_const_random_matches_ref)
     /* _i: the weight [K, N] 0 dense, 1 block-sparse in its stored layout, 2 unstructured; x of rank 2-4 */
     rng = 515u + (uint32_t)_i;
     for (int c = 0; c < sweep(16); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "matmul", &mdl));
+        fresh_model("matmul");
         int rank = (int)rnd_in(2, 4);
         int64_t xd[4], rows = 1, k = rnd_in(1, 120), n = rnd_in(1, 70), bh = rnd_in(1, 8), bw = rnd_in(1, 4);
         for (int d = 0; d < rank - 1; d++) rows *= (xd[d] = d == rank - 2 ? rnd_in(1, 12) : rnd_in(1, 3));
         xd[rank - 1] = k;
         input("x", (size_t)rank, xd);
-        size_t wn = (size_t)(k * n);
-        float *w = malloc(wn * sizeof *w);
-        uint8_t *mask = malloc(wn);
-        ck_assert(w && mask);
-        test_fill_random(w, wn, rnd());
         /* blocks bh x bw of the stored [K, N] (bh along K); kept ones counted whole, edges included */
-        int64_t nbr = (k + bh - 1) / bh, nbc = (n + bw - 1) / bw, kept = 0;
-        if (_i == 1) {
-            for (int64_t b = 0; b < nbr * nbc; b++) kept += mask[b] = rnd() % 10 < 3;
-            for (int64_t r = 0; r < k; r++)
-                for (int64_t q = 0; q < n; q++)
-                    if (!mask[(r / bh) * nbc + q / bw]) w[r * n + q] = 0.0f;
-        } else if (_i == 2) {
-            for (size_t q = 0; q < wn; q++)
-                if (!(mask[q] = rnd() % 10 < 2)) w[q] = 0.0f;
-                else kept++;
-        }
-        ck_assert_ok(ctx, pdc_model_add_constant(mdl, "w", 2, (const int64_t[]){k, n}, w));
-        if (_i == 1) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, "w", bh, bw, (size_t)(nbr * nbc), mask));
-        if (_i == 2) ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, "w", wn, mask));
-        free(mask);
-        free(w);
+        int64_t kept = random_pruned_matrix("w", k, n, (int)_i, bh, bw, rnd());
         layer("matmul", NULL, "y", NAMES("x", "w"));
         output("y");
-        char what[128];
-        snprintf(what, sizeof what, "matmul of %lld rows, k%lld n%lld %s %lldx%lld", (long long)rows, (long long)k,
-                 (long long)n, _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
-        pdc_program *p = check_matches_ref(what, (uint32_t)c);
         int64_t cells = _i == 1 ? bh * bw : 1;
         int variant = (int)_i + (rows >= 2 && rows <= 32 && k >= 8 && n >= 8 ? 3 : 0) +
                       (_i && 2 * kept * cells > k * n ? 6 : 0);
-        bc_expect_kernels(BC_MATMUL_CONST, p, variant);
-        pdc_program_destroy(p);
+        check_case(BC_MATMUL_CONST, variant, (uint32_t)c, "matmul of %lld rows, k%lld n%lld %s %lldx%lld", (long long)rows,
+                   (long long)k, (long long)n, _i == 0 ? "dense" : _i == 1 ? "block" : "unstructured", (long long)bh,
+                   (long long)bw);
     }
 }
 END_TEST
@@ -730,8 +453,7 @@ START_TEST(rnn_random_matches_ref)
     /* LSTM and GRU: directions, initial states, optional outputs, linear_before_reset */
     rng = 31337u;
     for (int c = 0; c < sweep(12); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "rnn", &mdl));
+        fresh_model("rnn");
         int lstm = c % 2 == 0;
         int64_t T = rnd_in(1, 5), B = rnd_in(1, 3), I = rnd_in(1, 9), H = rnd_in(1, 7), G = lstm ? 4 : 3;
         static const char *const dirs[] = {"forward", "reverse", "bidirectional"};
@@ -746,28 +468,15 @@ START_TEST(rnn_random_matches_ref)
         constant_rand("b", DIMS(D, 2 * G * H), 0.5f, rnd());
         input("h0", DIMS(D, B, H));
         if (lstm) input("c0", DIMS(D, B, H));
-        pdc_attrs *a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", H));
-        ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", dirs[di]));
-        if (!lstm) ck_assert_ok(ctx, pdc_attrs_set_int(a, "linear_before_reset", (c / 2) % 2));
-        const char *outs[3] = {"y", "yh", "yc"};
-        if (lstm)
-            ck_assert_ok(ctx, pdc_model_add_layer(mdl, "rnn", "lstm", 7, (const char *const[]){"x", "w", "r", "b", "", "h0", "c0"},
-                                                  3, outs, a));
-        else
-            ck_assert_ok(ctx, pdc_model_add_layer(mdl, "rnn", "gru", 6, (const char *const[]){"x", "w", "r", "b", "", "h0"},
-                                                  2, outs, a));
-        pdc_attrs_destroy(a);
+        const char *ins[7] = {"x", "w", "r", "b", "", "h0", "c0"}, *outs[3] = {"y", "yh", "yc"};
+        if (lstm) rnn_layer("lstm", "rnn", H, dirs[di], -1, 7, ins, 3, outs);
+        else rnn_layer("gru", "rnn", H, dirs[di], (c / 2) % 2, 6, ins, 2, outs);
         output("y");
         output("yh");
         if (lstm) output("yc");
-        char what[128];
-        snprintf(what, sizeof what, "%s T%lld B%lld I%lld H%lld %s %s %lldx%lld", lstm ? "lstm" : "gru", (long long)T,
-                 (long long)B, (long long)I, (long long)H, dirs[di],
-                 kind == 0 ? "dense" : kind == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
-        pdc_program *p = check_matches_ref(what, (uint32_t)c);
-        bc_expect_kernels(BC_RNN, p, kind);
-        pdc_program_destroy(p);
+        check_case(BC_RNN, kind, (uint32_t)c, "%s T%lld B%lld I%lld H%lld %s %s %lldx%lld", lstm ? "lstm" : "gru",
+                   (long long)T, (long long)B, (long long)I, (long long)H, dirs[di],
+                   kind == 0 ? "dense" : kind == 1 ? "block" : "unstructured", (long long)bh, (long long)bw);
     }
 }
 END_TEST
@@ -778,8 +487,7 @@ START_TEST(pool_random_matches_ref)
 {
     rng = 555u;
     for (int c = 0; c < sweep(24); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "pool", &mdl));
+        fresh_model("pool");
         /* every third case 1-D: the same window along one dim (dim 0 of these arrays unused) */
         const int nsp = c % 3 == 2 ? 1 : 2, d0 = 2 - nsp;
         int64_t k[2] = {rnd_in(1, 4), rnd_in(1, 4)}, st[2] = {rnd_in(1, 3), rnd_in(1, 3)}, dl[2], pads[4], in[2];
@@ -804,17 +512,13 @@ START_TEST(pool_random_matches_ref)
         layer("global_avgpool", NULL, "g", NAMES("y"));
         output("y");
         output("g");
-        char what[128];
         if (nsp == 1)
-            snprintf(what, sizeof what, "1-D %s k%lld s%lld d%lld in %lld", is_max ? "maxpool" : "avgpool", (long long)k[1],
-                     (long long)st[1], (long long)dl[1], (long long)in[1]);
+            check_case(BC_POOL, 0, (uint32_t)c, "1-D %s k%lld s%lld d%lld in %lld", is_max ? "maxpool" : "avgpool",
+                       (long long)k[1], (long long)st[1], (long long)dl[1], (long long)in[1]);
         else
-            snprintf(what, sizeof what, "%s k%lldx%lld s%lldx%lld d%lldx%lld in %lldx%lld", is_max ? "maxpool" : "avgpool",
-                     (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], (long long)dl[0],
-                     (long long)dl[1], (long long)in[0], (long long)in[1]);
-        pdc_program *p = check_matches_ref(what, (uint32_t)c);
-        bc_expect_kernels(BC_POOL, p, 0);
-        pdc_program_destroy(p);
+            check_case(BC_POOL, 0, (uint32_t)c, "%s k%lldx%lld s%lldx%lld d%lldx%lld in %lldx%lld",
+                       is_max ? "maxpool" : "avgpool", (long long)k[0], (long long)k[1], (long long)st[0],
+                       (long long)st[1], (long long)dl[0], (long long)dl[1], (long long)in[0], (long long)in[1]);
     }
 }
 END_TEST
@@ -823,9 +527,7 @@ END_TEST
 
 START_TEST(layer_kernel_api)
 {
-    input("x", DIMS(2, 3));
-    layer("relu", NULL, "y", NAMES("x"));
-    output("y");
+    relu_model(2, 3);
     pdc_program *pr = NULL, *pc = NULL;
     ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
     ck_assert_ok(ctx, pdc_compile(ctx, mdl, bc_target, &pc));
@@ -852,20 +554,12 @@ START_TEST(every_op_matches_ref)
      * which): never an error */
     input("x", DIMS(1, 4, 5, 6));
     layer("softmax", NULL, "s", NAMES("x"));
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "perm", DIMS(0, 2, 3, 1)));
-    layer("transpose", a, "t", NAMES("s"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", 1));
-    layer("concat", a, "c", NAMES("t", "t"));
+    layer("transpose", set_ints(attrs(), "perm", DIMS(0, 2, 3, 1)), "t", NAMES("s"));
+    layer("concat", set_int(attrs(), "axis", 1), "c", NAMES("t", "t"));
     layer("flatten", NULL, "f", NAMES("c"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "shape", DIMS(2, -1)));
-    layer("reshape", a, "r", NAMES("f"));
+    layer("reshape", set_ints(attrs(), "shape", DIMS(2, -1)), "r", NAMES("f"));
     output("r");
-    pdc_program *p = check_matches_ref("softmax/transpose/concat/flatten/reshape", 5);
-    bc_expect_kernels(BC_EVERY_OP, p, 0);
-    pdc_program_destroy(p);
+    check_case(BC_EVERY_OP, 0, 5, "softmax/transpose/concat/flatten/reshape");
 }
 END_TEST
 
@@ -898,8 +592,7 @@ START_TEST(softmax_random_matches_ref)
      * column runs past a block of 256, logits up to +-30 (so the max must come off), layers large
      * enough to be split over the threads */
     for (int c = 0; c < sweep(32); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "softmax", &mdl));
+        fresh_model("softmax");
         int r = (int)rnd_in(1, 4);
         int64_t d[4];
         for (int i = 0; i < r; i++) d[i] = rnd_in(1, 24);
@@ -909,18 +602,13 @@ START_TEST(softmax_random_matches_ref)
         input("x", (size_t)r, d);
         constant_rand("scale", (size_t)r, d, 30.0f, 100u + (uint32_t)c);
         layer("mul", NULL, "z", NAMES("x", "scale"));
-        pdc_attrs *a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", axis));
-        layer("softmax", a, "y", NAMES("z"));
+        layer("softmax", set_int(attrs(), "axis", axis), "y", NAMES("z"));
         output("y");
-        char shape[64], what[128];
+        char shape[64];
         ints_text(shape, sizeof shape, r, d, "x");
-        snprintf(what, sizeof what, "softmax axis %lld of %s", (long long)axis, shape);
-        pdc_program *p = check_matches_ref(what, 40u + (uint32_t)c);
         int inner = 0;
         for (int i = (int)(axis < 0 ? axis + r : axis) + 1; i < r; i++) inner |= d[i] > 1;
-        bc_expect_kernels(BC_SOFTMAX, p, inner);
-        pdc_program_destroy(p);
+        check_case(BC_SOFTMAX, inner, 40u + (uint32_t)c, "softmax axis %lld of %s", (long long)axis, shape);
     }
 }
 END_TEST
@@ -932,8 +620,7 @@ START_TEST(softmax_masked_logits_give_zero)
     static const int64_t shapes[2][4] = {{2, 3, 5, 37}, {1, 19, 3, 70}};
     static const int64_t axes[2] = {-1, 1};
     for (int q = 0; q < 2; q++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "masked", &mdl));
+        fresh_model("masked");
         size_t n = 1;
         for (int i = 0; i < 4; i++) n *= (size_t)shapes[q][i];
         float *mask = malloc(n * sizeof *mask);
@@ -941,9 +628,7 @@ START_TEST(softmax_masked_logits_give_zero)
         input("x", 4, shapes[q]);
         ck_assert_ok(ctx, pdc_model_add_constant(mdl, "mask", 4, shapes[q], mask));
         layer("add", NULL, "z", NAMES("x", "mask"));
-        pdc_attrs *a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", axes[q]));
-        layer("softmax", a, "y", NAMES("z"));
+        layer("softmax", set_int(attrs(), "axis", axes[q]), "y", NAMES("z"));
         output("y");
         char what[64];
         snprintf(what, sizeof what, "masked softmax, axis %lld", (long long)axes[q]);
@@ -965,25 +650,16 @@ START_TEST(transpose_concat_reshape_random_match_ref)
      * axis -> c; reshape to one dim -> r. Dims of 1 (dropped when merging), perms that keep runs
      * (channel shuffle) and that move the last dim (tiles), some large enough for the threads. */
     for (int c = 0; c < sweep(32); c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "move", &mdl));
+        fresh_model("move");
         int r = (int)rnd_in(1, 5);
         int64_t d[5], perm[5], td[5];
         for (int i = 0; i < r; i++) d[i] = rnd() % 5 == 0 ? 1 : rnd_in(1, 12);
         if (rnd() % 3 == 0) d[rnd() % (uint32_t)r] = rnd_in(40, 300);
         shrink_dims(d, r, 120000);
-        for (int i = 0; i < r; i++) perm[i] = i;
-        for (int i = r - 1; i > 0; i--) {
-            int j = (int)(rnd() % (uint32_t)(i + 1));
-            int64_t tmp = perm[i];
-            perm[i] = perm[j];
-            perm[j] = tmp;
-        }
+        random_perm(perm, r);
         for (int i = 0; i < r; i++) td[i] = d[perm[i]];
         input("x", (size_t)r, d);
-        pdc_attrs *a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "perm", (size_t)r, perm));
-        layer("transpose", a, "t", NAMES("x"));
+        layer("transpose", set_ints(attrs(), "perm", (size_t)r, perm), "t", NAMES("x"));
         int n_more = (int)rnd_in(0, 3);
         int64_t axis = rnd_in(-r, r - 1), ax = axis < 0 ? axis + r : axis;
         const char *ins[4] = {"t", "u1", "u2", "u3"};
@@ -993,29 +669,22 @@ START_TEST(transpose_concat_reshape_random_match_ref)
             ud[ax] = rnd_in(1, 7);
             input(ins[j], (size_t)r, ud);
         }
-        a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_int(a, "axis", axis));
-        layer("concat", a, "c", (size_t)(1 + n_more), ins);
-        a = attrs();
-        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "shape", DIMS(-1)));
-        layer("reshape", a, "r", NAMES("c"));
+        layer("concat", set_int(attrs(), "axis", axis), "c", (size_t)(1 + n_more), ins);
+        layer("reshape", set_ints(attrs(), "shape", DIMS(-1)), "r", NAMES("c"));
         output("t");
         output("c");
         output("r");
-        char shape[64], order[64], what[192];
+        char shape[64], order[64];
         ints_text(shape, sizeof shape, r, d, "x");
         ints_text(order, sizeof order, r, perm, ",");
-        snprintf(what, sizeof what, "transpose of %s by (%s), concat of %d on axis %lld", shape, order, 1 + n_more,
-                 (long long)axis);
-        pdc_program *p = check_matches_ref(what, 60u + (uint32_t)c);
         /* the last dim moves if, dims of 1 left out, the input's last one is not the output's last */
         int last_in = -1, last_out = -1;
         for (int i = 0; i < r; i++) {
             if (d[i] > 1) last_in = i;
             if (td[i] > 1) last_out = (int)perm[i];
         }
-        bc_expect_kernels(BC_MOVE, p, last_in != last_out);
-        pdc_program_destroy(p);
+        check_case(BC_MOVE, last_in != last_out, 60u + (uint32_t)c, "transpose of %s by (%s), concat of %d on axis %lld",
+                   shape, order, 1 + n_more, (long long)axis);
     }
 }
 END_TEST
@@ -1028,65 +697,47 @@ typedef struct {
     TCase *eltwise, *conv, *gemm, *pool, *api;
 } bc_tcases;
 
-static TCase *bc_tcase(Suite *s, const char *name, double timeout, SFun setup, SFun teardown)
+/* Which shared tcases a suite takes (bc_add_some_cases). */
+enum { BC_TC_ELTWISE = 1, BC_TC_CONV = 2, BC_TC_GEMM = 4, BC_TC_POOL = 8, BC_TC_API = 16, BC_TC_ALL = 31 };
+
+/* The shared tcases of `which` (BC_TC_* or'd; those left out are NULL in the result). setup must call
+ * bc_setup, teardown bc_teardown (or be them). A suite split over several programs takes each shared
+ * tcase in one of them. */
+static bc_tcases bc_add_some_cases(Suite *s, SFun setup, SFun teardown, unsigned which)
 {
-    TCase *tc = tcase_create(name);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
-/* setup must call bc_setup, teardown bc_teardown (or be them). */
-static bc_tcases bc_add_cases(Suite *s, SFun setup, SFun teardown)
-{
-    bc_tcases t;
-    t.eltwise = bc_tcase(s, "eltwise", 120, setup, teardown);
-    tcase_add_loop_test(t.eltwise, unary_ops_match_ref, 0, 6);
-    tcase_add_test(t.eltwise, binary_broadcast_matches_ref);
-    tcase_add_test(t.eltwise, constant_operand);
-    tcase_add_test(t.eltwise, same_input_twice);
-    tcase_add_test(t.eltwise, batchnorm_matches_ref);
-
-    t.conv = bc_tcase(s, "conv", 300, setup, teardown);
-    tcase_add_loop_test(t.conv, conv_random_matches_ref, SP_DENSE, SP_UNSTRUCTURED + 1);
-    tcase_add_test(t.conv, conv_vgg_like_pattern_layer);
-    tcase_add_test(t.conv, demo_model_matches_ref);
-    tcase_add_test(t.conv, onnx_test_models_match_ref);
-
-    t.gemm = bc_tcase(s, "gemm", 300, setup, teardown);
-    tcase_add_loop_test(t.gemm, fc_random_matches_ref, 0, 3);
-    tcase_add_test(t.gemm, gemm_random_matches_ref);
-    tcase_add_test(t.gemm, matmul_broadcast_matches_ref);
-    tcase_add_loop_test(t.gemm, matmul_const_random_matches_ref, 0, 3);
-    tcase_add_test(t.gemm, rnn_random_matches_ref);
-
-    t.pool = bc_tcase(s, "pool", 120, setup, teardown);
-    tcase_add_test(t.pool, pool_random_matches_ref);
-
-    t.api = bc_tcase(s, "api", 120, setup, teardown);
-    tcase_add_test(t.api, layer_kernel_api);
-    tcase_add_test(t.api, every_op_matches_ref);
-    tcase_add_test(t.api, softmax_random_matches_ref);
-    tcase_add_test(t.api, softmax_masked_logits_give_zero);
-    tcase_add_test(t.api, transpose_concat_reshape_random_match_ref);
+    bc_tcases t = {NULL, NULL, NULL, NULL, NULL};
+    if (which & BC_TC_ELTWISE) {
+        t.eltwise = bc_tcase(s, "eltwise", 120, setup, teardown);
+        tcase_add_loop_test(t.eltwise, unary_ops_match_ref, 0, 6);
+        test_add_tests(t.eltwise, TEST_LIST(binary_broadcast_matches_ref, constant_operand, same_input_twice,
+                                            batchnorm_matches_ref));
+    }
+    if (which & BC_TC_CONV) {
+        t.conv = bc_tcase(s, "conv", 300, setup, teardown);
+        tcase_add_loop_test(t.conv, conv_random_matches_ref, SP_DENSE, SP_UNSTRUCTURED + 1);
+        test_add_tests(t.conv,
+                       TEST_LIST(conv_vgg_like_pattern_layer, demo_model_matches_ref, onnx_test_models_match_ref));
+    }
+    if (which & BC_TC_GEMM) {
+        t.gemm = bc_tcase(s, "gemm", 300, setup, teardown);
+        tcase_add_loop_test(t.gemm, fc_random_matches_ref, 0, 3);
+        test_add_tests(t.gemm, TEST_LIST(gemm_random_matches_ref, matmul_broadcast_matches_ref));
+        tcase_add_loop_test(t.gemm, matmul_const_random_matches_ref, 0, 3);
+        tcase_add_test(t.gemm, rnn_random_matches_ref);
+    }
+    if (which & BC_TC_POOL)
+        t.pool = test_add_tcase(s, "pool", setup, teardown, 120, TEST_LIST(pool_random_matches_ref));
+    if (which & BC_TC_API)
+        t.api = test_add_tcase(s, "api", setup, teardown, 120,
+                               TEST_LIST(layer_kernel_api, every_op_matches_ref, softmax_random_matches_ref,
+                                         softmax_masked_logits_give_zero, transpose_concat_reshape_random_match_ref));
     return t;
 }
 
-/* Runs suite s for target with tolerance tol in a fresh kernel cache, removed afterwards. */
-static int bc_main(const char *target, float tol, Suite *s)
+/* Every shared tcase (bc_add_some_cases). */
+static inline bc_tcases bc_add_cases(Suite *s, SFun setup, SFun teardown)
 {
-    bc_target = target;
-    bc_tolerance = tol;
-    snprintf(cache_dir, sizeof cache_dir, "%s/pdc-test-%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             target);
-    if (!mkdtemp(cache_dir)) {
-        perror("mkdtemp");
-        return EXIT_FAILURE;
-    }
-    int rc = test_run_suite(s);
-    nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    return rc;
+    return bc_add_some_cases(s, setup, teardown, BC_TC_ALL);
 }
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * testutil.h - shared helpers for the Check suites: a runner main, float comparison, a
- * context fixture, and a status assertion that prints the context's message when it fails.
+ * testutil.h - shared helpers for the Check suites: a runner main, tcases built from lists of tests,
+ * float comparison, pseudo-random data, whole files read back, and a status assertion that prints the
+ * context's message when it fails.
  */
 #ifndef PDC_TEST_TESTUTIL_H
 #define PDC_TEST_TESTUTIL_H
@@ -78,6 +79,53 @@ static inline int test_run_suite(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* A NULL-terminated list of tests for test_add_tcase: TEST_LIST(a, b, c). */
+#define TEST_LIST(...) ((const TTest *const[]){__VA_ARGS__, NULL})
+
+/* Adds the tests of a TEST_LIST (or NULL: none) to tc, in order. */
+static inline void test_add_tests(TCase *tc, const TTest *const *tests)
+{
+    for (size_t i = 0; tests && tests[i]; i++) tcase_add_test(tc, tests[i]);
+}
+
+/* A tcase `name` added to s, with the checked fixture setup/teardown (if either is not NULL), a timeout
+ * in seconds (0: Check's default) and the tests of a TEST_LIST (or NULL: none yet). */
+static inline TCase *test_add_tcase(Suite *s, const char *name, SFun setup, SFun teardown, double timeout,
+                                    const TTest *const *tests)
+{
+    TCase *tc = tcase_create(name);
+    if (setup || teardown) tcase_add_checked_fixture(tc, setup, teardown);
+    if (timeout > 0) tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    test_add_tests(tc, tests);
+    return tc;
+}
+
+/* The whole file at path, NUL-terminated (malloc'd, the caller frees it; *len its size if len is not
+ * NULL). Asserts that it can be read. */
+static inline char *test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (cap - n < 4096) {
+            cap = cap ? 2 * cap : 8192;
+            text = realloc(text, cap + 1);
+            ck_assert_ptr_nonnull(text);
+        }
+        size_t got = fread(text + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    ck_assert_msg(!ferror(f), "error reading %s", path);
+    fclose(f);
+    text[n] = 0;
+    if (len) *len = n;
+    return text;
 }
 
 /* Path of a file in test/data (PDC_TEST_DATA overrides the directory). */

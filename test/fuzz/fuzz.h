@@ -79,7 +79,7 @@ static inline void fuzz_check_failure(const pdc_context *ctx, pdc_status st, con
  * Makes a .pdc image pass the header checks that random mutation almost never satisfies: if the
  * input starts with the magic and holds a header and trailer, the payload length is set to what
  * the input holds and the trailing CRC-32 is recomputed. So the fuzzer explores the payload; the
- * header, length and checksum checks themselves are covered by test/format/test_format.c.
+ * header, length and checksum checks themselves are covered by test/format/test_format_roundtrip.c.
  */
 static inline void fuzz_fix_pdc_image(uint8_t *p, size_t size)
 {

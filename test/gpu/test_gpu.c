@@ -50,41 +50,30 @@ static void setup(void)
 static char *emit_ptx(const char *arch, const char *dir);
 static void check_ptxas(const char *what);
 
+/* The gpu's kernels for each shared case of backend_cases.h, whatever its variant. */
+static const bc_kernel gpu_kernels[][5] = {
+    [BC_UNARY] = {{"y0", "ptx elementwise relu"}, {"y5", "ptx elementwise sigmoid"}},
+    [BC_BINARY] = {{"y", "ptx elementwise"}},
+    [BC_CONST_OPERAND] = {{"y", "broadcasting"}},
+    [BC_BATCHNORM] = {{"y", "ptx batchnorm"}},
+    [BC_CONV_RANDOM] = {{"y", "ptx "}},
+    [BC_CONV_PATTERN] = {{"y", "ptx pattern-sparse conv 3x3, 8 patterns"}},
+    [BC_GEMM] = {{"y", "ptx dense"}},
+    [BC_MATMUL] = {{"y", "ptx dense"}},
+    [BC_MATMUL_CONST] = {{"y", "ptx dense"}},
+    [BC_RNN] = {{"rnn", "launches per step"}},
+    [BC_POOL] = {{"y", "ptx "}, {"g", "ptx global average pool"}},
+    /* every op has a gpu kernel */
+    [BC_EVERY_OP] = {{"s", "ptx softmax"}, {"t", "ptx transpose"}, {"c", "ptx concat"}, {"r", "ptx copy"}},
+    [BC_SOFTMAX] = {{"y", "ptx softmax"}},
+    [BC_MOVE] = {{"t", "ptx transpose"}, {"c", "ptx concat"}, {"r", "ptx copy"}},
+};
+
 /* The gpu's kernel for each shared case of backend_cases.h. */
 static void bc_expect_kernels(bc_case which, const pdc_program *p, int variant)
 {
-    switch (which) {
-    case BC_UNARY:
-        ck_assert_kernel(p, "y0", "ptx elementwise relu");
-        ck_assert_kernel(p, "y5", "ptx elementwise sigmoid");
-        break;
-    case BC_BINARY: ck_assert_kernel(p, "y", "ptx elementwise"); break;
-    case BC_CONST_OPERAND: ck_assert_kernel(p, "y", "broadcasting"); break;
-    case BC_BATCHNORM: ck_assert_kernel(p, "y", "ptx batchnorm"); break;
-    case BC_CONV_RANDOM: ck_assert_kernel(p, "y", "ptx "); break;
-    case BC_CONV_PATTERN: ck_assert_kernel(p, "y", "ptx pattern-sparse conv 3x3, 8 patterns"); break;
-    case BC_FC: ck_assert_kernel(p, "y", variant == 0 || variant == 3 ? "ptx dense fc" : "ptx block-sparse fc"); break;
-    case BC_GEMM:
-    case BC_MATMUL:
-    case BC_MATMUL_CONST: ck_assert_kernel(p, "y", "ptx dense"); break;
-    case BC_RNN: ck_assert_kernel(p, "rnn", "launches per step"); break;
-    case BC_POOL:
-        ck_assert_kernel(p, "y", "ptx ");
-        ck_assert_kernel(p, "g", "ptx global average pool");
-        break;
-    case BC_EVERY_OP: /* every op has a gpu kernel */
-        ck_assert_kernel(p, "s", "ptx softmax");
-        ck_assert_kernel(p, "t", "ptx transpose");
-        ck_assert_kernel(p, "c", "ptx concat");
-        ck_assert_kernel(p, "r", "ptx copy");
-        break;
-    case BC_SOFTMAX: ck_assert_kernel(p, "y", "ptx softmax"); break;
-    case BC_MOVE:
-        ck_assert_kernel(p, "t", "ptx transpose");
-        ck_assert_kernel(p, "c", "ptx concat");
-        ck_assert_kernel(p, "r", "ptx copy");
-        break;
-    }
+    bc_assert_kernels(p, gpu_kernels[which]);
+    if (which == BC_FC) ck_assert_kernel(p, "y", variant == 0 || variant == 3 ? "ptx dense fc" : "ptx block-sparse fc");
 }
 
 /* ------------------------------------------------------------------ shared-memory tiles */
@@ -102,8 +91,7 @@ START_TEST(tiled_conv_matches_ref)
               {1, 3, 9, 24, 12, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},  {1, 12, 16, 18, 30, 3, 3, 1, 2, 2, 1, 2, 3, 1, 1},
               {1, 9, 7, 16, 16, 3, 3, 1, 1, 0, 1, 2, 1, 0, 0}};
     for (size_t q = 0; q < sizeof cs / sizeof cs[0]; q++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "tconv", &mdl));
+        fresh_model("tconv");
         input("x", DIMS(cs[q].n, cs[q].c, cs[q].h, cs[q].w));
         constant_rand("w", DIMS(cs[q].o, cs[q].c, cs[q].kh, cs[q].kw), 0.5f, 11 + (uint32_t)q);
         if (cs[q].bias) constant_rand("b", DIMS(cs[q].o), 0.5f, 3);
@@ -122,9 +110,7 @@ START_TEST(tiled_conv_matches_ref)
         output("y");
         char what[96];
         snprintf(what, sizeof what, "tiled conv case %zu", q);
-        pdc_program *p = check_matches_ref(what, 40 + (uint32_t)q);
-        ck_assert_kernel(p, "y", "shared-memory tiles");
-        pdc_program_destroy(p);
+        check_kernels(what, 40 + (uint32_t)q, BC_KERNELS({"y", "shared-memory tiles"}));
         if (q == 1) check_ptxas("tiled conv 5x5 stride 2");
     }
 }
@@ -140,8 +126,7 @@ START_TEST(tiled_gemm_matches_ref)
         int ta, tb;
     } g[] = {{16, 16, 16, 0, 0}, {17, 33, 31, 0, 1}, {40, 7, 16, 1, 0}, {64, 90, 50, 1, 1}, {31, 1, 47, 0, 0}};
     for (size_t c = 0; c < sizeof g / sizeof g[0]; c++) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "tiled", &mdl));
+        fresh_model("tiled");
         if (g[c].ta) input("a", DIMS(g[c].k, g[c].m));
         else input("a", DIMS(g[c].m, g[c].k));
         if (g[c].tb) constant_rand("b", DIMS(g[c].n, g[c].k), 1.0f, 5);
@@ -157,33 +142,23 @@ START_TEST(tiled_gemm_matches_ref)
         char what[96];
         snprintf(what, sizeof what, "tiled gemm %lldx%lldx%lld ta%d tb%d", (long long)g[c].m, (long long)g[c].k,
                  (long long)g[c].n, g[c].ta, g[c].tb);
-        pdc_program *p = check_matches_ref(what, (uint32_t)c);
-        ck_assert_kernel(p, "y", "shared-memory tiles 16x16");
-        pdc_program_destroy(p);
+        check_kernels(what, (uint32_t)c, BC_KERNELS({"y", "shared-memory tiles 16x16"}));
     }
     /* fc at batch 20 (tiled) and batch 3 (thread per output) */
     for (int n = 3; n <= 20; n += 17) {
-        pdc_model_destroy(mdl);
-        ck_assert_ok(ctx, pdc_model_create(ctx, "fc", &mdl));
+        fresh_model("fc");
         input("x", DIMS(n, 75));
         constant_rand("w", DIMS(37, 75), 0.5f, 7);
         constant_rand("bias", DIMS(37), 0.5f, 8);
         layer("fc", NULL, "y", NAMES("x", "w", "bias"));
         output("y");
-        pdc_program *p = check_matches_ref(n == 20 ? "tiled fc" : "small fc", 9);
-        ck_assert_kernel(p, "y", n == 20 ? "shared-memory tiles" : "thread per output");
-        pdc_program_destroy(p);
+        check_kernels(n == 20 ? "tiled fc" : "small fc", 9,
+                      BC_KERNELS({"y", n == 20 ? "shared-memory tiles" : "thread per output"}));
     }
     /* matmul with broadcast batch dims: a block per (batch, tile) */
-    pdc_model_destroy(mdl);
-    ck_assert_ok(ctx, pdc_model_create(ctx, "mm", &mdl));
-    input("a", DIMS(2, 1, 37, 45));
-    input("b", DIMS(3, 45, 33));
-    layer("matmul", NULL, "y", NAMES("a", "b"));
-    output("y");
-    pdc_program *p = check_matches_ref("tiled matmul [2,1,37,45] x [3,45,33]", 10);
-    ck_assert_kernel(p, "y", "shared-memory tiles");
-    pdc_program_destroy(p);
+    fresh_model("mm");
+    matmul_model(DIMS(2, 1, 37, 45), DIMS(3, 45, 33));
+    check_kernels("tiled matmul [2,1,37,45] x [3,45,33]", 10, BC_KERNELS({"y", "shared-memory tiles"}));
     /* the PTX: shared arrays, bar.sync, accepted by ptxas */
     char dir[300];
     snprintf(dir, sizeof dir, "%s/tiled-XXXXXX", cache_dir);
@@ -210,22 +185,12 @@ static const char *ptxas_path(void)
 /* pdc_model_emit "nvptx" for arch into a temp dir; returns the PTX text (malloc'd). */
 static char *emit_ptx(const char *arch, const char *dir)
 {
-    pdc_attrs *o = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_string(o, "arch", arch));
-    ck_assert_ok(ctx, pdc_attrs_set_string(o, "name", "m"));
+    pdc_attrs *o = set_string(set_string(attrs(), "arch", arch), "name", "m");
     ck_assert_ok(ctx, pdc_model_emit(ctx, mdl, "nvptx", o, dir));
     pdc_attrs_destroy(o);
     char path[512];
     snprintf(path, sizeof path, "%s/m.ptx", dir);
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *t = calloc((size_t)n + 1, 1);
-    ck_assert_int_eq(fread(t, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    return t;
+    return test_read_file(path, NULL);
 }
 
 /* The current model's PTX for sm_80 and sm_90 passes ptxas for that arch. */
@@ -270,38 +235,21 @@ START_TEST(ptx_of_every_op_passes_ptxas)
     /* one model with every op kind: pattern-sparse, dense, depthwise and 3-D conv, fc dense and
      * block-sparse, gemm, matmul, pools, batchnorm, activations, binaries, softmax, shapes, rnns */
     input("x", DIMS(1, 4, 8, 8));
-    float w[8 * 4 * 9];
     int32_t kp[8 * 4];
-    uint64_t pats[2] = {0x1b, 0x1b0};
-    test_fill_random(w, 8 * 4 * 9, 3);
-    for (int k = 0; k < 32; k++) {
-        kp[k] = k % 5 == 0 ? -1 : k % 2;
-        for (int t = 0; t < 9; t++)
-            if (kp[k] < 0 || !(pats[kp[k]] >> t & 1)) w[k * 9 + t] = 0.0f;
-    }
-    ck_assert_ok(ctx, pdc_model_add_constant(mdl, "wp", DIMS(8, 4, 3, 3), w));
-    ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(mdl, "wp", 3, 3, 2, pats, 32, kp));
-    pdc_attrs *a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(1, 1, 1, 1)));
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-    layer("conv", a, "c1", NAMES("x", "wp"));
+    static const uint64_t pats[2] = {0x1b, 0x1b0};
+    for (int k = 0; k < 32; k++) kp[k] = k % 5 == 0 ? -1 : k % 2;
+    constant_patterned("wp", 8, 4, 3, 2, pats, kp, 3);
+    layer("conv", set_string(set_ints(attrs(), "pads", DIMS(1, 1, 1, 1)), "activation", "relu"), "c1", NAMES("x", "wp"));
     constant_rand("wd", DIMS(8, 1, 3, 3), 0.5f, 4);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", 8));
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", DIMS(2, 2)));
-    layer("conv", a, "c2", NAMES("c1", "wd"));
+    layer("conv", set_ints(set_int(attrs(), "group", 8), "strides", DIMS(2, 2)), "c2", NAMES("c1", "wd"));
     constant_rand("s", DIMS(8), 0.5f, 5);
     constant_rand("bb", DIMS(8), 0.5f, 6);
     constant_rand("mu", DIMS(8), 0.1f, 7);
     float var[8] = {1, 2, 1, 0.5f, 1, 1, 3, 1};
     ck_assert_ok(ctx, pdc_model_add_constant(mdl, "var", DIMS(8), var));
     layer("batchnorm", NULL, "bn", NAMES("c2", "s", "bb", "mu", "var"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", DIMS(2, 2)));
-    layer("maxpool", a, "mp", NAMES("bn"));
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", DIMS(2, 2)));
-    layer("avgpool", a, "ap", NAMES("bn"));
+    layer("maxpool", set_ints(attrs(), "kernel_shape", DIMS(2, 2)), "mp", NAMES("bn"));
+    layer("avgpool", set_ints(attrs(), "kernel_shape", DIMS(2, 2)), "ap", NAMES("bn"));
     layer("add", NULL, "ad", NAMES("mp", "ap"));
     layer("sigmoid", NULL, "sg", NAMES("ad"));
     layer("tanh", NULL, "th", NAMES("sg"));
@@ -319,15 +267,11 @@ START_TEST(ptx_of_every_op_passes_ptxas)
     input("seq", DIMS(3, 1, 5));
     constant_rand("lw", DIMS(1, 16, 5), 0.5f, 10);
     constant_rand("lr", DIMS(1, 16, 4), 0.5f, 11);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", 4));
-    layer("lstm", a, "ls", NAMES("seq", "lw", "lr"));
+    layer("lstm", set_int(attrs(), "hidden_size", 4), "ls", NAMES("seq", "lw", "lr"));
     output("ls");
     constant_rand("gw", DIMS(1, 12, 5), 0.5f, 12);
     constant_rand("grr", DIMS(1, 12, 4), 0.5f, 13);
-    a = attrs();
-    ck_assert_ok(ctx, pdc_attrs_set_int(a, "hidden_size", 4));
-    layer("gru", a, "gr", NAMES("seq", "gw", "grr"));
+    layer("gru", set_int(attrs(), "hidden_size", 4), "gr", NAMES("seq", "gw", "grr"));
     output("gr");
     constant_rand("mm", DIMS(5, 3), 0.5f, 14);
     layer("matmul", NULL, "mt", NAMES("seq", "mm"));
@@ -359,17 +303,10 @@ END_TEST
 
 /* ------------------------------------------------------------------ driver loading and options */
 
-static void small_model(void)
-{
-    input("x", DIMS(2, 3));
-    layer("relu", NULL, "y", NAMES("x"));
-    output("y");
-}
-
 START_TEST(missing_driver_library_is_no_device)
 {
     if (getenv("PDC_TEST_GPU")) return; /* the real device is wanted in that mode */
-    small_model();
+    relu_model(2, 3);
     unsetenv("PDC_GPU_EMULATE");
     setenv("PDC_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
     pdc_program *p = NULL;
@@ -401,7 +338,7 @@ START_TEST(stub_driver_is_no_device)
     dlclose(h);
     ck_assert_msg(dlopen(stub, RTLD_NOW | RTLD_NOLOAD) == NULL, "the stub is still loaded before the test");
 
-    small_model();
+    relu_model(2, 3);
     unsetenv("PDC_GPU_EMULATE");
     setenv("PDC_CUDA_LIBRARY", stub, 1);
     pdc_program *p = NULL;
@@ -429,7 +366,7 @@ START_TEST(ptx_isa_and_minimum_driver)
         int driver;
     } want[] = {{"sm_75", "6.3", 10000}, {"sm_80", "7.0", 11000}, {"sm_86", "7.1", 11010},
                 {"sm_89", "7.8", 11080}, {"sm_90", "7.8", 11080}};
-    small_model();
+    relu_model(2, 3);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         char dir[300];
         snprintf(dir, sizeof dir, "%s/isa-XXXXXX", cache_dir);
@@ -472,7 +409,7 @@ START_TEST(gpu_arch_option)
     ck_assert_str_eq(buf, "sm_90");
     if (!getenv("PDC_TEST_GPU")) {
         /* an explicit arch is used as given: on the emulated device sm_90 compiles and runs */
-        small_model();
+        relu_model(2, 3);
         pdc_program_destroy(check_matches_ref("relu for sm_90", 2));
     }
 }
@@ -480,7 +417,7 @@ END_TEST
 
 START_TEST(nvptx_emit_files)
 {
-    small_model();
+    relu_model(2, 3);
     char dir[300];
     snprintf(dir, sizeof dir, "%s/emit-XXXXXX", cache_dir);
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -490,13 +427,9 @@ START_TEST(nvptx_emit_files)
     free(ptx);
     char path[512];
     snprintf(path, sizeof path, "%s/m.launch.txt", dir);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    char text[4096];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = 0;
-    fclose(f);
+    char *text = test_read_file(path, NULL);
     ck_assert_msg(strstr(text, "launch L0_relu 1 256 0 y: x -> y") != NULL, "launch list: %s", text);
+    free(text);
     /* a bad arch is refused with the list, nothing written */
     pdc_attrs *o = attrs();
     ck_assert_ok(ctx, pdc_attrs_set_string(o, "arch", "sm_95"));
@@ -563,7 +496,7 @@ END_TEST
 START_TEST(failed_run_leaves_outputs)
 {
     /* shape errors are caught before the device is touched; the output keeps its bytes */
-    small_model();
+    relu_model(2, 3);
     pdc_program *p = NULL;
     ck_assert_ok(ctx, pdc_compile(ctx, mdl, "gpu", &p));
     pdc_tensor *x = NULL, *y = NULL;
@@ -585,17 +518,11 @@ static Suite *gpu_suite(void)
     bc_tcases t = bc_add_cases(s, setup, bc_teardown);
     tcase_add_test(t.conv, tiled_conv_matches_ref);
     tcase_add_test(t.gemm, tiled_gemm_matches_ref);
-    tcase_add_test(t.api, missing_driver_library_is_no_device);
-    tcase_add_test(t.api, stub_driver_is_no_device);
-    tcase_add_test(t.api, ptx_isa_and_minimum_driver);
-    tcase_add_test(t.api, gpu_arch_option);
-    tcase_add_test(t.api, nvptx_emit_files);
-    tcase_add_test(t.api, failed_run_leaves_outputs);
-    tcase_add_test(t.api, run_from_other_threads);
-
-    TCase *tc = bc_tcase(s, "ptx", 300, setup, bc_teardown);
-    tcase_add_test(tc, ptx_of_every_op_passes_ptxas);
-    tcase_add_test(tc, ptx_of_onnx_models_passes_ptxas);
+    test_add_tests(t.api, TEST_LIST(missing_driver_library_is_no_device, stub_driver_is_no_device,
+                                    ptx_isa_and_minimum_driver, gpu_arch_option, nvptx_emit_files,
+                                    failed_run_leaves_outputs, run_from_other_threads));
+    test_add_tcase(s, "ptx", setup, bc_teardown, 300,
+                   TEST_LIST(ptx_of_every_op_passes_ptxas, ptx_of_onnx_models_passes_ptxas));
     return s;
 }
 

@@ -5,19 +5,14 @@
  */
 #include "ir/ir.h"
 #include "ir/ops/params.h"
-#include "test/common/testutil.h"
-
-static pdc_context *ctx;
-static void setup(void) { ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK); }
-static void teardown(void) { pdc_context_destroy(ctx); }
+#include "test/common/internals.h"
 
 /* x[1,4,6,6] -> conv(w[8,4,3,3], stride 2, pad 1) -> y -> relu -> z (output) */
 static ir_model *valid_model(void)
 {
-    ir_model *m;
-    ck_assert_ok(ctx, ir_model_create(ctx, "v", &m));
-    ck_assert_ok(ctx, ir_model_add_input(m, "x", 4, (int64_t[]){1, 4, 6, 6}));
-    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "w", 4, (int64_t[]){8, 4, 3, 3}, NULL));
+    ir_model *m = new_model("v");
+    add_input(m, "x", DIMS(1, 4, 6, 6));
+    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "w", DIMS(8, 4, 3, 3), NULL));
     ir_attrs a = {0};
     ck_assert_ok(ctx, ir_attrs_set_ints(ctx, &a, "strides", 2, (int64_t[]){2, 2}));
     ck_assert_ok(ctx, ir_attrs_set_ints(ctx, &a, "pads", 4, (int64_t[]){1, 1, 1, 1}));
@@ -28,6 +23,14 @@ static ir_model *valid_model(void)
     ck_assert_ok(ctx, ir_model_mark_output(m, "z"));
     ck_assert_ok(ctx, ir_verify(m));
     return m;
+}
+
+/* ir_verify(m) fails with `status` and a message that says `needle`; m is destroyed. */
+static void assert_refused(ir_model *m, pdc_status status, const char *needle)
+{
+    ck_assert_status(ctx, ir_verify(m), status);
+    ck_assert_error_has(ctx, needle);
+    ir_model_destroy(m);
 }
 
 START_TEST(valid_model_shapes)
@@ -59,9 +62,7 @@ START_TEST(use_before_definition_is_reported)
     ir_model *m = valid_model();
     /* relu now reads its own output: a cycle */
     m->layers[1].inputs[0] = ir_model_find_tensor(m, "z");
-    ck_assert_status(ctx, ir_verify(m), PDC_ERR_INVALID_MODEL);
-    ck_assert_error_has(ctx, "layer 'relu' uses 'z' before layer 'relu' produces it");
-    ir_model_destroy(m);
+    assert_refused(m, PDC_ERR_INVALID_MODEL, "layer 'relu' uses 'z' before layer 'relu' produces it");
 }
 END_TEST
 
@@ -70,15 +71,11 @@ START_TEST(duplicate_and_orphan_tensors_are_reported)
     ir_model *m = valid_model();
     pdc_free(m->tensors[1].name);
     m->tensors[1].name = pdc_strdup(ctx, "x");
-    ck_assert_status(ctx, ir_verify(m), PDC_ERR_INVALID_MODEL);
-    ck_assert_error_has(ctx, "tensor 'x' is defined twice");
-    ir_model_destroy(m);
+    assert_refused(m, PDC_ERR_INVALID_MODEL, "tensor 'x' is defined twice");
 
     m = valid_model();
     m->tensors[ir_model_find_tensor(m, "y")].producer = 1;
-    ck_assert_status(ctx, ir_verify(m), PDC_ERR_INVALID_MODEL);
-    ck_assert_error_has(ctx, "tensor 'y' claims layer 'relu' as producer");
-    ir_model_destroy(m);
+    assert_refused(m, PDC_ERR_INVALID_MODEL, "tensor 'y' claims layer 'relu' as producer");
 }
 END_TEST
 
@@ -91,9 +88,7 @@ START_TEST(pruned_weight_must_be_zero)
     ck_assert_ok(ctx, ir_model_set_sparsity(m, w, &s));
     ck_assert_ok(ctx, ir_verify(m));
     m->tensors[w].data[17] = 0.5f; /* corrupt a pruned weight behind the IR's back */
-    ck_assert_status(ctx, ir_verify(m), PDC_ERR_INVALID_MODEL);
-    ck_assert_error_has(ctx, "tensor 'w': element 17 is 0.5");
-    ir_model_destroy(m);
+    assert_refused(m, PDC_ERR_INVALID_MODEL, "tensor 'w': element 17 is 0.5");
 }
 END_TEST
 
@@ -101,9 +96,7 @@ START_TEST(model_without_outputs_is_reported)
 {
     ir_model *m;
     ck_assert_ok(ctx, ir_model_create(ctx, "empty", &m));
-    ck_assert_status(ctx, ir_verify(m), PDC_ERR_INVALID_MODEL);
-    ck_assert_error_has(ctx, "has no outputs");
-    ir_model_destroy(m);
+    assert_refused(m, PDC_ERR_INVALID_MODEL, "has no outputs");
 }
 END_TEST
 
@@ -125,13 +118,12 @@ static const char *infer(ir_model *m, ir_op op, size_t n_in, const char *const *
 
 START_TEST(shape_inference_per_op)
 {
-    ir_model *m;
-    ck_assert_ok(ctx, ir_model_create(ctx, "shapes", &m));
-    ck_assert_ok(ctx, ir_model_add_input(m, "x", 4, (int64_t[]){2, 6, 7, 9}));
-    ck_assert_ok(ctx, ir_model_add_input(m, "v", 3, (int64_t[]){5, 3, 4}));
-    ck_assert_ok(ctx, ir_model_add_input(m, "row", 1, (int64_t[]){9}));
-    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "dw", 4, (int64_t[]){6, 1, 3, 3}, NULL));
-    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "mw", 2, (int64_t[]){4, 10}, NULL));
+    ir_model *m = new_model("shapes");
+    add_input(m, "x", DIMS(2, 6, 7, 9));
+    add_input(m, "v", DIMS(5, 3, 4));
+    add_input(m, "row", DIMS(9));
+    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "dw", DIMS(6, 1, 3, 3), NULL));
+    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "mw", DIMS(4, 10), NULL));
     const char *x[] = {"x"}, *xdw[] = {"x", "dw"}, *xr[] = {"x", "row"}, *vv[] = {"v", "mw"}, *xx[] = {"x", "x"};
     ir_attrs a = {0};
 
@@ -177,11 +169,10 @@ END_TEST
 
 START_TEST(shape_inference_rnn_and_gemm)
 {
-    ir_model *m;
-    ck_assert_ok(ctx, ir_model_create(ctx, "rnn", &m));
-    ck_assert_ok(ctx, ir_model_add_input(m, "x", 3, (int64_t[]){7, 2, 5}));
-    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "w", 3, (int64_t[]){2, 12, 5}, NULL));
-    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "r", 3, (int64_t[]){2, 12, 3}, NULL));
+    ir_model *m = new_model("rnn");
+    add_input(m, "x", DIMS(7, 2, 5));
+    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "w", DIMS(2, 12, 5), NULL));
+    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "r", DIMS(2, 12, 3), NULL));
     ir_attrs a = {0};
     ck_assert_ok(ctx, ir_attrs_set_int(ctx, &a, "hidden_size", 3));
     ck_assert_ok(ctx, ir_attrs_set_string(ctx, &a, "direction", "bidirectional"));
@@ -201,8 +192,8 @@ START_TEST(shape_inference_rnn_and_gemm)
     ck_assert_error_has(ctx, "direction is \"sideways\"");
     ir_attrs_free(&a);
 
-    ck_assert_ok(ctx, ir_model_add_input(m, "a", 2, (int64_t[]){4, 3}));
-    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "b", 2, (int64_t[]){5, 4}, NULL));
+    add_input(m, "a", DIMS(4, 3));
+    ck_assert_ok(ctx, ir_model_add_constant_owned(m, "b", DIMS(5, 4), NULL));
     ck_assert_ok(ctx, ir_attrs_set_int(ctx, &a, "transA", 1));
     ck_assert_ok(ctx, ir_attrs_set_int(ctx, &a, "transB", 1));
     const char *gin[] = {"a", "b"}, *go[] = {"ab"};
@@ -230,18 +221,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("ir_verify");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, valid_model_shapes);
-    tcase_add_test(tc, wrong_stored_shape_is_reported);
-    tcase_add_test(tc, use_before_definition_is_reported);
-    tcase_add_test(tc, duplicate_and_orphan_tensors_are_reported);
-    tcase_add_test(tc, pruned_weight_must_be_zero);
-    tcase_add_test(tc, model_without_outputs_is_reported);
-    tcase_add_test(tc, shape_inference_per_op);
-    tcase_add_test(tc, shape_inference_rnn_and_gemm);
-    tcase_add_test(tc, clone_is_deep);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return run_tests("ir_verify", ctx_setup, ctx_teardown, 0,
+                     TEST_LIST(valid_model_shapes, wrong_stored_shape_is_reported, use_before_definition_is_reported,
+                               duplicate_and_orphan_tensors_are_reported, pruned_weight_must_be_zero,
+                               model_without_outputs_is_reported, shape_inference_per_op,
+                               shape_inference_rnn_and_gemm, clone_is_deep));
 }

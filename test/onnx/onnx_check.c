@@ -4,7 +4,7 @@
  * (the inputs, raw f32 LE, concatenated in input order) and NAME.out.bin (the expected outputs,
  * concatenated), and prints load / compile / run times and the max abs error against
  * 1e-4 x max|ref|. Used by `make test-onnx-full` on the full-size torchvision models, which are too
- * big to commit (the small committed models are tested by test_onnx.c).
+ * big to commit (the small committed models are tested by test_onnx_models.c).
  */
 #include <math.h>
 #include <stdio.h>

@@ -5,60 +5,20 @@
  */
 #include <unistd.h>
 
-#include "test/common/testutil.h"
-
 #include "ir/ir.h"
+#include "test/common/internals.h"
 
-static pdc_context *ctx;
 static char path[64];
 
 static void setup(void)
 {
-    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
-    snprintf(path, sizeof path, "/tmp/pdc_onnx_export_%d.onnx", (int)getpid());
-}
-
-static void teardown(void)
-{
-    unlink(path);
-    pdc_context_destroy(ctx);
+    tmpdir_setup();
+    snprintf(path, sizeof path, "%s", tmp_path("model.onnx"));
 }
 
 /* ------------------------------------------------------------------ building */
 
-static void add_random(pdc_model *m, const char *name, size_t rank, const int64_t *dims, uint32_t seed, float lo,
-                       float hi)
-{
-    size_t n = 1;
-    for (size_t i = 0; i < rank; i++) n *= (size_t)dims[i];
-    float *v = malloc(n * sizeof *v);
-    test_fill_random(v, n, seed);
-    for (size_t i = 0; i < n; i++) v[i] = lo + (v[i] + 1.0f) * 0.5f * (hi - lo);
-    ck_assert_ok(ctx, pdc_model_add_constant(m, name, rank, dims, v));
-    free(v);
-}
-
-static void add_layer(pdc_model *m, const char *name, const char *op, const char *ins, const char *outs,
-                      pdc_attrs *attrs)
-{
-    char buf[2][512];
-    const char *in[16], *out[4];
-    size_t n_in = 0, n_out = 0;
-    snprintf(buf[0], sizeof buf[0], "%s", ins);
-    snprintf(buf[1], sizeof buf[1], "%s", outs);
-    for (char *s = strtok(buf[0], ","); s; s = strtok(NULL, ",")) in[n_in++] = strcmp(s, "-") ? s : NULL;
-    for (char *s = strtok(buf[1], ","); s; s = strtok(NULL, ",")) out[n_out++] = strcmp(s, "-") ? s : NULL;
-    ck_assert_ok(ctx, pdc_model_add_layer(m, name, op, n_in, in, n_out, out, attrs));
-    pdc_attrs_destroy(attrs);
-}
-
-static pdc_attrs *A(void)
-{
-    pdc_attrs *a;
-    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
-    return a;
-}
-
+/* Attribute setters that return a, so that they chain: ival(opt_ints("pads", 4, p), "group", 2). */
 static pdc_attrs *ints(pdc_attrs *a, const char *name, size_t n, const int64_t *v)
 {
     ck_assert_ok(ctx, pdc_attrs_set_ints(a, name, n, v));
@@ -77,43 +37,6 @@ static pdc_attrs *fval(pdc_attrs *a, const char *name, float v)
     return a;
 }
 
-/* ------------------------------------------------------------------ running */
-
-static float *run_ref(const pdc_model *m, uint32_t seed, size_t *n_total)
-{
-    pdc_program *p;
-    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
-    size_t ni, no, total = 0;
-    ck_assert_ok(ctx, pdc_program_num_inputs(p, &ni));
-    ck_assert_ok(ctx, pdc_program_num_outputs(p, &no));
-    pdc_tensor *in[8], *out[8];
-    for (size_t i = 0; i < ni; i++) {
-        size_t rank;
-        int64_t dims[PDC_MAX_RANK];
-        ck_assert_ok(ctx, pdc_program_input_info(p, i, NULL, &rank, dims));
-        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &in[i]));
-        test_fill_random(pdc_tensor_data(in[i]), pdc_tensor_size(in[i]), seed * 17u + (uint32_t)i);
-    }
-    for (size_t i = 0; i < no; i++) {
-        size_t rank;
-        int64_t dims[PDC_MAX_RANK];
-        ck_assert_ok(ctx, pdc_program_output_info(p, i, NULL, &rank, dims));
-        ck_assert_ok(ctx, pdc_tensor_create(ctx, rank, dims, &out[i]));
-        total += pdc_tensor_size(out[i]);
-    }
-    ck_assert_ok(ctx, pdc_program_run(p, ni, in, no, out));
-    float *y = malloc(total * sizeof *y), *at = y;
-    for (size_t i = 0; i < no; i++) {
-        memcpy(at, pdc_tensor_data(out[i]), pdc_tensor_size(out[i]) * sizeof *y);
-        at += pdc_tensor_size(out[i]);
-        pdc_tensor_destroy(out[i]);
-    }
-    for (size_t i = 0; i < ni; i++) pdc_tensor_destroy(in[i]);
-    pdc_program_destroy(p);
-    *n_total = total;
-    return y;
-}
-
 /* Writes m as ONNX, reads it back, and checks the outputs agree; returns the model read back. */
 static pdc_model *round_trip(const pdc_model *m, float tol)
 {
@@ -122,7 +45,7 @@ static pdc_model *round_trip(const pdc_model *m, float tol)
     ck_assert_ok(ctx, pdc_model_load(ctx, path, &back));
     for (uint32_t seed = 1; seed <= 2; seed++) {
         size_t na, nb;
-        float *ya = run_ref(m, seed, &na), *yb = run_ref(back, seed, &nb);
+        float *ya = test_run_ref(m, NULL, 0, seed * 17u, &na), *yb = test_run_ref(back, NULL, 0, seed * 17u, &nb);
         ck_assert_uint_eq(na, nb);
         ck_assert_floats_near(yb, ya, na, tol);
         free(ya);
@@ -135,10 +58,9 @@ static pdc_model *round_trip(const pdc_model *m, float tol)
 
 START_TEST(every_op_round_trips)
 {
-    pdc_model *m;
-    ck_assert_ok(ctx, pdc_model_create(ctx, "all_ops", &m));
-    ck_assert_ok(ctx, pdc_model_add_input(m, "x", 4, (int64_t[]){1, 3, 6, 6}));
-    ck_assert_ok(ctx, pdc_model_add_input(m, "s", 3, (int64_t[]){4, 1, 5}));
+    pdc_model *m = new_model("all_ops");
+    add_input(m, "x", DIMS(1, 3, 6, 6));
+    add_input(m, "s", DIMS(4, 1, 5));
     add_random(m, "cw", 4, (int64_t[]){4, 3, 3, 3}, 1, -0.5f, 0.5f);
     add_random(m, "cb", 1, (int64_t[]){4}, 2, -0.1f, 0.1f);
     const char *bn[] = {"g", "be", "mu", "var"};
@@ -155,42 +77,42 @@ START_TEST(every_op_round_trips)
     add_random(m, "uw", 3, (int64_t[]){1, 9, 6}, 17, -0.5f, 0.5f);
     add_random(m, "ur", 3, (int64_t[]){1, 9, 3}, 18, -0.5f, 0.5f);
     /* image path: x [1,3,6,6] */
-    add_layer(m, "conv", "conv", "x,cw,cb", "c", ints(A(), "pads", 4, (int64_t[]){1, 1, 1, 1}));
-    add_layer(m, "bn", "batchnorm", "c,g,be,mu,var", "n", fval(A(), "epsilon", 1e-3f));
-    add_layer(m, "clip", "clip", "n", "cl", fval(A(), "min", 0.0f));
+    add_layer(m, "conv", "conv", "x,cw,cb", "c", pads(1));
+    add_layer(m, "bn", "batchnorm", "c,g,be,mu,var", "n", opt_f("epsilon", 1e-3f));
+    add_layer(m, "clip", "clip", "n", "cl", opt_f("min", 0.0f));
     add_layer(m, "dw", "conv", "cl,dw", "d",
-              ival(ints(ints(A(), "pads", 4, (int64_t[]){1, 1, 1, 1}), "strides", 2, (int64_t[]){2, 2}), "group", 4));
-    add_layer(m, "leaky", "leaky_relu", "d", "lk", fval(A(), "alpha", 0.2f));     /* [1,4,3,3] */
+              ival(ints(pads(1), "strides", 2, (int64_t[]){2, 2}), "group", 4));
+    add_layer(m, "leaky", "leaky_relu", "d", "lk", opt_f("alpha", 0.2f));     /* [1,4,3,3] */
     add_layer(m, "hs", "hardswish", "lk", "h", NULL);
-    add_layer(m, "hsig", "hardsigmoid", "h", "hg", fval(fval(A(), "alpha", 0.3f), "beta", 0.4f));
+    add_layer(m, "hsig", "hardsigmoid", "h", "hg", fval(opt_f("alpha", 0.3f), "beta", 0.4f));
     add_layer(m, "mulk", "mul", "hg,k", "mk", NULL);
     add_layer(m, "subk", "sub", "mk,k", "sk", NULL);
     add_layer(m, "divk", "div", "sk,k", "dk", NULL);
-    add_layer(m, "mp", "maxpool", "dk", "p1", ints(A(), "kernel_shape", 2, (int64_t[]){2, 2}));   /* [1,4,2,2] */
+    add_layer(m, "mp", "maxpool", "dk", "p1", opt_ints("kernel_shape", 2, (int64_t[]){2, 2}));   /* [1,4,2,2] */
     add_layer(m, "ap", "avgpool", "dk", "p2",
-              ival(ival(ints(A(), "kernel_shape", 2, (int64_t[]){2, 2}), "ceil_mode", 1), "count_include_pad", 1));
-    add_layer(m, "cat", "concat", "p1,p2", "cc", ival(A(), "axis", 1));          /* [1,8,2,2] */
+              ival(ival(opt_ints("kernel_shape", 2, (int64_t[]){2, 2}), "ceil_mode", 1), "count_include_pad", 1));
+    add_layer(m, "cat", "concat", "p1,p2", "cc", opt_i("axis", 1));          /* [1,8,2,2] */
     add_layer(m, "fc", "fc", "cc,fw", "f", NULL);                                /* [1,5] */
     add_layer(m, "gap", "global_avgpool", "dk", "p3", NULL);                     /* [1,4,1,1] */
     add_layer(m, "flat", "flatten", "p3", "fl", NULL);                           /* [1,4] */
-    add_layer(m, "gemm", "gemm", "fl,gw,gc", "gm", fval(fval(A(), "alpha", 0.5f), "beta", 2.0f)); /* [1,6] */
+    add_layer(m, "gemm", "gemm", "fl,gw,gc", "gm", fval(opt_f("alpha", 0.5f), "beta", 2.0f)); /* [1,6] */
     add_layer(m, "relu", "relu", "gm", "r", NULL);
     add_layer(m, "mm", "matmul", "r,mw", "mmo", NULL);                           /* [1,5] */
     add_layer(m, "add", "add", "mmo,f", "a", NULL);
     add_layer(m, "tanh", "tanh", "a", "t", NULL);
     add_layer(m, "sig", "sigmoid", "t", "sg", NULL);
-    add_layer(m, "rs", "reshape", "sg", "rso", ints(A(), "shape", 2, (int64_t[]){5, -1}));
+    add_layer(m, "rs", "reshape", "sg", "rso", opt_ints("shape", 2, (int64_t[]){5, -1}));
     add_layer(m, "tr", "transpose", "rso", "tro", NULL);                        /* [1,5] */
     add_layer(m, "sm", "softmax", "tro", "out1", NULL);
     /* sequence path: s [4,1,5] */
-    pdc_attrs *la = ival(A(), "hidden_size", 3);
+    pdc_attrs *la = opt_i("hidden_size", 3);
     ck_assert_ok(ctx, pdc_attrs_set_string(la, "direction", "bidirectional"));
     add_layer(m, "lstm", "lstm", "s,lw,lr,lb", "ly,lh", la);                     /* y [4,2,1,3] */
-    add_layer(m, "rs2", "reshape", "ly", "ly2", ints(A(), "shape", 3, (int64_t[]){4, 1, 6}));
-    add_layer(m, "gru", "gru", "ly2,uw,ur", "gy,gh", ival(ival(A(), "hidden_size", 3), "linear_before_reset", 1));
-    ck_assert_ok(ctx, pdc_model_mark_output(m, "out1"));
-    ck_assert_ok(ctx, pdc_model_mark_output(m, "gy"));
-    ck_assert_ok(ctx, pdc_model_mark_output(m, "lh"));
+    add_layer(m, "rs2", "reshape", "ly", "ly2", opt_ints("shape", 3, (int64_t[]){4, 1, 6}));
+    add_layer(m, "gru", "gru", "ly2,uw,ur", "gy,gh", ival(opt_i("hidden_size", 3), "linear_before_reset", 1));
+    add_output(m, "out1");
+    add_output(m, "gy");
+    add_output(m, "lh");
     pdc_model *back = round_trip(m, 1e-5f);
     /* the initializers kept their names and values */
     /* (matmul and gemm operands may come back transposed as fc weights, under new names) */
@@ -208,9 +130,8 @@ END_TEST
 /* x[1,3,8,8] -> conv1 (8, bias) -> bn -> relu -> conv2 (16) -> clip 0..6 -> flatten -> fc (10) -> leaky */
 static pdc_model *cnn(void)
 {
-    pdc_model *m;
-    ck_assert_ok(ctx, pdc_model_create(ctx, "cnn", &m));
-    ck_assert_ok(ctx, pdc_model_add_input(m, "input", 4, (int64_t[]){1, 3, 8, 8}));
+    pdc_model *m = new_model("cnn");
+    add_input(m, "input", DIMS(1, 3, 8, 8));
     add_random(m, "conv1.weight", 4, (int64_t[]){8, 3, 3, 3}, 31, -0.5f, 0.5f);
     add_random(m, "conv1.bias", 1, (int64_t[]){8}, 32, -0.1f, 0.1f);
     const char *bn[] = {"bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var"};
@@ -218,22 +139,22 @@ static pdc_model *cnn(void)
     add_random(m, "conv2.weight", 4, (int64_t[]){16, 8, 3, 3}, 37, -0.3f, 0.3f);
     add_random(m, "fc.weight", 2, (int64_t[]){10, 1024}, 38, -0.1f, 0.1f);
     add_random(m, "fc.bias", 1, (int64_t[]){10}, 39, -0.1f, 0.1f);
-    add_layer(m, "conv1", "conv", "input,conv1.weight,conv1.bias", "c1", ints(A(), "pads", 4, (int64_t[]){1, 1, 1, 1}));
+    add_layer(m, "conv1", "conv", "input,conv1.weight,conv1.bias", "c1", pads(1));
     add_layer(m, "bn1", "batchnorm", "c1,bn1.weight,bn1.bias,bn1.running_mean,bn1.running_var", "b1", NULL);
     add_layer(m, "relu1", "relu", "b1", "r1", NULL);
-    add_layer(m, "conv2", "conv", "r1,conv2.weight", "c2", ints(A(), "pads", 4, (int64_t[]){1, 1, 1, 1}));
-    add_layer(m, "relu6", "clip", "c2", "r2", fval(fval(A(), "min", 0), "max", 6));
+    add_layer(m, "conv2", "conv", "r1,conv2.weight", "c2", pads(1));
+    add_layer(m, "relu6", "clip", "c2", "r2", fval(opt_f("min", 0), "max", 6));
     add_layer(m, "flatten", "flatten", "r2", "f", NULL);
     add_layer(m, "fc", "fc", "f,fc.weight,fc.bias", "logits", NULL);
     add_layer(m, "act", "leaky_relu", "logits", "out", NULL);
-    ck_assert_ok(ctx, pdc_model_mark_output(m, "out"));
+    add_output(m, "out");
     return m;
 }
 
 START_TEST(pruned_model_round_trips_with_names_and_zeros)
 {
     pdc_model *m = cnn();
-    pdc_attrs *o = A();
+    pdc_attrs *o = attrs_new();
     ck_assert_ok(ctx, pdc_attrs_set_string(o, "block", "1x4:0.75"));
     ck_assert_ok(ctx, pdc_model_transform(m, "prune-pattern,prune-connectivity,prune-block", o));
     pdc_attrs_destroy(o);
@@ -284,24 +205,21 @@ START_TEST(export_is_deterministic_and_refuses_what_onnx_cannot_say)
 {
     pdc_model *m = cnn();
     ck_assert_ok(ctx, pdc_model_save_onnx(m, path));
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    static char a[200000], b[200000];
-    size_t na = fread(a, 1, sizeof a, f);
-    fclose(f);
+    size_t na, nb;
+    char *a = test_read_file(path, &na);
     ck_assert_ok(ctx, pdc_model_save_onnx(m, path));
-    f = fopen(path, "rb");
-    size_t nb = fread(b, 1, sizeof b, f);
-    fclose(f);
+    char *b = test_read_file(path, &nb);
     ck_assert_uint_eq(na, nb);
-    ck_assert(na < sizeof a && !memcmp(a, b, na));
+    ck_assert_mem_eq(a, b, na);
+    free(a);
+    free(b);
     pdc_model_destroy(m);
 
-    ck_assert_ok(ctx, pdc_model_create(ctx, "dil", &m));
-    ck_assert_ok(ctx, pdc_model_add_input(m, "x", 4, (int64_t[]){1, 1, 6, 6}));
+    m = new_model("dil");
+    add_input(m, "x", DIMS(1, 1, 6, 6));
     add_layer(m, "ap", "avgpool", "x", "y",
-              ints(ints(A(), "kernel_shape", 2, (int64_t[]){2, 2}), "dilations", 2, (int64_t[]){2, 2}));
-    ck_assert_ok(ctx, pdc_model_mark_output(m, "y"));
+              ints(opt_ints("kernel_shape", 2, (int64_t[]){2, 2}), "dilations", 2, (int64_t[]){2, 2}));
+    add_output(m, "y");
     unlink(path);
     ck_assert_status(ctx, pdc_model_save_onnx(m, path), PDC_ERR_UNSUPPORTED);
     ck_assert_error_has(ctx, "layer 'ap': avgpool with dilations needs opset 19");
@@ -317,13 +235,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("onnx_export");
-    TCase *tc = tcase_create("onnx_export");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, every_op_round_trips);
-    tcase_add_test(tc, pruned_model_round_trips_with_names_and_zeros);
-    tcase_add_test(tc, fused_and_reordered_model_round_trips);
-    tcase_add_test(tc, export_is_deterministic_and_refuses_what_onnx_cannot_say);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return run_tests("onnx_export", setup, tmpdir_teardown, 0,
+                     TEST_LIST(every_op_round_trips, pruned_model_round_trips_with_names_and_zeros,
+                               fused_and_reordered_model_round_trips,
+                               export_is_deterministic_and_refuses_what_onnx_cannot_say));
 }

@@ -11,23 +11,12 @@
 #include "lib/core/crc32.h"
 #include "lib/core/fileio.h"
 #include "lib/format/format_pdc.h"
-#include "test/common/testutil.h"
+#include "test/common/builders.h"
 
 /* Under ASan a request beyond its 1 TiB limit aborts by default; a plain malloc returns NULL,
  * which is what this suite checks pdc survives. Harmless in other builds. */
 const char *__asan_default_options(void) __attribute__((visibility("default"), used));
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
-
-static pdc_context *ctx;
-
-static void setup(void) { ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK); }
-static void teardown(void)
-{
-    pdc_context_destroy(ctx);
-    ctx = NULL;
-}
-
-#define SENTINEL_PTR ((void *)(uintptr_t)0x5a5a5a5a)
 
 /* Parses text; asserts status and that the message contains each of up to two fragments. */
 static void parse_fails(const char *text, pdc_status want, const char *frag1, const char *frag2)
@@ -39,11 +28,13 @@ static void parse_fails(const char *text, pdc_status want, const char *frag1, co
     if (frag2) ck_assert_error_has(ctx, frag2);
 }
 
-static pdc_model *parse_ok(const char *text)
+/* The .pdc image of the model in text, into b (pdc_buf_free it). */
+static void pdc_image(const char *text, pdc_buf *b)
 {
-    pdc_model *m = NULL;
-    ck_assert_ok(ctx, pdc_model_parse(ctx, text, strlen(text), &m));
-    return m;
+    pdc_model *m = parse_model(text);
+    pdc_buf_init(b, ctx);
+    ck_assert_ok(ctx, pdc_format_save(m, b));
+    pdc_model_destroy(m);
 }
 
 /* ------------------------------------------------------------------ overflow */
@@ -89,9 +80,9 @@ END_TEST
  * signed product there: undefined behaviour, found by reading the fuzz_run inspection path). */
 START_TEST(statistics_that_overflow_say_so)
 {
-    pdc_model *m = parse_ok("pdcir 1\ninput x : f32[1,16384,8388608,8388608]\n"
-                            "const w : f32[1,16384,3,3] = dense<elided>\n"
-                            "layer c = conv(x, w) -> (y) {pads=[1,1,1,1]}\noutput y\n");
+    pdc_model *m = parse_model("pdcir 1\ninput x : f32[1,16384,8388608,8388608]\n"
+                               "const w : f32[1,16384,3,3] = dense<elided>\n"
+                               "layer c = conv(x, w) -> (y) {pads=[1,1,1,1]}\noutput y\n");
     int64_t v = -1;
     ck_assert_status(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_DENSE_FLOPS, &v), PDC_ERR_OVERFLOW);
     ck_assert_error_has(ctx, "layer 'c': its FLOP count does not fit in 64 bits");
@@ -101,15 +92,15 @@ START_TEST(statistics_that_overflow_say_so)
     ck_assert_int_eq(v, 16384 * 9);
     pdc_model_destroy(m);
 
-    m = parse_ok("pdcir 1\ninput a : f32[1,2147483647,4096]\ninput b : f32[1,4096,2147483647]\n"
-                 "layer mm = matmul(a, b) -> (y)\noutput y\n");
+    m = parse_model("pdcir 1\ninput a : f32[1,2147483647,4096]\ninput b : f32[1,4096,2147483647]\n"
+                    "layer mm = matmul(a, b) -> (y)\noutput y\n");
     ck_assert_status(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_DENSE_FLOPS, &v), PDC_ERR_OVERFLOW);
     ck_assert_error_has(ctx, "layer 'mm'");
     pdc_model_destroy(m);
 
     /* Large but representable counts are still exact. */
-    m = parse_ok("pdcir 1\ninput x : f32[1,1,1073741824,1073741824]\n"
-                 "layer p = maxpool(x) -> (y) {kernel_shape=[1073741824, 1073741824]}\noutput y\n");
+    m = parse_model("pdcir 1\ninput x : f32[1,1,1073741824,1073741824]\n"
+                    "layer p = maxpool(x) -> (y) {kernel_shape=[1073741824, 1073741824]}\noutput y\n");
     ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_DENSE_FLOPS, &v));
     ck_assert_int_eq(v, (int64_t)1 << 60);
     pdc_model_destroy(m);
@@ -119,12 +110,9 @@ END_TEST
 /* A .pdc whose counts claim more than the file holds is refused before anything is allocated. */
 START_TEST(binary_counts_beyond_the_file_are_refused)
 {
-    pdc_model *m = parse_ok("pdcir 1\nmodel \"m\"\ninput x : f32[4]\nconst w : f32[4] = [1, 2, 3, 4]\n"
-                            "layer a = add(x, w) -> (y)\noutput y\n");
     pdc_buf b;
-    pdc_buf_init(&b, ctx);
-    ck_assert_ok(ctx, pdc_format_save(m, &b));
-    pdc_model_destroy(m);
+    pdc_image("pdcir 1\nmodel \"m\"\ninput x : f32[4]\nconst w : f32[4] = [1, 2, 3, 4]\nlayer a = add(x, w) -> (y)\n"
+              "output y\n", &b);
     /* payload: str "m" (4 + 1 bytes), then the u32 tensor count at file offset 29 */
     const size_t count_at = PDC_FORMAT_HEADER_SIZE + 5;
     ck_assert_uint_eq(pdc_load_u32le(b.data + count_at), 3);
@@ -148,17 +136,15 @@ END_TEST
 
 START_TEST(max_memory_refuses_large_allocations)
 {
-    char v[32];
-    ck_assert_ok(ctx, pdc_context_get_option(ctx, "max_memory", v, sizeof v));
-    ck_assert_str_eq(v, "0");
+    assert_context_option("max_memory", "0");
     ck_assert_status(ctx, pdc_context_set_option(ctx, "max_memory", "-5"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "option max_memory: expected a byte count, got \"-5\"");
     ck_assert_status(ctx, pdc_context_set_option(ctx, "max_memory", "12abc"), PDC_ERR_INVALID_ARG);
     ck_assert_status(ctx, pdc_context_set_option(ctx, "max_memory", "99999999999999999999999"), PDC_ERR_INVALID_ARG);
 
     /* Built before the limit: a model whose one activation needs 400 kB, and its tensors. */
-    pdc_model *m = parse_ok("pdcir 1\ninput x : f32[1,100000]\nlayer r = relu(x) -> (y)\n"
-                            "layer s = sigmoid(y) -> (z)\noutput z\n");
+    pdc_model *m = parse_model("pdcir 1\ninput x : f32[1,100000]\nlayer r = relu(x) -> (y)\n"
+                               "layer s = sigmoid(y) -> (z)\noutput z\n");
     pdc_program *p;
     ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
     const int64_t d[] = {1, 100000};
@@ -168,8 +154,7 @@ START_TEST(max_memory_refuses_large_allocations)
     memset(pdc_tensor_data(z), 0xab, 400000);
 
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "max_memory", "100000"));
-    ck_assert_ok(ctx, pdc_context_get_option(ctx, "max_memory", v, sizeof v));
-    ck_assert_str_eq(v, "100000");
+    assert_context_option("max_memory", "100000");
 
     pdc_tensor *t = SENTINEL_PTR;
     const int64_t big[] = {25001}, ok[] = {25000};
@@ -192,12 +177,9 @@ START_TEST(max_memory_refuses_large_allocations)
     /* The same model as a .pdc image (its constant-free payload is small) still loads, but one with
      * a 400 kB constant does not. */
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "max_memory", "0"));
-    pdc_model *wm = parse_ok("pdcir 1\ninput x : f32[100000]\nconst w : f32[100000] = dense<elided>\n"
-                             "layer a = add(x, w) -> (y)\noutput y\n");
     pdc_buf b;
-    pdc_buf_init(&b, ctx);
-    ck_assert_ok(ctx, pdc_format_save(wm, &b));
-    pdc_model_destroy(wm);
+    pdc_image("pdcir 1\ninput x : f32[100000]\nconst w : f32[100000] = dense<elided>\nlayer a = add(x, w) -> (y)\n"
+              "output y\n", &b);
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "max_memory", "100000"));
     pdc_model *out = SENTINEL_PTR;
     ck_assert_status(ctx, pdc_model_load_memory(ctx, b.data, b.len, &out), PDC_ERR_OUT_OF_MEMORY);
@@ -329,20 +311,10 @@ START_TEST(deep_graph_runs_on_a_small_stack)
 }
 END_TEST
 
-static Suite *limits_suite(void)
+int main(void)
 {
-    Suite *s = suite_create("limits");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, sizes_that_overflow_are_refused);
-    tcase_add_test(tc, statistics_that_overflow_say_so);
-    tcase_add_test(tc, binary_counts_beyond_the_file_are_refused);
-    tcase_add_test(tc, max_memory_refuses_large_allocations);
-    tcase_add_test(tc, impossible_allocations_fail_cleanly);
-    tcase_add_test(tc, deep_graph_runs_on_a_small_stack);
-    suite_add_tcase(s, tc);
-    return s;
+    return run_tests("limits", ctx_setup, ctx_teardown, 120,
+                     TEST_LIST(sizes_that_overflow_are_refused, statistics_that_overflow_say_so,
+                               binary_counts_beyond_the_file_are_refused, max_memory_refuses_large_allocations,
+                               impossible_allocations_fail_cleanly, deep_graph_runs_on_a_small_stack));
 }
-
-int main(void) { return test_run_suite(limits_suite()); }

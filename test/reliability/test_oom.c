@@ -14,40 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "test/common/testutil.h"
-
-static pdc_context *ctx;
-static char tmpdir[256];
-
-static void setup(void)
-{
-    ck_assert_int_eq(pdc_context_create(&ctx), PDC_OK);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/pdc_test_oom_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    char path[512];
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-        unlink(path);
-    }
-    if (d) closedir(d);
-    rmdir(tmpdir);
-    pdc_context_destroy(ctx);
-    ctx = NULL;
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
-    return buf;
-}
+#include "test/common/builders.h"
 
 /* ------------------------------------------------------------------ the injection knob */
 
@@ -89,8 +56,6 @@ static void report(const char *what, size_t survived)
     ck_assert_msg(survived > 0, "%s: made no allocation at all", what);
     printf("oom: %s: %zu injected failures survived\n", what, survived);
 }
-
-#define SENTINEL_PTR ((void *)(uintptr_t)0x5a5a5a5a)
 
 /* ------------------------------------------------------------------ the model under test */
 
@@ -244,10 +209,9 @@ static pdc_status build_model(pdc_model *m)
 }
 
 /* The test model, built without injection. */
-static pdc_model *new_model(void)
+static pdc_model *oom_model(void)
 {
-    pdc_model *m = NULL;
-    ck_assert_ok(ctx, pdc_model_create(ctx, "oom", &m));
+    pdc_model *m = new_model("oom");
     ck_assert_ok(ctx, build_model(m));
     return m;
 }
@@ -256,15 +220,7 @@ static pdc_model *new_model(void)
 static void model_bytes(const pdc_model *m, void **pdc_out, size_t *pdc_size, char **text_out)
 {
     ck_assert_ok(ctx, pdc_model_save(m, tmp_path("image.pdc")));
-    FILE *f = fopen(tmp_path("image.pdc"), "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *pdc_out = malloc((size_t)n);
-    ck_assert_uint_eq(fread(*pdc_out, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *pdc_size = (size_t)n;
+    *pdc_out = test_read_file(tmp_path("image.pdc"), pdc_size);
     unlink(tmp_path("image.pdc"));
     ck_assert_ok(ctx, pdc_model_print(m, 0, text_out));
 }
@@ -340,7 +296,7 @@ static void walk_load(const char *what, const void *data, size_t size, const cha
 
 START_TEST(load_text_and_binary)
 {
-    pdc_model *m = new_model();
+    pdc_model *m = oom_model();
     void *image;
     size_t image_size;
     char *text;
@@ -396,7 +352,7 @@ static char *read_text_file(const char *path)
 
 START_TEST(save_print_and_inspect)
 {
-    pdc_model *m = new_model();
+    pdc_model *m = oom_model();
     /* An existing file must survive every failed save unchanged, and no temporary may be left. */
     const char *old = "previous contents\n";
     for (int binary = 0; binary <= 1; binary++) {
@@ -454,7 +410,7 @@ START_TEST(emit_calls)
 {
     /* emitting PTX into a directory that does not exist yet: every failure leaves nothing behind
      * (the directory it made was left on a failed write) */
-    pdc_model *m = new_model();
+    pdc_model *m = oom_model();
     ck_assert_ok(ctx, pdc_model_set_input_shape(m, "x", 4, (const int64_t[]){1, 2, 6, 6}));
     const char *dir = tmp_path("ptx");
     size_t entries = dir_entries(), n = 1;
@@ -484,7 +440,7 @@ END_TEST
 START_TEST(transform_passes)
 {
     static const char pipeline[] = "canonicalize,prune-pattern,prune-connectivity,prune-block,prune-unstructured,reorder,plan";
-    pdc_model *m = new_model();
+    pdc_model *m = oom_model();
     const int64_t dx[] = {2, 2, 6, 6};
     ck_assert_ok(ctx, pdc_model_set_input_shape(m, "x", 4, dx));
     char *before = text_of(m);
@@ -543,7 +499,7 @@ static const char *const targets[] = {"ref", "cpu"};
 START_TEST(compile_and_run)
 {
     const char *target = targets[_i];
-    pdc_model *m = new_model();
+    pdc_model *m = oom_model();
     const int64_t dx[] = {2, 2, 6, 6};
     ck_assert_ok(ctx, pdc_model_set_input_shape(m, "x", 4, dx));
     size_t n = 1;
@@ -630,11 +586,7 @@ static char *trainer_state(const pdc_trainer *t, size_t *len)
     size_t left = fail_left();
     set_fail(0);
     ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("state.ckpt")));
-    FILE *f = fopen(tmp_path("state.ckpt"), "rb");
-    ck_assert_ptr_nonnull(f);
-    char *buf = malloc(1 << 16);
-    *len = fread(buf, 1, 1 << 16, f);
-    fclose(f);
+    char *buf = test_read_file(tmp_path("state.ckpt"), len);
     if (left) set_fail(left);
     return buf;
 }
@@ -806,24 +758,13 @@ START_TEST(option_semantics)
 }
 END_TEST
 
-static Suite *oom_suite(void)
+int main(void)
 {
     Suite *s = suite_create("oom");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, option_semantics);
-    tcase_add_test(tc, builder_calls);
-    tcase_add_test(tc, attrs_calls);
-    tcase_add_test(tc, load_text_and_binary);
-    tcase_add_test(tc, save_print_and_inspect);
-    tcase_add_test(tc, emit_calls);
-    tcase_add_test(tc, transform_passes);
-    tcase_add_test(tc, prune_projections);
+    TCase *tc = test_add_tcase(s, "core", tmpdir_setup, tmpdir_teardown, 300,
+                               TEST_LIST(option_semantics, builder_calls, attrs_calls, load_text_and_binary,
+                                         save_print_and_inspect, emit_calls, transform_passes, prune_projections));
     tcase_add_loop_test(tc, compile_and_run, 0, (int)(sizeof targets / sizeof targets[0]));
     tcase_add_test(tc, trainer_calls);
-    suite_add_tcase(s, tc);
-    return s;
+    return test_run_suite(s);
 }
-
-int main(void) { return test_run_suite(oom_suite()); }

@@ -18,7 +18,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "test/common/testutil.h"
+#include "test/common/builders.h"
 
 #define THREADS 8
 #define RUNS 25 /* per thread */
@@ -50,14 +50,7 @@ static pdc_context *new_context(void)
     return c;
 }
 
-static pdc_context *ctx;
-
 static void setup(void) { ck_assert_ptr_nonnull(ctx = new_context()); }
-static void teardown(void)
-{
-    pdc_context_destroy(ctx);
-    ctx = NULL;
-}
 
 /* ------------------------------------------------------------------ the model */
 
@@ -150,13 +143,9 @@ typedef struct run_io {
 static void io_create(pdc_context *c, const pdc_program *p, run_io *io, uint32_t seed)
 {
     for (size_t k = 0; k < 2; k++) {
-        size_t rank;
-        int64_t dims[PDC_MAX_RANK];
-        ck_assert_ok(c, pdc_program_input_info(p, k, NULL, &rank, dims));
-        ck_assert_ok(c, pdc_tensor_create(c, rank, dims, &io->in[k]));
+        io->in[k] = io_tensor(c, p, 0, k);
         test_fill_random(pdc_tensor_data(io->in[k]), pdc_tensor_size(io->in[k]), seed * 2 + (uint32_t)k);
-        ck_assert_ok(c, pdc_program_output_info(p, k, NULL, &rank, dims));
-        ck_assert_ok(c, pdc_tensor_create(c, rank, dims, &io->out[k]));
+        io->out[k] = io_tensor(c, p, 1, k);
     }
 }
 
@@ -518,11 +507,8 @@ START_TEST(same_model_and_options_give_identical_bytes)
     ck_assert_int_ge(fd, 0);
     close(fd);
     ck_assert_ok(ctx, pdc_model_save(m, path));
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    static uint8_t image[1 << 20];
-    size_t image_size = fread(image, 1, sizeof image, f);
-    fclose(f);
+    size_t image_size;
+    void *image = test_read_file(path, &image_size);
     unlink(path);
 
     pdc_program *p = NULL;
@@ -556,25 +542,17 @@ START_TEST(same_model_and_options_give_identical_bytes)
     io_destroy(&want);
     io_destroy(&got);
     pdc_program_destroy(p);
+    free(image);
     pdc_string_free(text);
     pdc_model_destroy(m);
 }
 END_TEST
 
-static Suite *threads_suite(void)
+int main(void)
 {
-    Suite *s = suite_create("threads");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, concurrent_runs_match_sequential_runs);
-    tcase_add_test(tc, errors_are_reported_per_thread);
-    tcase_add_test(tc, shared_inputs_and_context_use_during_runs);
-    tcase_add_test(tc, injected_failure_hits_exactly_one_concurrent_run);
-    tcase_add_test(tc, independent_contexts_in_parallel);
-    tcase_add_test(tc, same_model_and_options_give_identical_bytes);
-    suite_add_tcase(s, tc);
-    return s;
+    return run_tests("threads", setup, ctx_teardown, 120,
+                     TEST_LIST(concurrent_runs_match_sequential_runs, errors_are_reported_per_thread,
+                               shared_inputs_and_context_use_during_runs,
+                               injected_failure_hits_exactly_one_concurrent_run, independent_contexts_in_parallel,
+                               same_model_and_options_give_identical_bytes));
 }
-
-int main(void) { return test_run_suite(threads_suite()); }

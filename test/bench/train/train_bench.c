@@ -1,7 +1,7 @@
 /*
  * train_bench.c - training step time of the digits CNN (examples/train_digits.c's net: conv3x3 1->16,
  * relu, conv3x3 16->32, relu, flatten, fc 2048->10, softmax cross-entropy; Adam, batch 32), with pdc's
- * public API only. Run by test/bench/train_torch.py (`make bench-train`), which times PyTorch on the
+ * public API only. Run by test/bench/train/train_torch.py (`make bench-train`), which times PyTorch on the
  * same net and batch and prints both.
  *
  * Configurations: dense; pruned as in the demo (8 patterns of 4 + 50% connectivity on both convs, 80%

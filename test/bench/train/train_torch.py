@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""train_torch.py - training step time of the digits CNN: pdc (test/bench/train_bench.c) and PyTorch side by side.
+"""train_torch.py - training step time of the digits CNN: pdc (test/bench/train/train_bench.c) and PyTorch side by side.
 
 Run with Debian's /usr/bin/python3 (python3-torch 1.13), e.g. `make bench-train`, or
-    /usr/bin/python3 test/bench/train_torch.py --pdc build/train_bench [--threads 1,2] [--steps 200] [--repeats 5]
+    /usr/bin/python3 test/bench/train/train_torch.py --pdc build/train_bench [--threads 1,2] [--steps 200] [--repeats 5]
 
 The net, batch and optimizer are examples/train_digits.c's: conv3x3(1->16, pad 1)-ReLU-conv3x3(16->32, pad 1)-ReLU-
 flatten-fc(2048->10), softmax cross-entropy, Adam lr 1e-3, batch 32, inputs [32,1,8,8]. A PyTorch step is

@@ -1,0 +1,332 @@
+/*
+ * test_train_grad.c - the trainer's gradients (lib/train): every op's against central finite
+ * differences of the loss, per op and for whole small nets, dense and through the sparse kernels of
+ * a net pruned by the passes; and the trainer's kernels for every instruction set this CPU runs
+ * against the portable ones.
+ */
+#include "lib/train/train.h"
+
+#include "test/common/builders.h"
+
+/* ------------------------------------------------------------------ gradient checks */
+
+/* Labels for the last forward pass's loss tensor: class indices (cross-entropy) or targets (mse). */
+static float *make_labels(const pdc_trainer *t, size_t n, uint32_t seed)
+{
+    const tr_net *net = t->net;
+    const int lt = tr_net_loss_tensor(net, &t->opt);
+    const size_t all = ir_tensor_numel(&net->exec->tensors[lt]), per = all / n;
+    float *y = malloc(all * sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    if (t->opt.loss == TR_LOSS_CROSS_ENTROPY) {
+        for (size_t i = 0; i < n; i++) y[i] = (float)((i * 7 + seed) % per);
+    } else {
+        test_fill_random(y, all, seed);
+    }
+    return y;
+}
+
+static double loss_at(pdc_trainer *t, const float *x, const float *y)
+{
+    double l;
+    ck_assert_ok(ctx, tr_net_forward(t->net, x, &t->opt, 1));
+    ck_assert_ok(ctx, tr_net_loss(t->net, &t->opt, y, 0, &l, NULL));
+    return l;
+}
+
+/* Compares an analytic gradient with central differences of the loss, element by element. */
+static void check_fd(pdc_trainer *t, float *v, const float *g, size_t n, const float *x, const float *y, double h,
+                     const char *what)
+{
+    double scale = 1e-2;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)g[i]));
+    for (size_t i = 0; i < n; i++) {
+        const float keep = v[i];
+        v[i] = (float)((double)keep + h);
+        const double lp = loss_at(t, x, y);
+        v[i] = (float)((double)keep - h);
+        const double lm = loss_at(t, x, y);
+        v[i] = keep;
+        const double fd = (lp - lm) / (2.0 * h), an = (double)g[i];
+        ck_assert_msg(fabs(fd - an) <= 3e-3 * scale + 3e-2 * fabs(an),
+                      "%s[%zu]: analytic gradient %.6g, finite differences %.6g (scale %.3g)", what, i, an, fd, scale);
+    }
+}
+
+/*
+ * Gradient check of the model in `ir` (constants random, batch = the input's declared dim 0): the
+ * gradient of every trained constant and of the input against central differences with step h.
+ * x_margin > 0 keeps every input at least that far from 0 (for kinks at 0).
+ */
+static void grad_check_model(pdc_model *m, const char *loss, const char *sparse, double h, float x_margin)
+{
+    pdc_trainer *t = trainer_for(m, loss);
+    if (sparse) ck_assert_ok(ctx, pdc_trainer_set_option(t, "sparse", sparse));
+    tr_net *net = t->net;
+    ck_assert_ok(ctx, tr_net_enable_input_grad(net));
+    const ir_tensor *in = &net->model->tensors[net->input];
+    const size_t n = (size_t)in->dims[0], xn = ir_tensor_numel(in);
+    ck_assert_ok(ctx, tr_net_prepare(net, n));
+    float *x = malloc(xn * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    test_fill_random(x, xn, 77);
+    for (size_t i = 0; i < xn && x_margin > 0; i++) x[i] = x[i] >= 0 ? x[i] + x_margin : x[i] - x_margin;
+    float *y = make_labels(t, n, 5);
+    double l;
+    ck_assert_ok(ctx, tr_net_forward(net, x, &t->opt, 1));
+    ck_assert_ok(ctx, tr_net_loss(net, &t->opt, y, 1, &l, NULL));
+    ck_assert_ok(ctx, tr_net_backward(net, &t->opt));
+    ck_assert_msg(isfinite(l), "loss %g", l);
+    /* copies: the finite differences run the forward pass again */
+    for (size_t i = 0; i < net->n_params; i++) {
+        tr_param *p = &net->params[i];
+        if (!p->trainable) continue;
+        float *g = malloc(p->n * sizeof *g);
+        ck_assert_ptr_nonnull(g);
+        memcpy(g, p->grad, p->n * sizeof *g);
+        if (p->mask) /* pruned weights: no gradient is kept (the optimizer zeroes it); check the kept ones */
+            for (size_t k = 0; k < p->n; k++)
+                if (!p->mask[k]) g[k] = 0.0f;
+        float *w = net->model->tensors[p->tensor].data;
+        /* finite differences of pruned weights are meaningless for training: pin them */
+        if (p->mask) {
+            float *gk = malloc(p->n * sizeof *gk);
+            ck_assert_ptr_nonnull(gk);
+            size_t kept = 0;
+            for (size_t k = 0; k < p->n; k++)
+                if (p->mask[k]) gk[kept++] = g[k];
+            /* check kept elements one by one */
+            for (size_t k = 0, j = 0; k < p->n; k++) {
+                if (!p->mask[k]) continue;
+                check_fd(t, w + k, gk + j++, 1, x, y, h, net->model->tensors[p->tensor].name);
+            }
+            free(gk);
+        } else {
+            check_fd(t, w, g, p->n, x, y, h, net->model->tensors[p->tensor].name);
+        }
+        free(g);
+    }
+    float *gx = malloc(xn * sizeof *gx);
+    ck_assert_ptr_nonnull(gx);
+    memcpy(gx, net->grad[net->input], xn * sizeof *gx);
+    check_fd(t, x, gx, xn, x, y, h, "input");
+    free(gx);
+    free(x);
+    free(y);
+    pdc_trainer_destroy(t);
+}
+
+static void grad_check(const char *ir, const char *loss, double h, float x_margin)
+{
+    pdc_model *m = parse_model(ir);
+    fill_constants(m, 11, 0.5f);
+    grad_check_model(m, loss, NULL, h, x_margin);
+    pdc_model_destroy(m);
+}
+
+/* ------------------------------------------------------------------ per-op gradients */
+
+typedef struct op_case {
+    const char *name, *ir, *loss;
+    double h;
+    float margin;
+} op_case;
+
+static const op_case op_cases[] = {
+    {"conv 3x3 pad 1 + bias", CONV3X3_IR, "mse", 1e-2, 0},
+    {"conv stride 2 dilation 2 no bias", HDR "input x : f32[2,2,7,6]\nconst w : f32[3,2,3,2] = dense<elided>\n"
+     "layer c = conv(x, w) -> (y) {strides=[2,1], dilations=[2,2], pads=[1,0,2,1]}\noutput y\n", "mse", 1e-2, 0},
+    {"conv groups 2", HDR "input x : f32[2,4,5,5]\nconst w : f32[6,2,3,3] = dense<elided>\n"
+     "const b : f32[6] = dense<elided>\nlayer c = conv(x, w, b) -> (y) {pads=[1,1,1,1], group=2}\noutput y\n", "mse",
+     1e-2, 0},
+    {"conv 1-D", HDR "input x : f32[2,3,9]\nconst w : f32[2,3,3] = dense<elided>\n"
+     "const b : f32[2] = dense<elided>\nlayer c = conv(x, w, b) -> (y) {pads=[1,1], strides=[2]}\noutput y\n", "mse",
+     1e-2, 0},
+    {"conv + fused tanh", HDR "input x : f32[2,2,4,4]\nconst w : f32[3,2,3,3] = dense<elided>\n"
+     "const b : f32[3] = dense<elided>\nlayer c = conv(x, w, b) -> (y) {pads=[1,1,1,1], activation=\"tanh\"}\noutput y\n",
+     "mse", 1e-2, 0},
+    {"fc of a 4-D input", HDR "input x : f32[3,2,2,3]\nconst w : f32[5,12] = dense<elided>\n"
+     "const b : f32[5] = dense<elided>\nlayer f = fc(x, w, b) -> (y)\noutput y\n", "mse", 1e-2, 0},
+    {"fc + fused sigmoid, cross-entropy", HDR "input x : f32[4,6]\nconst w : f32[3,6] = dense<elided>\n"
+     "layer f = fc(x, w) -> (y) {activation=\"sigmoid\"}\noutput y\n", "cross_entropy", 1e-2, 0},
+    {"gemm transB alpha beta, then gemm", HDR "input x : f32[4,3]\nconst w : f32[5,3] = dense<elided>\n"
+     "const c : f32[5] = dense<elided>\nconst w2 : f32[5,2] = dense<elided>\nconst c2 : f32[2] = dense<elided>\n"
+     "layer g = gemm(x, w, c) -> (z) {transB=1, alpha=0.7, beta=1.5}\n"
+     "layer g2 = gemm(z, w2, c2) -> (y) {activation=\"leaky_relu\", act_alpha=0.3}\noutput y\n", "mse", 1e-3, 0},
+    {"matmul broadcast", HDR "input x : f32[2,3,4]\nconst w : f32[4,2] = dense<elided>\n"
+     "layer g = matmul(x, w) -> (y)\noutput y\n", "mse", 1e-2, 0},
+    {"batchnorm (batch statistics)", HDR "input x : f32[4,3,2,2]\nconst s : f32[3] = dense<elided>\n"
+     "const b : f32[3] = dense<elided>\nconst mean : f32[3] = dense<elided>\nconst var : f32[3] = dense<elided>\n"
+     "layer n = batchnorm(x, s, b, mean, var) -> (y)\noutput y\n", "mse", 1e-2, 0},
+    {"relu", HDR "input x : f32[3,7]\nlayer a = relu(x) -> (y)\noutput y\n", "mse", 1e-3, 0.05f},
+    {"clip", HDR "input x : f32[3,7]\nlayer a = clip(x) -> (y) {min=-0.5, max=0.55}\noutput y\n", "mse", 1e-3, 0.02f},
+    {"leaky_relu", HDR "input x : f32[3,7]\nlayer a = leaky_relu(x) -> (y) {alpha=0.2}\noutput y\n", "mse", 1e-3, 0.05f},
+    {"sigmoid", HDR "input x : f32[3,7]\nlayer a = sigmoid(x) -> (y)\noutput y\n", "mse", 1e-2, 0},
+    {"tanh", HDR "input x : f32[3,7]\nlayer a = tanh(x) -> (y)\noutput y\n", "mse", 1e-2, 0},
+    {"hardswish", HDR "input x : f32[3,7]\nconst k : f32[1] = dense<elided>\nlayer m = mul(x, k) -> (z)\n"
+     "layer a = hardswish(z) -> (y)\noutput y\n", "mse", 1e-3, 0.05f},
+    {"hardsigmoid", HDR "input x : f32[3,7]\nlayer a = hardsigmoid(x) -> (y) {alpha=0.5, beta=0.4}\noutput y\n", "mse",
+     1e-3, 0.05f},
+    {"add sub mul div broadcast", HDR "input x : f32[2,3,4]\nconst a : f32[3,1] = dense<elided>\n"
+     "const b : f32[4] = dense<elided>\nconst c : f32[1,3,4] = dense<elided>\nlayer l1 = add(x, a) -> (y1)\n"
+     "layer l2 = sub(b, y1) -> (y2)\nlayer l3 = mul(y2, c) -> (y3)\nlayer l4 = div(y3, k) -> (y)\n"
+     "output y\n", "mse", 1e-2, 0},
+    {"concat and three uses of one tensor", HDR "input x : f32[2,3,2]\nconst a : f32[3,2] = dense<elided>\n"
+     "layer m = mul(x, a) -> (u)\nlayer c = concat(x, u, x) -> (y) {axis=1}\noutput y\n", "mse", 1e-2, 0},
+    {"maxpool", HDR "input x : f32[2,2,5,5]\nlayer p = maxpool(x) -> (y) {kernel_shape=[2,2], strides=[2,2], pads=[0,0,1,1]}\n"
+     "output y\n", "mse", 1e-3, 0},
+    {"avgpool count_include_pad", HDR "input x : f32[2,2,5,5]\n"
+     "layer p = avgpool(x) -> (y) {kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1], count_include_pad=1}\noutput y\n",
+     "mse", 1e-2, 0},
+    {"avgpool", HDR "input x : f32[2,2,5,4]\nlayer p = avgpool(x) -> (y) {kernel_shape=[2,3], pads=[1,1,0,1]}\noutput y\n",
+     "mse", 1e-2, 0},
+    {"global_avgpool", HDR "input x : f32[2,3,3,2]\nlayer p = global_avgpool(x) -> (y)\noutput y\n", "mse", 1e-2, 0},
+    {"flatten reshape transpose", HDR "input x : f32[2,3,4]\nlayer f = flatten(x) -> (a)\n"
+     "layer r = reshape(a) -> (b) {shape=[0,4,3]}\nlayer t = transpose(b) -> (y) {perm=[2,0,1]}\noutput y\n", "mse",
+     1e-2, 0},
+    {"softmax (not folded: mse)", HDR "input x : f32[3,5]\nlayer s = softmax(x) -> (y) {axis=1}\noutput y\n", "mse",
+     1e-2, 0},
+    {"softmax axis 0", HDR "input x : f32[3,2,4]\nlayer s = softmax(x) -> (y) {axis=1}\noutput y\n", "mse", 1e-2, 0},
+    {"softmax folded into cross-entropy", HDR "input x : f32[4,6]\nconst w : f32[5,6] = dense<elided>\n"
+     "const b : f32[5] = dense<elided>\nlayer f = fc(x, w, b) -> (z)\nlayer s = softmax(z) -> (y)\noutput y\n",
+     "cross_entropy", 1e-2, 0},
+};
+#define N_OP_CASES (sizeof op_cases / sizeof op_cases[0])
+
+START_TEST(op_gradients_match_finite_differences)
+{
+    const op_case *c = &op_cases[_i];
+    char ir[2048];
+    /* the div case divides by a constant k; cases that use k declare it here */
+    if (strstr(c->ir, ", k)") && !strstr(c->ir, "const k")) {
+        const char *at = strstr(c->ir, "input ");
+        const char *nl = strchr(at, '\n') + 1;
+        snprintf(ir, sizeof ir, "%.*sconst k : f32[1] = dense<elided>\n%s", (int)(nl - c->ir), c->ir, nl);
+    } else {
+        snprintf(ir, sizeof ir, "%s", c->ir);
+    }
+    pdc_model *m = parse_model(ir);
+    fill_constants(m, 11, 0.5f);
+    const int k = ir_model_find_tensor(m, "k");
+    if (k >= 0) m->tensors[k].data[0] = strstr(c->name, "hardswish") ? 5.0f : 1.7f; /* away from 0 */
+    grad_check_model(m, c->loss, NULL, c->h, c->margin);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ whole nets */
+
+static const char *small_cnn =
+    HDR "input x : f32[3,2,6,6]\n"
+    "const c1w : f32[4,2,3,3] = dense<elided>\nconst c1b : f32[4] = dense<elided>\n"
+    "const s : f32[4] = dense<elided>\nconst bb : f32[4] = dense<elided>\n"
+    "const mean : f32[4] = dense<elided>\nconst var : f32[4] = dense<elided>\n"
+    "const c2w : f32[6,4,3,3] = dense<elided>\nconst c2b : f32[6] = dense<elided>\n"
+    "const fw : f32[5,24] = dense<elided>\nconst fb : f32[5] = dense<elided>\n"
+    "layer conv1 = conv(x, c1w, c1b) -> (a) {pads=[1,1,1,1]}\n"
+    "layer bn = batchnorm(a, s, bb, mean, var) -> (b)\n"
+    "layer act = tanh(b) -> (c)\n"
+    "layer conv2 = conv(c, c2w, c2b) -> (d) {pads=[1,1,1,1], activation=\"sigmoid\"}\n"
+    "layer res = add(d, d) -> (e)\n"
+    "layer pool = avgpool(e) -> (f) {kernel_shape=[3,3], strides=[3,3]}\n"
+    "layer flat = flatten(f) -> (g)\n"
+    "layer fc = fc(g, fw, fb) -> (z)\nlayer sm = softmax(z) -> (y)\noutput y\n";
+
+START_TEST(whole_net_gradients_match_finite_differences)
+{
+    grad_check(small_cnn, "cross_entropy", 1e-2, 0);
+    grad_check(small_cnn, "mse", 1e-2, 0);
+}
+END_TEST
+
+/* The digits-like CNN, pruned by the passes (pattern + connectivity on the convs, blocks on the fc): the
+ * sparse kernels' gradients of every kept weight against finite differences. */
+static const char *prunable_cnn =
+    HDR "input x : f32[2,1,6,6]\n"
+    "const c1w : f32[8,1,3,3] = dense<elided>\nconst c1b : f32[8] = dense<elided>\n"
+    "const c2w : f32[8,8,3,3] = dense<elided>\nconst c2b : f32[8] = dense<elided>\n"
+    "const fw : f32[4,288] = dense<elided>\nconst fb : f32[4] = dense<elided>\n"
+    "layer conv1 = conv(x, c1w, c1b) -> (a) {pads=[1,1,1,1]}\nlayer r1 = tanh(a) -> (b)\n"
+    "layer conv2 = conv(b, c2w, c2b) -> (c) {pads=[1,1,1,1]}\nlayer r2 = tanh(c) -> (d)\n"
+    "layer flat = flatten(d) -> (e)\nlayer fc = fc(e, fw, fb) -> (z)\nlayer sm = softmax(z) -> (y)\noutput y\n";
+
+static void prune_model(pdc_model *m, int with_fc)
+{
+    pdc_attrs *a;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "patterns", 4));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "pattern_size", 4));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "connectivity", 0.5f));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "block_rate", 0.75f));
+    ck_assert_ok(ctx, pdc_model_transform(m, with_fc ? "prune-pattern,prune-connectivity,prune-block"
+                                                     : "prune-pattern,prune-connectivity", a));
+    pdc_attrs_destroy(a);
+}
+
+START_TEST(sparse_kernel_gradients_match_finite_differences)
+{
+    static const char *const modes[] = {"on", "off"};
+    for (int i = 0; i < 2; i++) {
+        pdc_model *m = parse_model(prunable_cnn);
+        fill_constants(m, 3, 0.5f);
+        prune_model(m, 1);
+        grad_check_model(m, "cross_entropy", modes[i], 1e-2, 0);
+        pdc_model_destroy(m);
+    }
+}
+END_TEST
+
+/* Kernels of every instruction set this CPU runs agree with the portable ones. */
+START_TEST(kernels_agree_across_instruction_sets)
+{
+    static const char *const names[] = {"avx2", "avx512"};
+    const tk_isa *g = tk_isa_named("generic");
+    enum { M = 13, N = 37, K = 19 };
+    float a[M * K], b[K * N], c0[M * N], c1[M * N];
+    test_fill_random(a, M * K, 1);
+    test_fill_random(b, K * N, 2);
+    float *work = malloc(tk_gemm_work(g, M, N, K, 2) * sizeof(float) * 4);
+    ck_assert_ptr_nonnull(work);
+    for (int i = 0; i < 2; i++) {
+        const tk_isa *isa = tk_isa_named(names[i]);
+        if (!isa) continue;
+        free(work);
+        work = malloc(tk_gemm_work(isa, M, N, K, 2) * sizeof(float) * 4);
+        ck_assert_ptr_nonnull(work);
+        tk_gemm(g, M, N, K, a, K, 1, b, N, c0, N, 1, 0, work, 1);
+        tk_gemm(isa, M, N, K, a, K, 1, b, N, c1, N, 1, 0, work, 2);
+        ck_assert_floats_near(c1, c0, M * N, 1e-5f);
+        /* dot-product form: A (M x K) times B^T with B = N x K */
+        float bt[N * K], d0[M * N], d1[M * N];
+        for (int r = 0; r < N; r++)
+            for (int q = 0; q < K; q++) bt[r * K + q] = b[q * N + r];
+        tk_gemm_nt(g, M, N, K, a, K, bt, K, d0, N, 1, 0, 1);
+        tk_gemm_nt(isa, M, N, K, a, K, bt, K, d1, 1, M, 0, 2); /* transposed store */
+        for (int r = 0; r < M; r++)
+            for (int q = 0; q < N; q++)
+                ck_assert_msg(fabsf(d1[q * M + r] - c0[r * N + q]) <= 1e-5f && fabsf(d0[r * N + q] - c0[r * N + q]) <= 1e-5f,
+                              "%s gemm_nt (%d,%d): %g %g, want %g", names[i], r, q, (double)d1[q * M + r],
+                              (double)d0[r * N + q], (double)c0[r * N + q]);
+        /* Adam: the same bits */
+        float w0[21], w1[21], m0[21] = {0}, m1[21] = {0}, v0[21] = {0}, v1[21] = {0}, gr[21];
+        test_fill_random(w0, 21, 3);
+        memcpy(w1, w0, sizeof w0);
+        test_fill_random(gr, 21, 4);
+        g->adam(21, w0, gr, m0, v0, 0.9f, 0.999f, 0.01f, 0.03f, 1e-8f);
+        isa->adam(21, w1, gr, m1, v1, 0.9f, 0.999f, 0.01f, 0.03f, 1e-8f);
+        ck_assert(memcmp(w0, w1, sizeof w0) == 0 && memcmp(v0, v1, sizeof v0) == 0);
+    }
+    free(work);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("train_grad");
+    TCase *tc = test_add_tcase(s, "core", ctx_setup, ctx_teardown, 120, NULL);
+    tcase_add_loop_test(tc, op_gradients_match_finite_differences, 0, (int)N_OP_CASES);
+    test_add_tests(tc, TEST_LIST(whole_net_gradients_match_finite_differences,
+                                 sparse_kernel_gradients_match_finite_differences,
+                                 kernels_agree_across_instruction_sets));
+    return test_run_suite(s);
+}
