@@ -15,7 +15,14 @@ set -eu
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${PDC_FRESH_DIR:-$REPO/build/fresh}
-MIRROR=${PDC_FRESH_MIRROR:-http://deb.debian.org/debian}
+# The archive this machine's apt uses (a CI runner may have its own mirror), else Debian's.
+host_mirror() {
+    { sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null
+      sed -n 's/^deb[[:space:]]\{1,\}\(\[[^]]*\][[:space:]]*\)\{0,1\}\([^[:space:]]*\)[[:space:]]\{1,\}bookworm[[:space:]].*/\2/p' \
+          /etc/apt/sources.list 2>/dev/null; } | grep -v security | head -n 1
+}
+MIRROR=${PDC_FRESH_MIRROR:-$(host_mirror)}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
 ROOT=$WORK/root
 LOG=$WORK/log
 
@@ -64,9 +71,18 @@ mkdir -p "$ROOT/dev/pts" "$ROOT/dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666 devpts "$ROOT/dev/pts"
 mount -t tmpfs -o mode=1777 tmpfs "$ROOT/dev/shm"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
-echo "deb $MIRROR bookworm main" > "$ROOT/etc/apt/sources.list"
-echo "deb $MIRROR bookworm-updates main" >> "$ROOT/etc/apt/sources.list"
-echo "deb http://security.debian.org/debian-security bookworm-security main" >> "$ROOT/etc/apt/sources.list"
+# The host's Debian sources and apt proxy settings, if any, so the root reaches what the host reaches.
+if [ -f /etc/apt/sources.list.d/debian.sources ] && [ -z "${PDC_FRESH_MIRROR:-}" ]; then
+    cp /etc/apt/sources.list.d/debian.sources "$ROOT/etc/apt/sources.list.d/debian.sources"
+    : > "$ROOT/etc/apt/sources.list"
+else
+    echo "deb $MIRROR bookworm main" > "$ROOT/etc/apt/sources.list"
+    echo "deb $MIRROR bookworm-updates main" >> "$ROOT/etc/apt/sources.list"
+    echo "deb http://security.debian.org/debian-security bookworm-security main" >> "$ROOT/etc/apt/sources.list"
+fi
+for f in /etc/apt/apt.conf.d/*; do
+    grep -qi 'proxy' "$f" 2>/dev/null && cp "$f" "$ROOT/etc/apt/apt.conf.d/"
+done
 
 # The repository, as a bare clone of HEAD: the README's `git clone` clones it from /src/pdc.git.
 git clone -q --bare --no-local "$REPO" "$ROOT/src/pdc.git"
