@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ir/index.h"
 #include "ir/ops/params.h"
 
 int ir_numel(int rank, const int64_t *dims, size_t *n)
@@ -27,6 +28,34 @@ size_t ir_tensor_numel(const ir_tensor *t)
     size_t n;
     ir_numel(t->rank, t->dims, &n);
     return n;
+}
+
+int ir_broadcast_strides(int rank, const int64_t *dims, int r, const int64_t *od, int64_t inner, int64_t *strides)
+{
+    int bad = 0;
+    int64_t stride = inner;
+    for (int i = r - 1; i >= 0; i--) {
+        const int ti = i - (r - rank);
+        if (ti < 0) {
+            strides[i] = 0;
+            continue;
+        }
+        const int64_t dim = dims[ti];
+        if (dim != od[i] && dim != 1) bad = 1;
+        strides[i] = dim == 1 ? 0 : stride;
+        stride *= dim;
+    }
+    return bad ? -1 : 0;
+}
+
+void ir_transpose_strides(int r, const int64_t *xd, const int64_t *perm, int64_t *s)
+{
+    int64_t xstride[PDC_MAX_RANK], stride = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        xstride[i] = stride;
+        stride *= xd[i];
+    }
+    for (int i = 0; i < r; i++) s[i] = xstride[perm[i]];
 }
 
 void ir_format_shape(int rank, const int64_t *dims, char *buf, size_t cap)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
+#include "ir/index.h"
 #include "ir/ops/batchnorm.h"
 
 #define ELT_MAX_RUNS (1u << 20)
@@ -187,20 +188,6 @@ pdc_status cpu_act_kernel(const cpu_compile *cc, const ir_fused_params *act, cpu
     return elt_kernel(cc, &k, fn);
 }
 
-/* Broadcast strides of t against the output (rank r, dims od), right-aligned; -1 if it does not broadcast. */
-static int elt_strides(const ir_tensor *t, int r, const int64_t *od, int64_t *strides)
-{
-    int64_t stride = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        int ti = i - (r - t->rank);
-        int64_t dim = ti < 0 ? 1 : t->dims[ti];
-        if (dim != od[i] && dim != 1) return -1;
-        strides[i] = dim == 1 ? 0 : stride;
-        stride *= dim;
-    }
-    return 0;
-}
-
 static pdc_status elt_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
                           const cpu_exec *x)
 {
@@ -324,15 +311,16 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
         return PDC_ERR_UNSUPPORTED;
     const ir_tensor *ty = &m->tensors[l->outputs[0]];
     const int r = ty->rank;
-    int64_t sa[PDC_MAX_RANK] = {0}, sb[PDC_MAX_RANK] = {0};
+    int64_t bs[2][PDC_MAX_RANK] = {{0}}, *sa = bs[0], *sb = bs[1];
     size_t inner = 1, runs = 1;
     int split = 0; /* dims [split, r) form the run */
     if (unary) {
         inner = ir_tensor_numel(ty);
         k.a_vec = 1;
     } else {
-        if (r < 1 || elt_strides(&m->tensors[l->inputs[0]], r, ty->dims, sa) ||
-            elt_strides(&m->tensors[l->inputs[1]], r, ty->dims, sb))
+        const ir_tensor *ta = &m->tensors[l->inputs[0]], *tb = &m->tensors[l->inputs[1]];
+        if (r < 1 || ir_broadcast_strides(ta->rank, ta->dims, r, ty->dims, 1, sa) ||
+            ir_broadcast_strides(tb->rank, tb->dims, r, ty->dims, 1, sb))
             return PDC_ERR_UNSUPPORTED;
         /* Trailing dims (of size > 1) where each operand is uniformly contiguous or broadcast. */
         int a_kind = -1, b_kind = -1;
@@ -374,19 +362,11 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
             elt_free(s);
             return PDC_ERR_OUT_OF_MEMORY;
         }
-        int64_t idx[PDC_MAX_RANK] = {0}, oa = 0, ob = 0;
+        int64_t idx[PDC_MAX_RANK] = {0}, off[2] = {0, 0};
         for (size_t q = 0; q < runs; q++) {
-            s->offs[2 * q] = oa;
-            s->offs[2 * q + 1] = ob;
-            for (int d = split - 1; d >= 0; d--) {
-                idx[d]++;
-                oa += sa[d];
-                ob += sb[d];
-                if (idx[d] < ty->dims[d]) break;
-                oa -= sa[d] * idx[d];
-                ob -= sb[d] * idx[d];
-                idx[d] = 0;
-            }
+            s->offs[2 * q] = off[0];
+            s->offs[2 * q + 1] = off[1];
+            ir_index_next(split, ty->dims, idx, 2, bs, off);
         }
     }
     pdc_status st = elt_kernel(cc, &k, &s->fn);

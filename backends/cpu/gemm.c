@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
+#include "ir/index.h"
 
 #define SPFC_MAX_BH 16
 #define SPFC_MAX_BW 64
@@ -169,38 +170,17 @@ static pdc_status matmul_plan(const cpu_compile *cc, const ir_model *m, const ir
         for (int i = 0; i < ta->rank - 2; i++) p->m *= ta->dims[i];
         nb = 0;
     }
-    int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0};
-    for (int pass = 0; pass < 2; pass++) {
-        const ir_tensor *t = pass ? tb : ta;
-        int64_t *st = pass ? sb : sa, stride = pass ? p->k * p->n : p->m * p->k;
-        int tr = t->rank - 2;
-        for (int i = nb - 1; i >= 0; i--) {
-            int ti = i - (nb - tr);
-            if (ti < 0) {
-                st[i] = 0;
-                continue;
-            }
-            st[i] = (t->dims[ti] == 1 && ty->dims[i] != 1) ? 0 : stride;
-            stride *= t->dims[ti];
-        }
-    }
+    int64_t bs[2][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off[2] = {0, 0};
+    ir_broadcast_strides(ta->rank - 2, ta->dims, nb, ty->dims, p->m * p->k, bs[0]);
+    ir_broadcast_strides(tb->rank - 2, tb->dims, nb, ty->dims, p->k * p->n, bs[1]);
     s->batches = 1;
     for (int i = 0; i < nb; i++) s->batches *= ty->dims[i];
     s->offs = pdc_calloc(cc->ctx, (size_t)(2 * s->batches), sizeof *s->offs);
     if (!s->offs) return PDC_ERR_OUT_OF_MEMORY;
-    int64_t oa = 0, ob = 0;
     for (int64_t bi = 0; bi < s->batches; bi++) {
-        s->offs[2 * bi] = oa;
-        s->offs[2 * bi + 1] = ob;
-        for (int d = nb - 1; d >= 0; d--) {
-            idx[d]++;
-            oa += sa[d];
-            ob += sb[d];
-            if (idx[d] < ty->dims[d]) break;
-            oa -= sa[d] * idx[d];
-            ob -= sb[d] * idx[d];
-            idx[d] = 0;
-        }
+        s->offs[2 * bi] = off[0];
+        s->offs[2 * bi + 1] = off[1];
+        ir_index_next(nb, ty->dims, idx, 2, bs, off);
     }
     return PDC_OK;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backends/gpu/gpu.h"
+#include "ir/index.h"
 #include "ir/ops/batchnorm.h"
 
 #define LAYER_ERR(m, l, status, ...)                                                                    \
@@ -57,23 +58,6 @@ static void gen_binary(gpu_kb *kb, const void *vp)
                    : p->op == IR_OP_MUL ? kb_fmul(kb, a, b)
                                         : kb_fdiv(kb, a, b);
     kb_st(kb, p->y, kb->idx, v);
-}
-
-/* Strides of t against output shape od (rank r), right-aligned; broadcast dims get 0. */
-static int bcast_strides(const ir_tensor *t, int r, const int64_t *od, int64_t *strides)
-{
-    int64_t stride = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        int ti = i - (r - t->rank);
-        if (ti < 0) {
-            strides[i] = 0;
-            continue;
-        }
-        if (t->dims[ti] != od[i] && t->dims[ti] != 1) return -1;
-        strides[i] = t->dims[ti] == 1 ? 0 : stride;
-        stride *= t->dims[ti];
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ data movement */
@@ -319,8 +303,9 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
         b->op = l->op;
         b->r = ty->rank;
         memcpy(b->dims, ty->dims, sizeof b->dims);
-        if (bcast_strides(&m->tensors[l->inputs[0]], b->r, ty->dims, b->sa) ||
-            bcast_strides(&m->tensors[l->inputs[1]], b->r, ty->dims, b->sb)) {
+        const ir_tensor *ta = &m->tensors[l->inputs[0]], *tb = &m->tensors[l->inputs[1]];
+        if (ir_broadcast_strides(ta->rank, ta->dims, b->r, ty->dims, 1, b->sa) ||
+            ir_broadcast_strides(tb->rank, tb->dims, b->r, ty->dims, 1, b->sb)) {
             pdc_free(b);
             return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs do not broadcast to the output");
         }
@@ -345,15 +330,12 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
         c->r = tx->rank;
         size_t np = 0;
         const int64_t *perm = ir_attr_ints(&l->attrs, "perm", &np);
-        int64_t xs[PDC_MAX_RANK], stride = 1;
-        for (int i = tx->rank - 1; i >= 0; i--) {
-            xs[i] = stride;
-            stride *= tx->dims[i];
-        }
+        int64_t pm[PDC_MAX_RANK];
         for (int i = 0; i < c->r; i++) {
             c->dims[i] = ty->dims[i];
-            c->s[i] = xs[perm && np == (size_t)c->r ? perm[i] : c->r - 1 - i];
+            pm[i] = perm && np == (size_t)c->r ? perm[i] : c->r - 1 - i;
         }
+        ir_transpose_strides(c->r, tx->dims, pm, c->s);
         snprintf(info, sizeof p->info[0], "ptx transpose, thread per output element");
         return add(p, li, op, gen_copy, c, ny);
     }

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "backends/ref/ref.h"
+#include "ir/index.h"
 
 /* Error naming the layer and its op, in the style of ir/ops/params.c. */
 #define LAYER_ERR(m, l, status, ...)                                                                    \
@@ -74,24 +75,6 @@ pdc_status ref_unary(const ir_model *m, const ir_layer *l, float *const *buf)
     return PDC_OK;
 }
 
-/* Strides of t against output shape (rank r, dims od), right-aligned; broadcast dims get 0. */
-static int bcast_strides(const ir_tensor *t, int r, const int64_t *od, int64_t *strides)
-{
-    int64_t stride = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        int ti = i - (r - t->rank);
-        if (ti < 0) {
-            strides[i] = 0;
-            continue;
-        }
-        int64_t dim = t->dims[ti];
-        if (dim != od[i] && dim != 1) return -1;
-        strides[i] = dim == 1 ? 0 : stride;
-        stride *= dim;
-    }
-    return 0;
-}
-
 pdc_status ref_binary(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     const char *opname = ir_op_get_info(l->op)->name;
@@ -105,33 +88,24 @@ pdc_status ref_binary(const ir_model *m, const ir_layer *l, float *const *buf)
     const int r = ty->rank;
     if (r < 1 || r > PDC_MAX_RANK || ta->rank > r || tb->rank > r)
         return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bad ranks");
-    int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK];
-    if (bcast_strides(ta, r, ty->dims, sa) || bcast_strides(tb, r, ty->dims, sb))
+    int64_t s[2][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off[2] = {0, 0};
+    if (ir_broadcast_strides(ta->rank, ta->dims, r, ty->dims, 1, s[0]) ||
+        ir_broadcast_strides(tb->rank, tb->dims, r, ty->dims, 1, s[1]))
         return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs do not broadcast to the output");
-    for (int i = 0; i < r; i++) idx[i] = 0;
 
     const float *a = buf[l->inputs[0]];
     const float *b = buf[l->inputs[1]];
     float *y = buf[l->outputs[0]];
     const size_t n = ir_tensor_numel(ty);
     const ir_op op = l->op;
-    int64_t oa = 0, ob = 0;
     for (size_t i = 0; i < n; i++) {
         switch (op) {
-        case IR_OP_ADD: y[i] = a[oa] + b[ob]; break;
-        case IR_OP_SUB: y[i] = a[oa] - b[ob]; break;
-        case IR_OP_MUL: y[i] = a[oa] * b[ob]; break;
-        default: y[i] = a[oa] / b[ob]; break;
+        case IR_OP_ADD: y[i] = a[off[0]] + b[off[1]]; break;
+        case IR_OP_SUB: y[i] = a[off[0]] - b[off[1]]; break;
+        case IR_OP_MUL: y[i] = a[off[0]] * b[off[1]]; break;
+        default: y[i] = a[off[0]] / b[off[1]]; break;
         }
-        for (int d = r - 1; d >= 0; d--) {
-            idx[d]++;
-            oa += sa[d];
-            ob += sb[d];
-            if (idx[d] < ty->dims[d]) break;
-            oa -= sa[d] * idx[d];
-            ob -= sb[d] * idx[d];
-            idx[d] = 0;
-        }
+        ir_index_next(r, ty->dims, idx, 2, s, off);
     }
     return PDC_OK;
 }

@@ -6,6 +6,7 @@
  * Shapes come from ir_gemm_params_get (fc, gemm) and the tensors (matmul). Accumulates in double.
  */
 #include "backends/ref/ref.h"
+#include "ir/index.h"
 
 /* Error naming the layer and its op, in the style of ir/ops/params.c. */
 #define LAYER_ERR(m, l, status, ...)                                                                    \
@@ -55,24 +56,6 @@ pdc_status ref_gemm(const ir_model *m, const ir_layer *l, float *const *buf)
     return PDC_OK;
 }
 
-/* Element strides of tensor t's batch dims (all but the last two) against an output batch shape of
- * rank nb, right-aligned; broadcast dims get stride 0. */
-static void batch_strides(const ir_tensor *t, int nb, const int64_t *obatch, int64_t mat, int64_t *strides)
-{
-    int tb = t->rank - 2;
-    int64_t stride = mat;
-    for (int i = nb - 1; i >= 0; i--) {
-        int ti = i - (nb - tb);
-        if (ti < 0) {
-            strides[i] = 0;
-            continue;
-        }
-        int64_t dim = t->dims[ti];
-        strides[i] = (dim == 1 && obatch[i] != 1) ? 0 : stride;
-        stride *= dim;
-    }
-}
-
 pdc_status ref_matmul(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
@@ -90,21 +73,18 @@ pdc_status ref_matmul(const ir_model *m, const ir_layer *l, float *const *buf)
     if (ta->rank - 2 > nb || tb->rank - 2 > nb)
         return LAYER_ERR(m, l, PDC_ERR_SHAPE, "output rank too small");
 
-    int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK];
-    batch_strides(ta, nb, ty->dims, M * K, sa);
-    batch_strides(tb, nb, ty->dims, K * N, sb);
+    /* the batch dims (all but the last two) broadcast */
+    int64_t s[2][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off[2] = {0, 0};
+    ir_broadcast_strides(ta->rank - 2, ta->dims, nb, ty->dims, M * K, s[0]);
+    ir_broadcast_strides(tb->rank - 2, tb->dims, nb, ty->dims, K * N, s[1]);
     int64_t batches = 1;
-    for (int i = 0; i < nb; i++) {
-        batches *= ty->dims[i];
-        idx[i] = 0;
-    }
+    for (int i = 0; i < nb; i++) batches *= ty->dims[i];
 
     const float *a = buf[l->inputs[0]];
     const float *b = buf[l->inputs[1]];
     float *y = buf[l->outputs[0]];
-    int64_t oa = 0, ob = 0;
     for (int64_t bi = 0; bi < batches; bi++) {
-        const float *ab = a + oa, *bb = b + ob;
+        const float *ab = a + off[0], *bb = b + off[1];
         float *yb = y + bi * M * N;
         for (int64_t i = 0; i < M; i++) {
             for (int64_t j = 0; j < N; j++) {
@@ -113,16 +93,7 @@ pdc_status ref_matmul(const ir_model *m, const ir_layer *l, float *const *buf)
                 yb[i * N + j] = (float)acc;
             }
         }
-        /* advance the batch multi-index */
-        for (int d = nb - 1; d >= 0; d--) {
-            idx[d]++;
-            oa += sa[d];
-            ob += sb[d];
-            if (idx[d] < ty->dims[d]) break;
-            oa -= sa[d] * idx[d];
-            ob -= sb[d] * idx[d];
-            idx[d] = 0;
-        }
+        ir_index_next(nb, ty->dims, idx, 2, s, off);
     }
     return PDC_OK;
 }

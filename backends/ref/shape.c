@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backends/ref/ref.h"
+#include "ir/index.h"
 
 /* Error naming the layer and its op, in the style of ir/ops/params.c. */
 #define LAYER_ERR(m, l, status, ...)                                                                    \
@@ -72,7 +73,7 @@ pdc_status ref_transpose(const ir_model *m, const ir_layer *l, float *const *buf
         return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bad ranks");
     size_t np = 0;
     const int64_t *perm_attr = ir_attr_ints(&l->attrs, "perm", &np);
-    int64_t perm[PDC_MAX_RANK], xstride[PDC_MAX_RANK], s[PDC_MAX_RANK], idx[PDC_MAX_RANK];
+    int64_t perm[PDC_MAX_RANK], s[1][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off = 0;
     if (perm_attr && np != (size_t)r)
         return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "perm has %zu entries for rank %d", np, r);
     int seen = 0;
@@ -84,29 +85,13 @@ pdc_status ref_transpose(const ir_model *m, const ir_layer *l, float *const *buf
         if (ty->dims[i] != tx->dims[perm[i]])
             return LAYER_ERR(m, l, PDC_ERR_SHAPE, "output dim %d disagrees with perm", i);
     }
-    int64_t stride = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        xstride[i] = stride;
-        stride *= tx->dims[i];
-    }
-    /* s[i]: input stride for a step along output dim i */
-    for (int i = 0; i < r; i++) {
-        s[i] = xstride[perm[i]];
-        idx[i] = 0;
-    }
+    ir_transpose_strides(r, tx->dims, perm, s[0]);
     const float *x = buf[l->inputs[0]];
     float *y = buf[l->outputs[0]];
     const size_t n = ir_tensor_numel(ty);
-    int64_t off = 0;
     for (size_t i = 0; i < n; i++) {
         y[i] = x[off];
-        for (int d = r - 1; d >= 0; d--) {
-            idx[d]++;
-            off += s[d];
-            if (idx[d] < ty->dims[d]) break;
-            off -= s[d] * idx[d];
-            idx[d] = 0;
-        }
+        ir_index_next(r, ty->dims, idx, 1, s, &off);
     }
     return PDC_OK;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ir/index.h"
 #include "lib/onnx/onnx.h"
 
 #define F_INT ONNX__TENSOR_PROTO__DATA_TYPE__INT64
@@ -89,21 +90,6 @@ static pdc_status int_list(const onnx_importer *imp, const onnx_node *n, const o
     return PDC_OK;
 }
 
-/* Strides of a (right-aligned) against an output of rank r and dims od; broadcast dims get 0. */
-static void bstrides(const onnx_const *a, int r, const int64_t *od, int64_t *s)
-{
-    int64_t stride = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        int ai = i - (r - a->rank);
-        if (ai < 0) {
-            s[i] = 0;
-            continue;
-        }
-        s[i] = (a->dims[ai] == 1 && od[i] != 1) ? 0 : stride;
-        stride *= a->dims[ai];
-    }
-}
-
 /* Numpy broadcast of the shapes of k constants. */
 static pdc_status bshape(const onnx_importer *imp, const onnx_node *n, size_t k, const onnx_const *const *c, int *rank,
                          int64_t *dims)
@@ -125,18 +111,6 @@ static pdc_status bshape(const onnx_importer *imp, const onnx_node *n, size_t k,
     }
     *rank = r;
     return PDC_OK;
-}
-
-/* Advances a multi-index over dims (rank r) and the k input offsets that follow it. */
-static void bnext(int r, const int64_t *dims, int64_t *idx, size_t k, int64_t (*s)[PDC_MAX_RANK], int64_t *off)
-{
-    for (int d = r - 1; d >= 0; d--) {
-        idx[d]++;
-        for (size_t j = 0; j < k; j++) off[j] += s[j][d];
-        if (idx[d] < dims[d]) return;
-        for (size_t j = 0; j < k; j++) off[j] -= s[j][d] * idx[d];
-        idx[d] = 0;
-    }
 }
 
 /* ------------------------------------------------------------------ simple ones */
@@ -612,10 +586,10 @@ pdc_status onnx_fold_expand(onnx_importer *imp, onnx_node *n)
     onnx_const c;
     if ((st = result(imp, n, &c, x->dtype, r, d))) return st;
     int64_t s1[1][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off[1] = {0};
-    bstrides(x, r, d, s1[0]);
+    ir_broadcast_strides(x->rank, x->dims, r, d, 1, s1[0]);
     for (size_t j = 0; j < c.n; j++) {
         copy_elem(&c, j, x, (size_t)off[0]);
-        bnext(r, d, idx, 1, s1, off);
+        ir_index_next(r, d, idx, 1, s1, off);
     }
     onnx_define_const(n, 0, &c);
     return PDC_OK;
@@ -732,7 +706,7 @@ static pdc_status bresult(onnx_importer *imp, onnx_node *n, size_t k, const onnx
     pdc_status st = bshape(imp, n, k, in, &r, d);
     if (!st) st = result(imp, n, c, dtype, r, d);
     if (st) return st;
-    for (size_t j = 0; j < k; j++) bstrides(in[j], r, d, s[j]);
+    for (size_t j = 0; j < k; j++) ir_broadcast_strides(in[j]->rank, in[j]->dims, r, d, 1, s[j]);
     return PDC_OK;
 }
 
@@ -772,7 +746,7 @@ pdc_status onnx_fold_binary(onnx_importer *imp, onnx_node *n)
             }
             c.i[j] = wrap_op(op, x, y);
         }
-        bnext(c.rank, c.dims, idx, 2, s, off);
+        ir_index_next(c.rank, c.dims, idx, 2, s, off);
     }
     onnx_define_const(n, 0, &c);
     return PDC_OK;
@@ -791,7 +765,7 @@ pdc_status onnx_fold_equal(onnx_importer *imp, onnx_node *n)
     for (size_t j = 0; j < c.n; j++) {
         c.i[j] = ints ? a->i[off[0]] == b->i[off[1]]
                       : onnx_const_get_f(a, (size_t)off[0]) == onnx_const_get_f(b, (size_t)off[1]);
-        bnext(c.rank, c.dims, idx, 2, s, off);
+        ir_index_next(c.rank, c.dims, idx, 2, s, off);
     }
     onnx_define_const(n, 0, &c);
     return PDC_OK;
@@ -812,7 +786,7 @@ pdc_status onnx_fold_where(onnx_importer *imp, onnx_node *n)
     for (size_t j = 0; j < c.n; j++) {
         int take_x = onnx_const_get_f(cond, (size_t)off[0]) != 0;
         copy_elem(&c, j, take_x ? x : y, (size_t)(take_x ? off[1] : off[2]));
-        bnext(c.rank, c.dims, idx, 3, s, off);
+        ir_index_next(c.rank, c.dims, idx, 3, s, off);
     }
     onnx_define_const(n, 0, &c);
     return PDC_OK;

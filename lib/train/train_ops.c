@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/ref/ref.h"
+#include "ir/index.h"
 #include "lib/train/train.h"
 
 #define LAYER_ERR(net, l, status, ...)                                                                           \
@@ -259,38 +260,22 @@ static pdc_status bn_backward(tr_net *net, size_t li)
 
 /* ------------------------------------------------------------------ add, sub, mul, div */
 
-/* Strides of t against the output shape (rank r, dims od), right-aligned; broadcast dims get 0. */
-static void bcast_strides(const ir_tensor *t, int r, const int64_t *od, int64_t *strides)
-{
-    int64_t stride = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        const int ti = i - (r - t->rank);
-        if (ti < 0) {
-            strides[i] = 0;
-            continue;
-        }
-        const int64_t dim = t->dims[ti];
-        strides[i] = dim == 1 && od[i] != 1 ? 0 : stride;
-        stride *= dim;
-    }
-}
-
 static pdc_status binary_backward(tr_net *net, size_t li)
 {
     const ir_layer *l = &net->exec->layers[li];
     const ir_tensor *ta = &net->exec->tensors[l->inputs[0]], *tb = &net->exec->tensors[l->inputs[1]];
     const ir_tensor *ty = &net->exec->tensors[l->outputs[0]];
     const int r = ty->rank;
-    int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0};
-    bcast_strides(ta, r, ty->dims, sa);
-    bcast_strides(tb, r, ty->dims, sb);
+    int64_t s[2][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off[2] = {0, 0};
+    ir_broadcast_strides(ta->rank, ta->dims, r, ty->dims, 1, s[0]);
+    ir_broadcast_strides(tb->rank, tb->dims, r, ty->dims, 1, s[1]);
     const float *a = net->val[l->inputs[0]], *b = net->val[l->inputs[1]], *dy = net->grad[l->outputs[0]];
     float *da = tr_grad_acc(net, l->inputs[0]), *db = tr_grad_acc(net, l->inputs[1]);
     const size_t n = ir_tensor_numel(ty);
     const ir_op op = l->op;
-    int64_t oa = 0, ob = 0;
     for (size_t i = 0; i < n; i++) {
         const float g = dy[i];
+        const int64_t oa = off[0], ob = off[1];
         switch (op) {
         case IR_OP_ADD:
             if (da) da[oa] += g;
@@ -309,15 +294,7 @@ static pdc_status binary_backward(tr_net *net, size_t li)
             if (db) db[ob] -= g * a[oa] / (b[ob] * b[ob]);
             break;
         }
-        for (int d = r - 1; d >= 0; d--) {
-            idx[d]++;
-            oa += sa[d];
-            ob += sb[d];
-            if (idx[d] < ty->dims[d]) break;
-            oa -= sa[d] * idx[d];
-            ob -= sb[d] * idx[d];
-            idx[d] = 0;
-        }
+        ir_index_next(r, ty->dims, idx, 2, s, off);
     }
     return PDC_OK;
 }
@@ -371,29 +348,14 @@ static pdc_status transpose_backward(tr_net *net, size_t li)
     const int r = tx->rank;
     size_t np = 0;
     const int64_t *perm_attr = ir_attr_ints(&l->attrs, "perm", &np);
-    int64_t perm[PDC_MAX_RANK], xstride[PDC_MAX_RANK], s[PDC_MAX_RANK], idx[PDC_MAX_RANK];
+    int64_t perm[PDC_MAX_RANK], s[1][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off = 0;
     for (int i = 0; i < r; i++) perm[i] = perm_attr ? perm_attr[i] : r - 1 - i;
-    int64_t stride = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        xstride[i] = stride;
-        stride *= tx->dims[i];
-    }
-    for (int i = 0; i < r; i++) {
-        s[i] = xstride[perm[i]];
-        idx[i] = 0;
-    }
+    ir_transpose_strides(r, tx->dims, perm, s[0]);
     const float *dy = net->grad[l->outputs[0]];
     const size_t n = ir_tensor_numel(ty);
-    int64_t off = 0;
     for (size_t i = 0; i < n; i++) {
         dx[off] += dy[i];
-        for (int d = r - 1; d >= 0; d--) {
-            idx[d]++;
-            off += s[d];
-            if (idx[d] < ty->dims[d]) break;
-            off -= s[d] * idx[d];
-            idx[d] = 0;
-        }
+        ir_index_next(r, ty->dims, idx, 1, s, &off);
     }
     return PDC_OK;
 }
@@ -560,22 +522,6 @@ static pdc_status gemm_backward(tr_net *net, size_t li, const float *dy)
     return PDC_OK;
 }
 
-static void batch_strides(const ir_tensor *t, int nb, const int64_t *obatch, int64_t mat, int64_t *strides)
-{
-    const int tb = t->rank - 2;
-    int64_t stride = mat;
-    for (int i = nb - 1; i >= 0; i--) {
-        const int ti = i - (nb - tb);
-        if (ti < 0) {
-            strides[i] = 0;
-            continue;
-        }
-        const int64_t dim = t->dims[ti];
-        strides[i] = dim == 1 && obatch[i] != 1 ? 0 : stride;
-        stride *= dim;
-    }
-}
-
 static pdc_status matmul_backward(tr_net *net, size_t li)
 {
     const ir_layer *l = &net->exec->layers[li];
@@ -583,19 +529,16 @@ static pdc_status matmul_backward(tr_net *net, size_t li)
     const ir_tensor *ty = &net->exec->tensors[l->outputs[0]];
     const int64_t M = ta->dims[ta->rank - 2], K = ta->dims[ta->rank - 1], N = tb->dims[tb->rank - 1];
     const int nb = ty->rank - 2;
-    int64_t sa[PDC_MAX_RANK], sb[PDC_MAX_RANK], idx[PDC_MAX_RANK];
-    batch_strides(ta, nb, ty->dims, M * K, sa);
-    batch_strides(tb, nb, ty->dims, K * N, sb);
+    int64_t bs[2][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off[2] = {0, 0};
+    ir_broadcast_strides(ta->rank - 2, ta->dims, nb, ty->dims, M * K, bs[0]);
+    ir_broadcast_strides(tb->rank - 2, tb->dims, nb, ty->dims, K * N, bs[1]);
     int64_t batches = 1;
-    for (int i = 0; i < nb; i++) {
-        batches *= ty->dims[i];
-        idx[i] = 0;
-    }
+    for (int i = 0; i < nb; i++) batches *= ty->dims[i];
     const float *a = net->val[l->inputs[0]], *b = net->val[l->inputs[1]], *dy = net->grad[l->outputs[0]];
     float *da = tr_grad_acc(net, l->inputs[0]), *db = tr_grad_acc(net, l->inputs[1]);
-    int64_t oa = 0, ob = 0;
     for (int64_t bi = 0; bi < batches; bi++) {
         const float *dyb = dy + bi * M * N;
+        const int64_t oa = off[0], ob = off[1];
         if (da)
             for (int64_t i = 0; i < M; i++)
                 for (int64_t kk = 0; kk < K; kk++) {
@@ -610,15 +553,7 @@ static pdc_status matmul_backward(tr_net *net, size_t li)
                     for (int64_t i = 0; i < M; i++) s += (double)a[oa + i * K + kk] * (double)dyb[i * N + j];
                     db[ob + kk * N + j] += (float)s;
                 }
-        for (int d = nb - 1; d >= 0; d--) {
-            idx[d]++;
-            oa += sa[d];
-            ob += sb[d];
-            if (idx[d] < ty->dims[d]) break;
-            oa -= sa[d] * idx[d];
-            ob -= sb[d] * idx[d];
-            idx[d] = 0;
-        }
+        ir_index_next(nb, ty->dims, idx, 2, bs, off);
     }
     return PDC_OK;
 }
