@@ -345,18 +345,8 @@ static pdc_status emit_pool(arm_gen *G, const ir_layer *l)
     ir_window_params p;
     pdc_status st = ir_window_params_get(G->m, l, &p);
     if (st) return st;
-    int64_t in[3], out[3], k[3], s[3], pb[3], pe[3], d[3];
-    int lead = 3 - p.nsp;
-    for (int i = 0; i < 3; i++) {
-        if (i < lead) {
-            in[i] = out[i] = k[i] = s[i] = d[i] = 1;
-            pb[i] = pe[i] = 0;
-        } else {
-            int j = i - lead;
-            in[i] = p.in[j], out[i] = p.out[j], k[i] = p.k[j], s[i] = p.stride[j];
-            pb[i] = p.pad_begin[j], pe[i] = p.pad_end[j], d[i] = p.dil[j];
-        }
-    }
+    ir_window_params_as_3d(&p);
+    const int64_t *in = p.in, *out = p.out, *k = p.k, *s = p.stride, *pb = p.pad_begin, *pe = p.pad_end, *d = p.dil;
     const int is_max = l->op == IR_OP_MAXPOOL;
     LLVMValueRef x, y;
     if ((st = arm_tensor_ptr(G, l->inputs[0], &x)) || (st = arm_tensor_ptr(G, l->outputs[0], &y))) return st;

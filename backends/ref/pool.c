@@ -29,23 +29,8 @@ pdc_status ref_pool(const ir_model *m, const ir_layer *l, float *const *buf)
         return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     const int is_max = l->op == IR_OP_MAXPOOL;
 
-    int64_t in[3], out[3], k[3], s[3], pb[3], pe[3], d[3];
-    int lead = 3 - p.nsp;
-    for (int i = 0; i < 3; i++) {
-        if (i < lead) {
-            in[i] = out[i] = k[i] = s[i] = d[i] = 1;
-            pb[i] = pe[i] = 0;
-        } else {
-            int j = i - lead;
-            in[i] = p.in[j];
-            out[i] = p.out[j];
-            k[i] = p.k[j];
-            s[i] = p.stride[j];
-            pb[i] = p.pad_begin[j];
-            pe[i] = p.pad_end[j];
-            d[i] = p.dil[j];
-        }
-    }
+    ir_window_params_as_3d(&p);
+    const int64_t *in = p.in, *out = p.out, *k = p.k, *s = p.stride, *pb = p.pad_begin, *pe = p.pad_end, *d = p.dil;
 
     const float *x = buf[l->inputs[0]];
     float *y = buf[l->outputs[0]];

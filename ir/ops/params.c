@@ -137,15 +137,31 @@ pdc_status ir_window_params_get(const ir_model *m, const ir_layer *l, ir_window_
     return PDC_OK;
 }
 
+/* The window as the window of nsp spatial dims it equals, its own last (leading dims of size, kernel,
+ * stride and dilation 1, no padding); nothing if it has nsp dims or more. */
+static void window_lift(ir_window_params *p, int nsp)
+{
+    const int lead = nsp - p->nsp;
+    if (lead <= 0) return;
+    for (int i = nsp - 1; i >= 0; i--) {
+        const int j = i - lead;
+        p->in[i] = j < 0 ? 1 : p->in[j];
+        p->out[i] = j < 0 ? 1 : p->out[j];
+        p->k[i] = j < 0 ? 1 : p->k[j];
+        p->stride[i] = j < 0 ? 1 : p->stride[j];
+        p->pad_begin[i] = j < 0 ? 0 : p->pad_begin[j];
+        p->pad_end[i] = j < 0 ? 0 : p->pad_end[j];
+        p->dil[i] = j < 0 ? 1 : p->dil[j];
+    }
+    p->nsp = nsp;
+}
+
 void ir_window_params_as_2d(ir_window_params *p)
 {
-    if (p->nsp != 1) return;
-    p->in[1] = p->in[0], p->out[1] = p->out[0], p->k[1] = p->k[0], p->stride[1] = p->stride[0];
-    p->pad_begin[1] = p->pad_begin[0], p->pad_end[1] = p->pad_end[0], p->dil[1] = p->dil[0];
-    p->in[0] = p->out[0] = p->k[0] = p->stride[0] = p->dil[0] = 1;
-    p->pad_begin[0] = p->pad_end[0] = 0;
-    p->nsp = 2;
+    if (p->nsp == 1) window_lift(p, 2);
 }
+
+void ir_window_params_as_3d(ir_window_params *p) { window_lift(p, IR_MAX_SPATIAL); }
 
 pdc_status ir_gemm_params_get(const ir_model *m, const ir_layer *l, ir_gemm_params *p)
 {

@@ -36,6 +36,9 @@ pdc_status ir_window_params_get(const ir_model *m, const ir_layer *l, ir_window_
 /* A 1-D window as the 2-D window of height 1 it equals (dim 0 of size, kernel, stride and dilation
  * 1, no padding; dim 1 the 1-D one), for kernels written for 2-D; other windows are left as they are. */
 void ir_window_params_as_2d(ir_window_params *p);
+/* Any window as the 3-D window it equals, in the same way (leading dims of size 1), for kernels
+ * written for 3-D. */
+void ir_window_params_as_3d(ir_window_params *p);
 
 typedef struct ir_rnn_params {
     int64_t seq, batch, input, hidden, dirs;

@@ -397,18 +397,8 @@ static pdc_status pool_backward(tr_net *net, size_t li)
     pdc_status st = ir_window_params_get(net->exec, l, &p);
     if (st) return st;
     const int is_max = l->op == IR_OP_MAXPOOL;
-    int64_t in[3], out[3], k[3], s[3], pb[3], pe[3], d[3];
-    const int lead = 3 - p.nsp;
-    for (int i = 0; i < 3; i++) {
-        if (i < lead) {
-            in[i] = out[i] = k[i] = s[i] = d[i] = 1;
-            pb[i] = pe[i] = 0;
-        } else {
-            const int j = i - lead;
-            in[i] = p.in[j], out[i] = p.out[j], k[i] = p.k[j], s[i] = p.stride[j];
-            pb[i] = p.pad_begin[j], pe[i] = p.pad_end[j], d[i] = p.dil[j];
-        }
-    }
+    ir_window_params_as_3d(&p);
+    const int64_t *in = p.in, *out = p.out, *k = p.k, *s = p.stride, *pb = p.pad_begin, *pe = p.pad_end, *d = p.dil;
     const float *x = net->val[l->inputs[0]], *dy = net->grad[l->outputs[0]];
     const int64_t planes = p.n * p.c, in_sp = in[0] * in[1] * in[2], out_sp = out[0] * out[1] * out[2];
     for (int64_t pl = 0; pl < planes; pl++) {
