@@ -10,7 +10,7 @@
 
 #include "cli.h"
 
-void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, const char *synopsis,
+void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, const char *synopsis, const char *help,
                      const cli_opt *opts)
 {
     p->argc = argc;
@@ -19,6 +19,7 @@ void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, cons
     p->no_more_options = 0;
     p->cmd = cmd;
     p->synopsis = synopsis;
+    p->help = help;
     p->opts = opts;
 }
 
@@ -89,6 +90,40 @@ int cli_next(cli_parser *p, const char **value)
     *value = inline_value;
     return o->id;
 }
+
+int cli_next_model_arg(cli_parser *p, cli_model_args *a, const char **value)
+{
+    char err[512];
+    for (;;) {
+        const char *v;
+        const int id = cli_next(p, &v);
+        *value = v;
+        switch (id) {
+        case CLI_ARG_HELP: fputs(p->help, stdout); return id;
+        case CLI_ARG_POSITIONAL:
+            if (a->path) {
+                cli_usage_error(p->cmd, p->synopsis, "unexpected argument '%s'", v);
+                return CLI_ARG_BAD;
+            }
+            a->path = v;
+            break;
+        case CLI_OPT_SHAPE:
+            if (a->n_shapes == sizeof a->shapes / sizeof a->shapes[0]) {
+                cli_usage_error(p->cmd, p->synopsis, "too many --shape options (at most 16)");
+                return CLI_ARG_BAD;
+            }
+            if (cli_parse_shape(v, &a->shapes[a->n_shapes], err, sizeof err) != 0) {
+                cli_usage_error(p->cmd, p->synopsis, "%s", err);
+                return CLI_ARG_BAD;
+            }
+            a->n_shapes++;
+            break;
+        default: return id;
+        }
+    }
+}
+
+int cli_arg_exit(int id) { return id == CLI_ARG_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE; }
 
 /* Length of the progress line now on stderr (0: none). */
 static int progress_shown;
@@ -270,9 +305,11 @@ int cli_context_create(pdc_context **ctx_out)
     return CLI_EXIT_OK;
 }
 
-int cli_load_model(pdc_context *ctx, const char *path, const cli_shape *shapes, size_t n_shapes,
-                   pdc_model **model_out)
+int cli_load_model(pdc_context *ctx, const cli_model_args *a, pdc_model **model_out)
 {
+    const char *path = a->path;
+    const cli_shape *shapes = a->shapes;
+    const size_t n_shapes = a->n_shapes;
     pdc_model *model = NULL;
     /* An ONNX model's shape arithmetic may need the shapes while it is imported: pass them on too
      * (best effort: too long a list is skipped, and pdc_model_set_input_shape below reports errors). */
@@ -304,4 +341,18 @@ int cli_load_model(pdc_context *ctx, const char *path, const cli_shape *shapes, 
     }
     *model_out = model;
     return CLI_EXIT_OK;
+}
+
+int cli_open_model(const cli_model_args *a, pdc_context **ctx_out, pdc_model **model_out)
+{
+    *ctx_out = NULL;
+    *model_out = NULL;
+    if (cli_context_create(ctx_out) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
+    return cli_load_model(*ctx_out, a, model_out);
+}
+
+int cli_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
 }

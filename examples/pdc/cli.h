@@ -36,6 +36,13 @@ extern const char cli_compile_synopsis[], cli_compile_help[];
 
 /* ------------------------------------------------------------------ option parsing (args.c) */
 
+/* A --shape NAME=DIMS option, parsed. */
+typedef struct cli_shape {
+    char name[256];
+    size_t rank;
+    int64_t dims[PDC_MAX_RANK];
+} cli_shape;
+
 /* One option a command accepts: "--name" (and "-c" when short_name != 0); has_arg: takes a value,
  * given as "--name VALUE", "--name=VALUE" or "-c VALUE". id > 0 is what cli_next returns. */
 typedef struct cli_opt {
@@ -59,14 +66,33 @@ typedef struct cli_parser {
     int no_more_options;     /* after "--" */
     const char *cmd;         /* command name, for messages */
     const char *synopsis;    /* usage line, for messages */
+    const char *help;        /* full help text, for --help */
     const cli_opt *opts;     /* terminated by an entry with name == NULL */
 } cli_parser;
 
 /* Starts parsing argv[1..] of command `cmd`. */
-void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, const char *synopsis,
+void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, const char *synopsis, const char *help,
                      const cli_opt *opts);
 /* The next option id, CLI_ARG_POSITIONAL (value in *value), CLI_ARG_HELP, CLI_ARG_END or CLI_ARG_BAD. */
 int cli_next(cli_parser *p, const char **value);
+
+/* The option id of --shape NAME=DIMS in the option tables of the commands that read a model. */
+enum { CLI_OPT_SHAPE = 100 };
+
+/* What every command that reads a model takes: MODEL and the --shape options. */
+typedef struct cli_model_args {
+    const char *path;        /* MODEL, the one positional argument */
+    cli_shape shapes[16];    /* --shape NAME=DIMS, in command-line order */
+    size_t n_shapes;
+} cli_model_args;
+
+/* cli_next for a command that reads a model: MODEL (a second positional argument is a usage error)
+ * and --shape go into *a, --help prints the command's help. Returns the next other option id (> 0,
+ * its value in *value), CLI_ARG_END when the arguments are done, else CLI_ARG_HELP or CLI_ARG_BAD
+ * (already printed), for which the command returns cli_arg_exit(id). */
+int cli_next_model_arg(cli_parser *p, cli_model_args *a, const char **value);
+/* The exit status after cli_next_model_arg returned CLI_ARG_HELP (CLI_EXIT_OK) or CLI_ARG_BAD (CLI_EXIT_USAGE). */
+int cli_arg_exit(int id);
 
 /* Prints "pdc CMD: message", the synopsis and a pointer to --help on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
@@ -79,13 +105,6 @@ int cli_lib_error(const pdc_context *ctx, pdc_status st, const char *file, const
 
 /* ------------------------------------------------------------------ shapes (args.c) */
 
-/* A --shape NAME=DIMS option, parsed. */
-typedef struct cli_shape {
-    char name[256];
-    size_t rank;
-    int64_t dims[PDC_MAX_RANK];
-} cli_shape;
-
 /* Parses "NAME=D1xD2x..." (dims >= 1, also "NAME=D1,D2,..."). Returns 0, or -1 with a reason in err. */
 int cli_parse_shape(const char *spec, cli_shape *out, char *err, size_t errcap);
 /* Formats dims as "1x3x224x224" ("?" for symbolic dims, "scalar" for rank 0) into buf. */
@@ -94,13 +113,17 @@ const char *cli_format_shape(size_t rank, const int64_t *dims, char *buf, size_t
 int cli_shape_elems(size_t rank, const int64_t *dims, size_t *n_out);
 
 /* Loads MODEL and applies the --shape options; on failure prints the error and returns CLI_EXIT_ERROR. */
-int cli_load_model(pdc_context *ctx, const char *path, const cli_shape *shapes, size_t n_shapes,
-                   pdc_model **model_out);
+int cli_load_model(pdc_context *ctx, const cli_model_args *a, pdc_model **model_out);
 /* Creates a context; on failure prints the error and returns CLI_EXIT_ERROR. When stderr is a terminal
  * the context reports progress there (pdc_context_set_progress_handler): one line, "compiling layer
  * 12/60" or "prune-pattern: layer 12/60", rewritten in place and erased at the end of each stage (and
  * by cli_error / cli_usage_error). Otherwise nothing is printed. */
 int cli_context_create(pdc_context **ctx_out);
+/* cli_context_create, then cli_load_model. On failure (printed, CLI_EXIT_ERROR) *ctx_out is the
+ * context or NULL and *model_out NULL; the caller destroys both in any case. */
+int cli_open_model(const cli_model_args *a, pdc_context **ctx_out, pdc_model **model_out);
+/* 1 if s ends in suffix and has something before it. */
+int cli_ends_with(const char *s, const char *suffix);
 
 /* ------------------------------------------------------------------ raw little-endian f32 files (rawio.c) */
 

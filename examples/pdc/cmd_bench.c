@@ -36,10 +36,10 @@ const char cli_bench_help[] =
     "                     min_ms, max_ms\n"
     "  -h, --help         show this help\n";
 
-enum { OPT_TARGET = 1, OPT_THREADS, OPT_REPEAT, OPT_WARMUP, OPT_SHAPE, OPT_JSON };
+enum { OPT_TARGET = 1, OPT_THREADS, OPT_REPEAT, OPT_WARMUP, OPT_JSON };
 static const cli_opt bench_opts[] = {{"target", 't', 1, OPT_TARGET}, {"threads", 0, 1, OPT_THREADS},
                                      {"repeat", 'n', 1, OPT_REPEAT}, {"warmup", 0, 1, OPT_WARMUP},
-                                     {"shape", 0, 1, OPT_SHAPE},     {"json", 0, 0, OPT_JSON},
+                                     {"shape", 0, 1, CLI_OPT_SHAPE}, {"json", 0, 0, OPT_JSON},
                                      {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("bench", cli_bench_synopsis, __VA_ARGS__)
@@ -166,27 +166,13 @@ static int bench_model(pdc_context *ctx, const char *path, const pdc_model *mode
 int cmd_bench(int argc, char **argv)
 {
     cli_parser p;
-    cli_parser_init(&p, argc, argv, "bench", cli_bench_synopsis, bench_opts);
-    const char *model_path = NULL, *target = "cpu", *threads = NULL;
+    cli_parser_init(&p, argc, argv, "bench", cli_bench_synopsis, cli_bench_help, bench_opts);
+    cli_model_args a = {0};
+    const char *target = "cpu", *threads = NULL, *v;
     long repeat = 20, warmup = 3;
-    int json = 0;
-    cli_shape shapes[16];
-    size_t n_shapes = 0;
-    char err[512];
-    for (;;) {
-        const char *v;
-        int id = cli_next(&p, &v);
-        if (id == CLI_ARG_END) break;
-        if (id == CLI_ARG_BAD) return CLI_EXIT_USAGE;
-        if (id == CLI_ARG_HELP) {
-            fputs(cli_bench_help, stdout);
-            return CLI_EXIT_OK;
-        }
+    int json = 0, id;
+    while ((id = cli_next_model_arg(&p, &a, &v)) > 0) {
         switch (id) {
-        case CLI_ARG_POSITIONAL:
-            if (model_path) return USAGE("unexpected argument '%s'", v);
-            model_path = v;
-            break;
         case OPT_TARGET:
             if (!*v) return USAGE("empty --target");
             target = v;
@@ -198,15 +184,12 @@ int cmd_bench(int argc, char **argv)
         case OPT_WARMUP:
             if (parse_count(v, 1000000, &warmup)) return USAGE("--warmup expects a count 0..1000000, got '%s'", v);
             break;
-        case OPT_SHAPE:
-            if (n_shapes == sizeof shapes / sizeof shapes[0]) return USAGE("too many --shape options (at most 16)");
-            if (cli_parse_shape(v, &shapes[n_shapes], err, sizeof err) != 0) return USAGE("%s", err);
-            n_shapes++;
-            break;
         case OPT_JSON: json = 1; break;
         default: break;
         }
     }
+    if (id != CLI_ARG_END) return cli_arg_exit(id);
+    const char *model_path = a.path;
     if (!model_path) return USAGE("missing MODEL");
     pdc_context *ctx = NULL;
     if (cli_context_create(&ctx) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
@@ -221,7 +204,7 @@ int cmd_bench(int argc, char **argv)
         }
     }
     pdc_model *model = NULL;
-    rc = cli_load_model(ctx, model_path, shapes, n_shapes, &model);
+    rc = cli_load_model(ctx, &a, &model);
     if (rc == CLI_EXIT_OK) rc = bench_model(ctx, model_path, model, target, repeat, warmup, json);
     pdc_model_destroy(model);
     pdc_context_destroy(ctx);

@@ -34,10 +34,10 @@ const char cli_compile_help[] =
     "  -o, --output DIR   the directory to write (required)\n"
     "  -h, --help         show this help\n";
 
-enum { OPT_OUTPUT = 1, OPT_TARGET, OPT_CPU, OPT_ARCH, OPT_NAME, OPT_SHAPE };
+enum { OPT_OUTPUT = 1, OPT_TARGET, OPT_CPU, OPT_ARCH, OPT_NAME };
 static const cli_opt compile_opts[] = {{"output", 'o', 1, OPT_OUTPUT}, {"target", 't', 1, OPT_TARGET},
                                        {"cpu", 0, 1, OPT_CPU},         {"arch", 0, 1, OPT_ARCH},
-                                       {"name", 0, 1, OPT_NAME},       {"shape", 0, 1, OPT_SHAPE},
+                                       {"name", 0, 1, OPT_NAME},       {"shape", 0, 1, CLI_OPT_SHAPE},
                                        {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("compile", cli_compile_synopsis, __VA_ARGS__)
@@ -64,47 +64,30 @@ static void list_outputs(const char *dir, const char *name)
 int cmd_compile(int argc, char **argv)
 {
     cli_parser p;
-    cli_parser_init(&p, argc, argv, "compile", cli_compile_synopsis, compile_opts);
-    const char *model_path = NULL, *dir = NULL, *target = NULL, *cpu = NULL, *arch = NULL, *name = NULL;
-    cli_shape shapes[16];
-    size_t n_shapes = 0;
-    char err[512];
-    for (;;) {
-        const char *v;
-        int id = cli_next(&p, &v);
-        if (id == CLI_ARG_END) break;
-        if (id == CLI_ARG_BAD) return CLI_EXIT_USAGE;
-        if (id == CLI_ARG_HELP) {
-            fputs(cli_compile_help, stdout);
-            return CLI_EXIT_OK;
-        }
+    cli_parser_init(&p, argc, argv, "compile", cli_compile_synopsis, cli_compile_help, compile_opts);
+    cli_model_args a = {0};
+    const char *dir = NULL, *target = NULL, *cpu = NULL, *arch = NULL, *name = NULL, *v;
+    int id;
+    while ((id = cli_next_model_arg(&p, &a, &v)) > 0) {
         switch (id) {
-        case CLI_ARG_POSITIONAL:
-            if (model_path) return USAGE("unexpected argument '%s'", v);
-            model_path = v;
-            break;
         case OPT_OUTPUT: dir = v; break;
         case OPT_TARGET: target = v; break;
         case OPT_CPU: cpu = v; break;
         case OPT_ARCH: arch = v; break;
         case OPT_NAME: name = v; break;
-        case OPT_SHAPE:
-            if (n_shapes == sizeof shapes / sizeof shapes[0]) return USAGE("too many --shape options (at most 16)");
-            if (cli_parse_shape(v, &shapes[n_shapes], err, sizeof err) != 0) return USAGE("%s", err);
-            n_shapes++;
-            break;
         default: return USAGE("internal: unhandled option");
         }
     }
+    if (id != CLI_ARG_END) return cli_arg_exit(id);
+    const char *model_path = a.path;
     if (!model_path) return USAGE("missing MODEL");
     if (!target) return USAGE("missing --target (aarch64-linux-gnu or nvptx)");
     if (!dir) return USAGE("missing -o DIR");
 
-    pdc_context *ctx = NULL;
-    if (cli_context_create(&ctx) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
-    pdc_model *model = NULL;
+    pdc_context *ctx;
+    pdc_model *model;
     pdc_attrs *opts = NULL;
-    int rc = cli_load_model(ctx, model_path, shapes, n_shapes, &model);
+    int rc = cli_open_model(&a, &ctx, &model);
     if (rc == CLI_EXIT_OK) {
         pdc_status st = pdc_attrs_create(ctx, &opts);
         if (!st && cpu) st = pdc_attrs_set_string(opts, "cpu", cpu);

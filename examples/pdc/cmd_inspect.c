@@ -29,8 +29,8 @@ const char cli_inspect_help[] =
     "                     \"6 of 8 patterns used\": the kernel needs only 6 patterns of the layer's set\n"
     "  -h, --help         show this help\n";
 
-enum { OPT_SHAPE = 1, OPT_TARGET };
-static const cli_opt inspect_opts[] = {{"shape", 0, 1, OPT_SHAPE}, {"target", 0, 1, OPT_TARGET}, {NULL, 0, 0, 0}};
+enum { OPT_TARGET = 1 };
+static const cli_opt inspect_opts[] = {{"shape", 0, 1, CLI_OPT_SHAPE}, {"target", 0, 1, OPT_TARGET}, {NULL, 0, 0, 0}};
 
 enum { COL_IDX, COL_NAME, COL_OP, COL_IN, COL_OUT, COL_SPARSITY, COL_W, COL_KEPT, COL_DFLOP, COL_EFLOP, N_COLS };
 static const char *const col_title[N_COLS] = {"#",      "name",    "op",   "input",        "output",
@@ -303,42 +303,19 @@ static int print_kernels(pdc_context *ctx, const char *path, const pdc_model *mo
 int cmd_inspect(int argc, char **argv)
 {
     cli_parser p;
-    cli_parser_init(&p, argc, argv, "inspect", cli_inspect_synopsis, inspect_opts);
-    const char *model_path = NULL, *target = NULL;
-    cli_shape shapes[16];
-    size_t n_shapes = 0;
-    char err[512];
-
-    for (;;) {
-        const char *v;
-        int id = cli_next(&p, &v);
-        if (id == CLI_ARG_END) break;
-        if (id == CLI_ARG_BAD) return CLI_EXIT_USAGE;
-        if (id == OPT_TARGET) {
-            target = v;
-            continue;
-        }
-        if (id == CLI_ARG_HELP) {
-            fputs(cli_inspect_help, stdout);
-            return CLI_EXIT_OK;
-        }
-        if (id == CLI_ARG_POSITIONAL) {
-            if (model_path) return cli_usage_error("inspect", cli_inspect_synopsis, "unexpected argument '%s'", v);
-            model_path = v;
-        } else if (id == OPT_SHAPE) {
-            if (n_shapes == sizeof shapes / sizeof shapes[0])
-                return cli_usage_error("inspect", cli_inspect_synopsis, "too many --shape options (at most 16)");
-            if (cli_parse_shape(v, &shapes[n_shapes], err, sizeof err) != 0)
-                return cli_usage_error("inspect", cli_inspect_synopsis, "%s", err);
-            n_shapes++;
-        }
-    }
+    cli_parser_init(&p, argc, argv, "inspect", cli_inspect_synopsis, cli_inspect_help, inspect_opts);
+    cli_model_args a = {0};
+    const char *target = NULL, *v;
+    int id;
+    while ((id = cli_next_model_arg(&p, &a, &v)) > 0)
+        if (id == OPT_TARGET) target = v;
+    if (id != CLI_ARG_END) return cli_arg_exit(id);
+    const char *model_path = a.path;
     if (!model_path) return cli_usage_error("inspect", cli_inspect_synopsis, "missing MODEL");
 
-    pdc_context *ctx = NULL;
-    if (cli_context_create(&ctx) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
-    pdc_model *model = NULL;
-    int rc = cli_load_model(ctx, model_path, shapes, n_shapes, &model);
+    pdc_context *ctx;
+    pdc_model *model;
+    int rc = cli_open_model(&a, &ctx, &model);
     if (rc == CLI_EXIT_OK) rc = inspect_model(ctx, model_path, model);
     if (rc == CLI_EXIT_OK && target) rc = print_kernels(ctx, model_path, model, target);
     pdc_model_destroy(model);

@@ -62,7 +62,7 @@ const char cli_prune_help[] =
 
 enum {
     OPT_OUTPUT = 1, OPT_PATTERNS, OPT_PATTERN_SIZE, OPT_CONNECTIVITY, OPT_BLOCK, OPT_BLOCK_RATE, OPT_UNSTRUCTURED,
-    OPT_LAYERS, OPT_SKIP, OPT_PASSES, OPT_PRINT_AFTER, OPT_SHAPE, OPT_INCLUDE_STEM, OPT_PATTERN_KERNELS,
+    OPT_LAYERS, OPT_SKIP, OPT_PASSES, OPT_PRINT_AFTER, OPT_INCLUDE_STEM, OPT_PATTERN_KERNELS,
     OPT_BLOCK_CONVS
 };
 static const cli_opt prune_opts[] = {{"output", 'o', 1, OPT_OUTPUT},
@@ -76,19 +76,13 @@ static const cli_opt prune_opts[] = {{"output", 'o', 1, OPT_OUTPUT},
                                      {"skip", 0, 1, OPT_SKIP},
                                      {"passes", 0, 1, OPT_PASSES},
                                      {"print-after", 0, 1, OPT_PRINT_AFTER},
-                                     {"shape", 0, 1, OPT_SHAPE},
+                                     {"shape", 0, 1, CLI_OPT_SHAPE},
                                      {"include-stem", 0, 0, OPT_INCLUDE_STEM},
                                      {"pattern-kernels", 0, 1, OPT_PATTERN_KERNELS},
                                      {"block-convs", 0, 0, OPT_BLOCK_CONVS},
                                      {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("prune", cli_prune_synopsis, __VA_ARGS__)
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n > k && strcmp(s + n - k, suffix) == 0;
-}
 
 /* Model totals of a statistic (0 if a layer does not know it, e.g. FLOPs with symbolic shapes). */
 static int64_t total_stat(const pdc_model *m, pdc_layer_stat stat, int *known)
@@ -250,32 +244,18 @@ static void print_summary(const pdc_model *m)
 int cmd_prune(int argc, char **argv)
 {
     cli_parser p;
-    cli_parser_init(&p, argc, argv, "prune", cli_prune_synopsis, prune_opts);
-    const char *model_path = NULL, *out_path = NULL, *passes = NULL;
+    cli_parser_init(&p, argc, argv, "prune", cli_prune_synopsis, cli_prune_help, prune_opts);
+    cli_model_args a = {0};
+    const char *out_path = NULL, *passes = NULL, *v;
     /* option name and value for pdc_model_transform, in command-line order */
     const char *names[32], *values[32];
     size_t n_opts = 0;
     int pattern_opts = 0, block = 0, unstructured = 0;
     const char *pattern_kernels = "3x3"; /* for the hint on layers the default kernel sizes left alone */
-    cli_shape shapes[16];
-    size_t n_shapes = 0;
-    char err[512];
-
-    for (;;) {
-        const char *v;
-        int id = cli_next(&p, &v);
-        if (id == CLI_ARG_END) break;
-        if (id == CLI_ARG_BAD) return CLI_EXIT_USAGE;
-        if (id == CLI_ARG_HELP) {
-            fputs(cli_prune_help, stdout);
-            return CLI_EXIT_OK;
-        }
+    int id;
+    while ((id = cli_next_model_arg(&p, &a, &v)) > 0) {
         const char *name = NULL;
         switch (id) {
-        case CLI_ARG_POSITIONAL:
-            if (model_path) return USAGE("unexpected argument '%s'", v);
-            model_path = v;
-            break;
         case OPT_OUTPUT:
             if (out_path) return USAGE("more than one -o OUT");
             out_path = v;
@@ -296,11 +276,6 @@ int cmd_prune(int argc, char **argv)
         case OPT_INCLUDE_STEM: name = "include_stem", v = "1"; break;
         case OPT_PATTERN_KERNELS: name = "pattern_kernels", pattern_opts = 1, pattern_kernels = v; break;
         case OPT_BLOCK_CONVS: name = "block_convs", v = "1", block = 1; break;
-        case OPT_SHAPE:
-            if (n_shapes == sizeof shapes / sizeof shapes[0]) return USAGE("too many --shape options (at most 16)");
-            if (cli_parse_shape(v, &shapes[n_shapes], err, sizeof err) != 0) return USAGE("%s", err);
-            n_shapes++;
-            break;
         default: return USAGE("internal: unhandled option");
         }
         if (name) {
@@ -310,10 +285,12 @@ int cmd_prune(int argc, char **argv)
             values[n_opts++] = v;
         }
     }
+    if (id != CLI_ARG_END) return cli_arg_exit(id);
+    const char *model_path = a.path;
     if (!model_path) return USAGE("missing MODEL");
     if (!out_path) return USAGE("missing -o OUT");
-    int text = ends_with(out_path, ".pdcir"), onnx = ends_with(out_path, ".onnx");
-    if (!text && !onnx && !ends_with(out_path, ".pdc"))
+    int text = cli_ends_with(out_path, ".pdcir"), onnx = cli_ends_with(out_path, ".onnx");
+    if (!text && !onnx && !cli_ends_with(out_path, ".pdc"))
         return USAGE("cannot tell the format of '%s': OUT must end in .pdc (binary), .pdcir (text) or .onnx",
                      out_path);
 
@@ -326,15 +303,14 @@ int cmd_prune(int argc, char **argv)
         passes = pipeline;
     }
 
-    pdc_context *ctx = NULL;
-    if (cli_context_create(&ctx) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
-    prune_notes notes = {NULL, 0, 0, 0};
-    pdc_context_set_note_handler(ctx, on_note, &notes);
-    pdc_model *model = NULL;
+    pdc_context *ctx;
+    pdc_model *model;
     pdc_attrs *opts = NULL;
-    int rc = cli_load_model(ctx, model_path, shapes, n_shapes, &model);
+    prune_notes notes = {NULL, 0, 0, 0};
+    int rc = cli_open_model(&a, &ctx, &model); /* loading gives no notes: the handler comes after */
     pdc_status st = PDC_OK;
     if (rc == CLI_EXIT_OK) {
+        pdc_context_set_note_handler(ctx, on_note, &notes);
         st = pdc_attrs_create(ctx, &opts);
         for (size_t i = 0; i < n_opts && st == PDC_OK; i++) st = pdc_attrs_set_string(opts, names[i], values[i]);
         if (st != PDC_OK) rc = cli_lib_error(ctx, st, model_path, NULL);

@@ -34,14 +34,14 @@ const char cli_run_help[] =
     "  --threads N        worker threads (0 = all cores, the default)\n"
     "  -h, --help         show this help\n";
 
-enum { OPT_TARGET = 1, OPT_INPUT, OPT_OUTPUT, OPT_PRINT, OPT_SHAPE, OPT_THREADS };
+enum { OPT_TARGET = 1, OPT_INPUT, OPT_OUTPUT, OPT_PRINT, OPT_THREADS };
 static const cli_opt run_opts[] = {{"target", 't', 1, OPT_TARGET}, {"input", 'i', 1, OPT_INPUT},
                                    {"output", 'o', 1, OPT_OUTPUT}, {"print", 0, 0, OPT_PRINT},
-                                   {"shape", 0, 1, OPT_SHAPE},     {"threads", 0, 1, OPT_THREADS},
+                                   {"shape", 0, 1, CLI_OPT_SHAPE}, {"threads", 0, 1, OPT_THREADS},
                                    {NULL, 0, 0, 0}};
 
 typedef struct run_args {
-    const char *model;
+    cli_model_args m;           /* MODEL and --shape */
     const char *target;
     const char *inputs[MAX_FILES];
     size_t n_inputs;
@@ -49,8 +49,6 @@ typedef struct run_args {
     size_t n_outputs;
     int print;
     const char *threads;
-    cli_shape shapes[16];
-    size_t n_shapes;
 } run_args;
 
 #define USAGE(...) cli_usage_error("run", cli_run_synopsis, __VA_ARGS__)
@@ -58,23 +56,18 @@ typedef struct run_args {
 static int parse_args(int argc, char **argv, run_args *a)
 {
     cli_parser p;
-    cli_parser_init(&p, argc, argv, "run", cli_run_synopsis, run_opts);
-    char err[512];
+    cli_parser_init(&p, argc, argv, "run", cli_run_synopsis, cli_run_help, run_opts);
     a->target = "ref";
     for (;;) {
         const char *v;
-        int id = cli_next(&p, &v);
+        int id = cli_next_model_arg(&p, &a->m, &v);
         switch (id) {
         case CLI_ARG_END:
-            if (!a->model) return USAGE("missing MODEL");
+            if (!a->m.path) return USAGE("missing MODEL");
             if (a->n_inputs == 0) return USAGE("missing --input FILE");
             return -1;   /* parsed */
-        case CLI_ARG_BAD: return CLI_EXIT_USAGE;
-        case CLI_ARG_HELP: fputs(cli_run_help, stdout); return CLI_EXIT_OK;
-        case CLI_ARG_POSITIONAL:
-            if (a->model) return USAGE("unexpected argument '%s'", v);
-            a->model = v;
-            break;
+        case CLI_ARG_BAD:
+        case CLI_ARG_HELP: return cli_arg_exit(id);
         case OPT_TARGET:
             if (!*v) return USAGE("empty --target");
             a->target = v;
@@ -88,12 +81,6 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->outputs[a->n_outputs++] = v;
             break;
         case OPT_PRINT: a->print = 1; break;
-        case OPT_SHAPE:
-            if (a->n_shapes == sizeof a->shapes / sizeof a->shapes[0])
-                return USAGE("too many --shape options (at most 16)");
-            if (cli_parse_shape(v, &a->shapes[a->n_shapes], err, sizeof err) != 0) return USAGE("%s", err);
-            a->n_shapes++;
-            break;
         case OPT_THREADS:
             if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 6)
                 return USAGE("bad --threads '%s': expected a count (0 = all cores)", v);
@@ -129,7 +116,7 @@ static int check_inputs(pdc_context *ctx, const run_args *a, const pdc_model *mo
 {
     size_t n_in = 0;
     pdc_status st = pdc_model_num_inputs(model, &n_in);
-    if (st != PDC_OK) return cli_lib_error(ctx, st, a->model, NULL);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, a->m.path, NULL);
     if (a->n_inputs != n_in) {
         char list[1024];
         size_t used = 0;
@@ -145,7 +132,7 @@ static int check_inputs(pdc_context *ctx, const run_args *a, const pdc_model *mo
             if (k < 0) break;
             used += (size_t)k;
         }
-        return cli_error(a->model, "the model has %zu input%s (%s), got %zu --input file%s", n_in, n_in == 1 ? "" : "s",
+        return cli_error(a->m.path, "the model has %zu input%s (%s), got %zu --input file%s", n_in, n_in == 1 ? "" : "s",
                          list, a->n_inputs, a->n_inputs == 1 ? "" : "s");
     }
     for (size_t i = 0; i < n_in; i++) {
@@ -154,9 +141,9 @@ static int check_inputs(pdc_context *ctx, const run_args *a, const pdc_model *mo
         int64_t dims[PDC_MAX_RANK];
         char shape[160], what[512];
         if ((st = pdc_model_input_info(model, i, &name, &rank, dims)) != PDC_OK)
-            return cli_lib_error(ctx, st, a->model, NULL);
+            return cli_lib_error(ctx, st, a->m.path, NULL);
         if (cli_shape_elems(rank, dims, &n) != 0 || n > ((size_t)1 << 40))
-            return cli_error(a->model, "input '%s' is too large (%s)", name, cli_format_shape(rank, dims, shape, sizeof shape));
+            return cli_error(a->m.path, "input '%s' is too large (%s)", name, cli_format_shape(rank, dims, shape, sizeof shape));
         if (n == 0) continue; /* symbolic */
         snprintf(what, sizeof what, "input '%s' %s f32", name, cli_format_shape(rank, dims, shape, sizeof shape));
         int rc = raw_check_f32(a->inputs[i], n, what);
@@ -193,20 +180,20 @@ static int run_program(pdc_context *ctx, const run_args *a, const pdc_program *p
     size_t n_in = 0, n_out = 0;
     pdc_status st = pdc_program_num_inputs(prog, &n_in);
     if (st == PDC_OK) st = pdc_program_num_outputs(prog, &n_out);
-    if (st != PDC_OK) return cli_lib_error(ctx, st, a->model, NULL);
+    if (st != PDC_OK) return cli_lib_error(ctx, st, a->m.path, NULL);
     if (n_in > MAX_FILES || n_out > MAX_FILES)
-        return cli_error(a->model, "the model has %zu inputs and %zu outputs; pdc run handles at most %d of each",
+        return cli_error(a->m.path, "the model has %zu inputs and %zu outputs; pdc run handles at most %d of each",
                          n_in, n_out, MAX_FILES);
 
     char list[1024];
     if (a->n_inputs != n_in) {
         describe_io(prog, 0, n_in, list, sizeof list);
-        return cli_error(a->model, "the model has %zu input%s (%s), got %zu --input file%s", n_in,
+        return cli_error(a->m.path, "the model has %zu input%s (%s), got %zu --input file%s", n_in,
                          n_in == 1 ? "" : "s", list, a->n_inputs, a->n_inputs == 1 ? "" : "s");
     }
     if (a->n_outputs > n_out) {
         describe_io(prog, 1, n_out, list, sizeof list);
-        return cli_error(a->model, "the model has %zu output%s (%s), got %zu --output files", n_out,
+        return cli_error(a->m.path, "the model has %zu output%s (%s), got %zu --output files", n_out,
                          n_out == 1 ? "" : "s", list, a->n_outputs);
     }
 
@@ -216,18 +203,18 @@ static int run_program(pdc_context *ctx, const run_args *a, const pdc_program *p
     int rc = CLI_EXIT_OK;
 
     for (size_t i = 0; i < n_in && rc == CLI_EXIT_OK; i++) {
-        rc = make_tensor(ctx, prog, 0, i, a->model, &in[i], &in_name[i], in_shape[i], sizeof in_shape[i]);
+        rc = make_tensor(ctx, prog, 0, i, a->m.path, &in[i], &in_name[i], in_shape[i], sizeof in_shape[i]);
         if (rc != CLI_EXIT_OK) break;
         char what[256];
         snprintf(what, sizeof what, "input '%s' %s f32", in_name[i], in_shape[i]);
         rc = raw_read_f32(a->inputs[i], pdc_tensor_data(in[i]), pdc_tensor_size(in[i]), what);
     }
     for (size_t i = 0; i < n_out && rc == CLI_EXIT_OK; i++)
-        rc = make_tensor(ctx, prog, 1, i, a->model, &out[i], &out_name[i], out_shape[i], sizeof out_shape[i]);
+        rc = make_tensor(ctx, prog, 1, i, a->m.path, &out[i], &out_name[i], out_shape[i], sizeof out_shape[i]);
 
     if (rc == CLI_EXIT_OK) {
         st = pdc_program_run(prog, n_in, in, n_out, out);
-        if (st != PDC_OK) rc = cli_lib_error(ctx, st, a->model, "run");
+        if (st != PDC_OK) rc = cli_lib_error(ctx, st, a->m.path, "run");
     }
     for (size_t i = 0; i < a->n_outputs && rc == CLI_EXIT_OK; i++)
         rc = raw_write_f32(a->outputs[i], pdc_tensor_data(out[i]), pdc_tensor_size(out[i]));
@@ -261,14 +248,14 @@ int cmd_run(int argc, char **argv)
         pdc_status st = pdc_context_set_option(ctx, "threads", a->threads);
         if (st != PDC_OK) rc = cli_lib_error(ctx, st, NULL, "--threads");
     }
-    if (rc == CLI_EXIT_OK) rc = cli_load_model(ctx, a->model, a->shapes, a->n_shapes, &model);
+    if (rc == CLI_EXIT_OK) rc = cli_load_model(ctx, &a->m, &model);
     if (rc == CLI_EXIT_OK) rc = check_inputs(ctx, a, model);
     if (rc == CLI_EXIT_OK) {
         pdc_status st = pdc_compile(ctx, model, a->target, &prog);
         if (st != PDC_OK) {
             char what[256];
             snprintf(what, sizeof what, "cannot compile for target '%s'", a->target);
-            rc = cli_lib_error(ctx, st, a->model, what);
+            rc = cli_lib_error(ctx, st, a->m.path, what);
         }
     }
     pdc_model_destroy(model);   /* the program does not need it */
