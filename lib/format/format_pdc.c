@@ -81,6 +81,42 @@ static int shape_numel(int rank, const int64_t *dims, size_t *n)
 
 /* ================================================================== writing */
 
+pdc_status pdc_format_put_sparsity(pdc_buf *b, const ir_sparsity *s, const char *tensor)
+{
+    const pdc_context *ctx = b->ctx;
+    pdc_buf_put_u8(b, (uint8_t)s->kind);
+    switch (s->kind) {
+    case IR_SPARSITY_NONE: break;
+    case IR_SPARSITY_PATTERN:
+        if ((s->n_patterns && !s->patterns) || (s->n_kernels && !s->kernel_pattern))
+            return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': pattern arrays missing", tensor);
+        pdc_buf_put_i64(b, s->kh);
+        pdc_buf_put_i64(b, s->kw);
+        pdc_buf_put_u64(b, s->n_patterns);
+        for (size_t k = 0; k < s->n_patterns; k++) pdc_buf_put_u64(b, s->patterns[k]);
+        pdc_buf_put_u64(b, s->n_kernels);
+        for (size_t k = 0; k < s->n_kernels; k++) pdc_buf_put_i32(b, s->kernel_pattern[k]);
+        break;
+    case IR_SPARSITY_BLOCK:
+        if (s->n_blocks && !s->block_mask)
+            return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': block mask missing", tensor);
+        pdc_buf_put_i64(b, s->bh);
+        pdc_buf_put_i64(b, s->bw);
+        pdc_buf_put_u64(b, s->n_blocks);
+        pdc_buf_put_bytes(b, s->block_mask, s->n_blocks);
+        break;
+    case IR_SPARSITY_UNSTRUCTURED:
+        if (s->n_mask && !s->mask)
+            return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': mask missing", tensor);
+        pdc_buf_put_u64(b, s->n_mask);
+        pdc_buf_put_bytes(b, s->mask, s->n_mask);
+        break;
+    default:
+        return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s' has sparsity kind %d", tensor, (int)s->kind);
+    }
+    return PDC_OK;
+}
+
 static pdc_status save_tensor(const ir_model *m, size_t i, pdc_buf *b)
 {
     const pdc_context *ctx = b->ctx;
@@ -108,38 +144,7 @@ static pdc_status save_tensor(const ir_model *m, size_t i, pdc_buf *b)
         }
     }
 
-    const ir_sparsity *s = &t->sparsity;
-    pdc_buf_put_u8(b, (uint8_t)s->kind);
-    switch (s->kind) {
-    case IR_SPARSITY_NONE: break;
-    case IR_SPARSITY_PATTERN:
-        if ((s->n_patterns && !s->patterns) || (s->n_kernels && !s->kernel_pattern))
-            return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': pattern arrays missing", t->name);
-        pdc_buf_put_i64(b, s->kh);
-        pdc_buf_put_i64(b, s->kw);
-        pdc_buf_put_u64(b, s->n_patterns);
-        for (size_t k = 0; k < s->n_patterns; k++) pdc_buf_put_u64(b, s->patterns[k]);
-        pdc_buf_put_u64(b, s->n_kernels);
-        for (size_t k = 0; k < s->n_kernels; k++) pdc_buf_put_i32(b, s->kernel_pattern[k]);
-        break;
-    case IR_SPARSITY_BLOCK:
-        if (s->n_blocks && !s->block_mask)
-            return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': block mask missing", t->name);
-        pdc_buf_put_i64(b, s->bh);
-        pdc_buf_put_i64(b, s->bw);
-        pdc_buf_put_u64(b, s->n_blocks);
-        pdc_buf_put_bytes(b, s->block_mask, s->n_blocks);
-        break;
-    case IR_SPARSITY_UNSTRUCTURED:
-        if (s->n_mask && !s->mask)
-            return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': mask missing", t->name);
-        pdc_buf_put_u64(b, s->n_mask);
-        pdc_buf_put_bytes(b, s->mask, s->n_mask);
-        break;
-    default:
-        return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s' has sparsity kind %d", t->name, (int)s->kind);
-    }
-    return PDC_OK;
+    return pdc_format_put_sparsity(b, &t->sparsity, t->name);
 }
 
 static pdc_status put_refs(const ir_model *m, pdc_buf *b, size_t n, const int *refs, const char *what,
@@ -156,22 +161,12 @@ static pdc_status put_refs(const ir_model *m, pdc_buf *b, size_t n, const int *r
     return PDC_OK;
 }
 
-static pdc_status save_layer(const ir_model *m, size_t li, pdc_buf *b)
+pdc_status pdc_format_put_attrs(pdc_buf *b, const ir_attrs *attrs, const char *layer)
 {
-    const ir_layer *l = &m->layers[li];
-    const ir_op_info *info = ir_op_get_info(l->op);
-    if (!info) return pdc_error(b->ctx, PDC_ERR_INTERNAL, "save: layer '%s' has op id %d", l->name, (int)l->op);
-    pdc_buf_put_string(b, l->name);
-    pdc_buf_put_string(b, info->name);
-    char owner[128];
-    snprintf(owner, sizeof owner, "layer '%.100s'", l->name);
-    pdc_status st = put_refs(m, b, l->n_inputs, l->inputs, "input", owner);
-    if (!st) st = put_refs(m, b, l->n_outputs, l->outputs, "output", owner);
-    if (st) return st;
-    if (l->attrs.n > UINT32_MAX) return pdc_error(b->ctx, PDC_ERR_OVERFLOW, "save: too many attributes");
-    pdc_buf_put_u32(b, (uint32_t)l->attrs.n);
-    for (size_t k = 0; k < l->attrs.n; k++) {
-        const ir_attr *a = &l->attrs.items[k];
+    if (attrs->n > UINT32_MAX) return pdc_error(b->ctx, PDC_ERR_OVERFLOW, "save: too many attributes");
+    pdc_buf_put_u32(b, (uint32_t)attrs->n);
+    for (size_t k = 0; k < attrs->n; k++) {
+        const ir_attr *a = &attrs->items[k];
         pdc_buf_put_string(b, a->name);
         pdc_buf_put_u8(b, (uint8_t)a->type);
         switch (a->type) {
@@ -184,11 +179,26 @@ static pdc_status save_layer(const ir_model *m, size_t li, pdc_buf *b)
         case IR_ATTR_FLOAT: pdc_buf_put_f32(b, a->f); break;
         case IR_ATTR_STRING: pdc_buf_put_string(b, a->s); break;
         default:
-            return pdc_error(b->ctx, PDC_ERR_INTERNAL, "save: layer '%s': attribute '%s' has type %d", l->name,
-                             a->name, (int)a->type);
+            return pdc_error(b->ctx, PDC_ERR_INTERNAL, "save: layer '%s': attribute '%s' has type %d", layer, a->name,
+                             (int)a->type);
         }
     }
     return PDC_OK;
+}
+
+static pdc_status save_layer(const ir_model *m, size_t li, pdc_buf *b)
+{
+    const ir_layer *l = &m->layers[li];
+    const ir_op_info *info = ir_op_get_info(l->op);
+    if (!info) return pdc_error(b->ctx, PDC_ERR_INTERNAL, "save: layer '%s' has op id %d", l->name, (int)l->op);
+    pdc_buf_put_string(b, l->name);
+    pdc_buf_put_string(b, info->name);
+    char owner[128];
+    snprintf(owner, sizeof owner, "layer '%.100s'", l->name);
+    pdc_status st = put_refs(m, b, l->n_inputs, l->inputs, "input", owner);
+    if (!st) st = put_refs(m, b, l->n_outputs, l->outputs, "output", owner);
+    if (st) return st;
+    return pdc_format_put_attrs(b, &l->attrs, l->name);
 }
 
 pdc_status pdc_format_save(const ir_model *m, pdc_buf *out)

@@ -40,6 +40,15 @@ pdc_status pdc_format_save(const ir_model *m, pdc_buf *out);
  */
 pdc_status pdc_format_load(pdc_context *ctx, const void *data, size_t size, ir_model **out);
 
+/*
+ * Append a constant's sparsity description and a layer's attribute list in their .pdc encodings (the
+ * layout above), for other files that store them too (trainer checkpoints). Errors name the tensor
+ * or the layer they are given.
+ * @retval PDC_OK, PDC_ERR_OVERFLOW, PDC_ERR_INTERNAL (the description breaks an IR invariant)
+ */
+pdc_status pdc_format_put_sparsity(pdc_buf *b, const ir_sparsity *s, const char *tensor);
+pdc_status pdc_format_put_attrs(pdc_buf *b, const ir_attrs *attrs, const char *layer);
+
 /* 1 if data starts with the .pdc magic (size >= 8), else 0. Never reads past size. */
 int pdc_format_is_pdc(const void *data, size_t size);
 

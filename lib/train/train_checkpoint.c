@@ -44,6 +44,7 @@
 
 #include "lib/core/crc32.h"
 #include "lib/core/fileio.h"
+#include "lib/format/format_pdc.h"
 #include "lib/train/train.h"
 #include "passes/pass_manager.h"
 
@@ -67,51 +68,6 @@ static void put_floats(pdc_buf *b, const float *v, size_t n)
         uint32_t u;
         memcpy(&u, &v[i], 4);
         pdc_store_u32le(p + 4 * i, u);
-    }
-}
-
-static void put_attrs(pdc_buf *b, const ir_attrs *a)
-{
-    pdc_buf_put_u32(b, (uint32_t)a->n);
-    for (size_t i = 0; i < a->n; i++) {
-        const ir_attr *at = &a->items[i];
-        pdc_buf_put_string(b, at->name);
-        pdc_buf_put_u8(b, (uint8_t)at->type);
-        switch (at->type) {
-        case IR_ATTR_INT: pdc_buf_put_i64(b, at->i); break;
-        case IR_ATTR_INTS:
-            pdc_buf_put_u32(b, (uint32_t)at->n);
-            for (size_t k = 0; k < at->n; k++) pdc_buf_put_i64(b, at->ints[k]);
-            break;
-        case IR_ATTR_FLOAT: pdc_buf_put_f32(b, at->f); break;
-        case IR_ATTR_STRING: pdc_buf_put_string(b, at->s); break;
-        }
-    }
-}
-
-static void put_sparsity(pdc_buf *b, const ir_sparsity *s)
-{
-    pdc_buf_put_u8(b, (uint8_t)s->kind);
-    switch (s->kind) {
-    case IR_SPARSITY_PATTERN:
-        pdc_buf_put_i64(b, s->kh);
-        pdc_buf_put_i64(b, s->kw);
-        pdc_buf_put_u64(b, s->n_patterns);
-        for (size_t k = 0; k < s->n_patterns; k++) pdc_buf_put_u64(b, s->patterns[k]);
-        pdc_buf_put_u64(b, s->n_kernels);
-        for (size_t k = 0; k < s->n_kernels; k++) pdc_buf_put_i32(b, s->kernel_pattern[k]);
-        break;
-    case IR_SPARSITY_BLOCK:
-        pdc_buf_put_i64(b, s->bh);
-        pdc_buf_put_i64(b, s->bw);
-        pdc_buf_put_u64(b, s->n_blocks);
-        pdc_buf_put_bytes(b, s->block_mask, s->n_blocks);
-        break;
-    case IR_SPARSITY_UNSTRUCTURED:
-        pdc_buf_put_u64(b, s->n_mask);
-        pdc_buf_put_bytes(b, s->mask, s->n_mask);
-        break;
-    default: break;
     }
 }
 
@@ -144,13 +100,14 @@ pdc_status tr_checkpoint_save(const pdc_trainer *t, const char *path)
     pdc_buf_put_u64(&b, t->step);
     for (int i = 0; i < 4; i++) pdc_buf_put_u64(&b, t->rng[i]);
     pdc_buf_put_u8(&b, (uint8_t)(t->admm != 0));
+    pdc_status st = PDC_OK;
     if (t->admm) {
         put_f64(&b, t->rho);
         pdc_buf_put_string(&b, t->admm_pipeline);
-        put_attrs(&b, &t->admm_options);
+        st = pdc_format_put_attrs(&b, &t->admm_options, "admm options");
     }
     pdc_buf_put_u32(&b, (uint32_t)net->n_params);
-    for (size_t i = 0; i < net->n_params; i++) {
+    for (size_t i = 0; i < net->n_params && !st; i++) {
         const tr_param *p = &net->params[i];
         const ir_tensor *tt = &m->tensors[p->tensor];
         pdc_buf_put_string(&b, tt->name);
@@ -158,7 +115,7 @@ pdc_status tr_checkpoint_save(const pdc_trainer *t, const char *path)
         for (int d = 0; d < tt->rank; d++) pdc_buf_put_i64(&b, tt->dims[d]);
         pdc_buf_put_u8(&b, (uint8_t)((p->trainable ? 1u : 0u) | (p->admm_z ? 2u : 0u)));
         put_floats(&b, tt->data, p->n);
-        put_sparsity(&b, &tt->sparsity);
+        if ((st = pdc_format_put_sparsity(&b, &tt->sparsity, tt->name))) break;
         if (p->trainable) {
             put_floats(&b, p->m, p->n);
             put_floats(&b, p->v, p->n);
@@ -168,7 +125,7 @@ pdc_status tr_checkpoint_save(const pdc_trainer *t, const char *path)
             put_floats(&b, p->admm_u, p->n);
         }
     }
-    pdc_status st = pdc_buf_status(&b);
+    if (!st) st = pdc_buf_status(&b);
     if (!st) {
         pdc_buf_patch_u64(&b, 16, (uint64_t)(b.len - CKPT_HEADER));
         pdc_buf_put_u32(&b, pdc_crc32(0, b.data, b.len));
