@@ -26,6 +26,12 @@
 #include "backends/llvm/llvm.h"
 #include "ir/ops/params.h"
 
+/* Sets an error naming the layer and its op, "gpu: layer 'conv1' (conv): message"; the expression
+ * gives status. */
+#define GPU_LAYER_ERR(m, l, status, ...)                                                                \
+    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
+     pdc_error_prefix((m)->ctx, "gpu: layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
+
 #define GPU_BLOCK 256          /* threads per block of every launch */
 #define GPU_ALIGN_WORDS 16     /* arena slices start on 64-byte boundaries */
 #define GPU_DEFAULT_ARCH "sm_80"

@@ -26,10 +26,6 @@
 
 #define GPU_MAX_TAPS 512 /* taps unrolled per pattern */
 
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "gpu: layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 #define CONV_OCB 8          /* output channels per tiled block */
 #define CONV_SMEM_IN 2048   /* floats of staged input per step (8 KB) */
 
@@ -257,12 +253,12 @@ pdc_status gpu_plan_conv(gpu_plan *pl, const ir_model *m, size_t li)
     pdc_status st = ir_window_params_get(m, l, &w);
     if (st) return st;
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return GPU_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     const ir_tensor *tw = &m->tensors[l->inputs[1]];
     if (tw->kind != IR_TENSOR_CONST || !tw->data)
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "weights must be a constant");
+        return GPU_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "weights must be a constant");
     if (w.group < 1 || w.c % w.group || w.o % w.group)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "bad channel/group configuration");
+        return GPU_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "bad channel/group configuration");
     ir_fused_params fp;
     if ((st = ir_fused_params_get(m, l, &fp))) return st;
     conv_p *p = pdc_calloc(pl->ctx, 1, sizeof *p);
@@ -289,8 +285,8 @@ pdc_status gpu_plan_conv(gpu_plan *pl, const ir_model *m, size_t li)
     const int64_t ksp = p->k[0] * p->k[1] * p->k[2];
     if (ksp > GPU_MAX_TAPS) {
         pdc_free(p);
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "window of %lld taps (the gpu kernel unrolls at most %d)",
-                         (long long)ksp, GPU_MAX_TAPS);
+        return GPU_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "window of %lld taps (the gpu kernel unrolls at most %d)",
+                             (long long)ksp, GPU_MAX_TAPS);
     }
     p->npat = pattern_sparse ? (int)sp->n_patterns : 1;
     size_t ntap_total = 0;

@@ -19,10 +19,6 @@
 
 #include "backends/gpu/gpu.h"
 
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "gpu: layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 typedef struct gemm_p {
     gpu_ref a, b, c, y;
     int64_t M, N, K;
@@ -227,7 +223,7 @@ pdc_status gpu_plan_gemm(gpu_plan *pl, const ir_model *m, size_t li)
     const ir_layer *l = &m->layers[li];
     const char *op = ir_op_get_info(l->op)->name;
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return GPU_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     gemm_p *p = pdc_calloc(pl->ctx, 1, sizeof *p);
     if (!p) return PDC_ERR_OUT_OF_MEMORY;
     p->a = gpu_in(pl, l, 0);
@@ -288,7 +284,7 @@ pdc_status gpu_plan_gemm(gpu_plan *pl, const ir_model *m, size_t li)
             int64_t cm = 1, cn = 1;
             if (ct->rank > 2) {
                 pdc_free(p);
-                return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bias rank %d > 2", ct->rank);
+                return GPU_LAYER_ERR(m, l, PDC_ERR_SHAPE, "bias rank %d > 2", ct->rank);
             }
             if (ct->rank >= 1) cn = ct->dims[ct->rank - 1];
             if (ct->rank == 2) cm = ct->dims[0];

@@ -13,10 +13,6 @@
 #include "ir/index.h"
 #include "ir/ops/batchnorm.h"
 
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "gpu: layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 /* Offset sum(i_d * s[d]) of the row-major multi-index of idx over dims[0..r). */
 static LLVMValueRef strided(gpu_kb *kb, LLVMValueRef idx, int r, const int64_t *dims, const int64_t *s)
 {
@@ -257,7 +253,7 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
     const char *op = ir_op_get_info(l->op)->name;
     char *info = p->info[li];
     gpu_ref x = gpu_in(p, l, 0), y = gpu_out(p, l, 0);
-    if (y.off < 0) return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing output");
+    if (y.off < 0) return GPU_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing output");
     const ir_tensor *ty = &m->tensors[l->outputs[0]];
     const int64_t ny = (int64_t)ir_tensor_numel(ty);
     pdc_status st;
@@ -307,7 +303,7 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
         if (ir_broadcast_strides(ta->rank, ta->dims, b->r, ty->dims, 1, b->sa) ||
             ir_broadcast_strides(tb->rank, tb->dims, b->r, ty->dims, 1, b->sb)) {
             pdc_free(b);
-            return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs do not broadcast to the output");
+            return GPU_LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs do not broadcast to the output");
         }
         snprintf(info, sizeof p->info[0], "ptx elementwise %s with broadcasting, thread per element", op);
         return add(p, li, op, gen_binary, b, ny);
@@ -342,7 +338,7 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
     case IR_OP_CONCAT: {
         int axis;
         if ((st = ir_axis_get(m, l, ir_attr_int(&l->attrs, "axis", 0), ty->rank, &axis))) return st;
-        if (l->n_inputs > 64) return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "more than 64 inputs");
+        if (l->n_inputs > 64) return GPU_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "more than 64 inputs");
         concat_p *c = NEW(concat_p);
         if (!c) return PDC_ERR_OUT_OF_MEMORY;
         int64_t inner = 1;
@@ -375,8 +371,8 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
         const ir_tensor *tx = &m->tensors[l->inputs[0]];
         for (size_t i = 1; i < 5; i++)
             if (l->n_inputs <= i || l->inputs[i] < 0 || m->tensors[l->inputs[i]].kind != IR_TENSOR_CONST)
-                return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "scale, bias, mean and var must be constants");
-        if (tx->rank < 2) return LAYER_ERR(m, l, PDC_ERR_SHAPE, "input rank %d < 2", tx->rank);
+                return GPU_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "scale, bias, mean and var must be constants");
+        if (tx->rank < 2) return GPU_LAYER_ERR(m, l, PDC_ERR_SHAPE, "input rank %d < 2", tx->rank);
         bn_p *b = NEW(bn_p);
         if (!b) return PDC_ERR_OUT_OF_MEMORY;
         b->x = x;
@@ -417,7 +413,7 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
     }
     case IR_OP_GLOBAL_AVGPOOL: {
         const ir_tensor *tx = &m->tensors[l->inputs[0]];
-        if (tx->rank < 2) return LAYER_ERR(m, l, PDC_ERR_SHAPE, "input rank %d < 2", tx->rank);
+        if (tx->rank < 2) return GPU_LAYER_ERR(m, l, PDC_ERR_SHAPE, "input rank %d < 2", tx->rank);
         gap_p *g = NEW(gap_p);
         if (!g) return PDC_ERR_OUT_OF_MEMORY;
         g->x = x;
@@ -428,6 +424,6 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
         return add(p, li, op, gen_gap, g, tx->dims[0] * tx->dims[1]);
     }
     default:
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s has no gpu kernel", op);
+        return GPU_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s has no gpu kernel", op);
     }
 }

@@ -15,10 +15,6 @@
 
 #include "backends/gpu/gpu.h"
 
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "gpu: layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 typedef struct rnn_p {
     int lstm, lbr, rev_only;
     int64_t T, B, I, H, D, G;
@@ -162,13 +158,13 @@ pdc_status gpu_plan_rnn(gpu_plan *pl, const ir_model *m, size_t li)
     pdc_status st = ir_rnn_params_get(m, l, &rp);
     if (st) return st;
     const int lstm = l->op == IR_OP_LSTM;
-    if (gpu_in(pl, l, 4).off >= 0) return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "sequence_lens is not supported");
+    if (gpu_in(pl, l, 4).off >= 0) return GPU_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "sequence_lens is not supported");
     if (ir_attrs_find(&l->attrs, "clip") || ir_attr_int(&l->attrs, "input_forget", 0) != 0)
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "clip and input_forget are not supported");
+        return GPU_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "clip and input_forget are not supported");
     if (rp.dirs < 1 || rp.dirs > 2 || rp.hidden < 1 || gpu_in(pl, l, 0).off < 0 || gpu_in(pl, l, 1).off < 0 ||
         gpu_in(pl, l, 2).off < 0 || gpu_out(pl, l, 0).off < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing x, w, r or y, or bad directions");
-    if (rp.seq * rp.dirs > INT32_MAX) return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "sequence too long");
+        return GPU_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing x, w, r or y, or bad directions");
+    if (rp.seq * rp.dirs > INT32_MAX) return GPU_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "sequence too long");
     rnn_p base = {0};
     base.lstm = lstm;
     base.lbr = rp.linear_before_reset;

@@ -6,20 +6,15 @@
  */
 #include "backends/ref/ref.h"
 
-/* Error naming the layer and its op, in the style of ir/ops/params.c. */
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 pdc_status ref_conv(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     ir_window_params p;
     pdc_status st = ir_window_params_get(m, l, &p);
     if (st != PDC_OK) return st;
     if (p.nsp < 1 || p.nsp > IR_MAX_SPATIAL || p.group < 1 || p.c % p.group != 0 || p.o % p.group != 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "bad channel/group configuration");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "bad channel/group configuration");
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
 
     /* Pad the spatial description to 3 dims: leading dims of size 1. */
     int64_t in[3], out[3], k[3], s[3], pb[3], d[3];

@@ -7,11 +7,6 @@
 #include "backends/ref/ref.h"
 #include "ir/index.h"
 
-/* Error naming the layer and its op, in the style of ir/ops/params.c. */
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 static float sigmoid_f(float x)
 {
     /* stable for large |x|: never exp of a large positive number */
@@ -23,7 +18,7 @@ static float sigmoid_f(float x)
 pdc_status ref_unary(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     if (l->inputs[0] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     const size_t n = ir_tensor_numel(&m->tensors[l->inputs[0]]);
     const float *x = buf[l->inputs[0]];
     float *y = buf[l->outputs[0]];
@@ -70,7 +65,7 @@ pdc_status ref_unary(const ir_model *m, const ir_layer *l, float *const *buf)
         break;
     }
     default:
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not an activation", ir_op_get_info(l->op)->name);
+        return REF_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not an activation", ir_op_get_info(l->op)->name);
     }
     return PDC_OK;
 }
@@ -79,19 +74,19 @@ pdc_status ref_binary(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     const char *opname = ir_op_get_info(l->op)->name;
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     if (l->op != IR_OP_ADD && l->op != IR_OP_MUL && l->op != IR_OP_SUB && l->op != IR_OP_DIV)
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not add/mul/sub/div", opname);
+        return REF_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "op %s is not add/mul/sub/div", opname);
     const ir_tensor *ta = &m->tensors[l->inputs[0]];
     const ir_tensor *tb = &m->tensors[l->inputs[1]];
     const ir_tensor *ty = &m->tensors[l->outputs[0]];
     const int r = ty->rank;
     if (r < 1 || r > PDC_MAX_RANK || ta->rank > r || tb->rank > r)
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bad ranks");
+        return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "bad ranks");
     int64_t s[2][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off[2] = {0, 0};
     if (ir_broadcast_strides(ta->rank, ta->dims, r, ty->dims, 1, s[0]) ||
         ir_broadcast_strides(tb->rank, tb->dims, r, ty->dims, 1, s[1]))
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs do not broadcast to the output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "inputs do not broadcast to the output");
 
     const float *a = buf[l->inputs[0]];
     const float *b = buf[l->inputs[1]];

@@ -8,18 +8,13 @@
 #include "backends/ref/ref.h"
 #include "ir/index.h"
 
-/* Error naming the layer and its op, in the style of ir/ops/params.c. */
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 pdc_status ref_gemm(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     ir_gemm_params p;
     pdc_status st = ir_gemm_params_get(m, l, &p);
     if (st != PDC_OK) return st;
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
 
     const float *a = buf[l->inputs[0]];
     const float *b = buf[l->inputs[1]];
@@ -32,12 +27,12 @@ pdc_status ref_gemm(const ir_model *m, const ir_layer *l, float *const *buf)
     if (has_c) {
         const ir_tensor *ct = &m->tensors[l->inputs[2]];
         if (ct->rank > 2)
-            return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bias rank %d > 2", ct->rank);
+            return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "bias rank %d > 2", ct->rank);
         if (ct->rank >= 1) cn = ct->dims[ct->rank - 1];
         if (ct->rank == 2) cm = ct->dims[0];
         if ((cm != 1 && cm != p.m) || (cn != 1 && cn != p.n))
-            return LAYER_ERR(m, l, PDC_ERR_SHAPE, "bias does not broadcast to [%lld,%lld]", (long long)p.m,
-                             (long long)p.n);
+            return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "bias does not broadcast to [%lld,%lld]", (long long)p.m,
+                                 (long long)p.n);
     }
 
     for (int64_t i = 0; i < p.m; i++) {
@@ -59,19 +54,19 @@ pdc_status ref_gemm(const ir_model *m, const ir_layer *l, float *const *buf)
 pdc_status ref_matmul(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     if (l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     const ir_tensor *ta = &m->tensors[l->inputs[0]];
     const ir_tensor *tb = &m->tensors[l->inputs[1]];
     const ir_tensor *ty = &m->tensors[l->outputs[0]];
     if (ta->rank < 2 || tb->rank < 2 || ty->rank < 2)
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "operands must have rank >= 2");
+        return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "operands must have rank >= 2");
     const int64_t M = ta->dims[ta->rank - 2], K = ta->dims[ta->rank - 1];
     const int64_t N = tb->dims[tb->rank - 1];
     if (tb->dims[tb->rank - 2] != K || ty->dims[ty->rank - 2] != M || ty->dims[ty->rank - 1] != N)
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "inner or output dims disagree");
+        return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "inner or output dims disagree");
     const int nb = ty->rank - 2;
     if (ta->rank - 2 > nb || tb->rank - 2 > nb)
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "output rank too small");
+        return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "output rank too small");
 
     /* the batch dims (all but the last two) broadcast */
     int64_t s[2][PDC_MAX_RANK], idx[PDC_MAX_RANK] = {0}, off[2] = {0, 0};

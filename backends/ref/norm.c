@@ -6,21 +6,16 @@
 
 #include "backends/ref/ref.h"
 
-/* Error naming the layer and its op, in the style of ir/ops/params.c. */
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 pdc_status ref_batchnorm(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     if (l->n_inputs < 5 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "needs 5 inputs");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "needs 5 inputs");
     for (size_t i = 0; i < 5; i++)
         if (l->inputs[i] < 0)
-            return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "input %zu is absent", i);
+            return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "input %zu is absent", i);
     const ir_tensor *t = &m->tensors[l->inputs[0]];
     if (t->rank < 2)
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "input rank %d < 2", t->rank);
+        return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "input rank %d < 2", t->rank);
     const int64_t N = t->dims[0], C = t->dims[1];
     int64_t sp = 1;
     for (int i = 2; i < t->rank; i++) sp *= t->dims[i];

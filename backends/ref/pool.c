@@ -13,20 +13,15 @@
 
 #include "backends/ref/ref.h"
 
-/* Error naming the layer and its op, in the style of ir/ops/params.c. */
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 pdc_status ref_pool(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     ir_window_params p;
     pdc_status st = ir_window_params_get(m, l, &p);
     if (st != PDC_OK) return st;
     if (p.nsp < 1 || p.nsp > IR_MAX_SPATIAL)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "bad spatial rank %d", p.nsp);
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "bad spatial rank %d", p.nsp);
     if (l->inputs[0] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     const int is_max = l->op == IR_OP_MAXPOOL;
 
     ir_window_params_as_3d(&p);
@@ -85,10 +80,10 @@ pdc_status ref_pool(const ir_model *m, const ir_layer *l, float *const *buf)
 pdc_status ref_global_avgpool(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     if (l->inputs[0] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     const ir_tensor *t = &m->tensors[l->inputs[0]];
     if (t->rank < 2)
-        return LAYER_ERR(m, l, PDC_ERR_SHAPE, "input rank %d < 2", t->rank);
+        return REF_LAYER_ERR(m, l, PDC_ERR_SHAPE, "input rank %d < 2", t->rank);
     int64_t planes = t->dims[0] * t->dims[1], sp = 1;
     for (int i = 2; i < t->rank; i++) sp *= t->dims[i];
     const float *x = buf[l->inputs[0]];

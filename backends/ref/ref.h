@@ -9,6 +9,12 @@
 #include "backends/backend.h"
 #include "ir/ops/params.h"
 
+/* Sets an error naming the layer and its op, "layer 'conv1' (conv): message" (as ir/ops/params.c
+ * words them); the expression gives status. */
+#define REF_LAYER_ERR(m, l, status, ...)                                                                \
+    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
+     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
+
 /* One op kernel: reads its inputs from buf[tensor index] and writes its outputs there.
  * buf[-1] is never read: absent optional inputs have index -1 and kernels check for it. */
 typedef pdc_status (*ref_kernel)(const ir_model *m, const ir_layer *l, float *const *buf);

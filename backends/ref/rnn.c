@@ -19,11 +19,6 @@
 
 #include "backends/ref/ref.h"
 
-/* Error naming the layer and its op, in the style of ir/ops/params.c. */
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 static double sig(double x)
 {
     if (x >= 0.0) return 1.0 / (1.0 + exp(-x));
@@ -41,13 +36,13 @@ static pdc_status rnn_run(const ir_model *m, const ir_layer *l, float *const *bu
     if (st != PDC_OK) return st;
     const int64_t G = lstm ? 4 : 3;
     if (in_at(l, 0) < 0 || in_at(l, 1) < 0 || in_at(l, 2) < 0 || out_at(l, 0) < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing x, w, r or y");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing x, w, r or y");
     if (in_at(l, 4) >= 0)
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "sequence_lens is not supported");
+        return REF_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "sequence_lens is not supported");
     if (ir_attrs_find(&l->attrs, "clip") || ir_attr_int(&l->attrs, "input_forget", 0) != 0)
-        return LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "clip and input_forget are not supported");
+        return REF_LAYER_ERR(m, l, PDC_ERR_UNSUPPORTED, "clip and input_forget are not supported");
     if (p.dirs < 1 || p.dirs > 2 || p.hidden < 1)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "bad directions or hidden size");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "bad directions or hidden size");
 
     const int64_t T = p.seq, B = p.batch, I = p.input, H = p.hidden, D = p.dirs;
     const float *x = buf[in_at(l, 0)];

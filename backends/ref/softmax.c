@@ -5,15 +5,10 @@
 
 #include "backends/ref/ref.h"
 
-/* Error naming the layer and its op, in the style of ir/ops/params.c. */
-#define LAYER_ERR(m, l, status, ...)                                                                    \
-    (pdc_error((m)->ctx, (status), __VA_ARGS__),                                                        \
-     pdc_error_prefix((m)->ctx, "layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
-
 pdc_status ref_softmax(const ir_model *m, const ir_layer *l, float *const *buf)
 {
     if (l->inputs[0] < 0 || l->outputs[0] < 0)
-        return LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
+        return REF_LAYER_ERR(m, l, PDC_ERR_INVALID_MODEL, "missing input or output");
     const ir_tensor *t = &m->tensors[l->inputs[0]];
     int axis;
     pdc_status st = ir_axis_get(m, l, ir_attr_int(&l->attrs, "axis", -1), t->rank, &axis);
