@@ -32,9 +32,7 @@ static void attr_clear_value(ir_attr *at)
     at->f = 0;
 }
 
-/* Returns the slot for `name` (existing, value cleared, or new) after validating the name. The
- * value is filled by the caller, who allocates first so that a failure changes nothing. */
-static pdc_status attr_slot(const pdc_context *ctx, ir_attrs *a, const char *name, ir_attr **out)
+static pdc_status attr_find_or_add(const pdc_context *ctx, ir_attrs *a, const char *name, ir_attr **out)
 {
     if (!ir_attr_name_valid(name))
         return pdc_error(ctx, PDC_ERR_INVALID_ARG, "invalid attribute name \"%s\" (expected [A-Za-z_][A-Za-z0-9_]*)",
@@ -56,13 +54,27 @@ static pdc_status attr_slot(const pdc_context *ctx, ir_attrs *a, const char *nam
     return PDC_OK;
 }
 
+/* Returns the slot for `name` (existing or new, after validating the name) with its old value cleared
+ * and the given type. The value is filled by the caller, who allocates first (`owned`, freed here
+ * on failure) so that a failure changes nothing. */
+static pdc_status attr_slot(const pdc_context *ctx, ir_attrs *a, const char *name, ir_attr_type type, void *owned,
+                            ir_attr **out)
+{
+    pdc_status st = attr_find_or_add(ctx, a, name, out);
+    if (st) {
+        pdc_free(owned);
+        return st;
+    }
+    attr_clear_value(*out);
+    (*out)->type = type;
+    return PDC_OK;
+}
+
 pdc_status ir_attrs_set_int(const pdc_context *ctx, ir_attrs *a, const char *name, int64_t v)
 {
     ir_attr *at;
-    pdc_status st = attr_slot(ctx, a, name, &at);
+    pdc_status st = attr_slot(ctx, a, name, IR_ATTR_INT, NULL, &at);
     if (st) return st;
-    attr_clear_value(at);
-    at->type = IR_ATTR_INT;
     at->i = v;
     return PDC_OK;
 }
@@ -74,13 +86,8 @@ pdc_status ir_attrs_set_ints(const pdc_context *ctx, ir_attrs *a, const char *na
     if (!copy) return PDC_ERR_OUT_OF_MEMORY;
     if (n) memcpy(copy, v, n * sizeof *copy);
     ir_attr *at;
-    pdc_status st = attr_slot(ctx, a, name, &at);
-    if (st) {
-        pdc_free(copy);
-        return st;
-    }
-    attr_clear_value(at);
-    at->type = IR_ATTR_INTS;
+    pdc_status st = attr_slot(ctx, a, name, IR_ATTR_INTS, copy, &at);
+    if (st) return st;
     at->n = n;
     at->ints = copy;
     return PDC_OK;
@@ -90,10 +97,8 @@ pdc_status ir_attrs_set_float(const pdc_context *ctx, ir_attrs *a, const char *n
 {
     if (isnan(v)) return pdc_error(ctx, PDC_ERR_INVALID_ARG, "attribute %s: value is NaN", name ? name : "(null)");
     ir_attr *at;
-    pdc_status st = attr_slot(ctx, a, name, &at);
+    pdc_status st = attr_slot(ctx, a, name, IR_ATTR_FLOAT, NULL, &at);
     if (st) return st;
-    attr_clear_value(at);
-    at->type = IR_ATTR_FLOAT;
     at->f = v;
     return PDC_OK;
 }
@@ -104,13 +109,8 @@ pdc_status ir_attrs_set_string(const pdc_context *ctx, ir_attrs *a, const char *
     char *copy = pdc_strdup(ctx, v);
     if (!copy) return PDC_ERR_OUT_OF_MEMORY;
     ir_attr *at;
-    pdc_status st = attr_slot(ctx, a, name, &at);
-    if (st) {
-        pdc_free(copy);
-        return st;
-    }
-    attr_clear_value(at);
-    at->type = IR_ATTR_STRING;
+    pdc_status st = attr_slot(ctx, a, name, IR_ATTR_STRING, copy, &at);
+    if (st) return st;
     at->s = copy;
     return PDC_OK;
 }
