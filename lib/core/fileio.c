@@ -374,19 +374,18 @@ pdc_status pdc_reader_get_bytes(pdc_reader *r, size_t n, const uint8_t **p)
 
 pdc_status pdc_reader_get_u8(pdc_reader *r, uint8_t *v)
 {
-    pdc_status st = reader_need(r, 1);
-    if (st != PDC_OK) return st;
-    *v = r->data[r->pos++];
-    return PDC_OK;
+    const uint8_t *p;
+    pdc_status st = pdc_reader_get_bytes(r, 1, &p);
+    if (st == PDC_OK) *v = *p;
+    return st;
 }
 
 pdc_status pdc_reader_get_u32(pdc_reader *r, uint32_t *v)
 {
-    pdc_status st = reader_need(r, 4);
-    if (st != PDC_OK) return st;
-    *v = pdc_load_u32le(r->data + r->pos);
-    r->pos += 4;
-    return PDC_OK;
+    const uint8_t *p;
+    pdc_status st = pdc_reader_get_bytes(r, 4, &p);
+    if (st == PDC_OK) *v = pdc_load_u32le(p);
+    return st;
 }
 
 pdc_status pdc_reader_get_i32(pdc_reader *r, int32_t *v)
@@ -399,11 +398,10 @@ pdc_status pdc_reader_get_i32(pdc_reader *r, int32_t *v)
 
 pdc_status pdc_reader_get_u64(pdc_reader *r, uint64_t *v)
 {
-    pdc_status st = reader_need(r, 8);
-    if (st != PDC_OK) return st;
-    *v = pdc_load_u64le(r->data + r->pos);
-    r->pos += 8;
-    return PDC_OK;
+    const uint8_t *p;
+    pdc_status st = pdc_reader_get_bytes(r, 8, &p);
+    if (st == PDC_OK) *v = pdc_load_u64le(p);
+    return st;
 }
 
 pdc_status pdc_reader_get_i64(pdc_reader *r, int64_t *v)
