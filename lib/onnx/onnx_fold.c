@@ -495,7 +495,7 @@ pdc_status onnx_fold_transpose(onnx_importer *imp, onnx_node *n)
     if (!st) st = onnx_attr_ints(imp, n, "perm", &np, &pa, &present);
     if (st) return st;
     int r = x->rank, seen = 0;
-    int64_t perm[PDC_MAX_RANK], d[PDC_MAX_RANK], xs[PDC_MAX_RANK], s = 1;
+    int64_t perm[PDC_MAX_RANK], d[PDC_MAX_RANK], ts[1][PDC_MAX_RANK];
     if (present && np != (size_t)r)
         return onnx_node_error(imp, n, PDC_ERR_INVALID_MODEL, "perm has %zu entries for rank %d", np, r);
     for (int i = 0; i < r; i++) {
@@ -505,18 +505,13 @@ pdc_status onnx_fold_transpose(onnx_importer *imp, onnx_node *n)
         seen |= 1 << perm[i];
         d[i] = x->dims[perm[i]];
     }
-    for (int i = r - 1; i >= 0; i--) xs[i] = s, s *= x->dims[i];
+    ir_transpose_strides(r, x->dims, perm, ts[0]);
     onnx_const c;
     if ((st = result(imp, n, &c, x->dtype, r, d))) return st;
-    int64_t idx[PDC_MAX_RANK] = {0};
+    int64_t idx[PDC_MAX_RANK] = {0}, off = 0;
     for (size_t j = 0; j < c.n; j++) {
-        int64_t off = 0;
-        for (int i = 0; i < r; i++) off += idx[i] * xs[perm[i]];
         copy_elem(&c, j, x, (size_t)off);
-        for (int i = r - 1; i >= 0; i--) {
-            if (++idx[i] < d[i]) break;
-            idx[i] = 0;
-        }
+        ir_index_next(r, d, idx, 1, ts, &off);
     }
     onnx_define_const(n, 0, &c);
     return PDC_OK;
