@@ -251,6 +251,20 @@ static pdc_status check_layers(const tr_net *net)
     return PDC_OK;
 }
 
+/* needs_grad of each layer output: whether any input of its layer needs one (layers in order, so it
+ * propagates from the tensors already marked). */
+static void propagate_needs_grad(tr_net *net)
+{
+    const ir_model *model = net->model;
+    for (size_t li = 0; li < model->n_layers; li++) {
+        const ir_layer *l = &model->layers[li];
+        uint8_t any = 0;
+        for (size_t i = 0; i < l->n_inputs; i++) any |= l->inputs[i] >= 0 && net->needs_grad[l->inputs[i]];
+        for (size_t o = 0; o < l->n_outputs; o++)
+            if (l->outputs[o] >= 0) net->needs_grad[l->outputs[o]] = any;
+    }
+}
+
 pdc_status tr_net_create(pdc_context *ctx, ir_model *model, const tr_options *opt, tr_net **out)
 {
     tr_net *net = pdc_calloc(ctx, 1, sizeof *net);
@@ -332,13 +346,7 @@ pdc_status tr_net_create(pdc_context *ctx, ir_model *model, const tr_options *op
     /* which tensors need a gradient: trained constants and everything computed from them */
     for (size_t t = 0; t < model->n_tensors; t++)
         net->needs_grad[t] = net->param_of[t] >= 0 && net->params[net->param_of[t]].trainable;
-    for (size_t li = 0; li < model->n_layers; li++) {
-        const ir_layer *l = &model->layers[li];
-        uint8_t any = 0;
-        for (size_t i = 0; i < l->n_inputs; i++) any |= l->inputs[i] >= 0 && net->needs_grad[l->inputs[i]];
-        for (size_t o = 0; o < l->n_outputs; o++)
-            if (l->outputs[o] >= 0) net->needs_grad[l->outputs[o]] = any;
-    }
+    propagate_needs_grad(net);
 
     /* the execution copy: no constant data (the kernels read net->val), no memory plan (shapes change) */
     if ((st = ir_model_clone(model, &net->exec))) goto fail;
@@ -373,16 +381,9 @@ fail:
 
 pdc_status tr_net_enable_input_grad(tr_net *net)
 {
-    const ir_model *model = net->model;
     net->input_grad = 1;
     net->needs_grad[net->input] = 1;
-    for (size_t li = 0; li < model->n_layers; li++) {
-        const ir_layer *l = &model->layers[li];
-        uint8_t any = 0;
-        for (size_t i = 0; i < l->n_inputs; i++) any |= l->inputs[i] >= 0 && net->needs_grad[l->inputs[i]];
-        for (size_t o = 0; o < l->n_outputs; o++)
-            if (l->outputs[o] >= 0) net->needs_grad[l->outputs[o]] = any;
-    }
+    propagate_needs_grad(net);
     net->exec_n = 0; /* re-prepare: buffers for the new gradients */
     return PDC_OK;
 }
