@@ -124,3 +124,53 @@ pdc_status ir_arena_get(const ir_model *m, int *present, size_t *offsets, size_t
     pdc_free(p);
     return st;
 }
+
+pdc_status ir_arena_layout(const pdc_context *ctx, const ir_model *m, const char *who, size_t align_floats,
+                           size_t *numel, size_t *offset, size_t *input_slot, size_t *arena_floats, int *planned)
+{
+    size_t total = 0;
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        const ir_tensor *tt = &m->tensors[t];
+        size_t ne;
+        if (!ir_numel(tt->rank, tt->dims, &ne)) {
+            char shape[128];
+            ir_format_shape(tt->rank, tt->dims, shape, sizeof shape);
+            return pdc_error(ctx, PDC_ERR_SHAPE, "%s: tensor '%s' has shape %s (symbolic or too large)", who, tt->name,
+                             shape);
+        }
+        numel[t] = ne;
+        offset[t] = SIZE_MAX;
+        input_slot[t] = SIZE_MAX;
+        if (tt->kind == IR_TENSOR_ACT) {
+            size_t padded;
+            if (pdc_add_overflow(ne, align_floats - 1, &padded) ||
+                pdc_add_overflow(total, padded / align_floats * align_floats, &padded))
+                return pdc_error(ctx, PDC_ERR_OVERFLOW, "%s: activation memory overflows at tensor '%s'", who, tt->name);
+            offset[t] = total;
+            total = padded;
+        } else if (tt->kind == IR_TENSOR_CONST && !tt->data) {
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "%s: constant '%s' has no data", who, tt->name);
+        }
+    }
+    size_t bytes;
+    if (pdc_mul_overflow(total, sizeof(float), &bytes))
+        return pdc_error(ctx, PDC_ERR_OVERFLOW, "%s: activation memory overflows", who);
+    /* A memory plan (the plan pass) shares arena bytes between activations that are never live at
+     * the same time; the verifier has checked it, ir_arena_get checks it again. */
+    size_t planned_bytes = 0;
+    pdc_status st = ir_arena_get(m, planned, offset, &planned_bytes, NULL);
+    if (st) return st;
+    if (*planned) {
+        for (size_t t = 0; t < m->n_tensors; t++)
+            if (offset[t] != SIZE_MAX) offset[t] /= sizeof(float);
+        total = planned_bytes / sizeof(float);
+    }
+    *arena_floats = total;
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const int t = m->inputs[i];
+        if (t < 0 || (size_t)t >= m->n_tensors)
+            return pdc_error(ctx, PDC_ERR_INTERNAL, "%s: graph input %zu has bad tensor index %d", who, i, t);
+        input_slot[t] = i;
+    }
+    return PDC_OK;
+}

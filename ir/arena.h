@@ -30,4 +30,14 @@ void ir_liveness(const ir_model *m, size_t *def, size_t *last);
 pdc_status ir_arena_get(const ir_model *m, int *present, size_t *offsets, size_t *arena_bytes,
                         size_t *activation_bytes);
 
+/* Where a backend that runs in host memory keeps each tensor. numel[t]: its elements; offset[t]: its
+ * float offset in one activation arena (SIZE_MAX for non-activations), from the memory plan if the
+ * model has one (*planned = 1), else one slot per activation in order, each starting on a multiple of
+ * align_floats; input_slot[t]: its index among the graph inputs (SIZE_MAX if none); *arena_floats:
+ * the arena's size (a planned one: its bytes / 4). Each array has m->n_tensors entries. Errors go to
+ * ctx and start with `who` ("ref: tensor 'x' has shape ?x4 (symbolic or too large)"), except those
+ * of ir_arena_get. */
+pdc_status ir_arena_layout(const pdc_context *ctx, const ir_model *m, const char *who, size_t align_floats,
+                           size_t *numel, size_t *offset, size_t *input_slot, size_t *arena_floats, int *planned);
+
 #endif

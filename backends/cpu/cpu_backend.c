@@ -104,51 +104,15 @@ static void cpu_destroy(pdc_program *prog)
     prog->state = NULL;
 }
 
-/* Activation memory: one slot per activation, or the model's plan. */
+/* Activation memory: one slot per activation, or the model's plan (its end rounded up to a slot, where
+ * the scratch memory starts). */
 static pdc_status plan_memory(const pdc_program *prog, cpu_state *s)
 {
-    const ir_model *m = prog->model;
-    pdc_context *ctx = prog->ctx;
-    size_t total = 0;
-    for (size_t t = 0; t < m->n_tensors; t++) {
-        const ir_tensor *tt = &m->tensors[t];
-        size_t ne;
-        if (!ir_numel(tt->rank, tt->dims, &ne)) {
-            char shape[128];
-            ir_format_shape(tt->rank, tt->dims, shape, sizeof shape);
-            return pdc_error(ctx, PDC_ERR_SHAPE, "cpu: tensor '%s' has shape %s (symbolic or too large)", tt->name, shape);
-        }
-        s->numel[t] = ne;
-        s->offset[t] = CPU_NO_SLOT;
-        s->input_slot[t] = CPU_NO_SLOT;
-        if (tt->kind == IR_TENSOR_ACT) {
-            size_t padded;
-            if (pdc_add_overflow(ne, CPU_ALIGN_FLOATS - 1, &padded) ||
-                pdc_add_overflow(total, padded / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS, &padded))
-                return pdc_error(ctx, PDC_ERR_OVERFLOW, "cpu: activation memory overflows at tensor '%s'", tt->name);
-            s->offset[t] = total;
-            total = padded;
-        } else if (tt->kind == IR_TENSOR_CONST && !tt->data) {
-            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "cpu: constant '%s' has no data", tt->name);
-        }
-    }
-    int planned = 0;
-    size_t planned_bytes = 0;
-    pdc_status st = ir_arena_get(m, &planned, s->offset, &planned_bytes, NULL);
-    if (st) return st;
-    if (planned) {
-        for (size_t t = 0; t < m->n_tensors; t++)
-            if (s->offset[t] != CPU_NO_SLOT) s->offset[t] /= sizeof(float);
-        total = (planned_bytes / sizeof(float) + CPU_ALIGN_FLOATS - 1) / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS;
-    }
-    s->arena_floats = total;
-    for (size_t i = 0; i < m->n_inputs; i++) {
-        int t = m->inputs[i];
-        if (t < 0 || (size_t)t >= m->n_tensors)
-            return pdc_error(ctx, PDC_ERR_INTERNAL, "cpu: graph input %zu has bad tensor index %d", i, t);
-        s->input_slot[t] = i;
-    }
-    return PDC_OK;
+    int planned;
+    pdc_status st = ir_arena_layout(prog->ctx, prog->model, "cpu", CPU_ALIGN_FLOATS, s->numel, s->offset,
+                                    s->input_slot, &s->arena_floats, &planned);
+    if (!st && planned) s->arena_floats = (s->arena_floats + CPU_ALIGN_FLOATS - 1) / CPU_ALIGN_FLOATS * CPU_ALIGN_FLOATS;
+    return st;
 }
 
 /* A layer a conv's, fc's or matmul's epilogue computes (cpu_fuse.c). */

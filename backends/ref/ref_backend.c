@@ -98,63 +98,11 @@ static pdc_status ref_compile(pdc_program *prog)
         return PDC_ERR_OUT_OF_MEMORY;
     }
 
-    size_t total = 0;
-    for (size_t t = 0; t < m->n_tensors; t++) {
-        const ir_tensor *tt = &m->tensors[t];
-        size_t ne;
-        if (!ir_numel(tt->rank, tt->dims, &ne)) {
-            char shape[128];
-            ir_format_shape(tt->rank, tt->dims, shape, sizeof shape);
-            ref_destroy(prog);
-            return pdc_error(ctx, PDC_ERR_SHAPE, "ref: tensor '%s' has shape %s (symbolic or too large)", tt->name,
-                             shape);
-        }
-        s->numel[t] = ne;
-        s->offset[t] = REF_NO_SLOT;
-        s->input_slot[t] = REF_NO_SLOT;
-        if (tt->kind == IR_TENSOR_ACT) {
-            size_t padded;
-            if (pdc_add_overflow(ne, REF_ALIGN_FLOATS - 1, &padded) ||
-                pdc_add_overflow(total, padded / REF_ALIGN_FLOATS * REF_ALIGN_FLOATS, &padded)) {
-                ref_destroy(prog);
-                return pdc_error(ctx, PDC_ERR_OVERFLOW, "ref: activation memory overflows at tensor '%s'", tt->name);
-            }
-            s->offset[t] = total;
-            total = padded;
-        } else if (tt->kind == IR_TENSOR_CONST && !tt->data) {
-            ref_destroy(prog);
-            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "ref: constant '%s' has no data", tt->name);
-        }
-    }
-    size_t bytes;
-    if (pdc_mul_overflow(total, sizeof(float), &bytes)) {
-        ref_destroy(prog);
-        return pdc_error(ctx, PDC_ERR_OVERFLOW, "ref: activation memory overflows");
-    }
-    /* A memory plan (the plan pass) shares arena bytes between activations that are never live at
-     * the same time; the verifier has checked it, ir_arena_get checks it again. */
-    int planned = 0;
-    size_t planned_bytes = 0;
-    pdc_status pst = ir_arena_get(m, &planned, s->offset, &planned_bytes, NULL);
-    if (pst) {
-        ref_destroy(prog);
-        return pst;
-    }
-    if (planned) {
-        for (size_t t = 0; t < m->n_tensors; t++)
-            if (s->offset[t] != REF_NO_SLOT) s->offset[t] /= sizeof(float);
-        total = planned_bytes / sizeof(float);
-    }
-    s->arena_floats = total;
-    for (size_t i = 0; i < m->n_inputs; i++) {
-        int t = m->inputs[i];
-        if (t < 0 || (size_t)t >= m->n_tensors) {
-            ref_destroy(prog);
-            return pdc_error(ctx, PDC_ERR_INTERNAL, "ref: graph input %zu has bad tensor index %d", i, t);
-        }
-        s->input_slot[t] = i;
-    }
-    return PDC_OK;
+    int planned;
+    pdc_status st = ir_arena_layout(ctx, m, "ref", REF_ALIGN_FLOATS, s->numel, s->offset, s->input_slot,
+                                    &s->arena_floats, &planned);
+    if (st) ref_destroy(prog);
+    return st;
 }
 
 static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, float *const *outputs)
