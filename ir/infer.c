@@ -362,13 +362,7 @@ static pdc_status infer_op(ir_model *m, size_t li)
     case IR_OP_GEMM: return infer_gemm(m, l);
     case IR_OP_MATMUL: return infer_matmul(m, l);
     case IR_OP_BATCHNORM: return infer_batchnorm(m, l);
-    case IR_OP_RELU:
-    case IR_OP_CLIP:
-    case IR_OP_LEAKY_RELU:
-    case IR_OP_SIGMOID:
-    case IR_OP_TANH:
-    case IR_OP_HARDSWISH:
-    case IR_OP_HARDSIGMOID:
+    IR_CASE_ACTIVATION:
     case IR_OP_SOFTMAX: return infer_same(m, l);
     case IR_OP_ADD:
     case IR_OP_MUL:

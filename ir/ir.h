@@ -27,6 +27,17 @@ typedef struct ir_op_info {
     int min_inputs, max_inputs, min_outputs, max_outputs;
 } ir_op_info;
 
+/* The case labels of the activation ops (elementwise, one input and one output), for switches over
+ * an ir_op: `IR_CASE_ACTIVATION: ...`. */
+#define IR_CASE_ACTIVATION                                                                                  \
+    case IR_OP_RELU:                                                                                        \
+    case IR_OP_CLIP:                                                                                        \
+    case IR_OP_LEAKY_RELU:                                                                                  \
+    case IR_OP_SIGMOID:                                                                                     \
+    case IR_OP_TANH:                                                                                        \
+    case IR_OP_HARDSWISH:                                                                                   \
+    case IR_OP_HARDSIGMOID
+
 const ir_op_info *ir_op_get_info(ir_op op);
 /* Returns 1 and sets *op if name is a known op. */
 int ir_op_from_name(const char *name, ir_op *op);

@@ -686,8 +686,7 @@ pdc_status arm_emit_op(arm_gen *G, const ir_layer *l)
     const ir_model *m = G->m;
     pdc_status st;
     switch (l->op) {
-    case IR_OP_RELU: case IR_OP_CLIP: case IR_OP_LEAKY_RELU: case IR_OP_SIGMOID: case IR_OP_TANH:
-    case IR_OP_HARDSWISH: case IR_OP_HARDSIGMOID: {
+    IR_CASE_ACTIVATION: {
         LLVMValueRef x, y;
         if ((st = arm_tensor_ptr(G, l->inputs[0], &x)) || (st = arm_tensor_ptr(G, l->outputs[0], &y))) return st;
         return emit_unary(G, l, x, y, numel(&m->tensors[l->outputs[0]]));

@@ -30,8 +30,8 @@ void cpu_eltwise_free(cpu_eltwise_set *c)
 static int elementwise(ir_op op)
 {
     switch (op) {
-    case IR_OP_RELU: case IR_OP_CLIP: case IR_OP_LEAKY_RELU: case IR_OP_SIGMOID: case IR_OP_TANH:
-    case IR_OP_HARDSWISH: case IR_OP_HARDSIGMOID: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+    IR_CASE_ACTIVATION:
+    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
         return 1;
     default: return 0;
     }

@@ -258,13 +258,7 @@ pdc_status gpu_plan_simple(gpu_plan *p, const ir_model *m, size_t li)
     const int64_t ny = (int64_t)ir_tensor_numel(ty);
     pdc_status st;
     switch (l->op) {
-    case IR_OP_RELU:
-    case IR_OP_CLIP:
-    case IR_OP_LEAKY_RELU:
-    case IR_OP_SIGMOID:
-    case IR_OP_TANH:
-    case IR_OP_HARDSWISH:
-    case IR_OP_HARDSIGMOID: {
+    IR_CASE_ACTIVATION: {
         unary_p *u = NEW(unary_p);
         if (!u) return PDC_ERR_OUT_OF_MEMORY;
         u->x = x;

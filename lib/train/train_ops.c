@@ -558,13 +558,7 @@ static ref_kernel ref_kernel_of(ir_op op)
     case IR_OP_GEMM: return ref_gemm;
     case IR_OP_MATMUL: return ref_matmul;
     case IR_OP_BATCHNORM: return ref_batchnorm;
-    case IR_OP_RELU:
-    case IR_OP_CLIP:
-    case IR_OP_LEAKY_RELU:
-    case IR_OP_SIGMOID:
-    case IR_OP_TANH:
-    case IR_OP_HARDSWISH:
-    case IR_OP_HARDSIGMOID: return ref_unary;
+    IR_CASE_ACTIVATION: return ref_unary;
     case IR_OP_ADD:
     case IR_OP_MUL:
     case IR_OP_SUB:
@@ -625,13 +619,7 @@ pdc_status tr_op_backward(tr_net *net, size_t li, const tr_options *opt)
     }
     case IR_OP_MATMUL: return matmul_backward(net, li);
     case IR_OP_BATCHNORM: return bn_backward(net, li);
-    case IR_OP_RELU:
-    case IR_OP_CLIP:
-    case IR_OP_LEAKY_RELU:
-    case IR_OP_SIGMOID:
-    case IR_OP_TANH:
-    case IR_OP_HARDSWISH:
-    case IR_OP_HARDSIGMOID: {
+    IR_CASE_ACTIVATION: {
         int acc;
         float *dx = tr_grad_out(net, l->inputs[0], &acc);
         if (dx) {
