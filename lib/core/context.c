@@ -144,14 +144,29 @@ static int injected_failure(const pdc_context *ctx, size_t size)
     return 0;
 }
 
-void *pdc_alloc(const pdc_context *ctx, size_t size)
+/* 1 if an allocation of size bytes may be tried: within max_memory and not the injected failure (else
+ * 0, the error set). */
+static int may_allocate(const pdc_context *ctx, size_t size)
 {
     if (over_limit(ctx, size)) {
         pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "allocation of %zu bytes exceeds max_memory (%zu bytes)", size,
                   ctx->max_memory);
-        return NULL;
+        return 0;
     }
-    if (injected_failure(ctx, size)) return NULL;
+    return !injected_failure(ctx, size);
+}
+
+/* n x size in *bytes; 0 (the error set) if it overflows. */
+static int array_bytes(const pdc_context *ctx, size_t n, size_t size, size_t *bytes)
+{
+    if (!pdc_mul_overflow(n, size, bytes)) return 1;
+    pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "allocation of %zu x %zu bytes overflows", n, size);
+    return 0;
+}
+
+void *pdc_alloc(const pdc_context *ctx, size_t size)
+{
+    if (!may_allocate(ctx, size)) return NULL;
     void *p = malloc(size ? size : 1);
     if (!p) pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", size);
     return p;
@@ -160,10 +175,7 @@ void *pdc_alloc(const pdc_context *ctx, size_t size)
 void *pdc_calloc(const pdc_context *ctx, size_t n, size_t size)
 {
     size_t bytes;
-    if (pdc_mul_overflow(n, size, &bytes)) {
-        pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "allocation of %zu x %zu bytes overflows", n, size);
-        return NULL;
-    }
+    if (!array_bytes(ctx, n, size, &bytes)) return NULL;
     void *p = pdc_alloc(ctx, bytes);
     if (p) memset(p, 0, bytes);
     return p;
@@ -172,16 +184,7 @@ void *pdc_calloc(const pdc_context *ctx, size_t n, size_t size)
 void *pdc_alloc_aligned(const pdc_context *ctx, size_t n, size_t size)
 {
     size_t bytes;
-    if (pdc_mul_overflow(n, size, &bytes)) {
-        pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "allocation of %zu x %zu bytes overflows", n, size);
-        return NULL;
-    }
-    if (over_limit(ctx, bytes)) {
-        pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "allocation of %zu bytes exceeds max_memory (%zu bytes)", bytes,
-                  ctx->max_memory);
-        return NULL;
-    }
-    if (injected_failure(ctx, bytes)) return NULL;
+    if (!array_bytes(ctx, n, size, &bytes) || !may_allocate(ctx, bytes)) return NULL;
     void *p = NULL;
     size_t align = bytes >= HUGE_PAGE_BYTES ? HUGE_PAGE_BYTES : 64;
     if (posix_memalign(&p, align, bytes ? bytes : 64) != 0) {
@@ -203,10 +206,7 @@ pdc_status pdc_grow(const pdc_context *ctx, void **items, size_t *cap, size_t ne
     size_t bytes;
     if (pdc_mul_overflow(ncap, elem_size, &bytes))
         return pdc_error(ctx, PDC_ERR_OVERFLOW, "array of %zu items overflows", need);
-    if (over_limit(ctx, bytes))
-        return pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "allocation of %zu bytes exceeds max_memory (%zu bytes)", bytes,
-                         ctx->max_memory);
-    if (injected_failure(ctx, bytes)) return PDC_ERR_OUT_OF_MEMORY;
+    if (!may_allocate(ctx, bytes)) return PDC_ERR_OUT_OF_MEMORY;
     void *p = realloc(*items, bytes);
     if (!p) return pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
     *items = p;
