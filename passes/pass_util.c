@@ -117,6 +117,33 @@ void pass_layer_hit(const pass_options *opt, const char *name)
         if (!strcmp(opt->layers[i], name)) opt->layer_hits[i]++;
 }
 
+pdc_status pass_prune_layers(ir_model *m, const pass_options *opt, const pass_pruner *p)
+{
+    uint8_t *done = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1); /* weights already pruned */
+    uint8_t *stems = NULL;
+    pdc_status st = done ? pass_find_stems(m, &stems) : PDC_ERR_OUT_OF_MEMORY;
+    for (size_t li = 0; li < m->n_layers && !st; li++) {
+        const ir_layer *l = &m->layers[li];
+        size_t slots[2];
+        int flags[2] = {0, 0};
+        pass_progress_layer(m, p->pass, li);
+        if (!pass_layer_selected(opt, l->name)) continue;
+        const size_t n = p->weights(m, l, slots, flags);
+        if (!n || pass_default_skip(m, opt, stems, li, p->pass, p->family)) continue;
+        pass_layer_hit(opt, l->name);
+        for (size_t i = 0; i < n && !st; i++) {
+            const int t = l->inputs[slots[i]];
+            if (done[t]) continue;
+            done[t] = 1;
+            st = p->prune(m, l, t, flags[i], opt);
+        }
+        if (!st) p->note(m, l, opt);
+    }
+    pdc_free(stems);
+    pdc_free(done);
+    return st;
+}
+
 double pass_rate_for(const pass_rates *r, const char *name)
 {
     for (size_t i = 0; i < r->n; i++)

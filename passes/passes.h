@@ -36,6 +36,23 @@ typedef enum pass_family { PASS_FAMILY_PATTERN, PASS_FAMILY_BLOCK, PASS_FAMILY_U
  * the layer, always so for a layer named in option layers. stems from pass_find_stems. */
 int pass_default_skip(const ir_model *m, const pass_options *opt, const uint8_t *stems, size_t li, const char *pass,
                       pass_family family);
+/* What a pruning pass does with the layers it may prune (pass_prune_layers). */
+typedef struct pass_pruner {
+    const char *pass;     /* "prune-block": for progress, notes and pass_default_skip */
+    pass_family family;
+    /* The input slots (at most 2) of layer l whose weights the pass prunes, with a value for `prune`
+     * each; 0 if it prunes none of them. */
+    size_t (*weights)(const ir_model *m, const ir_layer *l, size_t *slots, int *flags);
+    /* Prunes weight tensor t of layer l. */
+    pdc_status (*prune)(ir_model *m, const ir_layer *l, int t, int flag, const pass_options *opt);
+    /* The PDC_NOTE_PRUNED note for layer l. */
+    void (*note)(const ir_model *m, const ir_layer *l, const pass_options *opt);
+} pass_pruner;
+/* The walk of every pruning pass: for each layer (progress reported) that opt selects, whose weights
+ * p takes and that pass_default_skip does not leave alone, prunes those weights that no layer before
+ * pruned (a weight shared by layers is pruned once), then notes the layer as pruned. Stops at the
+ * first error. */
+pdc_status pass_prune_layers(ir_model *m, const pass_options *opt, const pass_pruner *p);
 /* Progress of pass `pass`: li of the model's layers done (nothing for li = 0, which the manager reports). */
 void pass_progress_layer(const ir_model *m, const char *pass, size_t li);
 /* Records that a pass changed layer `name` (for the check that every layer in `layers` was used). */

@@ -99,31 +99,14 @@ static pdc_status prune_matrix(ir_model *m, const ir_layer *l, int t, int transp
     return ir_model_set_sparsity(m, t, &s);
 }
 
+static void note_block(const ir_model *m, const ir_layer *l, const pass_options *opt)
+{
+    pdc_note(m->ctx, PDC_NOTE_PRUNED, "prune-block", l->name, "block %" PRId64 "x%" PRId64 " %.3g%%", opt->block_h,
+             opt->block_w, pass_rate_for(&opt->block_rate, l->name) * 100.0);
+}
+
 pdc_status pass_prune_block(ir_model *m, const pass_options *opt)
 {
-    uint8_t *done = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1);
-    uint8_t *stems = NULL;
-    pdc_status st = done ? pass_find_stems(m, &stems) : PDC_ERR_OUT_OF_MEMORY;
-    for (size_t li = 0; li < m->n_layers && !st; li++) {
-        const ir_layer *l = &m->layers[li];
-        size_t slots[2];
-        int transposed[2];
-        pass_progress_layer(m, "prune-block", li);
-        if (!pass_layer_selected(opt, l->name)) continue;
-        size_t n = block_slots(m, l, slots, transposed);
-        if (!n || pass_default_skip(m, opt, stems, li, "prune-block", PASS_FAMILY_BLOCK)) continue;
-        pass_layer_hit(opt, l->name);
-        for (size_t i = 0; i < n && !st; i++) {
-            int t = l->inputs[slots[i]];
-            if (done[t]) continue;
-            done[t] = 1;
-            st = prune_matrix(m, l, t, transposed[i], opt);
-        }
-        if (!st)
-            pdc_note(m->ctx, PDC_NOTE_PRUNED, "prune-block", l->name, "block %" PRId64 "x%" PRId64 " %.3g%%", opt->block_h,
-                     opt->block_w, pass_rate_for(&opt->block_rate, l->name) * 100.0);
-    }
-    pdc_free(stems);
-    pdc_free(done);
-    return st;
+    static const pass_pruner p = {"prune-block", PASS_FAMILY_BLOCK, block_slots, prune_matrix, note_block};
+    return pass_prune_layers(m, opt, &p);
 }

@@ -9,8 +9,9 @@
 
 #include "passes/project.h"
 
-static size_t weight_slots(const ir_model *m, const ir_layer *l, size_t *slots)
+static size_t weight_slots(const ir_model *m, const ir_layer *l, size_t *slots, int *flags)
 {
+    (void)flags;
     size_t n = 0;
     switch (l->op) {
     case IR_OP_CONV:
@@ -33,41 +34,31 @@ static size_t weight_slots(const ir_model *m, const ir_layer *l, size_t *slots)
     return k;
 }
 
+static pdc_status prune_weight(ir_model *m, const ir_layer *l, int t, int flag, const pass_options *opt)
+{
+    (void)flag;
+    ir_tensor *w = &m->tensors[t];
+    size_t count = ir_tensor_numel(w);
+    ir_sparsity s = {.kind = IR_SPARSITY_UNSTRUCTURED, .n_mask = count};
+    if (!(s.mask = pdc_alloc(m->ctx, count ? count : 1))) return PDC_ERR_OUT_OF_MEMORY;
+    char who[300];
+    snprintf(who, sizeof who, "layer '%.256s'", l->name);
+    pdc_status st =
+        project_unstructured(m->ctx, who, w->data, count, pass_rate_for(&opt->unstructured, l->name), s.mask);
+    if (st) ir_sparsity_free(&s);
+    else st = ir_model_set_sparsity(m, t, &s);
+    return st;
+}
+
+static void note_unstructured(const ir_model *m, const ir_layer *l, const pass_options *opt)
+{
+    pdc_note(m->ctx, PDC_NOTE_PRUNED, "prune-unstructured", l->name, "unstructured %.3g%%",
+             pass_rate_for(&opt->unstructured, l->name) * 100.0);
+}
+
 pdc_status pass_prune_unstructured(ir_model *m, const pass_options *opt)
 {
-    uint8_t *done = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1);
-    uint8_t *stems = NULL;
-    pdc_status st = done ? pass_find_stems(m, &stems) : PDC_ERR_OUT_OF_MEMORY;
-    for (size_t li = 0; li < m->n_layers && !st; li++) {
-        const ir_layer *l = &m->layers[li];
-        size_t slots[2];
-        pass_progress_layer(m, "prune-unstructured", li);
-        if (!pass_layer_selected(opt, l->name)) continue;
-        size_t n = weight_slots(m, l, slots);
-        if (!n || pass_default_skip(m, opt, stems, li, "prune-unstructured", PASS_FAMILY_UNSTRUCTURED)) continue;
-        pass_layer_hit(opt, l->name);
-        for (size_t i = 0; i < n && !st; i++) {
-            int t = l->inputs[slots[i]];
-            if (done[t]) continue;
-            done[t] = 1;
-            ir_tensor *w = &m->tensors[t];
-            size_t count = ir_tensor_numel(w);
-            ir_sparsity s = {.kind = IR_SPARSITY_UNSTRUCTURED, .n_mask = count};
-            if (!(s.mask = pdc_alloc(m->ctx, count ? count : 1))) {
-                st = PDC_ERR_OUT_OF_MEMORY;
-                break;
-            }
-            char who[300];
-            snprintf(who, sizeof who, "layer '%.256s'", l->name);
-            st = project_unstructured(m->ctx, who, w->data, count, pass_rate_for(&opt->unstructured, l->name), s.mask);
-            if (st) ir_sparsity_free(&s);
-            else st = ir_model_set_sparsity(m, t, &s);
-        }
-        if (!st)
-            pdc_note(m->ctx, PDC_NOTE_PRUNED, "prune-unstructured", l->name, "unstructured %.3g%%",
-                     pass_rate_for(&opt->unstructured, l->name) * 100.0);
-    }
-    pdc_free(stems);
-    pdc_free(done);
-    return st;
+    static const pass_pruner p = {"prune-unstructured", PASS_FAMILY_UNSTRUCTURED, weight_slots, prune_weight,
+                                  note_unstructured};
+    return pass_prune_layers(m, opt, &p);
 }
