@@ -169,10 +169,11 @@ pdc_status tr_op_forward(tr_net *net, size_t li, const tr_options *opt, int trai
 pdc_status tr_op_backward(tr_net *net, size_t li, const tr_options *opt);
 pdc_status tr_dense_forward(tr_net *net, size_t li);   /* conv, fc */
 pdc_status tr_dense_backward(tr_net *net, size_t li);
-/* Applies a layer's fused activation in place (keeping the pre-activation for backward) / multiplies dy
- * by its derivative into out. */
+/* Applies a layer's fused activation in place (keeping the pre-activation for backward) / takes *dy, the
+ * gradient of the layer's output, back through it: *dy becomes the pre-activation buffer, overwritten
+ * with the gradient before the activation (no change without one). */
 pdc_status tr_fused_forward(tr_net *net, size_t li);
-pdc_status tr_fused_backward(tr_net *net, size_t li, const float *dy, float *out);
+pdc_status tr_fused_backward(tr_net *net, size_t li, const float **dy);
 /* 1 if the trainer has a backward pass for op (else the message of the create error says so). */
 int tr_op_supported(ir_op op);
 /* Makes net->work hold at least n floats. */

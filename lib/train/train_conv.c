@@ -477,14 +477,7 @@ pdc_status tr_dense_backward(tr_net *net, size_t li)
 {
     const ir_layer *l = &net->exec->layers[li];
     const float *dy = net->grad[l->outputs[0]];
-    ir_fused_params fp;
-    pdc_status st = ir_fused_params_get(net->exec, l, &fp);
+    pdc_status st = tr_fused_backward(net, li, &dy);
     if (st) return st;
-    if (fp.act != IR_ACT_NONE) {
-        /* the pre-activation buffer becomes d(pre-activation): it is not needed after this */
-        float *pre = net->layers[li].pre;
-        if ((st = tr_fused_backward(net, li, dy, pre))) return st;
-        dy = pre;
-    }
     return l->op == IR_OP_CONV ? conv_backward(net, li, dy) : fc_backward(net, li, dy);
 }

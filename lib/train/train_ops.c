@@ -133,14 +133,17 @@ pdc_status tr_fused_forward(tr_net *net, size_t li)
     return PDC_OK;
 }
 
-pdc_status tr_fused_backward(tr_net *net, size_t li, const float *dy, float *out)
+pdc_status tr_fused_backward(tr_net *net, size_t li, const float **dy)
 {
     const ir_layer *l = &net->exec->layers[li];
     ir_fused_params fp;
     pdc_status st = ir_fused_params_get(net->exec, l, &fp);
-    if (st) return st;
+    if (st || fp.act == IR_ACT_NONE) return st;
+    /* the pre-activation buffer becomes d(pre-activation): it is not needed after this */
+    float *pre = net->layers[li].pre;
     const act_desc a = act_of_fused(&fp);
-    act_backward(&a, numel_of(net, l->outputs[0]), net->layers[li].pre, net->val[l->outputs[0]], dy, out, 0);
+    act_backward(&a, numel_of(net, l->outputs[0]), pre, net->val[l->outputs[0]], *dy, pre, 0);
+    *dy = pre;
     return PDC_OK;
 }
 
@@ -607,15 +610,8 @@ pdc_status tr_op_backward(tr_net *net, size_t li, const tr_options *opt)
     case IR_OP_CONV:
     case IR_OP_FC: return tr_dense_backward(net, li);
     case IR_OP_GEMM: {
-        ir_fused_params fp;
-        pdc_status st = ir_fused_params_get(net->exec, l, &fp);
-        if (st) return st;
-        if (fp.act != IR_ACT_NONE) {
-            float *pre = net->layers[li].pre;
-            if ((st = tr_fused_backward(net, li, dy, pre))) return st;
-            dy = pre;
-        }
-        return gemm_backward(net, li, dy);
+        pdc_status st = tr_fused_backward(net, li, &dy);
+        return st ? st : gemm_backward(net, li, dy);
     }
     case IR_OP_MATMUL: return matmul_backward(net, li);
     case IR_OP_BATCHNORM: return bn_backward(net, li);
