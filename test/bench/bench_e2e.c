@@ -18,25 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "host.h"
+#include "layers.h"
 #include "models.h"
 #include "pdc.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static void die(pdc_context *ctx, const char *what)
 {
@@ -59,21 +46,20 @@ static double time_runs(pdc_context *ctx, pdc_program *prog, pdc_tensor *x, pdc_
     for (int w = 0; w < 3; w++)
         if (pdc_program_run(prog, 1, &x, 1, &y) != PDC_OK) die(ctx, "run");
     while ((n < 7 || spent < min_time) && n < 1000) {
-        double t0 = now();
+        double t0 = bench_now();
         if (pdc_program_run(prog, 1, &x, 1, &y) != PDC_OK) die(ctx, "run");
-        t[n] = (now() - t0) * 1e3;
+        t[n] = (bench_now() - t0) * 1e3;
         spent += t[n] / 1e3;
         n++;
     }
-    qsort(t, (size_t)n, sizeof *t, cmpd);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return bench_median(t, n);
 }
 
 static double compile_seconds(pdc_context *ctx, const pdc_model *m, pdc_program **out)
 {
-    double t0 = now();
+    double t0 = bench_now();
     if (pdc_compile(ctx, m, "cpu", out) != PDC_OK) die(ctx, "compile");
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 int main(int argc, char **argv)

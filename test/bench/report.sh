@@ -93,12 +93,18 @@ function isa(k,   n, p) {      # the last item of a pdc kernel description: avx5
 # rec FILE BENCHMARK TEXT: one item of the "The recording" list
 rec() { printf -- '- `test/bench/%s` (%s): %s\n' "$1" "$2" "$3" >> "$T/recording"; }
 
+# A TSV that is not there: the section says so, and so does "The recording".
+# not_recorded FILE BENCH TITLE [WHY]
+not_recorded() {
+    printf '\n## %s\n\n`test/bench/%s`: not recorded%s.\n' "$3" "$1" "${4:+ ($4)}" >> "$T/tables"
+    rec "$1" "$2" "not recorded"
+}
+
 # ------------------------------------------------------------------ 3x3 layers (bench_conv)
 conv() { # conv FILE MODE(warm|cold) TITLE
     f=$BENCH/$1
     if [ ! -f "$f" ]; then
-        printf '\n## %s\n\n`test/bench/%s`: not recorded.\n' "$3" "$1" >> "$T/tables"
-        if [ "$2" = cold ]; then rec "$1" "bench_conv --cold" "not recorded"; else rec "$1" bench_conv "not recorded"; fi
+        if [ "$2" = cold ]; then not_recorded "$1" "bench_conv --cold" "$3"; else not_recorded "$1" bench_conv "$3"; fi
         return 0
     fi
     awk -F '\t' -v file="$1" -v mode="$2" -v title="$3" -v comps="$COMPS" -v HT="$T/hl_table" -v HN="$T/hl_notes" \
@@ -191,8 +197,7 @@ scaling() {
     f=$BENCH/results_scaling.tsv
     title='2 threads against 1, pinned (`bench_scaling`)'
     if [ ! -f "$f" ]; then
-        printf '\n## %s\n\n`test/bench/results_scaling.tsv`: not recorded.\n' "$title" >> "$T/tables"
-        rec results_scaling.tsv bench_scaling "not recorded"
+        not_recorded results_scaling.tsv bench_scaling "$title"
         return 0
     fi
     awk -F '\t' -v title="$title" -v comps="$COMPS" -v TARGET=1.8 -v HT="$T/hl_table" -v R="$T/recording" "$LIB"'
@@ -263,8 +268,7 @@ e2e() {
     f=$BENCH/results_e2e.tsv
     title='Whole networks against ONNX Runtime, compile time (`bench_e2e`)'
     if [ ! -f "$f" ]; then
-        printf '\n## %s\n\n`test/bench/results_e2e.tsv`: not recorded.\n' "$title" >> "$T/tables"
-        rec results_e2e.tsv bench_e2e "not recorded"
+        not_recorded results_e2e.tsv bench_e2e "$title"
         return 0
     fi
     awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
@@ -326,8 +330,7 @@ batch() {
     f=$BENCH/results_batch.tsv
     title='fc and LSTM at batch 1, 8 and 32 (`bench_batch`)'
     if [ ! -f "$f" ]; then
-        printf '\n## %s\n\n`test/bench/results_batch.tsv`: not recorded.\n' "$title" >> "$T/tables"
-        rec results_batch.tsv bench_batch "not recorded"
+        not_recorded results_batch.tsv bench_batch "$title"
         return 0
     fi
     awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
@@ -373,8 +376,7 @@ gpu() {
     f=$BENCH/results_gpu.tsv
     title='The gpu target against cuDNN (`gpu_bench`, `make bench-gpu`)'
     if [ ! -f "$f" ]; then
-        printf '\n## %s\n\n`test/bench/results_gpu.tsv`: not recorded (`make bench-gpu` needs a GPU and cuDNN).\n' "$title" >> "$T/tables"
-        rec results_gpu.tsv gpu_bench "not recorded"
+        not_recorded results_gpu.tsv gpu_bench "$title" '`make bench-gpu` needs a GPU and cuDNN'
         return 0
     fi
     awk -F '\t' -v title="$title" -v comps="$COMPS" -v HT="$T/hl_table" -v R="$T/recording" "$LIB"'
