@@ -332,7 +332,7 @@ int cli_load_model(pdc_context *ctx, const cli_model_args *a, pdc_model **model_
         st = pdc_model_set_input_shape(model, shapes[i].name, shapes[i].rank, shapes[i].dims);
         if (st != PDC_OK) {
             char shape[128], what[512];
-            snprintf(what, sizeof what, "--shape %s=%s", shapes[i].name,
+            snprintf(what, sizeof what, "--shape %.256s=%s", shapes[i].name,
                      cli_format_shape(shapes[i].rank, shapes[i].dims, shape, sizeof shape));
             cli_lib_error(ctx, st, path, what);
             pdc_model_destroy(model);
