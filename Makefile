@@ -19,11 +19,12 @@ GOALS := $(or $(MAKECMDGOALS),all)
 $(GOALS): deps-then-goals ; @:
 # Without -j, the libraries and the tool are built on every core first (the quick start's `make demo`
 # builds in a minute instead of several); the goals themselves then run in order, output unmixed.
-# (-j shows in MAKEFLAGS only when recipes run, hence the shell test.)
-PREBUILD := $(filter all demo test,$(GOALS))
+# (-j shows in MAKEFLAGS only when recipes are expanded, not when the Makefile is parsed.)
+# (Not with clean or uninstall among the goals: they would undo it.)
+PREBUILD := $(if $(filter clean uninstall,$(GOALS)),,$(filter all demo test,$(GOALS)))
 deps-then-goals:
 	@sh .ci/install-deps
-	@case "$(MAKEFLAGS)" in *-j*) prebuild= ;; *) prebuild="$(PREBUILD)" ;; esac; \
+	@prebuild="$(if $(filter -j%,$(MAKEFLAGS)),,$(PREBUILD))"; \
 	goals="$(GOALS)"; \
 	if [ -n "$$prebuild" ]; then \
 	    $(MAKE) --no-print-directory PDC_DEPS_CHECKED=1 -j$$(nproc) all || exit 1; \

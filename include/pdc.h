@@ -140,7 +140,8 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
  * a counter. `stage` is "compile" (pdc_compile) or the name of the pass that runs (pdc_model_transform,
  * and the trainer's pruning calls, which run the passes); it is borrowed, valid during the call only.
  * Within a stage `done` (layers finished) starts at 0 and never decreases, `total` is the model's layer
- * count, and the last call of a stage that succeeds has done == total (a failing stage may end without
+ * count at that call (a pass that removes layers, as canonicalize does, ends with the smaller count), and
+ * the last call of a stage that succeeds has done == total (a failing stage may end without
  * it). Called on the thread that made the call, from inside pdc; it must not call pdc functions on the
  * same context.
  */
@@ -610,9 +611,9 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
 PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
                                    size_t n_outputs, pdc_tensor *const *outputs);
 /**
- * The worker threads each run of the program uses: on target "cpu" the context option "threads" as it was
- * at compile, 0 (all cores) resolved to the number of processors available; 1 on "ref" and "gpu" (one
- * host thread; the device runs the kernels).
+ * The worker threads each run of the program may use: on target "cpu" the context option "threads" as it
+ * was at compile, 0 (all cores) resolved to the number of processors available - a run on a loaded machine
+ * may use fewer; 1 on "ref" and "gpu" (one host thread; the device runs the kernels).
  * @param[out] n_out  at least 1
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL program or n_out)
  * Thread-safety: any thread (the program is not changed).

@@ -681,6 +681,13 @@ expect_out "pruned 1 layer:"
 expect_out_re "^  big   5x5 kernels: --pattern-kernels 7x7,5x5 prunes them$"
 end
 
+begin "prune --block-convs without --block is a usage error saying what it modifies"
+run "$PDC" prune "$T/kernels.pdcir" -o "$T/bad.pdc" --block-convs
+expect_rc 2
+expect_err "--block-convs lets --block take 1x1 convs: give --block RxC[:RATE] too"
+expect_no_file "$T/bad.pdc"
+end
+
 begin "prune --pattern-kernels with a bad list is a usage error naming the option and the value"
 run "$PDC" prune "$T/kernels.pdcir" -o "$T/bad.pdc" --pattern-kernels 3x4
 expect_rc 2

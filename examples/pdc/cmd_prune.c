@@ -250,7 +250,7 @@ int cmd_prune(int argc, char **argv)
     /* option name and value for pdc_model_transform, in command-line order */
     const char *names[32], *values[32];
     size_t n_opts = 0;
-    int pattern_opts = 0, block = 0, unstructured = 0;
+    int pattern_opts = 0, block = 0, block_convs = 0, unstructured = 0;
     const char *pattern_kernels = "3x3"; /* for the hint on layers the default kernel sizes left alone */
     int id;
     while ((id = cli_next_model_arg(&p, &a, &v)) > 0) {
@@ -275,7 +275,7 @@ int cmd_prune(int argc, char **argv)
         case OPT_PRINT_AFTER: name = "print_after"; break;
         case OPT_INCLUDE_STEM: name = "include_stem", v = "1"; break;
         case OPT_PATTERN_KERNELS: name = "pattern_kernels", pattern_opts = 1, pattern_kernels = v; break;
-        case OPT_BLOCK_CONVS: name = "block_convs", v = "1", block = 1; break;
+        case OPT_BLOCK_CONVS: name = "block_convs", v = "1", block_convs = 1; break;
         default: return USAGE("internal: unhandled option");
         }
         if (name) {
@@ -294,6 +294,8 @@ int cmd_prune(int argc, char **argv)
         return USAGE("cannot tell the format of '%s': OUT must end in .pdc (binary), .pdcir (text) or .onnx",
                      out_path);
 
+    if (block_convs && !block && !passes)
+        return USAGE("--block-convs lets --block take 1x1 convs: give --block RxC[:RATE] too");
     char pipeline[256] = "";
     if (!passes) {
         if (pattern_opts || (!block && !unstructured)) strcat(pipeline, "prune-pattern,prune-connectivity,");

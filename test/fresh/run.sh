@@ -13,16 +13,33 @@
 # and installed fresh by the README's own apt-get).
 set -eu
 
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
+# In a private mount namespace where one can be had: the root's mounts then end with this script,
+# however it ends.
+if [ -z "${PDC_FRESH_NS:-}" ] && command -v unshare >/dev/null 2>&1 && unshare -m --propagation private true 2>/dev/null
+then
+    PDC_FRESH_NS=1 exec unshare -m --propagation private sh "$0" "$@"
+fi
+
+REPO=$(cd -P "$(dirname "$0")/../.." && pwd -P)
 WORK=${PDC_FRESH_DIR:-$REPO/build/fresh}
-# The archive this machine's apt uses (a CI runner may have its own mirror), else Debian's.
-host_mirror() {
-    { sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null
-      sed -n 's/^deb[[:space:]]\{1,\}\(\[[^]]*\][[:space:]]*\)\{0,1\}\([^[:space:]]*\)[[:space:]]\{1,\}bookworm[[:space:]].*/\2/p' \
-          /etc/apt/sources.list 2>/dev/null; } | grep -v security | head -n 1
+mkdir -p "$WORK" && WORK=$(cd -P "$WORK" && pwd -P) || exit 1
+# The archives this machine's apt uses (a CI runner may have its own mirror), else Debian's; only
+# plain http(s) URIs (not mirror+file: lists, which the root would not have).
+host_uris() {
+    { sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null
+      sed -n 's/^deb[[:space:]]\{1,\}\(\[[^]]*\][[:space:]]*\)\{0,1\}\([^[:space:]]*\)[[:space:]].*/\2/p' \
+          /etc/apt/sources.list 2>/dev/null; } | grep -E '^https?://[^ ]*debian' || true
 }
-MIRROR=${PDC_FRESH_MIRROR:-$(host_mirror)}
+MIRROR=${PDC_FRESH_MIRROR:-$(host_uris | grep -v security | head -n 1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
+SECURITY=$(host_uris | grep security | head -n 1)
+SECURITY=${SECURITY:-http://security.debian.org/debian-security}
+# apt's proxy, for debootstrap too (it reads http_proxy, not apt's configuration)
+if [ -z "${http_proxy:-}" ]; then
+    http_proxy=$(cat /etc/apt/apt.conf /etc/apt/apt.conf.d/* 2>/dev/null |
+        sed -n 's/^[[:space:]]*Acquire::http::Proxy[[:space:]]*"\([^"]*\)".*/\1/p' | head -n 1)
+    [ -z "$http_proxy" ] || export http_proxy
+fi
 ROOT=$WORK/root
 LOG=$WORK/log
 
@@ -36,20 +53,28 @@ command -v debootstrap >/dev/null || {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || die "cannot install debootstrap"
 }
 
-mounted() { grep -q " $ROOT/" /proc/mounts; }
 unmount_all() {
     for m in dev/pts dev/shm sys proc; do
-        if grep -q " $ROOT/$m " /proc/mounts; then umount "$ROOT/$m" 2>/dev/null || umount -l "$ROOT/$m"; fi
+        if mountpoint -q "$ROOT/$m" 2>/dev/null; then umount "$ROOT/$m" 2>/dev/null || umount -l "$ROOT/$m"; fi
     done
+}
+mounted() {
+    for m in dev/pts dev/shm sys proc; do mountpoint -q "$ROOT/$m" 2>/dev/null && return 0; done
+    return 1
 }
 trap unmount_all EXIT
 trap 'exit 130' INT TERM
 
-# A root left by an interrupted run is removed only once nothing is mounted in it.
+# A root left by an interrupted run is removed only once nothing is mounted in it, and only if this
+# script made it (the marker beside it): PDC_FRESH_DIR=/ must never cost the host its /root.
+MARK=$WORK/root.pdc-fresh
 unmount_all
 ! mounted || die "something is still mounted under $ROOT; unmount it first"
-rm -rf "$ROOT"
-mkdir -p "$WORK"
+if [ -e "$ROOT" ]; then
+    [ -e "$MARK" ] || die "$ROOT exists and was not made by this script; remove it or choose PDC_FRESH_DIR"
+    rm -rf --one-file-system "$ROOT"
+fi
+: > "$MARK"
 : > "$LOG"
 
 t0=$(now)
@@ -71,15 +96,12 @@ mkdir -p "$ROOT/dev/pts" "$ROOT/dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666 devpts "$ROOT/dev/pts"
 mount -t tmpfs -o mode=1777 tmpfs "$ROOT/dev/shm"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
-# The host's Debian sources and apt proxy settings, if any, so the root reaches what the host reaches.
-if [ -f /etc/apt/sources.list.d/debian.sources ] && [ -z "${PDC_FRESH_MIRROR:-}" ]; then
-    cp /etc/apt/sources.list.d/debian.sources "$ROOT/etc/apt/sources.list.d/debian.sources"
-    : > "$ROOT/etc/apt/sources.list"
-else
-    echo "deb $MIRROR bookworm main" > "$ROOT/etc/apt/sources.list"
-    echo "deb $MIRROR bookworm-updates main" >> "$ROOT/etc/apt/sources.list"
-    echo "deb http://security.debian.org/debian-security bookworm-security main" >> "$ROOT/etc/apt/sources.list"
-fi
+# The host's archives (bookworm's suites, whatever the host runs) and apt proxy settings.
+{
+    echo "deb $MIRROR bookworm main"
+    echo "deb $MIRROR bookworm-updates main"
+    echo "deb $SECURITY bookworm-security main"
+} > "$ROOT/etc/apt/sources.list"
 for f in /etc/apt/apt.conf.d/*; do
     grep -qi 'proxy' "$f" 2>/dev/null && cp "$f" "$ROOT/etc/apt/apt.conf.d/"
 done
@@ -104,8 +126,9 @@ status=0
     while IFS= read -r line; do
         n=$((n + 1))
         case "$line" in '' | '#'*) continue ;; esac
-        printf 'echo "fresh: \\$ %s"; _fresh_t=$(date +%%s)\n' "$(printf '%s' "$line" | sed 's/["\\$`]/\\&/g')"
-        printf '%s\n' "$line"
+        printf 'printf "%%s\\n" "fresh: \\$ %s"; _fresh_t=$(date +%%s)\n' "$(printf '%s' "$line" | sed 's/["\\$`]/\\&/g')"
+        # braces: `cd` still carries over; a failure anywhere in an && list still fails the line
+        printf '{ %s\n} || { _rc=$?; echo "fresh: line %d failed (exit $_rc)"; exit $_rc; }\n' "$line" "$n"
         printf 'echo "fresh: line %d took $(($(date +%%s) - _fresh_t)) s"\n' "$n"
     done < "$ROOT/root/quickstart.sh"
 } > "$ROOT/root/quickstart-run.sh"
