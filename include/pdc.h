@@ -121,6 +121,10 @@ PDC_API const char *pdc_context_last_error(const pdc_context *ctx);
  *                 "x=1x3x224x224"), applied by pdc_model_load_onnx before it evaluates the model's
  *                 shape arithmetic; needed only when that arithmetic depends on a symbolic dim.
  *                 Inputs the model does not have are ignored. Default "" (none).
+ *  - "sparsity_min_fill"  ONNX import's least fill, in (0, 1], of what a recognised sparsity keeps: blocks
+ *                 and patterns are recognised from a pruned model's exact zeros even when stray zeros lie
+ *                 inside kept blocks/patterns, as long as this share of the kept entries is non-zero
+ *                 (default "0.95"; docs/onnx.md).
  *  - "gpu_arch"   the SM the "gpu" target generates PTX for: "auto" (default: the device's compute
  *                 capability, capped to the highest listed SM not above it) or one of "sm_75",
  *                 "sm_80", "sm_86", "sm_89", "sm_90" (others: PDC_ERR_INVALID_ARG listing these).

@@ -12,6 +12,10 @@
 #include "lib/core/context.h"
 #include "lib/shape_list.h"
 
+#define KNOWN_OPTIONS \
+    "threads, cache_dir, log_level, verify, max_memory, fail_alloc_after, onnx_input_shapes, gpu_arch, " \
+    "sparsity_min_fill"
+
 static const char *const log_level_names[] = {"error", "warn", "info", "debug"};
 
 /* Parses a non-negative decimal integer that fits in max; 1 on success. */
@@ -70,6 +74,14 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option gpu_arch: expected auto or one of %s, got \"%s\"",
                              list, value);
         snprintf(ctx->gpu_arch, sizeof ctx->gpu_arch, "%s", value);
+    } else if (!strcmp(name, "sparsity_min_fill")) {
+        char *end;
+        errno = 0;
+        double f = strtod(value, &end);
+        if (!*value || *end || errno || !(f > 0.0 && f <= 1.0))
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option sparsity_min_fill: expected a share in (0, 1], got \"%s\"",
+                             value);
+        ctx->sparsity_min_fill = f;
     } else if (!strcmp(name, "onnx_input_shapes")) {
         char err[256];
         size_t n = strlen(value);
@@ -81,9 +93,7 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
         memcpy(ctx->onnx_input_shapes, value, n + 1);
     } else {
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
-                         "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory, "
-                         "fail_alloc_after, onnx_input_shapes, gpu_arch)",
-                         name);
+                         "unknown option \"%s\" (known: " KNOWN_OPTIONS ")", name);
     }
     return PDC_OK;
 }
@@ -103,11 +113,10 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
         snprintf(tmp, sizeof tmp, "%zu", __atomic_load_n(&ctx->fail_alloc_countdown, __ATOMIC_RELAXED));
     else if (!strcmp(name, "onnx_input_shapes")) snprintf(tmp, sizeof tmp, "%s", ctx->onnx_input_shapes);
     else if (!strcmp(name, "gpu_arch")) snprintf(tmp, sizeof tmp, "%s", ctx->gpu_arch[0] ? ctx->gpu_arch : "auto");
+    else if (!strcmp(name, "sparsity_min_fill")) snprintf(tmp, sizeof tmp, "%g", ctx->sparsity_min_fill);
     else
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
-                         "unknown option \"%s\" (known: threads, cache_dir, log_level, verify, max_memory, "
-                         "fail_alloc_after, onnx_input_shapes, gpu_arch)",
-                         name);
+                         "unknown option \"%s\" (known: " KNOWN_OPTIONS ")", name);
     size_t n = strlen(tmp);
     if (n + 1 > cap)
         return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option %s: buffer of %zu bytes too small for %zu", name, cap, n + 1);

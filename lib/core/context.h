@@ -26,6 +26,7 @@ struct pdc_context {
     char cache_dir[PDC_PATH_MAX];
     char onnx_input_shapes[PDC_PATH_MAX]; /* option onnx_input_shapes (lib/shape_list.h); "" = none */
     char gpu_arch[16];            /* option gpu_arch: "auto" or sm_XY from backends/gpu's list */
+    double sparsity_min_fill;     /* option sparsity_min_fill: ONNX import's least fill of kept blocks/patterns */
     void *jit;                    /* backends/llvm JIT session, created on first use by a JIT backend */
     void (*jit_destroy)(void *);  /* set with jit; called by pdc_context_destroy */
     pdc_progress_handler progress; /* pdc_context_set_progress_handler; NULL = none */

@@ -206,8 +206,6 @@ pdc_status onnx_recognise_sparsity(ir_model *m);
 /* The detectors, on a weight tensor; out->kind stays NONE when the structure is not found. */
 #define ONNX_PATTERN_MAX 32
 #define ONNX_BLOCK_MIN_ZERO_PCT 10
-/* kept blocks / patterns may hold stray exact zeros: at least this share of their entries is non-zero */
-#define ONNX_MIN_FILL_PCT 95
 #define ONNX_UNSTRUCTURED_MIN_ZERO_PCT 50
 pdc_status onnx_detect_pattern(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
 pdc_status onnx_detect_block(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);

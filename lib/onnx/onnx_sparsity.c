@@ -11,12 +11,12 @@
  * pattern is still that pattern - and an all-zero kernel is connectivity-pruned (-1): stray zeros
  * inside a kernel's pattern are stored zeros. Accepted when there are at most ONNX_PATTERN_MAX
  * patterns, the description removes at least one weight and its fill (non-zeros / kept entries) is
- * at least ONNX_MIN_FILL_PCT%.
+ * at least sparsity_min_fill.
  *
  * Block (FC / MatMul / Gemm weights, 1x1 convs, LSTM/GRU gate matrices, in the IR's matrix view):
  * the candidate shapes 1x4, 4x1, 4x4, 2x2, 1x8, 8x1. A block holding any non-zero is kept; a shape
  * fits when at least ONNX_BLOCK_MIN_ZERO_PCT% of the blocks are all zero and the kept blocks'
- * fill (non-zeros / their size) is at least ONNX_MIN_FILL_PCT%. Real weights hold stray exact zeros
+ * fill (non-zeros / their size) is at least the context option sparsity_min_fill (default 0.95). Real weights hold stray exact zeros
  * (weight decay, fp16 round trips, dead units) inside kept blocks: requiring every zero to lie in a
  * removed block would send a 1x4-pruned layer with two stray zeros to the unstructured kernels. The
  * largest fitting block wins (ties: the higher fill, then the earlier in that list).
@@ -105,7 +105,7 @@ pdc_status onnx_detect_pattern(const pdc_context *ctx, const ir_tensor *w, ir_sp
             if (best >= 0) kept += (size_t)popcount64(pat[best]);
         }
         /* the description must remove something, and its kept entries be mostly non-zero */
-        ok = kept < nk * win && (nk * win - zeros) * 100 >= (size_t)ONNX_MIN_FILL_PCT * kept;
+        ok = kept < nk * win && (double)(nk * win - zeros) >= ctx->sparsity_min_fill * (double)kept;
     }
     pdc_free(mask);
     pdc_free(distinct);
@@ -157,7 +157,7 @@ pdc_status onnx_detect_block(const pdc_context *ctx, const ir_tensor *w, ir_spar
         /* every non-zero lies in a kept block, so fill = non-zeros / (all - the zero blocks' elements) */
         size_t kept_size = n - covered, nonzeros = n - zeros;
         int fits = zero_blocks * 100 >= (size_t)ONNX_BLOCK_MIN_ZERO_PCT * (size_t)(nbr * nbc) &&
-                   nonzeros * 100 >= (size_t)ONNX_MIN_FILL_PCT * kept_size;
+                   (double)nonzeros >= ctx->sparsity_min_fill * (double)kept_size;
         double fill = kept_size ? (double)nonzeros / (double)kept_size : 1.0;
         int64_t size = bh * bw, best_size = best < 0 ? 0 : shapes[best][0] * shapes[best][1];
         if (fits && (best < 0 || size > best_size || (size == best_size && fill > best_fill))) {

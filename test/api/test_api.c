@@ -56,8 +56,17 @@ START_TEST(options_set_get_and_reject)
     ck_assert_status(ctx, pdc_context_set_option(ctx, "threads", "2x"), PDC_ERR_INVALID_ARG);
     ck_assert_status(ctx, pdc_context_set_option(ctx, "log_level", "loud"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "loud");
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "sparsity_min_fill", "0.9"));
+    assert_context_option("sparsity_min_fill", "0.9");
+    static const char *const bad_fill[] = {"0", "1.5", "-0.5", "x", "0.9x", ""};
+    for (size_t i = 0; i < sizeof bad_fill / sizeof bad_fill[0]; i++) {
+        ck_assert_status(ctx, pdc_context_set_option(ctx, "sparsity_min_fill", bad_fill[i]), PDC_ERR_INVALID_ARG);
+        ck_assert_error_has(ctx, "option sparsity_min_fill: expected a share in (0, 1]");
+    }
+    assert_context_option("sparsity_min_fill", "0.9");
     ck_assert_status(ctx, pdc_context_set_option(ctx, "no_such_option", "1"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "no_such_option");
+    ck_assert_error_has(ctx, "sparsity_min_fill)");
     ck_assert_status(ctx, pdc_context_set_option(ctx, NULL, "1"), PDC_ERR_INVALID_ARG);
     ck_assert_status(ctx, pdc_context_get_option(ctx, "threads", buf, 1), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "too small");

@@ -254,6 +254,12 @@ START_TEST(stray_zeros_keep_the_structure)
     ir_sparsity none;
     ck_assert_ok(ctx, onnx_detect_block(ctx, w, &none));
     ck_assert_int_eq(none.kind, IR_SPARSITY_NONE);
+    /* ... which a lower context option sparsity_min_fill accepts */
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "sparsity_min_fill", "0.8"));
+    ck_assert_ok(ctx, onnx_detect_block(ctx, w, &none));
+    ck_assert_int_eq(none.kind, IR_SPARSITY_BLOCK);
+    ir_sparsity_free(&none);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "sparsity_min_fill", "0.95"));
     pdc_model_destroy(m);
 
     ck_assert_ok(ctx, pdc_model_load(ctx, onnx_path("pattern_cnn", ".onnx"), &m));
@@ -326,7 +332,7 @@ START_TEST(pattern_detector_rules)
     const uint32_t masks[8] = {0x12, A, B, 0x0b, 0, B, 0x10, A};
     float w[40 * 9];
     for (size_t k = 0; k < 8; k++) set_kernel(w, k, masks[k]);
-    /* alone, those 8 fill their patterns to 22 of 28 entries: below ONNX_MIN_FILL_PCT, not a pattern */
+    /* alone, those 8 fill their patterns to 22 of 28 entries: below the default sparsity_min_fill (0.95), not a pattern */
     ir_tensor t = weight(4, I64(2, 4, 3, 3), w);
     ir_sparsity s;
     ck_assert_ok(ctx, onnx_detect_pattern(ctx, &t, &s));
