@@ -289,8 +289,8 @@ START_TEST(emit_checks_target_options_and_directory)
 {
     pdc_model *m = small_cnn();
     pdc_attrs *o = NULL;
-    char dir[] = "/tmp/pdc_emit_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[256];
+    ck_assert_ptr_nonnull(test_make_temp_dir(dir, sizeof dir, "emit"));
     ck_assert_status(ctx, pdc_model_emit(ctx, m, "tpu9000", NULL, dir), PDC_ERR_UNKNOWN_TARGET);
     ck_assert_error_has(ctx, "unknown target 'tpu9000' (known: aarch64-linux-gnu, nvptx)");
     ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", NULL, NULL), PDC_ERR_INVALID_ARG);
@@ -325,7 +325,7 @@ START_TEST(emit_checks_target_options_and_directory)
     ck_assert_error_has(ctx, "unknown option 'speed' (known: name, cpu, arch)");
     pdc_attrs_destroy(o);
     /* directories: checked before any code is generated; nothing is created on failure */
-    char sub[64], file[64];
+    char sub[300], file[300];
     snprintf(sub, sizeof sub, "%s/no/such", dir);
     ck_assert_status(ctx, pdc_model_emit(ctx, m, "nvptx", NULL, sub), PDC_ERR_IO);
     ck_assert_error_has(ctx, "its parent");

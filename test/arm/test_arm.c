@@ -56,8 +56,7 @@ static int cross_tools(void)
 static void setup(void)
 {
     mb_open("arm_test");
-    snprintf(tmp, sizeof tmp, "%s/pdc-test-arm-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ck_assert_ptr_nonnull(test_make_temp_dir(tmp, sizeof tmp, "arm"));
 }
 
 static void teardown(void)

@@ -273,9 +273,7 @@ static int bc_main(const char *target, float tol, Suite *s)
 {
     bc_target = target;
     bc_tolerance = tol;
-    snprintf(cache_dir, sizeof cache_dir, "%s/pdc-test-%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             target);
-    if (!mkdtemp(cache_dir)) {
+    if (!test_make_temp_dir(cache_dir, sizeof cache_dir, target)) {
         perror("mkdtemp");
         return EXIT_FAILURE;
     }

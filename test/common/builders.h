@@ -49,8 +49,7 @@ static inline void ctx_teardown(void)
 static inline void tmpdir_setup(void)
 {
     ctx_setup();
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/pdc_test_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    ck_assert_ptr_nonnull(test_make_temp_dir(tmpdir, sizeof tmpdir, "suite"));
 }
 
 static inline void tmpdir_teardown(void)

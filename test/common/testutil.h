@@ -105,6 +105,15 @@ static inline TCase *test_add_tcase(Suite *s, const char *name, SFun setup, SFun
 
 /* The whole file at path, NUL-terminated (malloc'd, the caller frees it; *len its size if len is not
  * NULL). Asserts that it can be read. */
+/* A new private directory "$TMPDIR/pdc-test-NAME-XXXXXX" (TMPDIR default /tmp) into buf; NULL if it
+ * cannot be made (mkdtemp's errno). */
+static inline char *test_make_temp_dir(char *buf, size_t cap, const char *name)
+{
+    const char *root = getenv("TMPDIR");
+    int n = snprintf(buf, cap, "%s/pdc-test-%s-XXXXXX", root && *root ? root : "/tmp", name);
+    return n > 0 && (size_t)n < cap ? mkdtemp(buf) : NULL;
+}
+
 static inline char *test_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
