@@ -400,6 +400,8 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *  - reorder             groups the filters of each pattern-pruned conv by kernel count and pattern mix; the
  *                        permutation is kept in the layer and undone on output, so outputs are unchanged.
  *  - plan                places every activation in one arena by liveness (pdc_model_memory_plan).
+ *  - share               stores constants with identical contents once and computes once a layer with the
+ *                        same op, attributes and inputs as an earlier one (groups: pdc_compile_group).
  * Safe defaults: no pruning pass touches the stem - a conv that reads a graph input, directly or through
  * layers without weights (a normalising sub/mul/div, batchnorm, pooling, reshape, concat, ...) - unless
  * "include_stem" is 1: its few weights see the raw input and cost accuracy out of proportion. prune-pattern
@@ -636,6 +638,39 @@ PDC_API pdc_status pdc_program_num_layers(const pdc_program *program, size_t *n_
  */
 PDC_API pdc_status pdc_program_layer_kernel(const pdc_program *program, size_t i, const char **name_out,
                                             const char **kernel_out);
+
+/* ------------------------------------------------------------------ groups */
+
+/**
+ * Several models as one, for a program that runs them together (pdc_compile_group): a new model holding
+ * copies of models[0..n-1] (which stay the caller's). Model k's layers, constants, activations and
+ * outputs are named "k/NAME" (k counts from 0 in the order given); outputs come in model order. Graph
+ * inputs keep their names, and models with an input of the same name read one input (the same frame
+ * for a detector and a classifier), whose shapes must then agree; with option share_inputs 0 every
+ * model keeps its own inputs, named "k/NAME" too. Memory plans are dropped.
+ * @param options may be NULL; "share_inputs": int = 1
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, n = 0, bad option), PDC_ERR_SHAPE (a shared input's shapes
+ *         differ: the message names the input and both shapes), PDC_ERR_OUT_OF_MEMORY
+ */
+PDC_API pdc_status pdc_model_group(pdc_context *ctx, const pdc_model *const *models, size_t n,
+                                   const pdc_attrs *options, pdc_model **group_out);
+/**
+ * Compiles a group: pdc_model_group (inputs shared by name), the passes "share" (constants with identical
+ * contents stored and packed once; a layer with the same op, attributes and inputs as another - the
+ * common prefix of two fine-tuned variants of one backbone - computed once) and "plan" (one activation
+ * arena for the whole group), then pdc_compile. Outputs are bit for bit those of each model compiled
+ * alone. Find inputs and outputs with pdc_program_find_input/_output ("k/NAME" for model k's outputs).
+ * @retval as pdc_model_group and pdc_compile (PDC_ERR_SHAPE also for a symbolic input)
+ */
+PDC_API pdc_status pdc_compile_group(pdc_context *ctx, const pdc_model *const *models, size_t n, const char *target,
+                                     pdc_program **program_out);
+/**
+ * The index of the program's input / output named `name`, for pdc_program_run's arrays.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_NOT_FOUND (no such name: the message says so)
+ * Thread-safety: any thread (the program is not changed).
+ */
+PDC_API pdc_status pdc_program_find_input(const pdc_program *program, const char *name, size_t *index_out);
+PDC_API pdc_status pdc_program_find_output(const pdc_program *program, const char *name, size_t *index_out);
 
 /* ------------------------------------------------------------------ tensor */
 

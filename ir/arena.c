@@ -174,3 +174,8 @@ pdc_status ir_arena_layout(const pdc_context *ctx, const ir_model *m, const char
     }
     return PDC_OK;
 }
+
+void ir_arena_drop(ir_model *m)
+{
+    for (size_t li = 0; li < m->n_layers; li++) ir_attrs_remove(&m->layers[li].attrs, IR_ARENA_ATTR);
+}

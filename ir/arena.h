@@ -21,6 +21,9 @@
  * def = last = SIZE_MAX. def and last have m->n_tensors entries. */
 void ir_liveness(const ir_model *m, size_t *def, size_t *last);
 
+/* Removes the plan (attribute arena_offsets) from every layer: for rewrites that invalidate it. */
+void ir_arena_drop(ir_model *m);
+
 /* Reads and checks the plan. *present = 0 (and nothing else written) if no layer carries
  * arena_offsets; otherwise every layer must, with valid, aligned, in-range offsets that never
  * overlap for tensors live at the same time. offsets (n_tensors entries, may be NULL) receives each

@@ -115,6 +115,36 @@ pdc_status ir_attrs_set_string(const pdc_context *ctx, ir_attrs *a, const char *
     return PDC_OK;
 }
 
+void ir_attrs_remove(ir_attrs *a, const char *name)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        if (strcmp(a->items[i].name, name)) continue;
+        attr_clear_value(&a->items[i]);
+        pdc_free(a->items[i].name);
+        memmove(&a->items[i], &a->items[i + 1], (a->n - i - 1) * sizeof a->items[i]);
+        a->n--;
+        return;
+    }
+}
+
+int ir_attrs_equal(const ir_attrs *a, const ir_attrs *b)
+{
+    if (a->n != b->n) return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const ir_attr *x = &a->items[i], *y = ir_attrs_find(b, x->name);
+        if (!y || x->type != y->type) return 0;
+        switch (x->type) {
+        case IR_ATTR_INT: if (x->i != y->i) return 0; break;
+        case IR_ATTR_FLOAT: if (memcmp(&x->f, &y->f, sizeof x->f)) return 0; break;
+        case IR_ATTR_STRING: if (strcmp(x->s, y->s)) return 0; break;
+        case IR_ATTR_INTS:
+            if (x->n != y->n || (x->n && memcmp(x->ints, y->ints, x->n * sizeof *x->ints))) return 0;
+            break;
+        }
+    }
+    return 1;
+}
+
 void ir_attrs_free(ir_attrs *a)
 {
     for (size_t i = 0; i < a->n; i++) {

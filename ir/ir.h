@@ -73,6 +73,10 @@ pdc_status ir_attrs_set_float(const pdc_context *ctx, ir_attrs *a, const char *n
 pdc_status ir_attrs_set_string(const pdc_context *ctx, ir_attrs *a, const char *name, const char *v);
 pdc_status ir_attrs_copy(const pdc_context *ctx, ir_attrs *dst, const ir_attrs *src);
 void ir_attrs_free(ir_attrs *a);
+/* Removes attribute `name` if present. */
+void ir_attrs_remove(ir_attrs *a, const char *name);
+/* 1 if a and b hold the same names with the same types and values (in any order; floats bit for bit). */
+int ir_attrs_equal(const ir_attrs *a, const ir_attrs *b);
 const ir_attr *ir_attrs_find(const ir_attrs *a, const char *name);
 /* Typed getters with defaults; a present attribute of the wrong type counts as absent
  * (the verifier reports wrong types, see ir_attr_expect). */
@@ -113,6 +117,8 @@ typedef struct ir_sparsity {
 
 void ir_sparsity_free(ir_sparsity *s);
 pdc_status ir_sparsity_copy(const pdc_context *ctx, ir_sparsity *dst, const ir_sparsity *src);
+/* 1 if a and b describe the same sparsity (kind, shapes, patterns, masks). */
+int ir_sparsity_equal(const ir_sparsity *a, const ir_sparsity *b);
 /* The matrix view used by block sparsity (see pdc_model_set_sparsity_block). */
 void ir_weight_matrix_view(const struct ir_tensor *w, int64_t *rows, int64_t *cols);
 /* The transpose [cols, rows] of constant matrix t with its block or unstructured sparsity (blocks
@@ -207,6 +213,14 @@ pdc_status ir_layer_set_input(ir_model *m, size_t li, size_t i, int t);
  * tensor and layer index. If a kept layer, graph input or output would refer to something removed,
  * fails with PDC_ERR_INTERNAL and changes nothing. */
 pdc_status ir_model_compact(ir_model *m, const uint8_t *drop_layer, const uint8_t *drop_tensor);
+
+/* ---- groups (ir/group.c) */
+/* One model holding models[0..n-1] side by side (see pdc_model_group): the layers and tensors of model k
+ * are named "k/NAME"; graph inputs keep their names and are one input for every model that has an
+ * input of that name (which must then have the same shape) when share_inputs, else they are "k/NAME"
+ * too. Outputs follow the models' order. Memory plans are dropped. */
+pdc_status ir_model_group(pdc_context *ctx, const ir_model *const *models, size_t n, int share_inputs,
+                          ir_model **out);
 
 /* ---- shapes (ir/infer.c) */
 /* Infers the output shapes of layer li from its input shapes; message names the layer. */

@@ -42,6 +42,21 @@ pdc_status ir_sparsity_copy(const pdc_context *ctx, ir_sparsity *dst, const ir_s
     return PDC_OK;
 }
 
+static int same_array(const void *a, const void *b, size_t n, size_t size)
+{
+    return !n || (a && b && !memcmp(a, b, n * size));
+}
+
+int ir_sparsity_equal(const ir_sparsity *a, const ir_sparsity *b)
+{
+    return a->kind == b->kind && a->kh == b->kh && a->kw == b->kw && a->n_patterns == b->n_patterns &&
+           a->n_kernels == b->n_kernels && a->bh == b->bh && a->bw == b->bw && a->n_blocks == b->n_blocks &&
+           a->n_mask == b->n_mask && same_array(a->patterns, b->patterns, a->n_patterns, sizeof *a->patterns) &&
+           same_array(a->kernel_pattern, b->kernel_pattern, a->n_kernels, sizeof *a->kernel_pattern) &&
+           same_array(a->block_mask, b->block_mask, a->n_blocks, sizeof *a->block_mask) &&
+           same_array(a->mask, b->mask, a->n_mask, sizeof *a->mask);
+}
+
 void ir_weight_matrix_view(const ir_tensor *w, int64_t *rows, int64_t *cols)
 {
     /* Rank >= 4 (2-D/3-D conv weights [O, C/g, k...]) -> [O, C/g*prod(k)]; lower ranks (fc [O,K], RNN gate

@@ -390,7 +390,7 @@ pdc_status pass_canonicalize(ir_model *m, const pass_options *opt)
 {
     static const step_fn steps[] = {remove_identities, fold_constants, fold_batchnorm, fuse_bias_add,
                                     fuse_activation, remove_dead};
-    for (size_t li = 0; li < m->n_layers; li++) pass_attr_remove(&m->layers[li].attrs, IR_ARENA_ATTR);
+    ir_arena_drop(m);
     int changed = 1;
     pdc_status st = PDC_OK;
     while (changed && !st) {

@@ -151,20 +151,6 @@ double pass_rate_for(const pass_rates *r, const char *name)
     return r->global;
 }
 
-void pass_attr_remove(ir_attrs *a, const char *name)
-{
-    for (size_t i = 0; i < a->n; i++) {
-        if (strcmp(a->items[i].name, name)) continue;
-        ir_attr *at = &a->items[i];
-        pdc_free(at->name);
-        pdc_free(at->s);
-        pdc_free(at->ints);
-        memmove(at, at + 1, (a->n - i - 1) * sizeof *at);
-        a->n--;
-        return;
-    }
-}
-
 ir_tensor *pass_const_input(const ir_model *m, const ir_layer *l, size_t i)
 {
     if (i >= l->n_inputs || l->inputs[i] < 0) return NULL;

@@ -9,6 +9,7 @@
 
 /* ---- the passes (one file each) */
 pdc_status pass_canonicalize(ir_model *m, const pass_options *opt);
+pdc_status pass_share(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_pattern(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_block(ir_model *m, const pass_options *opt);
@@ -66,8 +67,6 @@ pdc_status pass_add_constant(ir_model *m, const char *base, const char *suffix, 
 /* Makes input slot `slot` of layer li a constant that no other reader shares, copying it (with its
  * sparsity) under a new name if it is shared. *t_out: the (possibly new) tensor index. */
 pdc_status pass_private_constant(ir_model *m, size_t li, size_t slot, int *t_out);
-/* Removes attribute `name` from a layer's list if present. */
-void pass_attr_remove(ir_attrs *a, const char *name);
 /* The constant tensor in input slot i of l, or NULL (absent or not a constant). */
 ir_tensor *pass_const_input(const ir_model *m, const ir_layer *l, size_t i);
 

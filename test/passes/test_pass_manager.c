@@ -72,7 +72,7 @@ START_TEST(plan_places_activations_without_overlap)
     ck_assert_ok(ctx, ir_attrs_set_ints(ctx, &l->attrs, IR_ARENA_ATTR, 1, (int64_t[]){3}));
     ck_assert_status(ctx, pdc_model_verify(m), PDC_ERR_INVALID_MODEL);
     ck_assert_error_has(ctx, "multiple of 64");
-    pass_attr_remove(&l->attrs, IR_ARENA_ATTR);
+    ir_attrs_remove(&l->attrs, IR_ARENA_ATTR);
     ck_assert_status(ctx, pdc_model_verify(m), PDC_ERR_INVALID_MODEL);
     ck_assert_error_has(ctx, "layer 'relu1' has no arena_offsets");
     /* canonicalize drops a plan */
