@@ -336,6 +336,7 @@ BENCH_CONV := $(BUILD)/bench_conv
 BENCH_E2E  := $(BUILD)/bench_e2e
 BENCH_BATCH := $(BUILD)/bench_batch
 BENCH_SCALING := $(BUILD)/bench_scaling
+BENCH_GROUP := $(BUILD)/bench_group
 $(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/test/bench/bench_conv.o: | deps-bench
 $(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/layers.o \
@@ -347,6 +348,9 @@ $(BENCH_SCALING): $(BUILD)/obj/test/bench/bench_scaling.o $(BUILD)/obj/test/benc
 $(BENCH_E2E): $(BUILD)/obj/test/bench/bench_e2e.o $(BUILD)/obj/test/bench/models.o $(BUILD)/obj/test/bench/host.o \
              $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(BENCH_GROUP): $(BUILD)/obj/test/bench/bench_group.o $(BUILD)/obj/test/bench/models.o \
+               $(BUILD)/obj/test/bench/layers.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_BATCH): $(BUILD)/obj/test/bench/bench_batch.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
@@ -357,7 +361,7 @@ deps-bench:
 	@[ -d test/bench/ort/node_modules/onnxruntime-node ] || npm install --prefix test/bench/ort --no-audit --no-fund \
 	    --ignore-scripts onnxruntime-node@1.30.0 || echo "bench: no onnxruntime-node: the ONNX Runtime comparison is skipped"
 
-bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
+bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH) $(BENCH_GROUP)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
 	    --out test/bench/results.tsv
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
@@ -366,6 +370,7 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	$(BENCH_E2E) --out test/bench/results_e2e.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_BATCH) \
 	    --out test/bench/results_batch.tsv
+	$(BENCH_GROUP) --out test/bench/results_group.tsv
 	sh test/bench/report.sh
 
 # docs/performance.md from the benchmark TSVs, without running the benchmarks again.

@@ -91,6 +91,13 @@ int cli_next(cli_parser *p, const char **value)
     return o->id;
 }
 
+static int takes_group(const cli_parser *p)
+{
+    for (const cli_opt *o = p->opts; o->name; o++)
+        if (o->id == CLI_OPT_GROUP) return 1;
+    return 0;
+}
+
 int cli_next_model_arg(cli_parser *p, cli_model_args *a, const char **value)
 {
     char err[512];
@@ -101,12 +108,21 @@ int cli_next_model_arg(cli_parser *p, cli_model_args *a, const char **value)
         switch (id) {
         case CLI_ARG_HELP: fputs(p->help, stdout); return id;
         case CLI_ARG_POSITIONAL:
-            if (a->path) {
-                cli_usage_error(p->cmd, p->synopsis, "unexpected argument '%s'", v);
+            if (!a->path) a->path = v;
+            else if (takes_group(p) && a->n_more < CLI_MAX_GROUP - 1) a->more[a->n_more++] = v;
+            else {
+                if (takes_group(p)) cli_usage_error(p->cmd, p->synopsis, "too many models (at most %d)", CLI_MAX_GROUP);
+                else cli_usage_error(p->cmd, p->synopsis, "unexpected argument '%s'", v);
                 return CLI_ARG_BAD;
             }
-            a->path = v;
             break;
+        case CLI_OPT_GROUP: a->group = 1; break;
+        case CLI_ARG_END:
+            if (a->n_more && !a->group) {
+                cli_usage_error(p->cmd, p->synopsis, "several models: add --group to run them as one group");
+                return CLI_ARG_BAD;
+            }
+            return id;
         case CLI_OPT_SHAPE:
             if (a->n_shapes == sizeof a->shapes / sizeof a->shapes[0]) {
                 cli_usage_error(p->cmd, p->synopsis, "too many --shape options (at most 16)");
@@ -305,30 +321,44 @@ int cli_context_create(pdc_context **ctx_out)
     return CLI_EXIT_OK;
 }
 
-int cli_load_model(pdc_context *ctx, const cli_model_args *a, pdc_model **model_out)
+static int has_input(const pdc_model *m, const char *name)
 {
-    const char *path = a->path;
+    size_t n = 0;
+    (void)pdc_model_num_inputs(m, &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *in;
+        if (pdc_model_input_info(m, i, &in, NULL, NULL) == PDC_OK && !strcmp(in, name)) return 1;
+    }
+    return 0;
+}
+
+/* Loads path and applies the --shape options: all of them, or in a group (used != NULL) those whose
+ * input the model has, marking them in used. */
+static int load_one(pdc_context *ctx, const char *path, const cli_model_args *a, uint8_t *used, pdc_model **model_out)
+{
     const cli_shape *shapes = a->shapes;
     const size_t n_shapes = a->n_shapes;
     pdc_model *model = NULL;
     /* An ONNX model's shape arithmetic may need the shapes while it is imported: pass them on too
      * (best effort: too long a list is skipped, and pdc_model_set_input_shape below reports errors). */
     char spec[4096];
-    size_t used = 0;
+    size_t used_len = 0;
     for (size_t i = 0; i < n_shapes; i++) {
         char shape[128];
-        int w = snprintf(spec + used, sizeof spec - used, "%s%s=%s", i ? ";" : "", shapes[i].name,
+        int w = snprintf(spec + used_len, sizeof spec - used_len, "%s%s=%s", i ? ";" : "", shapes[i].name,
                          cli_format_shape(shapes[i].rank, shapes[i].dims, shape, sizeof shape));
-        if (w < 0 || (size_t)w >= sizeof spec - used || strchr(shapes[i].name, ';')) {
-            used = 0;
+        if (w < 0 || (size_t)w >= sizeof spec - used_len || strchr(shapes[i].name, ';')) {
+            used_len = 0;
             break;
         }
-        used += (size_t)w;
+        used_len += (size_t)w;
     }
-    if (used) (void)pdc_context_set_option(ctx, "onnx_input_shapes", spec);
+    if (used_len) (void)pdc_context_set_option(ctx, "onnx_input_shapes", spec);
     pdc_status st = pdc_model_load(ctx, path, &model);
     if (st != PDC_OK) return cli_lib_error(ctx, st, path, NULL);
     for (size_t i = 0; i < n_shapes; i++) {
+        if (used && !has_input(model, shapes[i].name)) continue;
+        if (used) used[i] = 1;
         st = pdc_model_set_input_shape(model, shapes[i].name, shapes[i].rank, shapes[i].dims);
         if (st != PDC_OK) {
             char shape[128], what[512];
@@ -341,6 +371,85 @@ int cli_load_model(pdc_context *ctx, const cli_model_args *a, pdc_model **model_
     }
     *model_out = model;
     return CLI_EXIT_OK;
+}
+
+/* Sum of a layer statistic over the model (0 where unknown). */
+static int64_t model_stat(const pdc_model *m, pdc_layer_stat stat)
+{
+    size_t n = 0;
+    int64_t sum = 0, v;
+    (void)pdc_model_num_layers(m, &n);
+    for (size_t i = 0; i < n; i++)
+        if (pdc_model_layer_stat(m, i, stat, &v) == PDC_OK) sum += v;
+    return sum;
+}
+
+static size_t model_layers(const pdc_model *m)
+{
+    size_t n = 0;
+    (void)pdc_model_num_layers(m, &n);
+    return n;
+}
+
+/* Joins the loaded models (which it destroys) into their group, shared and planned as pdc_compile_group
+ * does; the summary compares the group with the models planned apart. */
+static int make_group(pdc_context *ctx, const cli_model_args *a, pdc_model **models, size_t n, pdc_model **model_out,
+                      char *summary, size_t cap)
+{
+    size_t layers = 0, arena = 0, arena_group = 0;
+    int64_t flops = 0, bytes = 0;
+    pdc_status st = PDC_OK;
+    for (size_t k = 0; k < n && !st; k++) {
+        layers += model_layers(models[k]);
+        flops += model_stat(models[k], PDC_STAT_EFFECTIVE_FLOPS);
+        bytes += model_stat(models[k], PDC_STAT_BYTES);
+        size_t b = 0;
+        if (summary && pdc_model_transform(models[k], "plan", NULL) == PDC_OK &&
+            pdc_model_memory_plan(models[k], &b, NULL) == PDC_OK)
+            arena += b;
+    }
+    pdc_model *g = NULL;
+    st = pdc_model_group(ctx, (const pdc_model *const *)models, n, NULL, &g);
+    for (size_t k = 0; k < n; k++) pdc_model_destroy(models[k]);
+    if (st == PDC_OK) st = pdc_model_transform(g, "share,plan", NULL);
+    if (st != PDC_OK) {
+        pdc_model_destroy(g);
+        return cli_lib_error(ctx, st, a->path, "--group");
+    }
+    if (summary) {
+        (void)pdc_model_memory_plan(g, &arena_group, NULL);
+        int64_t gflops = model_stat(g, PDC_STAT_EFFECTIVE_FLOPS), gbytes = model_stat(g, PDC_STAT_BYTES);
+        snprintf(summary, cap,
+                 "group of %zu models: %zu layers (%zu apart; %zu computed once for all), %.4g MFLOP a run (%.4g "
+                 "apart), weights read %.4g MB (%.4g apart), activation arena %.4g MB (%.4g apart)",
+                 n, model_layers(g), layers, layers - model_layers(g), (double)gflops / 1e6, (double)flops / 1e6,
+                 (double)gbytes / 1e6, (double)bytes / 1e6, (double)arena_group / 1e6, (double)arena / 1e6);
+    }
+    *model_out = g;
+    return CLI_EXIT_OK;
+}
+
+int cli_load_models(pdc_context *ctx, const cli_model_args *a, pdc_model **model_out, char *summary, size_t cap)
+{
+    if (summary && cap) summary[0] = '\0';
+    if (!a->group) return load_one(ctx, a->path, a, NULL, model_out);
+    pdc_model *models[CLI_MAX_GROUP] = {0};
+    uint8_t used[sizeof a->shapes / sizeof a->shapes[0]] = {0};
+    size_t n = 1 + a->n_more;
+    int rc = CLI_EXIT_OK;
+    for (size_t k = 0; k < n && rc == CLI_EXIT_OK; k++) rc = load_one(ctx, k ? a->more[k - 1] : a->path, a, used, &models[k]);
+    for (size_t i = 0; i < a->n_shapes && rc == CLI_EXIT_OK; i++)
+        if (!used[i]) rc = cli_error(a->path, "--shape %s: no model of the group has an input of that name", a->shapes[i].name);
+    if (rc != CLI_EXIT_OK) {
+        for (size_t k = 0; k < n; k++) pdc_model_destroy(models[k]);
+        return rc;
+    }
+    return make_group(ctx, a, models, n, model_out, summary, cap);
+}
+
+int cli_load_model(pdc_context *ctx, const cli_model_args *a, pdc_model **model_out)
+{
+    return cli_load_models(ctx, a, model_out, NULL, 0);
 }
 
 int cli_open_model(const cli_model_args *a, pdc_context **ctx_out, pdc_model **model_out)

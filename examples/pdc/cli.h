@@ -76,20 +76,28 @@ void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, cons
 /* The next option id, CLI_ARG_POSITIONAL (value in *value), CLI_ARG_HELP, CLI_ARG_END or CLI_ARG_BAD. */
 int cli_next(cli_parser *p, const char **value);
 
-/* The option id of --shape NAME=DIMS in the option tables of the commands that read a model. */
-enum { CLI_OPT_SHAPE = 100 };
+/* The option ids of --shape NAME=DIMS and --group in the option tables of the commands that read a
+ * model (--group only where groups make sense: run, bench, inspect). */
+enum { CLI_OPT_SHAPE = 100, CLI_OPT_GROUP = 101 };
 
-/* What every command that reads a model takes: MODEL and the --shape options. */
+#define CLI_MAX_GROUP 16
+
+/* What every command that reads a model takes: MODEL and the --shape options; with --group, several
+ * models, joined into one (cli_load_model). */
 typedef struct cli_model_args {
-    const char *path;        /* MODEL, the one positional argument */
+    const char *path;        /* MODEL, the first positional argument */
+    const char *more[CLI_MAX_GROUP - 1]; /* the other models of a group */
+    size_t n_more;
+    int group;               /* --group */
     cli_shape shapes[16];    /* --shape NAME=DIMS, in command-line order */
     size_t n_shapes;
 } cli_model_args;
 
-/* cli_next for a command that reads a model: MODEL (a second positional argument is a usage error)
- * and --shape go into *a, --help prints the command's help. Returns the next other option id (> 0,
- * its value in *value), CLI_ARG_END when the arguments are done, else CLI_ARG_HELP or CLI_ARG_BAD
- * (already printed), for which the command returns cli_arg_exit(id). */
+/* cli_next for a command that reads a model: MODEL and --shape go into *a, --help prints the
+ * command's help; with --group in the command's table, further MODELs and --group too (several
+ * models without --group are a usage error). Returns the next other option id (> 0, its value in
+ * *value), CLI_ARG_END when the arguments are done, else CLI_ARG_HELP or CLI_ARG_BAD (already
+ * printed), for which the command returns cli_arg_exit(id). */
 int cli_next_model_arg(cli_parser *p, cli_model_args *a, const char **value);
 /* The exit status after cli_next_model_arg returned CLI_ARG_HELP (CLI_EXIT_OK) or CLI_ARG_BAD (CLI_EXIT_USAGE). */
 int cli_arg_exit(int id);
@@ -112,7 +120,12 @@ const char *cli_format_shape(size_t rank, const int64_t *dims, char *buf, size_t
 /* Number of elements (symbolic dims count as 0); returns -1 on overflow. */
 int cli_shape_elems(size_t rank, const int64_t *dims, size_t *n_out);
 
-/* Loads MODEL and applies the --shape options; on failure prints the error and returns CLI_EXIT_ERROR. */
+/* Loads MODEL and applies the --shape options; on failure prints the error and returns CLI_EXIT_ERROR.
+ * With --group, loads every model (each --shape applies to the models with that input; some model must
+ * have it) and returns their group (pdc_model_group) after the passes "share,plan" - what
+ * pdc_compile_group compiles - and, if summary is not NULL, one line saying what the group shares. */
+int cli_load_models(pdc_context *ctx, const cli_model_args *a, pdc_model **model_out, char *summary, size_t cap);
+/* cli_load_models without a summary. */
 int cli_load_model(pdc_context *ctx, const cli_model_args *a, pdc_model **model_out);
 /* Creates a context; on failure prints the error and returns CLI_EXIT_ERROR. When stderr is a terminal
  * the context reports progress there (pdc_context_set_progress_handler): one line, "compiling layer

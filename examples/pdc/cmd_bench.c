@@ -16,13 +16,16 @@
 #define MAX_INPUTS 64
 
 const char cli_bench_synopsis[] =
-    "pdc bench MODEL [--target cpu|ref|gpu] [--threads N] [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]";
+    "pdc bench MODEL [MODEL... --group] [--target cpu|ref|gpu] [--threads N] [--repeat N] [--warmup N] "
+    "[--shape NAME=DIMS]... [--json]";
 const char cli_bench_help[] =
-    "usage: pdc bench MODEL [--target cpu|ref|gpu] [--threads N] [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]\n"
+    "usage: pdc bench MODEL [MODEL... --group] [--target cpu|ref|gpu] [--threads N] [--repeat N] [--warmup N]\n"
+    "                 [--shape NAME=DIMS]... [--json]\n"
     "\n"
     "Compiles MODEL for a target and times it: --warmup untimed runs, then --repeat timed runs on the\n"
     "same pseudo-random inputs (uniform in [-1, 1), fixed seed). Prints the compile time and the\n"
-    "median, min and max wall time of one run in milliseconds.\n"
+    "median, min and max wall time of one run in milliseconds. With --group the models are compiled\n"
+    "as one group (pdc_compile_group: what they share computed once) and one run runs every model.\n"
     "\n"
     "Options:\n"
     "  -t, --target NAME  the target to compile for: cpu (the default), ref (the reference interpreter)\n"
@@ -32,12 +35,14 @@ const char cli_bench_help[] =
     "  -n, --repeat N     timed runs (default 20)\n"
     "  --warmup N         untimed runs first (default 3)\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224; may be repeated\n"
+    "  --group            the models given are one group\n"
     "  --json             print one JSON object: model, target, threads, runs, compile_ms, median_ms,\n"
     "                     min_ms, max_ms\n"
     "  -h, --help         show this help\n";
 
 enum { OPT_TARGET = 1, OPT_THREADS, OPT_REPEAT, OPT_WARMUP, OPT_JSON };
 static const cli_opt bench_opts[] = {{"target", 't', 1, OPT_TARGET}, {"threads", 0, 1, OPT_THREADS},
+                                     {"group", 0, 0, CLI_OPT_GROUP},
                                      {"repeat", 'n', 1, OPT_REPEAT}, {"warmup", 0, 1, OPT_WARMUP},
                                      {"shape", 0, 1, CLI_OPT_SHAPE}, {"json", 0, 0, OPT_JSON},
                                      {NULL, 0, 0, 0}};

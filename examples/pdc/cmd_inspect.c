@@ -11,9 +11,9 @@
 
 static void print_pattern_sets(const pdc_model *model, size_t n_layers);
 
-const char cli_inspect_synopsis[] = "pdc inspect MODEL [--shape NAME=DIMS]... [--target T]";
+const char cli_inspect_synopsis[] = "pdc inspect MODEL [MODEL... --group] [--shape NAME=DIMS]... [--target T]";
 const char cli_inspect_help[] =
-    "usage: pdc inspect MODEL [--shape NAME=DIMS]... [--target T]\n"
+    "usage: pdc inspect MODEL [MODEL... --group] [--shape NAME=DIMS]... [--target T]\n"
     "\n"
     "Prints the graph inputs and outputs, then one row per layer: index, name, op, shape of its first\n"
     "input and first output, sparsity, weights, kept weights, dense and effective MFLOPs (one run,\n"
@@ -21,16 +21,20 @@ const char cli_inspect_help[] =
     "reduction (dense / effective FLOPs).\n"
     "With --target it then compiles the model for target T and lists, per layer, the kernel the\n"
     "target chose and why (e.g. \"jit pattern-sparse conv 3x3, 8 patterns, ...\" or \"ref fallback: ...\").\n"
+    "With --group it inspects the group of the models as `pdc run --group` compiles it (model k's layers\n"
+    "named \"k/NAME\") and first says what the group shares: layers computed once, weights, memory.\n"
     "\n"
     "Options:\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224\n"
     "                     (needed when the model has symbolic dims); may be repeated\n"
     "  --target T         also compile for target T (ref, cpu or gpu) and show each layer's kernel;\n"
     "                     \"6 of 8 patterns used\": the kernel needs only 6 patterns of the layer's set\n"
+    "  --group            the models given are one group (pdc_compile_group)\n"
     "  -h, --help         show this help\n";
 
 enum { OPT_TARGET = 1 };
-static const cli_opt inspect_opts[] = {{"shape", 0, 1, CLI_OPT_SHAPE}, {"target", 0, 1, OPT_TARGET}, {NULL, 0, 0, 0}};
+static const cli_opt inspect_opts[] = {{"shape", 0, 1, CLI_OPT_SHAPE}, {"target", 0, 1, OPT_TARGET},
+                                       {"group", 0, 0, CLI_OPT_GROUP}, {NULL, 0, 0, 0}};
 
 enum { COL_IDX, COL_NAME, COL_OP, COL_IN, COL_OUT, COL_SPARSITY, COL_W, COL_KEPT, COL_DFLOP, COL_EFLOP, N_COLS };
 static const char *const col_title[N_COLS] = {"#",      "name",    "op",   "input",        "output",
@@ -313,9 +317,12 @@ int cmd_inspect(int argc, char **argv)
     const char *model_path = a.path;
     if (!model_path) return cli_usage_error("inspect", cli_inspect_synopsis, "missing MODEL");
 
-    pdc_context *ctx;
-    pdc_model *model;
-    int rc = cli_open_model(&a, &ctx, &model);
+    pdc_context *ctx = NULL;
+    pdc_model *model = NULL;
+    char summary[512];
+    int rc = cli_context_create(&ctx);
+    if (rc == CLI_EXIT_OK) rc = cli_load_models(ctx, &a, &model, summary, sizeof summary);
+    if (rc == CLI_EXIT_OK && summary[0]) printf("%s\n\n", summary);
     if (rc == CLI_EXIT_OK) rc = inspect_model(ctx, model_path, model);
     if (rc == CLI_EXIT_OK && target) rc = print_kernels(ctx, model_path, model, target);
     pdc_model_destroy(model);

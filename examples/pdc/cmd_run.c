@@ -12,15 +12,17 @@
 #define PRINT_LIMIT 20
 
 const char cli_run_synopsis[] =
-    "pdc run MODEL [--target ref|cpu|gpu] --input IN.bin [--input IN2.bin]... [--output OUT.bin]... [--print] "
+    "pdc run MODEL [MODEL... --group] [--target ref|cpu|gpu] --input IN.bin [--input IN2.bin]... [--output OUT.bin]... [--print] "
     "[--shape NAME=DIMS]... [--threads N]";
 const char cli_run_help[] =
-    "usage: pdc run MODEL [--target ref|cpu|gpu] --input IN.bin [--input IN2.bin]... [--output OUT.bin]...\n"
-    "               [--print] [--shape NAME=DIMS]... [--threads N]\n"
+    "usage: pdc run MODEL [MODEL... --group] [--target ref|cpu|gpu] --input IN.bin [--input IN2.bin]...\n"
+    "               [--output OUT.bin]... [--print] [--shape NAME=DIMS]... [--threads N]\n"
     "\n"
     "Compiles MODEL for a target and runs it once. Inputs and outputs are raw little-endian float32\n"
     "files holding exactly the tensor's elements in row-major order (a [1,1,8,8] input is 256 bytes);\n"
     "their number and sizes are checked against the model before it is compiled.\n"
+    "With --group the models run as one group (pdc_compile_group): inputs of the same name are one\n"
+    "input (`pdc inspect A B --group` lists them), outputs are every model's in turn, named \"k/NAME\".\n"
     "\n"
     "Options:\n"
     "  -t, --target NAME  the target to compile for: ref (the reference interpreter, the default), cpu\n"
@@ -32,12 +34,14 @@ const char cli_run_help[] =
     "  --print            print every output's values (at most 20 each) even when writing files\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=4x1x8x8; may be repeated\n"
     "  --threads N        worker threads (0 = all cores, the default)\n"
+    "  --group            the models given are one group\n"
     "  -h, --help         show this help\n";
 
 enum { OPT_TARGET = 1, OPT_INPUT, OPT_OUTPUT, OPT_PRINT, OPT_THREADS };
 static const cli_opt run_opts[] = {{"target", 't', 1, OPT_TARGET}, {"input", 'i', 1, OPT_INPUT},
                                    {"output", 'o', 1, OPT_OUTPUT}, {"print", 0, 0, OPT_PRINT},
                                    {"shape", 0, 1, CLI_OPT_SHAPE}, {"threads", 0, 1, OPT_THREADS},
+                                   {"group", 0, 0, CLI_OPT_GROUP},
                                    {NULL, 0, 0, 0}};
 
 typedef struct run_args {

@@ -195,6 +195,7 @@ static void resnet(builder *b, int depth, int hw)
     int c = 64;
     for (int stage = 0; stage < 4; stage++) {
         int planes = 64 << stage;
+        if (stage == 3 && b->pr->variant) b->rng ^= 0x9e3779b97f4a7c15ull * (uint64_t)b->pr->variant;
         for (int i = 0; i < blocks[stage]; i++) {
             int s = stage > 0 && i == 0 ? 2 : 1;
             int out_c = depth == 18 ? planes : planes * 4;
