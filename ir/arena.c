@@ -7,18 +7,69 @@
 
 #include "ir/arena.h"
 
+int ir_model_scheduled(const ir_model *m)
+{
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const ir_attr *a = ir_attrs_find(&m->layers[li].attrs, IR_STEP_ATTR);
+        if (!a || a->type != IR_ATTR_INT) return 0;
+    }
+    return m->n_layers > 0;
+}
+
+size_t ir_layer_time(const ir_model *m, size_t li, int scheduled)
+{
+    return scheduled ? (size_t)ir_attr_int(&m->layers[li].attrs, IR_STEP_ATTR, 0) : li;
+}
+
+pdc_status ir_schedule_chains(const ir_model *m, size_t *chain)
+{
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const ir_layer *l = &m->layers[li];
+        int64_t step = ir_attr_int(&l->attrs, IR_STEP_ATTR, -1);
+        if (step < 0 || step >= (int64_t)m->n_layers || (li && step < ir_attr_int(&m->layers[li - 1].attrs, IR_STEP_ATTR, 0)))
+            return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s': step %" PRId64 " is out of order (steps "
+                             "count from 0 and never decrease along the layers; run the schedule pass again)",
+                             l->name, step);
+        chain[li] = li;
+        int joined = 0;
+        for (size_t i = 0; i < l->n_inputs; i++) {
+            int t = l->inputs[i];
+            int p = t >= 0 ? m->tensors[t].producer : -1;
+            if (p < 0) continue;
+            int64_t ps = ir_attr_int(&m->layers[p].attrs, IR_STEP_ATTR, -1);
+            if (ps > step)
+                return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s' (step %" PRId64 ") reads '%s' of step %" PRId64,
+                                 l->name, step, m->tensors[t].name, ps);
+            if (ps < step) continue;
+            if (joined && chain[li] != chain[p])
+                return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s' reads two chains of its step %" PRId64
+                                 " (run the schedule pass again)", l->name, step);
+            chain[li] = chain[p];
+            joined = 1;
+        }
+    }
+    return PDC_OK;
+}
+
+void ir_schedule_drop(ir_model *m)
+{
+    for (size_t li = 0; li < m->n_layers; li++) ir_attrs_remove(&m->layers[li].attrs, IR_STEP_ATTR);
+}
+
 void ir_liveness(const ir_model *m, size_t *def, size_t *last)
 {
+    int scheduled = ir_model_scheduled(m);
     for (size_t t = 0; t < m->n_tensors; t++) {
         const ir_tensor *tt = &m->tensors[t];
         int act = tt->kind == IR_TENSOR_ACT && tt->producer >= 0;
-        def[t] = last[t] = act ? (size_t)tt->producer : SIZE_MAX;
+        def[t] = last[t] = act ? ir_layer_time(m, (size_t)tt->producer, scheduled) : SIZE_MAX;
     }
     for (size_t li = 0; li < m->n_layers; li++) {
         const ir_layer *l = &m->layers[li];
+        size_t time = ir_layer_time(m, li, scheduled);
         for (size_t i = 0; i < l->n_inputs; i++) {
             int t = l->inputs[i];
-            if (t >= 0 && def[t] != SIZE_MAX && last[t] < li) last[t] = li;
+            if (t >= 0 && def[t] != SIZE_MAX && last[t] < time) last[t] = time;
         }
     }
     for (size_t i = 0; i < m->n_outputs; i++) {

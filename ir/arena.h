@@ -16,8 +16,29 @@
 #define IR_ARENA_ALIGN 64
 #define IR_ARENA_ATTR "arena_offsets"
 
-/* Live range of every tensor in layer indices: def[t] = producing layer, last[t] = last reading
- * layer (n_layers for graph outputs, def[t] for outputs never read). Non-activations get
+/*
+ * A schedule (the schedule pass) gives every layer the attribute `step: int`. Steps never decrease
+ * along the layer list. The layers of one step form chains: a layer reading the output of a layer of
+ * its own step belongs to that layer's chain (all such producers must be of one chain), any other
+ * starts a chain. A backend may run a step's chains side by side, each chain's layers in order, and
+ * the steps one after the other; running the layers in list order is always right too. Liveness is
+ * then measured in steps, so a memory plan made after the schedule holds for both.
+ */
+#define IR_STEP_ATTR "step"
+
+/* 1 if every layer has a step (the model is scheduled). */
+int ir_model_scheduled(const ir_model *m);
+/* The time of layer li in liveness terms: its step if the model is scheduled, else li. */
+size_t ir_layer_time(const ir_model *m, size_t li, int scheduled);
+/* chain[li] = the chain of layer li within its step (the index of the chain's first layer); for a
+ * scheduled model. PDC_ERR_INVALID_MODEL (naming the layer) if a step decreases, a layer reads a later
+ * step, or a layer reads two chains of its own step. */
+pdc_status ir_schedule_chains(const ir_model *m, size_t *chain);
+/* Removes the schedule (attribute step) from every layer. */
+void ir_schedule_drop(ir_model *m);
+
+/* Live range of every tensor in layer times (ir_layer_time): def[t] = its producer's, last[t] = its
+ * last reader's (n_layers for graph outputs, def[t] for outputs never read). Non-activations get
  * def = last = SIZE_MAX. def and last have m->n_tensors entries. */
 void ir_liveness(const ir_model *m, size_t *def, size_t *last);
 

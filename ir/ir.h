@@ -213,6 +213,9 @@ pdc_status ir_layer_set_input(ir_model *m, size_t li, size_t i, int t);
  * tensor and layer index. If a kept layer, graph input or output would refer to something removed,
  * fails with PDC_ERR_INTERNAL and changes nothing. */
 pdc_status ir_model_compact(ir_model *m, const uint8_t *drop_layer, const uint8_t *drop_tensor);
+/* Puts the layers in a new order: new layer i is old layer order[i] (a permutation, which must keep
+ * every layer after the producers of its inputs). */
+pdc_status ir_model_reorder_layers(ir_model *m, const size_t *order);
 
 /* ---- groups (ir/group.c) */
 /* One model holding models[0..n-1] side by side (see pdc_model_group): the layers and tensors of model k

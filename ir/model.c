@@ -473,3 +473,16 @@ pdc_status ir_model_compact(ir_model *m, const uint8_t *drop_layer, const uint8_
     pdc_free(lmap);
     return PDC_OK;
 }
+
+pdc_status ir_model_reorder_layers(ir_model *m, const size_t *order)
+{
+    ir_layer *layers = pdc_alloc(m->ctx, (m->n_layers ? m->n_layers : 1) * sizeof *layers);
+    if (!layers) return PDC_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < m->n_layers; i++) layers[i] = m->layers[order[i]];
+    memcpy(m->layers, layers, m->n_layers * sizeof *layers);
+    pdc_free(layers);
+    for (size_t i = 0; i < m->n_layers; i++)
+        for (size_t k = 0; k < m->layers[i].n_outputs; k++)
+            if (m->layers[i].outputs[k] >= 0) m->tensors[m->layers[i].outputs[k]].producer = (int)i;
+    return PDC_OK;
+}

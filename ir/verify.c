@@ -123,6 +123,20 @@ pdc_status ir_verify(const ir_model *m)
         if (t < 0 || (size_t)t >= m->n_tensors || m->tensors[t].kind != IR_TENSOR_ACT)
             return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "graph output %zu is not produced by a layer", i);
     }
+    for (size_t li = 0; li < m->n_layers; li++) {
+        if (!ir_attrs_find(&m->layers[li].attrs, IR_STEP_ATTR)) continue;
+        /* a schedule (schedule pass), if any, covers every layer and respects the data flow */
+        if (!ir_model_scheduled(m))
+            return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s' has an int %s while other layers have none "
+                             "(a schedule covers every layer; run the schedule pass again)", m->layers[li].name,
+                             IR_STEP_ATTR);
+        size_t *chain = pdc_calloc(m->ctx, m->n_layers, sizeof *chain);
+        if (!chain) return PDC_ERR_OUT_OF_MEMORY;
+        st = ir_schedule_chains(m, chain);
+        pdc_free(chain);
+        if (st) return st;
+        break;
+    }
     int planned; /* a memory plan (plan pass), if any, must place every activation without overlaps */
     return ir_arena_get(m, &planned, NULL, NULL, NULL);
 }

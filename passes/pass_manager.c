@@ -48,6 +48,11 @@ static const pass_info table[] = {
      "in attribute out_perm; same outputs",
      "2-D convs with group 1 whose weight is pattern-sparse and whose weight and bias no other layer reads",
      pass_reorder},
+    {"schedule", "concrete shapes (no symbolic input dims)",
+     "attribute step on every layer (ir/arena.h): the layers in an order where layers of one step are independent "
+     "chains of at most `lanes` per step, paired only when their FLOPs are within 2x of each other; a conv's or "
+     "fc's epilogue layers stay with it; no memory plan (run plan after it)",
+     NULL, pass_schedule},
     {"plan", "concrete shapes (no symbolic input dims)",
      "attribute arena_offsets on every layer: activations in one arena, overlapping only when never live at the "
      "same time", NULL, pass_plan},
@@ -135,6 +140,7 @@ void pass_options_init(pass_options *opt, const pdc_context *ctx)
     opt->pattern_kernels[0][0] = opt->pattern_kernels[0][1] = 3;
     snprintf(opt->pattern_kernels_text, sizeof opt->pattern_kernels_text, "3x3");
     opt->print_flags = PDC_PRINT_ELIDE_WEIGHTS;
+    opt->lanes = 2;
 }
 
 static void free_names(char **names, size_t n)
@@ -165,7 +171,7 @@ void pass_options_free(pass_options *opt)
 
 static const char known_options[] =
     "patterns, pattern_size, connectivity, block, block_rate, unstructured_rate, layers, skip, include_stem, "
-    "pattern_kernels, block_convs, print_after, print_file, print_weights";
+    "pattern_kernels, block_convs, lanes, print_after, print_file, print_weights";
 
 /* An attribute as text (strings as they are, numbers formatted), for uniform parsing. */
 static const char *attr_text(const ir_attr *a, char *buf, size_t cap)
@@ -427,6 +433,9 @@ pdc_status pass_options_set(const pdc_context *ctx, pass_options *opt, const ir_
     } else if (!strcmp(n, "block_convs")) {
         if ((st = int_option(ctx, a, 0, 1, &v))) return st;
         opt->block_convs = (int)v;
+    } else if (!strcmp(n, "lanes")) {
+        if ((st = int_option(ctx, a, 1, 64, &v))) return st;
+        opt->lanes = (int)v;
     } else if (!strcmp(n, "print_after")) {
         if (a->type != IR_ATTR_STRING || (strcmp(a->s, "all") && !pass_find(a->s))) {
             char known[512];

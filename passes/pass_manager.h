@@ -48,6 +48,7 @@ typedef struct pass_options {
     int64_t pattern_kernels[PASS_MAX_KERNEL_SIZES][2];
     char pattern_kernels_text[PASS_MAX_KERNEL_SIZES * 8]; /* as given, normalised: "3x3,5x5" or "all" */
     int block_convs;            /* 1: prune-block takes 1x1 convs too (default 0) */
+    int lanes;                  /* schedule: most layers side by side in one step (default 2) */
     /* which layers the pruning passes and reorder touch: only `layers` if set, else all but `skip` */
     char **layers;
     size_t n_layers;

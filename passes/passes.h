@@ -15,6 +15,7 @@ pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_block(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_unstructured(ir_model *m, const pass_options *opt);
 pdc_status pass_reorder(ir_model *m, const pass_options *opt);
+pdc_status pass_schedule(ir_model *m, const pass_options *opt);
 pdc_status pass_plan(ir_model *m, const pass_options *opt);
 
 /* ---- helpers (pass_util.c) */

@@ -44,12 +44,13 @@ static size_t align_up(size_t v) { return (v + IR_ARENA_ALIGN - 1) / IR_ARENA_AL
  * made so is valid for the plain live ranges too (they only start earlier). */
 static void epilogue_liveness(const ir_model *m, size_t *def)
 {
+    int scheduled = ir_model_scheduled(m);
     for (size_t li = 0; li < m->n_layers; li++) {
         ir_epilogue e;
         if (!ir_layer_epilogue(m, li, &e)) continue;
         for (int k = 1; k <= e.n_layers; k++) {
             int t = m->layers[li + k].outputs[0];
-            if (def[t] != SIZE_MAX) def[t] = li;
+            if (def[t] != SIZE_MAX) def[t] = ir_layer_time(m, li, scheduled);
         }
     }
 }

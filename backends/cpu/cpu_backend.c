@@ -48,6 +48,10 @@ typedef struct cpu_state {
     size_t thread_floats;   /* largest per-layer private scratch of a thread */
     int threads;
     int infallible;         /* every layer has a kernel that cannot fail at run time (no ref fallback) */
+    size_t *chain;          /* scheduled models (schedule pass): per layer its chain's lane in its step,
+                             * and the step's number of chains in chains[]; NULL when not scheduled */
+    size_t *chains;
+    int side_by_side;       /* some step has 2 or more chains: the scratch is there once per thread */
     _Atomic(struct cpu_work *) spare; /* one cached workspace, NULL when lent out or not yet made */
 } cpu_state;
 
@@ -70,7 +74,7 @@ static void work_free(cpu_work *w)
 
 static cpu_work *work_new(pdc_context *ctx, const cpu_state *s)
 {
-    size_t total = s->arena_floats + s->scratch_floats;
+    size_t total = s->arena_floats + s->scratch_floats * (s->side_by_side ? (size_t)s->threads : 1);
     int blocks = s->thread_floats ? s->threads : 0; /* the pointers are there either way */
     cpu_work *w = pdc_calloc(ctx, 1, sizeof *w + (size_t)s->threads * sizeof w->own[0]);
     if (!w) return NULL;
@@ -99,6 +103,8 @@ static void cpu_destroy(pdc_program *prog)
     pdc_free(s->numel);
     pdc_free(s->offset);
     pdc_free(s->input_slot);
+    pdc_free(s->chain);
+    pdc_free(s->chains);
     work_free(atomic_load(&s->spare));
     pdc_free(s);
     prog->state = NULL;
@@ -121,6 +127,57 @@ static pdc_status run_fused(const cpu_layer *L, const ir_model *m, const ir_laye
 {
     (void)L, (void)m, (void)l, (void)buf, (void)x;
     return PDC_OK;
+}
+
+/* The first layer after layer a's step. */
+static size_t step_end(const ir_model *m, size_t a)
+{
+    int64_t step = ir_attr_int(&m->layers[a].attrs, IR_STEP_ATTR, 0);
+    size_t b = a + 1;
+    while (b < m->n_layers && ir_attr_int(&m->layers[b].attrs, IR_STEP_ATTR, 0) == step) b++;
+    return b;
+}
+
+/* Lanes for a scheduled model (ir/arena.h): each step's chains numbered in order of their first layer.
+ * Only where every layer has a JIT kernel: those cannot fail, so a lane never has an error to report. */
+static pdc_status plan_lanes(const ir_model *m, cpu_state *s)
+{
+    size_t n = m->n_layers;
+    s->chain = pdc_calloc(m->ctx, n, sizeof *s->chain);
+    s->chains = pdc_calloc(m->ctx, n, sizeof *s->chains);
+    if (!s->chain || !s->chains) return PDC_ERR_OUT_OF_MEMORY;
+    pdc_status st = ir_schedule_chains(m, s->chain); /* chain[li]: the chain's first layer */
+    for (size_t a = 0, b; a < n && !st; a = b) {
+        b = step_end(m, a);
+        size_t k = 0;
+        for (size_t li = a; li < b; li++) {
+            if (s->chain[li] == li) s->chains[li] = k++; /* a chain's first layer numbers its lane */
+            s->chain[li] = s->chains[s->chain[li]];
+        }
+        for (size_t li = a; li < b; li++) {
+            s->chains[li] = k;
+            size_t len = strlen(s->layers[li].info);
+            if (k > 1)
+                snprintf(s->layers[li].info + len, sizeof s->layers[li].info - len, "; lane %zu of %zu side by side",
+                         s->chain[li] + 1, k);
+        }
+        if (k > 1) s->side_by_side = 1;
+    }
+    return st;
+}
+
+/* Layers [a, b) of one step, its k chains side by side, one thread each (lane c: chain c, its own
+ * scratch, private block and share slot). */
+static void run_lanes(const ir_model *m, const cpu_state *s, size_t a, size_t b, size_t k, float *const *buf,
+                      const cpu_exec *x)
+{
+#pragma omp parallel num_threads((int)k)
+    {
+        const size_t c = (size_t)omp_get_thread_num();
+        const cpu_exec lane = {1, x->scratch + c * s->scratch_floats, x->own + c, x->shares + c};
+        for (size_t li = a; li < b; li++)
+            if (s->chain[li] == c) (void)s->layers[li].run(&s->layers[li], m, &m->layers[li], buf, &lane);
+    }
 }
 
 static pdc_status cpu_compile_prog(pdc_program *prog)
@@ -216,6 +273,7 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
     s->infallible = 1;
     for (size_t li = 0; li < s->n_layers; li++)
         if (!s->layers[li].run) s->infallible = 0;
+    if (!st && s->infallible && s->threads > 1 && ir_model_scheduled(m)) st = plan_lanes(m, s);
     if (st) cpu_destroy(prog);
     return st;
 }
@@ -280,6 +338,16 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
         const ir_layer *l = &m->layers[li];
         const cpu_layer *L = &s->layers[li];
         double t0 = profile ? omp_get_wtime() : 0.0;
+        size_t k = s->chain ? s->chains[li] : 1;
+        if (k > 1 && (size_t)x.threads == k) { /* a step of as many chains as threads: side by side */
+            size_t b = step_end(m, li);
+            run_lanes(m, s, li, b, k, buf, &x);
+            if (profile)
+                fprintf(stderr, "pdc-profile %3zu %-24s %9.3f ms  %zu layers in %zu lanes\n", li, l->name,
+                        (omp_get_wtime() - t0) * 1e3, b - li, k);
+            li = b - 1;
+            continue;
+        }
         st = L->run ? L->run(L, m, l, buf, &x) : ref_run_layer(m, l, buf);
         if (st != PDC_OK) pdc_error_prefix(ctx, "cpu");
         if (profile)

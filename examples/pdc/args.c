@@ -411,7 +411,7 @@ static int make_group(pdc_context *ctx, const cli_model_args *a, pdc_model **mod
     pdc_model *g = NULL;
     st = pdc_model_group(ctx, (const pdc_model *const *)models, n, NULL, &g);
     for (size_t k = 0; k < n; k++) pdc_model_destroy(models[k]);
-    if (st == PDC_OK) st = pdc_model_transform(g, "share,plan", NULL);
+    if (st == PDC_OK) st = pdc_model_transform(g, "share,schedule,plan", NULL);
     if (st != PDC_OK) {
         pdc_model_destroy(g);
         return cli_lib_error(ctx, st, a->path, "--group");
