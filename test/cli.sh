@@ -143,12 +143,12 @@ end
 begin "pdc run --help shows every target pdc run accepts"
 run "$PDC" run --help
 expect_rc 0
-expect_out "usage: pdc run MODEL [--target ref|cpu|gpu]"
+expect_out "usage: pdc run MODEL [MODEL... --group] [--target ref|cpu|gpu]"
 expect_out "ref (the reference interpreter, the default), cpu"
 expect_out "gpu (NVIDIA, through the CUDA driver)"
 run "$PDC" run "$MODEL" --input
 expect_rc 2
-expect_err "usage: pdc run MODEL [--target ref|cpu|gpu]"
+expect_err "usage: pdc run MODEL [MODEL... --group] [--target ref|cpu|gpu]"
 end
 
 begin "pdc --version prints the header's version"
@@ -235,8 +235,11 @@ expect_rc 2
 expect_err "takes no value"
 end
 
-begin "a second MODEL argument exits 2"
+begin "a second MODEL argument exits 2 (without --group; where groups do not apply, always)"
 run "$PDC" inspect "$MODEL" "$MODEL"
+expect_rc 2
+expect_err "several models: add --group"
+run "$PDC" prune "$MODEL" "$MODEL" -o "$T/x.pdc"
 expect_rc 2
 expect_err "unexpected argument"
 end
@@ -870,6 +873,33 @@ run "$PDC" bench "$MODEL" --repeat 1 --warmup 0 --target ref
 expect_rc 0
 expect_out "target: ref, threads: 1"
 grep -q "threads: 0" "$T/out" && bad "threads: 0 printed"
+end
+
+begin "groups: run, bench and inspect several models as one with --group"
+run "$PDC" run "$MODEL" "$MODEL" -i "$IN"
+expect_rc 2
+expect_err "several models: add --group"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" run "$MODEL" --target cpu -i "$IN" -o "$T/alone.bin"
+expect_rc 0
+run env XDG_CACHE_HOME="$T/cache" "$PDC" run "$MODEL" "$MODEL" --group --target cpu -i "$IN" -o "$T/g0.bin" -o "$T/g1.bin"
+expect_rc 0
+expect_same "$T/g0.bin" "$T/alone.bin"
+expect_same "$T/g1.bin" "$T/alone.bin"
+# the same model twice: everything but the layer writing each model's output computed once
+run "$PDC" inspect "$MODEL" "$MODEL" --group
+expect_rc 0
+expect_out_re "^group of 2 models: 8 layers \(14 apart; 6 computed once for all\)"
+expect_out "0/probs"
+expect_out "1/probs"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" bench "$MODEL" "$MODEL" --group -n 2 --warmup 0 --json
+expect_rc 0
+expect_out '"median_ms": '
+run "$PDC" bench "$MODEL" "$MODEL" --group --shape nosuch=1x1x8x8
+expect_rc 1
+expect_err "--shape nosuch: no model of the group has an input of that name"
+run "$PDC" convert "$MODEL" "$MODEL" -o "$T/x.pdc"
+expect_rc 2
+expect_err "unexpected argument"
 end
 
 begin "inspect --target cpu says how many of the layer's patterns a kernel uses"
