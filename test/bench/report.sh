@@ -6,6 +6,7 @@
 #   results_scaling.tsv  bench_scaling: pdc's 2-thread speed-up, pinned, hot and flushed caches
 #   results_e2e.tsv      bench_e2e: pruned ResNet-18 / VGG-16 vs ONNX Runtime, compile time
 #   results_batch.tsv    bench_batch: fc and LSTM at batch 1, 8, 32 vs OpenBLAS
+#   results_group.tsv    bench_group: groups of models (shared work, DAG schedule) vs the models in turn
 #   results_gpu.tsv      gpu_bench: the gpu target vs cuDNN (only where make bench-gpu ran)
 # A missing TSV gets a line saying it was not recorded. Columns are found by their header names,
 # lines starting with '#' are notes (host, date, commit, ...) and are listed in the report.
@@ -430,16 +431,50 @@ gpu() {
     }' "$f" >> "$T/tables"
 }
 
+# ------------------------------------------------------------------ groups of models (bench_group)
+group() {
+    f=$BENCH/results_group.tsv
+    title='Groups of models (`bench_group`)'
+    if [ ! -f "$f" ]; then
+        not_recorded results_group.tsv bench_group "$title"
+        return 0
+    fi
+    awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
+    {
+        n++
+        row[n] = sprintf("| %s | %s | %s | %s / %s | %s | %s | %s | %s MB | %s MB | %s |", f("case"), f("models"), f("threads"),
+                         f("layers_group"), f("layers_apart"), tm(f("group_ms")), tm(f("apart_ms")), rx(f("throughput_x")),
+                         f("group_mb"), f("apart_mb"), rx(f("memory_x")))
+        if (f("case") == "variants") hv = hv (hv == "" ? "" : ", ") rx(f("throughput_x")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
+        if (f("case") == "unrelated") hu = hu (hu == "" ? "" : ", ") rx(f("throughput_x")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
+    }
+    END {
+        printf "- `test/bench/results_group.tsv` (bench_group): %d row%s\n", n, (n == 1 ? "" : "s") >> R
+        if (!n) exit
+        if (hv != "") printf "- two fine-tuned variants of one pruned ResNet-18 as a group (`results_group.tsv`): throughput %s of the two programs in turn\n", hv >> H
+        if (hu != "") printf "- pruned ResNet-18 + VGG-16 as a group, scheduled (`results_group.tsv`): throughput %s\n", hu >> H
+        printf "\n## %s\n\n", title
+        printf "`build/bench_group`, written to `test/bench/results_group.tsv`: `pdc_compile_group` (share, schedule, plan)\n"
+        printf "against the same models compiled apart and run one after the other, 224x224, batch 1, target cpu. Times:\n"
+        printf "medians of one run of every model, the two ways alternating; throughput x = apart / group. Memory: what\n"
+        printf "malloc holds after compiling and one run, less the models (program model copies, packed weights, arenas).\n"
+        printf "\n| case | models | threads | layers group / apart | group ms | apart ms | throughput x | group memory | apart memory | memory x |\n"
+        printf "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        for (i = 1; i <= n; i++) print row[i]
+    }' "$f" >> "$T/tables"
+}
+
 conv results.tsv warm '3x3 layers, activations warm (`bench_conv`)'
 conv results_cold.tsv cold '3x3 layers, activations cold (`bench_conv --cold`)'
 scaling
 e2e
 batch
+group
 gpu
 
 # ------------------------------------------------------------------ the document
 # "# host: ...", "# date: ...", "# commit: ..." lines of the TSVs (any of them, each line once)
-META=$(for t in results.tsv results_cold.tsv results_scaling.tsv results_e2e.tsv results_batch.tsv results_gpu.tsv; do
+META=$(for t in results.tsv results_cold.tsv results_scaling.tsv results_e2e.tsv results_batch.tsv results_group.tsv results_gpu.tsv; do
            [ -f "$BENCH/$t" ] && sed -n 's/^[[:space:]]*#[[:space:]]*//p' "$BENCH/$t"
        done | grep -iE '^(host|cpu|machine|date|time|commit|build|recorded)[[:space:]]*[:=]' | awk '!seen[$0]++' |
        awk 'BEGIN { ORS = "" } { print (NR > 1 ? "; " : "") $0 }')
