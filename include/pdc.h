@@ -402,6 +402,9 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *  - plan                places every activation in one arena by liveness (pdc_model_memory_plan).
  *  - share               stores constants with identical contents once and computes once a layer with the
  *                        same op, attributes and inputs as an earlier one (groups: pdc_compile_group).
+ *  - schedule            marks which layers may run side by side (independent chains of similar cost, at
+ *                        most "lanes" a step) and orders the layers so; run plan after it. The "cpu" target
+ *                        runs such chains one thread each when a step has as many chains as the run threads.
  * Safe defaults: no pruning pass touches the stem - a conv that reads a graph input, directly or through
  * layers without weights (a normalising sub/mul/div, batchnorm, pooling, reshape, concat, ...) - unless
  * "include_stem" is 1: its few weights see the raw input and cost accuracy out of proportion. prune-pattern
@@ -420,6 +423,7 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *                                        block_rate
  *  - "block_rate": float = 0.5           share of blocks removed
  *  - "unstructured_rate": float = 0.5    share of weights removed
+ *  - "lanes": int = 2                    schedule: most layers side by side in one step (1..64)
  *  - "layers": string                    comma-separated layer names: the pruning passes and reorder change
  *                                        only these (each must exist and be changed by some pass), and
  *                                        every pass that can prune a named layer does, whatever

@@ -18,11 +18,6 @@ static const pass_info table[] = {
      "bias adds and activations after conv/fc/gemm fused into them (attribute activation); no identity layers, "
      "no layer whose inputs are all constants, no dead layers, no unused constants; no memory plan",
      NULL, pass_canonicalize},
-    {"share", "a verified model (any ops; usually a group of models, pdc_model_group)",
-     "same outputs, bit for bit; constants with identical contents (shape, bits, sparsity) stored once; a layer "
-     "with the same op, attributes and inputs as an earlier one computed once (unless it writes a graph output); "
-     "no memory plan if anything was shared",
-     NULL, pass_share},
     {"prune-pattern", "conv weights that are constants",
      "each eligible conv's weight has pattern sparsity: K patterns of n entries, each containing the centre, "
      "every kernel on the pattern of the set that keeps the most of its norm",
@@ -48,6 +43,11 @@ static const pass_info table[] = {
      "in attribute out_perm; same outputs",
      "2-D convs with group 1 whose weight is pattern-sparse and whose weight and bias no other layer reads",
      pass_reorder},
+    {"share", "a verified model (any ops; usually a group of models, pdc_model_group)",
+     "same outputs, bit for bit; constants with identical contents (shape, bits, sparsity) stored once; a layer "
+     "with the same op, attributes and inputs as an earlier one computed once (unless it writes a graph output); "
+     "no memory plan if anything was shared",
+     NULL, pass_share},
     {"schedule", "concrete shapes (no symbolic input dims)",
      "attribute step on every layer (ir/arena.h): the layers in an order where layers of one step are independent "
      "chains of at most `lanes` per step, paired only when their FLOPs are within 2x of each other; a conv's or "

@@ -3,6 +3,8 @@
  * after the other, at 224x224, batch 1, target "cpu":
  *   - variants: two fine-tuned variants of one pruned ResNet-18 (models.h: identical through layer3,
  *     their own layer4 and fc), one input shared;
+ *   - twins: two pruned ResNet-18 with different weights everywhere (nothing shared: what the schedule
+ *     gains running their layers side by side);
  *   - unrelated: ResNet-18 and VGG-16 (pruned), one input shared (nothing else in common).
  * Per case: median wall time of one run of every model (group: one pdc_program_run; apart: each
  * program in turn), the two alternating so that both see the same machine; and the memory each way:
@@ -39,6 +41,7 @@ typedef struct bench_case {
 
 static const bench_case cases[] = {
     {"variants", {"resnet18", "resnet18"}, {0, 1}},
+    {"twins", {"resnet18", "resnet18"}, {0, -1}},
     {"unrelated", {"resnet18", "vgg16"}, {0, 0}},
 };
 

@@ -244,6 +244,7 @@ static void vgg16(builder *b, int hw)
 pdc_model *bench_build_model(pdc_context *ctx, const char *name, int hw, const bench_prune *pr)
 {
     builder b = {ctx, NULL, pr, 0, 0, 0x2545f4914f6cdd1dull};
+    if (pr->variant < 0) b.rng ^= 0x9e3779b97f4a7c15ull * (uint64_t)(-pr->variant);
     if (pdc_model_create(ctx, name, &b.m) != PDC_OK) {
         fprintf(stderr, "bench: %s\n", pdc_context_last_error(ctx));
         return NULL;

@@ -18,7 +18,8 @@ typedef struct bench_prune {
     double connectivity;    /* fraction of 3x3 kernels removed */
     double fc_density;      /* VGG-16 fc: fraction of 1x4 blocks kept */
     int variant;            /* 0: the base weights; k > 0: fine-tuned variant k - ResNet's last stage and fc
-                             * get other weights, everything before them is the base model's */
+                             * get other weights, everything before them is the base model's; k < 0:
+                             * other weights everywhere (an unrelated model of the same shape) */
 } bench_prune;
 
 /* Builds the network into a new model; prints the error and returns NULL on failure.

@@ -758,6 +758,58 @@ START_TEST(option_semantics)
 }
 END_TEST
 
+/* A group of the model twice (pdc_compile_group: group, share, schedule, plan, compile), then its runs:
+ * a failed run leaves every output as it was. */
+START_TEST(group_compile_and_run)
+{
+    pdc_model *m = oom_model();
+    const int64_t dx[] = {2, 2, 6, 6};
+    ck_assert_ok(ctx, pdc_model_set_input_shape(m, "x", 4, dx));
+    const pdc_model *const models[2] = {m, m};
+    pdc_program *p = NULL;
+    /* once first, as compile_and_run does: the kernels are then in the context's JIT, and the walk
+     * covers the group's own allocations, not the reading of the disk cache (a miss when it fails) */
+    ck_assert_ok(ctx, pdc_compile_group(ctx, models, 2, "cpu", &p));
+    pdc_program_destroy(p);
+    size_t n;
+    for (n = 1;; n++) {
+        p = SENTINEL_PTR;
+        set_fail(n);
+        pdc_status st = pdc_compile_group(ctx, models, 2, "cpu", &p);
+        if (!injected("pdc_compile_group (cpu)", n, st)) break;
+        ck_assert_ptr_eq(p, SENTINEL_PTR);
+    }
+    report("pdc_compile_group (cpu)", n - 1);
+    size_t ni, no;
+    ck_assert_ok(ctx, pdc_program_num_inputs(p, &ni));
+    ck_assert_ok(ctx, pdc_program_num_outputs(p, &no));
+    ck_assert_uint_eq(ni, 2);
+    ck_assert_uint_eq(no, 4);
+    pdc_tensor *in[2], *out[4];
+    for (size_t i = 0; i < ni; i++) {
+        in[i] = io_tensor(ctx, p, 0, i);
+        test_fill_random(pdc_tensor_data(in[i]), pdc_tensor_size(in[i]), 21 + (uint32_t)i);
+    }
+    for (size_t i = 0; i < no; i++) out[i] = io_tensor(ctx, p, 1, i);
+    for (n = 1;; n++) {
+        for (size_t k = 0; k < no; k++) memset(pdc_tensor_data(out[k]), 0xab, 4 * pdc_tensor_size(out[k]));
+        set_fail(n);
+        pdc_status st = pdc_program_run(p, ni, in, no, out);
+        if (!injected("pdc_program_run (cpu group)", n, st)) break;
+        for (size_t k = 0; k < no; k++) {
+            const uint8_t *b = (const uint8_t *)pdc_tensor_data(out[k]);
+            for (size_t i = 0; i < 4 * pdc_tensor_size(out[k]); i++)
+                ck_assert_msg(b[i] == 0xab, "group run failed at allocation %zu but wrote output %zu", n, k);
+        }
+    }
+    report("pdc_program_run (cpu group)", n - 1);
+    for (size_t i = 0; i < ni; i++) pdc_tensor_destroy(in[i]);
+    for (size_t i = 0; i < no; i++) pdc_tensor_destroy(out[i]);
+    pdc_program_destroy(p);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("oom");
@@ -766,5 +818,6 @@ int main(void)
                                          save_print_and_inspect, emit_calls, transform_passes, prune_projections));
     tcase_add_loop_test(tc, compile_and_run, 0, (int)(sizeof targets / sizeof targets[0]));
     tcase_add_test(tc, trainer_calls);
+    tcase_add_test(tc, group_compile_and_run);
     return test_run_suite(s);
 }
