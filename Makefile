@@ -371,7 +371,19 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_BATCH) \
 	    --out test/bench/results_batch.tsv
 	$(BENCH_GROUP) --out test/bench/results_group.tsv
+	@if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then $(MAKE) --no-print-directory bench-torchvision-run; \
+	else echo "bench: no python3-torch/python3-torchvision: the torchvision models are skipped (make bench-torchvision)"; fi
 	sh test/bench/report.sh
+
+# torchvision ResNet-18, VGG-16, MobileNetV2 and ResNet-50 exported to ONNX, dense and pruned in PyTorch,
+# pdc against ONNX Runtime (test/bench/torchvision/bench_torchvision.py); installs torch if missing.
+.PHONY: bench-torchvision bench-torchvision-run
+bench-torchvision: deps-bench all
+	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps python3-torch python3-torchvision python3-numpy
+	@$(MAKE) --no-print-directory bench-torchvision-run
+	sh test/bench/report.sh
+bench-torchvision-run:
+	/usr/bin/python3 test/bench/torchvision/bench_torchvision.py --pdc $(TOOL) --out test/bench/results_torchvision.tsv
 
 # docs/performance.md from the benchmark TSVs, without running the benchmarks again.
 .PHONY: perf-report

@@ -6,6 +6,7 @@
 #   results_scaling.tsv  bench_scaling: pdc's 2-thread speed-up, pinned, hot and flushed caches
 #   results_e2e.tsv      bench_e2e: pruned ResNet-18 / VGG-16 vs ONNX Runtime, compile time
 #   results_batch.tsv    bench_batch: fc and LSTM at batch 1, 8, 32 vs OpenBLAS
+#   results_torchvision.tsv  bench_torchvision.py: torchvision models pruned in PyTorch, pdc vs ONNX Runtime
 #   results_group.tsv    bench_group: groups of models (shared work, DAG schedule) vs the models in turn
 #   results_gpu.tsv      gpu_bench: the gpu target vs cuDNN (only where make bench-gpu ran)
 # A missing TSV gets a line saying it was not recorded. Columns are found by their header names,
@@ -431,6 +432,41 @@ gpu() {
     }' "$f" >> "$T/tables"
 }
 
+# ------------------------------------------------------------------ torchvision models (bench_torchvision.py)
+torchvision() {
+    f=$BENCH/results_torchvision.tsv
+    title='torchvision models as users export them (`bench_torchvision.py`)'
+    if [ ! -f "$f" ]; then
+        not_recorded results_torchvision.tsv bench_torchvision.py "$title" '`make bench-torchvision` needs python3-torch'
+        return 0
+    fi
+    awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
+    {
+        n++
+        L = f("model") " " f("variant")
+        row[n] = sprintf("| %s | %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %s | %s |", f("model"), f("variant"), comp(f("compression")),
+                         f("threads"), tm(f("pdc_ms")), tm(f("pdc_min")), tm(f("pdc_max")), tm(f("ort_ms")), tm(f("ort_min")),
+                         tm(f("ort_max")), rx(f("speedup")), er(f("max_rel_diff")))
+        if (!(L in seen)) { seen[L] = 1; ml[++nm] = L }
+        hs[L] = hs[L] (hs[L] == "" ? "" : ", ") rx(f("speedup")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
+    }
+    END {
+        printf "- `test/bench/results_torchvision.tsv` (bench_torchvision.py): %d row%s\n", n, (n == 1 ? "" : "s") >> R
+        for (i = 1; i <= nnotes; i++) printf "  - %s\n", note[i] >> R
+        if (!n) exit
+        for (i = 1; i <= nm; i++) printf "- torchvision %s exported to ONNX (`results_torchvision.tsv`): ONNX Runtime / pdc %s\n", ml[i], hs[ml[i]] >> H
+        printf "\n## %s\n\n", title
+        printf "`test/bench/torchvision/bench_torchvision.py`, written to `test/bench/results_torchvision.tsv`: torchvision\n"
+        printf "models with random weights, exported to ONNX dense and pruned in PyTorch (3x3 convs: 8 patterns of 4 and\n"
+        printf "50%% of kernels removed; fc, and ResNet-50'"'"'s 1x1 convs, in 1x4 blocks), each timed with `pdc bench` and in\n"
+        printf "ONNX Runtime on the same file, alternating; medians over the rounds (their range in brackets).\n"
+        printf "x ORT = ONNX Runtime / pdc: above 1, pdc is faster. Compile times of the last pruned model are in the notes.\n"
+        printf "\n| model | weights | fewer weights | threads | pdc ms | ONNX Runtime ms | x ORT | max rel diff |\n"
+        printf "|---|---|---:|---:|---:|---:|---:|---:|\n"
+        for (i = 1; i <= n; i++) print row[i]
+    }' "$f" >> "$T/tables"
+}
+
 # ------------------------------------------------------------------ groups of models (bench_group)
 group() {
     f=$BENCH/results_group.tsv
@@ -470,13 +506,14 @@ conv results.tsv warm '3x3 layers, activations warm (`bench_conv`)'
 conv results_cold.tsv cold '3x3 layers, activations cold (`bench_conv --cold`)'
 scaling
 e2e
+torchvision
 batch
 group
 gpu
 
 # ------------------------------------------------------------------ the document
 # "# host: ...", "# date: ...", "# commit: ..." lines of the TSVs (any of them, each line once)
-META=$(for t in results.tsv results_cold.tsv results_scaling.tsv results_e2e.tsv results_batch.tsv results_group.tsv results_gpu.tsv; do
+META=$(for t in results.tsv results_cold.tsv results_scaling.tsv results_e2e.tsv results_batch.tsv results_torchvision.tsv results_group.tsv results_gpu.tsv; do
            [ -f "$BENCH/$t" ] && sed -n 's/^[[:space:]]*#[[:space:]]*//p' "$BENCH/$t"
        done | grep -iE '^(host|cpu|machine|date|time|commit|build|recorded)[[:space:]]*[:=]' | awk '!seen[$0]++' |
        awk 'BEGIN { ORS = "" } { print (NR > 1 ? "; " : "") $0 }')
