@@ -128,6 +128,9 @@ pdc_status ir_matrix_transpose(const pdc_context *ctx, const struct ir_tensor *t
 void ir_matrix_transpose_free(struct ir_tensor *t);
 /* 1 if element `index` of tensor t is kept by its sparsity (always 1 when dense). */
 int ir_sparsity_keeps(const struct ir_tensor *t, size_t index);
+/* keep[i] = 1 if element first + i (i < n) of constant t is kept by sparsity s (t's own or one about to be
+ * attached), else 0: ir_sparsity_keeps for a run of elements, without its per-element arithmetic. */
+void ir_sparsity_mask_range(const struct ir_tensor *t, const ir_sparsity *s, size_t first, size_t n, uint8_t *keep);
 /* Number of elements kept. */
 size_t ir_sparsity_kept(const struct ir_tensor *t);
 /* Checks s against constant t's shape and weights (pruned weights must be exactly 0). */

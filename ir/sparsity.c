@@ -144,11 +144,52 @@ int ir_sparsity_keeps(const ir_tensor *t, size_t index)
     return 1;
 }
 
+void ir_sparsity_mask_range(const ir_tensor *t, const ir_sparsity *s, size_t first, size_t n, uint8_t *keep)
+{
+    switch (s->kind) {
+    case IR_SPARSITY_PATTERN: {
+        size_t win = pattern_window(t), kernel = first / win, pos = first % win;
+        for (size_t i = 0; i < n; i++) {
+            int32_t pid = s->kernel_pattern[kernel];
+            keep[i] = pid >= 0 && (s->patterns[pid] >> pos & 1u);
+            if (++pos == win) pos = 0, kernel++;
+        }
+        return;
+    }
+    case IR_SPARSITY_BLOCK: {
+        int64_t rows, cols;
+        ir_weight_matrix_view(t, &rows, &cols);
+        const int64_t bcols = (cols + s->bw - 1) / s->bw;
+        int64_t r = (int64_t)(first / (size_t)cols), c = (int64_t)(first % (size_t)cols);
+        int64_t cb = c / s->bw, cin = c % s->bw, rb = r / s->bh, rin = r % s->bh;
+        for (size_t i = 0; i < n; i++) {
+            keep[i] = s->block_mask[rb * bcols + cb] != 0;
+            if (++cin == s->bw) cin = 0, cb++;
+            if (++c == cols) {
+                c = cb = cin = 0;
+                if (++rin == s->bh) rin = 0, rb++;
+            }
+        }
+        return;
+    }
+    case IR_SPARSITY_UNSTRUCTURED:
+        for (size_t i = 0; i < n; i++) keep[i] = s->mask[first + i] != 0;
+        return;
+    case IR_SPARSITY_NONE: break;
+    }
+    memset(keep, 1, n);
+}
+
 size_t ir_sparsity_kept(const ir_tensor *t)
 {
     size_t n = ir_tensor_numel(t), kept = 0;
     if (t->sparsity.kind == IR_SPARSITY_NONE) return n;
-    for (size_t i = 0; i < n; i++) kept += (size_t)ir_sparsity_keeps(t, i);
+    uint8_t keep[4096];
+    for (size_t i = 0; i < n; i += sizeof keep) {
+        size_t m = n - i < sizeof keep ? n - i : sizeof keep;
+        ir_sparsity_mask_range(t, &t->sparsity, i, m, keep);
+        for (size_t j = 0; j < m; j++) kept += keep[j];
+    }
     return kept;
 }
 
@@ -223,14 +264,18 @@ pdc_status ir_sparsity_validate(const pdc_context *ctx, const ir_tensor *t, cons
         return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': only constants can carry sparsity", t->name);
     pdc_status st = check_shape(ctx, t, s);
     if (st) return st;
-    ir_tensor probe = *t;
-    probe.sparsity = *s;
     size_t n = ir_tensor_numel(t);
-    for (size_t i = 0; i < n; i++) {
-        if (t->data[i] != 0.0f && !ir_sparsity_keeps(&probe, i))
-            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
-                             "tensor '%s': element %zu is %g but its sparsity prunes it (pruned weights must be 0)",
-                             t->name, i, (double)t->data[i]);
+    uint8_t keep[4096];
+    for (size_t i0 = 0; i0 < n; i0 += sizeof keep) {
+        size_t m = n - i0 < sizeof keep ? n - i0 : sizeof keep;
+        ir_sparsity_mask_range(t, s, i0, m, keep);
+        for (size_t j = 0; j < m; j++) {
+            size_t i = i0 + j;
+            if (!keep[j] && t->data[i] != 0.0f)
+                return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                                 "tensor '%s': element %zu is %g but its sparsity prunes it (pruned weights must be 0)",
+                                 t->name, i, (double)t->data[i]);
+        }
     }
     return PDC_OK;
 }

@@ -790,6 +790,7 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
     if (!kmask) return PDC_ERR_OUT_OF_MEMORY;
     uint64_t *pats = P->pats;
     int dense = wt->sparsity.kind == IR_SPARSITY_NONE;
+    uint8_t keep[64];
     for (int64_t kidx = 0; kidx < n_kern; kidx++) {
         uint64_t mk = 0;
         if (dense) mk = full;
@@ -797,8 +798,8 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
             int32_t pid = wt->sparsity.kernel_pattern[kidx];
             mk = pid < 0 ? 0 : wt->sparsity.patterns[pid] & full;
         } else {
-            for (int64_t b = 0; b < taps; b++)
-                if (ir_sparsity_keeps(wt, (size_t)(kidx * taps + b))) mk |= 1ull << b;
+            ir_sparsity_mask_range(wt, &wt->sparsity, (size_t)(kidx * taps), (size_t)taps, keep);
+            for (int64_t b = 0; b < taps; b++) mk |= (uint64_t)keep[b] << b;
         }
         kmask[kidx] = mk;
     }
