@@ -383,7 +383,8 @@ bench-torchvision: deps-bench all
 	@$(MAKE) --no-print-directory bench-torchvision-run
 	sh test/bench/report.sh
 bench-torchvision-run:
-	/usr/bin/python3 test/bench/torchvision/bench_torchvision.py --pdc $(TOOL) --out test/bench/results_torchvision.tsv
+	/usr/bin/python3 test/bench/torchvision/bench_torchvision.py --pdc $(TOOL) --out test/bench/results_torchvision.tsv \
+	    --schedule-out test/bench/results_schedule.tsv
 
 # docs/performance.md from the benchmark TSVs, without running the benchmarks again.
 .PHONY: perf-report

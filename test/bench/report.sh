@@ -7,6 +7,7 @@
 #   results_e2e.tsv      bench_e2e: pruned ResNet-18 / VGG-16 vs ONNX Runtime, compile time
 #   results_batch.tsv    bench_batch: fc and LSTM at batch 1, 8, 32 vs OpenBLAS
 #   results_torchvision.tsv  bench_torchvision.py: torchvision models pruned in PyTorch, pdc vs ONNX Runtime
+#   results_schedule.tsv bench_torchvision.py: GoogLeNet and ResNet-18, sequential vs the DAG schedule
 #   results_group.tsv    bench_group: groups of models (shared work, DAG schedule) vs the models in turn
 #   results_gpu.tsv      gpu_bench: the gpu target vs cuDNN (only where make bench-gpu ran)
 # A missing TSV gets a line saying it was not recorded. Columns are found by their header names,
@@ -467,6 +468,34 @@ torchvision() {
     }' "$f" >> "$T/tables"
 }
 
+# ------------------------------------------------------------------ the DAG schedule (bench_torchvision.py)
+schedule() {
+    f=$BENCH/results_schedule.tsv
+    title='The DAG schedule: sequential against dag (`bench_torchvision.py --schedule-out`)'
+    if [ ! -f "$f" ]; then
+        not_recorded results_schedule.tsv bench_torchvision.py "$title" '`make bench-torchvision` needs python3-torch'
+        return 0
+    fi
+    awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
+    {
+        n++
+        row[n] = sprintf("| %s | %s | %s | %s | %s | %s |", f("model"), f("threads"), tm(f("sequential_ms")), tm(f("dag_ms")),
+                         rx(f("speedup")), f("layers_in_lanes"))
+        hs = hs (hs == "" ? "" : ", ") f("model") " " rx(f("speedup"))
+    }
+    END {
+        printf "- `test/bench/results_schedule.tsv` (bench_torchvision.py): %d row%s\n", n, (n == 1 ? "" : "s") >> R
+        if (!n) exit
+        printf "- the DAG schedule at 2 threads, sequential / dag (`results_schedule.tsv`): %s\n", hs >> H
+        printf "\n## %s\n\n", title
+        printf "torchvision models exported to ONNX (random weights), converted by `pdc prune --passes` once with\n"
+        printf "canonicalize,plan (sequential) and once with canonicalize,schedule,plan (dag), each timed with `pdc bench`\n"
+        printf "at 2 threads, alternating; medians. x = sequential / dag: above 1, the schedule is faster.\n"
+        printf "\n| model | threads | sequential ms | dag ms | x | layers run side by side |\n|---|---:|---:|---:|---:|---:|\n"
+        for (i = 1; i <= n; i++) print row[i]
+    }' "$f" >> "$T/tables"
+}
+
 # ------------------------------------------------------------------ groups of models (bench_group)
 group() {
     f=$BENCH/results_group.tsv
@@ -509,11 +538,12 @@ e2e
 torchvision
 batch
 group
+schedule
 gpu
 
 # ------------------------------------------------------------------ the document
 # "# host: ...", "# date: ...", "# commit: ..." lines of the TSVs (any of them, each line once)
-META=$(for t in results.tsv results_cold.tsv results_scaling.tsv results_e2e.tsv results_batch.tsv results_torchvision.tsv results_group.tsv results_gpu.tsv; do
+META=$(for t in results.tsv results_cold.tsv results_scaling.tsv results_e2e.tsv results_batch.tsv results_torchvision.tsv results_group.tsv results_schedule.tsv results_gpu.tsv; do
            [ -f "$BENCH/$t" ] && sed -n 's/^[[:space:]]*#[[:space:]]*//p' "$BENCH/$t"
        done | grep -iE '^(host|cpu|machine|date|time|commit|build|recorded)[[:space:]]*[:=]' | awk '!seen[$0]++' |
        awk 'BEGIN { ORS = "" } { print (NR > 1 ? "; " : "") $0 }')

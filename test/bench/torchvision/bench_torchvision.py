@@ -20,6 +20,11 @@ Per model, threads and round: pdc's median run (pdc bench --json) and ONNX Runti
 (ort_bench.js), alternating; the TSV holds the median over the rounds of each, their ratio, and the
 largest difference between pdc's output and ORT's, relative to max|ORT|. Then the compile time of
 the pruned ResNet-50 (or the last model) in a fresh kernel cache: cold, then twice from the cache.
+
+With --schedule-out TSV it also times the DAG schedule (the schedule pass, passes.md): GoogLeNet (whose
+Inception branches run side by side) and ResNet-18, each converted once with the passes
+canonicalize,plan (sequential) and once with canonicalize,schedule,plan (dag), both timed with
+`pdc bench` at 2 threads, alternating; the TSV holds the medians and how many layers run in lanes.
 """
 import argparse
 import json
@@ -148,6 +153,39 @@ def max_rel_diff(a_path, b_path):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
 
 
+def schedule_bench(args, work, env):
+    rows = []
+    for name in ("googlenet", "resnet18"):
+        torch.manual_seed(1)
+        kw = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
+        model = getattr(torchvision.models, name)(weights=None, **kw).eval()
+        src = os.path.join(work, name + ".onnx")
+        with torch.no_grad():
+            torch.onnx.export(model, torch.randn(1, 3, 224, 224), src, opset_version=13, input_names=["input"],
+                              output_names=["logits"])
+        paths = {}
+        for mode, passes in (("sequential", "canonicalize,plan"), ("dag", "canonicalize,schedule,plan")):
+            paths[mode] = os.path.join(work, "%s-%s.pdc" % (name, mode))
+            subprocess.run([args.pdc, "prune", src, "-o", paths[mode], "--passes", passes], check=True,
+                           capture_output=True, env=env)
+        r = subprocess.run([args.pdc, "inspect", paths["dag"], "--target", "cpu"], capture_output=True, text=True,
+                           env=dict(env, PDC_OMP_STATIC="1"))
+        lanes = r.stdout.count("side by side")
+        ms = {"sequential": [], "dag": []}
+        for _ in range(max(args.rounds, 3)):
+            for mode in ("sequential", "dag"):
+                ms[mode].append(pdc_bench(args.pdc, paths[mode], 2, args.repeat, env)["median_ms"])
+        seq, dag = statistics.median(ms["sequential"]), statistics.median(ms["dag"])
+        rows.append((name, 2, seq, dag, seq / dag, lanes))
+        log("%s at 2 threads: sequential %.2f ms, dag %.2f ms (%.2fx), %d layers side by side" % (name, seq, dag,
+                                                                                                seq / dag, lanes))
+    with open(args.schedule_out, "w") as f:
+        f.write("model\tthreads\tsequential_ms\tdag_ms\tspeedup\tlayers_in_lanes\n")
+        for r in rows:
+            f.write("%s\t%d\t%.3f\t%.3f\t%.3f\t%d\n" % r)
+    log("wrote " + args.schedule_out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pdc", default=os.path.join(ROOT, "build", "pdc"))
@@ -157,6 +195,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=30, help="pdc bench runs per round")
     ap.add_argument("--min-time", type=float, default=2.0, help="ORT seconds per round")
+    ap.add_argument("--schedule-out", default=None, help="also time sequential against dag; TSV to write")
     args = ap.parse_args()
     have_ort = os.path.isdir(ORT_MODULE) and subprocess.run(["node", "--version"], capture_output=True).returncode == 0
     if not have_ort:
@@ -199,6 +238,8 @@ def main():
             j = pdc_bench(args.pdc, last_pruned, 1, 1, e)
             compile_rows.append((os.path.basename(last_pruned)[:-5], "cold" if k == 0 else "cached", j["compile_ms"]))
             log("compile %s (%s): %.0f ms" % (compile_rows[-1][0], compile_rows[-1][1], j["compile_ms"]))
+    if args.schedule_out:
+        schedule_bench(args, work, env)
     if args.out:
         with open(args.out, "w") as f:
             f.write("model\tvariant\tcompression\tthreads\tpdc_ms\tort_ms\tspeedup\tmax_rel_diff\tpdc_min\tpdc_max\t"
