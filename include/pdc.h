@@ -106,6 +106,15 @@ PDC_API void pdc_context_destroy(pdc_context *ctx);
  */
 PDC_API const char *pdc_context_last_error(const pdc_context *ctx);
 /**
+ * Counts the objects created from ctx and not yet destroyed: models (created, loaded, parsed or exported
+ * from a trainer), attribute sets, programs, tensors and trainers - the handles that must be destroyed
+ * before ctx. Objects pdc makes for itself are not counted. For leak checks in tests and in bindings.
+ * @param[out] n_out  the count
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (ctx or n_out NULL)
+ * Thread-safety: any thread; while other threads create or destroy objects of ctx, a count of some moment.
+ */
+PDC_API pdc_status pdc_context_num_objects(const pdc_context *ctx, size_t *n_out);
+/**
  * Sets an option by name. Known options:
  *  - "threads"    worker threads, integer >= 0 (0 = all cores; default 0)
  *  - "cache_dir"  directory for compiled-kernel caches (default $XDG_CACHE_HOME/pdc or ~/.cache/pdc)

@@ -217,6 +217,7 @@ PDC_API pdc_status pdc_attrs_create(pdc_context *ctx, pdc_attrs **attrs_out)
     pdc_attrs *a = pdc_calloc(ctx, 1, sizeof *a);
     if (!a) return PDC_ERR_OUT_OF_MEMORY;
     a->ctx = ctx;
+    pdc_object_created(ctx);
     *attrs_out = a;
     return PDC_OK;
 }
@@ -224,6 +225,7 @@ PDC_API pdc_status pdc_attrs_create(pdc_context *ctx, pdc_attrs **attrs_out)
 PDC_API void pdc_attrs_destroy(pdc_attrs *attrs)
 {
     if (!attrs) return;
+    pdc_object_destroyed(attrs->ctx);
     ir_attrs_free(&attrs->list);
     pdc_free(attrs);
 }

@@ -27,10 +27,16 @@ PDC_API pdc_status pdc_model_create(pdc_context *ctx, const char *name, pdc_mode
 {
     PDC_CHECK_ARG(ctx, ctx, "ctx");
     PDC_CHECK_ARG(ctx, model_out, "model_out");
-    return ir_model_create(ctx, name, model_out);
+    pdc_status st = ir_model_create(ctx, name, model_out);
+    if (!st) pdc_object_created(ctx);
+    return st;
 }
 
-PDC_API void pdc_model_destroy(pdc_model *model) { ir_model_destroy(model); }
+PDC_API void pdc_model_destroy(pdc_model *model)
+{
+    if (model) pdc_object_destroyed(model->ctx);
+    ir_model_destroy(model);
+}
 
 PDC_API pdc_status pdc_model_add_input(pdc_model *model, const char *name, size_t rank, const int64_t *dims)
 {
@@ -175,6 +181,7 @@ PDC_API pdc_status pdc_model_load_memory(pdc_context *ctx, const void *data, siz
         ir_model_destroy(m);
         return st;
     }
+    pdc_object_created(ctx);
     *model_out = m;
     return PDC_OK;
 }
@@ -242,6 +249,7 @@ PDC_API pdc_status pdc_model_parse(pdc_context *ctx, const char *text, size_t le
         ir_model_destroy(m);
         return st;
     }
+    pdc_object_created(ctx);
     *model_out = m;
     return PDC_OK;
 }

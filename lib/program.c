@@ -73,6 +73,13 @@ pdc_status pdc_check_compilable(const pdc_model *model)
     return st ? st : ir_verify(model);
 }
 
+static void program_free(pdc_program *p)
+{
+    if (p->backend && p->state) p->backend->destroy(p);
+    ir_model_destroy(p->model);
+    pdc_free(p);
+}
+
 PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
                                pdc_program **program_out)
 {
@@ -90,10 +97,11 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
     p->backend = be;
     pdc_progress(ctx, "compile", 0, model->n_layers);
     if ((st = ir_model_clone(model, &p->model)) || (st = be->compile(p))) {
-        pdc_program_destroy(p);
+        program_free(p);
         return st;
     }
     pdc_progress(ctx, "compile", model->n_layers, model->n_layers);
+    pdc_object_created(ctx);
     *program_out = p;
     return PDC_OK;
 }
@@ -101,9 +109,8 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
 PDC_API void pdc_program_destroy(pdc_program *program)
 {
     if (!program) return;
-    if (program->backend && program->state) program->backend->destroy(program);
-    ir_model_destroy(program->model);
-    pdc_free(program);
+    pdc_object_destroyed(program->ctx);
+    program_free(program);
 }
 
 #define PROGRAM_CHECK(p)                                                                          \

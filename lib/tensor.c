@@ -31,6 +31,7 @@ static pdc_status tensor_new(pdc_context *ctx, size_t rank, const int64_t *dims,
     memcpy(t->dims, dims, rank * sizeof *dims);
     t->numel = n;
     t->data = data;
+    pdc_object_created(ctx);
     *out = t;
     return PDC_OK;
 }
@@ -50,6 +51,7 @@ PDC_API pdc_status pdc_tensor_wrap(pdc_context *ctx, size_t rank, const int64_t 
 PDC_API void pdc_tensor_destroy(pdc_tensor *tensor)
 {
     if (!tensor) return;
+    pdc_object_destroyed(tensor->ctx);
     if (tensor->owned) pdc_free(tensor->data);
     pdc_free(tensor);
 }

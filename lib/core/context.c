@@ -283,6 +283,14 @@ PDC_API pdc_status pdc_context_create(pdc_context **ctx_out)
     return PDC_OK;
 }
 
+PDC_API pdc_status pdc_context_num_objects(const pdc_context *ctx, size_t *n_out)
+{
+    PDC_CHECK_ARG(ctx, ctx, "ctx");
+    PDC_CHECK_ARG(ctx, n_out, "n_out");
+    *n_out = __atomic_load_n(&ctx->live_objects, __ATOMIC_RELAXED);
+    return PDC_OK;
+}
+
 PDC_API void pdc_context_destroy(pdc_context *ctx)
 {
     if (ctx && ctx->jit_destroy) ctx->jit_destroy(ctx->jit);

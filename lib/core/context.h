@@ -33,7 +33,20 @@ struct pdc_context {
     void *progress_user;
     pdc_note_handler note;        /* pdc_context_set_note_handler; NULL = none */
     void *note_user;
+    size_t live_objects;          /* handles made from ctx and not yet destroyed (pdc_context_num_objects);
+                                   * only touched with __atomic builtins (objects die on many threads) */
 };
+
+/* Counts a handle handed out to the caller (+1, on success only) or destroyed by it (-1), for
+ * pdc_context_num_objects. Internal copies are not counted: only the public create/destroy pairs call these. */
+static inline void pdc_object_created(const pdc_context *ctx)
+{
+    if (ctx) __atomic_add_fetch(&((pdc_context *)ctx)->live_objects, 1, __ATOMIC_RELAXED);
+}
+static inline void pdc_object_destroyed(const pdc_context *ctx)
+{
+    if (ctx) __atomic_sub_fetch(&((pdc_context *)ctx)->live_objects, 1, __ATOMIC_RELAXED);
+}
 
 /*
  * Records a message for the calling thread (thread-local, so concurrent program runs do not race)

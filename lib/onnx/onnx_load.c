@@ -71,6 +71,7 @@ static pdc_status finish(pdc_context *ctx, pdc_status st, ir_model *m, pdc_model
         ir_model_destroy(m);
         return st;
     }
+    pdc_object_created(ctx);
     *model_out = m;
     return PDC_OK;
 }

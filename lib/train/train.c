@@ -211,6 +211,7 @@ PDC_API pdc_status pdc_trainer_create(pdc_context *ctx, const pdc_model *model, 
     }
     tr_rng_seed(t->rng, t->opt.seed);
     sync_threads(t);
+    pdc_object_created(ctx);
     *trainer_out = t;
     return PDC_OK;
 }
@@ -233,6 +234,7 @@ static void admm_clear(pdc_trainer *t)
 PDC_API void pdc_trainer_destroy(pdc_trainer *trainer)
 {
     if (!trainer) return;
+    pdc_object_destroyed(trainer->ctx);
     admm_clear(trainer);
     tr_net_destroy(trainer->net);
     pdc_free(trainer);
@@ -703,5 +705,7 @@ PDC_API pdc_status pdc_trainer_export(const pdc_trainer *trainer, pdc_model **mo
 {
     TRAINER_CHECK(trainer);
     PDC_CHECK_ARG(trainer->ctx, model_out, "model_out");
-    return ir_model_clone(trainer->net->model, model_out);
+    pdc_status st = ir_model_clone(trainer->net->model, model_out);
+    if (!st) pdc_object_created((*model_out)->ctx);
+    return st;
 }

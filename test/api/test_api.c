@@ -573,6 +573,64 @@ START_TEST(program_threads_are_resolved)
 }
 END_TEST
 
+/* pdc_context_num_objects counts exactly the handles handed out and not yet destroyed, whatever made them. */
+START_TEST(live_objects_are_counted)
+{
+    size_t n = 99, base;
+    ck_assert_int_eq(pdc_context_num_objects(NULL, &n), PDC_ERR_INVALID_ARG);
+    ck_assert_uint_eq(n, 99);
+    ck_assert_status(ctx, pdc_context_num_objects(ctx, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "n_out is NULL");
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &base));
+    ck_assert_uint_eq(base, 0); /* a fresh context */
+    pdc_model *m = small_cnn(); /* its builder's temporary attrs are destroyed again */
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &n));
+    ck_assert_uint_eq(n, 1);
+    const char *bin = tmp_path("count.pdc");
+    ck_assert_ok(ctx, pdc_model_save(m, bin));
+    pdc_model *loaded, *parsed, *exported, *bad = NULL;
+    pdc_attrs *a;
+    pdc_program *p, *nop = NULL;
+    pdc_tensor *t, *w;
+    pdc_trainer *tr;
+    float x[32] = {0};
+    char *text;
+    ck_assert_ok(ctx, pdc_model_print(m, 0, &text)); /* strings are not objects */
+    ck_assert_ok(ctx, pdc_model_load(ctx, bin, &loaded));
+    ck_assert_ok(ctx, pdc_model_parse(ctx, text, strlen(text), &parsed));
+    pdc_string_free(text);
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &p));
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, 1, (int64_t[]){4}, &t));
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 4, (int64_t[]){1, 2, 4, 4}, x, &w));
+    ck_assert_ok(ctx, pdc_trainer_create(ctx, m, &tr));
+    ck_assert_ok(ctx, pdc_trainer_export(tr, &exported));
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &n));
+    ck_assert_uint_eq(n, 9);
+    /* failed calls hand out nothing and count nothing */
+    ck_assert_status(ctx, pdc_compile(ctx, m, "nosuch", &nop), PDC_ERR_UNKNOWN_TARGET);
+    ck_assert_status(ctx, pdc_model_load_memory(ctx, "garbage(", 8, &bad), PDC_ERR_PARSE);
+    ck_assert_status(ctx, pdc_model_load(ctx, "/nonexistent/m.onnx", &bad), PDC_ERR_IO);
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &n));
+    ck_assert_uint_eq(n, 9);
+    pdc_trainer_destroy(tr);
+    pdc_model_destroy(exported);
+    pdc_tensor_destroy(w);
+    pdc_tensor_destroy(t);
+    pdc_program_destroy(p);
+    pdc_attrs_destroy(a);
+    pdc_model_destroy(parsed);
+    pdc_model_destroy(loaded);
+    pdc_model_destroy(NULL); /* NULL destroys count nothing */
+    pdc_program_destroy(NULL);
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &n));
+    ck_assert_uint_eq(n, 1);
+    pdc_model_destroy(m);
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &n));
+    ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
 int main(void)
 {
     return run_tests("api", tmpdir_setup, tmpdir_teardown, 0,
@@ -581,5 +639,5 @@ int main(void)
                                inspection_reports_shapes_and_flops, compile_targets,
                                emit_checks_target_options_and_directory, run_checks_shapes_and_keeps_outputs_on_failure,
                                symbolic_input_shapes, save_load_roundtrip_runs_identically, progress_and_note_handlers,
-                               program_threads_are_resolved));
+                               program_threads_are_resolved, live_objects_are_counted));
 }
