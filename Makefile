@@ -174,7 +174,25 @@ $(BUILD)/test/%: test/%.c $(TEST_HDRS) $(STLIB)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
 test: test-layering test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install \
-      test-readme
+      test-readme test-python
+
+# The Python bindings (python/pdc, pure Python over the C ABI): Debian's /usr/bin/python3 with python3-numpy
+# and python3-pytest (installed by .ci/install-deps); the pdc.torch tests skip themselves without python3-torch.
+# `make install` puts the package into Debian's layout, PREFIX/lib/python3/dist-packages/pdc.
+PYTHON  ?= /usr/bin/python3
+PY_SRC  := $(wildcard python/pdc/*.py)
+PYDIR    = $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/pdc
+.PHONY: test-python bench-python
+test-python: $(SHLIB)
+	@if [ ! -x $(PYTHON) ]; then echo "python: SKIPPED ($(PYTHON) is absent: the Python bindings are not tested)"; \
+	elif ! $(PYTHON) -c 'import numpy, pytest' 2>/dev/null; then \
+	  echo "python: SKIPPED ($(PYTHON) cannot import numpy and pytest: apt-get install python3-numpy python3-pytest)"; \
+	else PDC_LIBRARY=$(CURDIR)/$(SHLIB) PDC_TEST_DATA=$(CURDIR)/test/data PYTHONDONTWRITEBYTECODE=1 \
+	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider python/tests; fi
+
+# Per-call overhead of the Python bindings over the C call, on small models (not a timed test).
+bench-python: $(SHLIB) $(BUILD)/bench_call
+	@PDC_LIBRARY=$(CURDIR)/$(SHLIB) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) test/bench/bench_python.py --c-bench $(BUILD)/bench_call
 
 # Each suite's line carries its place in the run ([3/16]): the longest take a minute or more.
 test-unit: $(TESTS)
@@ -243,6 +261,10 @@ test-install: all
 	    -Wl,-rpath,$(CURDIR)/$(BUILD)/stage/lib -o $(BUILD)/stage/api_example && \
 	  $(BUILD)/stage/api_example | cmp -s - test/data/api_example.expected && \
 	  $(BUILD)/stage/bin/pdc --version >/dev/null && \
+	  { [ ! -x $(PYTHON) ] || ! $(PYTHON) -c 'import numpy' 2>/dev/null || \
+	    env -u PDC_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(CURDIR)/$(BUILD)/stage/lib/python3/dist-packages \
+	    $(PYTHON) -c 'import pdc, sys; sys.exit(pdc.library_path != "$(CURDIR)/$(BUILD)/stage/lib/$(SONAME)" or \
+	      pdc.load("test/data/onnx/resnet_small.onnx").compile("ref")(__import__("numpy").zeros((2,3,32,32),"f")).shape != (2,10))'; } && \
 	  echo "install: 1 passed, 0 failed" || { echo "install: 0 passed, 1 failed"; exit 1; }
 
 test-exports: $(SHLIB)
@@ -418,10 +440,13 @@ install: all
 	    -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' lib/pdc.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
+	install -d $(PYDIR)
+	install -m 644 $(PY_SRC) $(PYDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/pdc.h $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libpdc.so \
 	    $(DESTDIR)$(PREFIX)/lib/libpdc.a $(DESTDIR)$(PREFIX)/bin/pdc $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
+	rm -rf $(PYDIR)
 
 clean:
 	rm -rf build build-san build-tsan $(FUZZ_BUILD)
