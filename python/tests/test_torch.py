@@ -99,18 +99,28 @@ def test_admm_moves_weights_towards_pdcs_sparsity():
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1),
                             torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 4))
     x = torch.randn(1, 3, 8, 8)
-    a = pdc.torch.admm(m, x, "prune-pattern,prune-connectivity", rho=0.5, patterns=2, connectivity=0.5)
+    a = pdc.torch.admm(m, x, "prune-pattern,prune-connectivity", rho=1.0, patterns=2, connectivity=0.5)
     assert list(a.Z) == ["2.weight"]  # the stem (layer 0) is left alone by pdc's defaults
-    assert float(a.penalty()) > 0
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    residuals = []
-    for _ in range(5):
-        for _ in range(10):
-            opt.zero_grad()
-            a.penalty().backward()
-            opt.step()
-        residuals.append(a.update())
-    assert all(b < a for a, b in zip(residuals, residuals[1:])) and residuals[-1] < 0.6 * residuals[0], residuals
+    z0 = a.Z["2.weight"].clone()
+    w0 = m[2].weight.detach().clone()
+    np.testing.assert_allclose(float(a.penalty()), 0.5 * float((w0 - z0).pow(2).sum()), rtol=1e-5)
+    opt = torch.optim.SGD(m.parameters(), lr=1.0)
+    opt.zero_grad()
+    a.penalty().backward()
+    opt.step()  # with rho = lr = 1 one step solves the W-step exactly: W = Z - U = Z
+    assert torch.allclose(m[2].weight.detach(), z0)
+    for _ in range(3):  # Z = proj(W + U), U = U + W - Z, residual ||W - Z|| / ||W||
+        opt.zero_grad()
+        (a.penalty() + m(x).square().mean()).backward()
+        opt.step()
+        w, u = m[2].weight.detach().clone(), a.U["2.weight"].clone()
+        z, _ = a.plan.project("2.weight", (w + u).numpy())
+        r = a.update()
+        np.testing.assert_array_equal(a.Z["2.weight"].numpy(), z)
+        assert torch.allclose(a.U["2.weight"], u + w - torch.from_numpy(z))
+        np.testing.assert_allclose(r, float((w - torch.from_numpy(z)).norm() / w.norm()), rtol=1e-5)
+        zk = z.reshape(64, 9)
+        assert ((zk != 0).sum(1) <= 4).all() and ((zk != 0).sum(1) == 0).sum() >= 32  # pdc's structure
     masks = a.prune()
     w = m[2].weight.detach().numpy().reshape(64, 9)
     kept = masks["2.weight"].numpy().reshape(64, 9)
