@@ -107,6 +107,8 @@ help:
 	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
 	@echo "make test-fuzz-regressions   replay every fuzz corpus and regression input (part of make test)"
 	@echo "make demo       train, prune and retrain the digits CNN (examples/train_digits.c), then inspect, run, convert it"
+	@echo "make bench-python  per-call overhead of the Python bindings over the C call"
+	@echo "make test-python   the Python bindings' suite (python/tests; /usr/bin/python3, numpy, pytest)"
 	@echo "make bench-train   training step time: pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
 	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS"
@@ -190,9 +192,14 @@ test-python: $(SHLIB)
 	else PDC_LIBRARY=$(CURDIR)/$(SHLIB) PDC_TEST_DATA=$(CURDIR)/test/data PYTHONDONTWRITEBYTECODE=1 \
 	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider python/tests; fi
 
-# Per-call overhead of the Python bindings over the C call, on small models (not a timed test).
+# Per-call overhead of the Python bindings over the C call, on small models (not a timed test;
+# test/bench/bench_python.py). Also run at the end of make bench.
+$(BUILD)/bench_call: $(BUILD)/obj/test/bench/bench_call.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 bench-python: $(SHLIB) $(BUILD)/bench_call
-	@PDC_LIBRARY=$(CURDIR)/$(SHLIB) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) test/bench/bench_python.py --c-bench $(BUILD)/bench_call
+	@if [ -x $(PYTHON) ] && $(PYTHON) -c 'import numpy' 2>/dev/null; then \
+	  PDC_LIBRARY=$(CURDIR)/$(SHLIB) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) test/bench/bench_python.py --c-bench $(BUILD)/bench_call; \
+	else echo "bench-python: skipped ($(PYTHON) with numpy is absent)"; fi
 
 # Each suite's line carries its place in the run ([3/16]): the longest take a minute or more.
 test-unit: $(TESTS)
@@ -396,6 +403,7 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	@if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then $(MAKE) --no-print-directory bench-torchvision-run; \
 	else echo "bench: no python3-torch/python3-torchvision: the torchvision models are skipped (make bench-torchvision)"; fi
 	sh test/bench/report.sh
+	@$(MAKE) --no-print-directory PDC_SKIP_DEPS=1 bench-python
 
 # torchvision ResNet-18, VGG-16, MobileNetV2 and ResNet-50 exported to ONNX, dense and pruned in PyTorch,
 # pdc against ONNX Runtime (test/bench/torchvision/bench_torchvision.py); installs torch if missing.
