@@ -65,6 +65,11 @@ def from_numpy(a):
 
 def _plain_copy(module):
     """A deep copy in eval mode with torch's pruning re-parametrisations made permanent (weights hold zeros)."""
+    with torch.no_grad():  # pruned weights are recomputed by a forward pre-hook; the last one may hold a graph
+        for sub in module.modules():
+            for hook in list(sub._forward_pre_hooks.values()):
+                if isinstance(hook, _tprune.BasePruningMethod):
+                    setattr(sub, hook._tensor_name, hook.apply_mask(sub))
     m = copy.deepcopy(module)
     for sub in m.modules():
         for hook in list(sub._forward_pre_hooks.values()):
