@@ -3,13 +3,15 @@
  * test/bench/bench_python.py to subtract from the Python call's time. Public API only.
  *
  * usage: bench_call MODEL [TARGET [THREADS [N]]]   (defaults: cpu, 1, 20000 runs per sample)
- * Prints one line of key=value fields (microseconds, the fastest of 15 samples of N runs each: the least disturbed by other load):
+ * The input holds sin(0.37 i). Prints one line of key=value fields (microseconds, the fastest of 15 samples
+ * of N runs each: the least disturbed by other load):
  *   run_us=   pdc_program_run on tensors wrapped once
  *   call_us=  what the bindings do per call: wrap input and output, run, destroy both
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 
 #include "pdc.h"
@@ -62,6 +64,7 @@ int main(int argc, char **argv)
     if (pdc_tensor_create(ctx, in_rank, in_dims, &x) || pdc_tensor_create(ctx, out_rank, out_dims, &y))
         return die(ctx, "tensor");
     float *xd = pdc_tensor_data(x), *yd = pdc_tensor_data(y);
+    for (size_t i = 0; i < pdc_tensor_size(x); i++) xd[i] = sinf(0.37f * (float)i); /* as bench_python.py's input */
     double run[SAMPLES], call[SAMPLES];
     for (int s = 0; s < SAMPLES; s++) {
         double t0 = now();
