@@ -357,3 +357,17 @@ def test_projections_are_pdcs():
     assert keep.shape == (8, 4) and keep.sum() == 8
     with pytest.raises(pdc.InvalidArgError, match="rate"):
         pdc.project("unstructured", fcw, rate=1.0)
+
+
+def test_several_outputs_come_back_as_a_list():
+    p = pdc.load(data("onnx", "lstm.onnx")).compile(target="cpu", threads=1)
+    x = raw(data("onnx", "lstm.in.bin"), (6, 3, 8))
+    want = np.fromfile(data("onnx", "lstm.out.bin"), np.float32)
+    ys = p(x)
+    assert isinstance(ys, list) and [y.shape for y in ys] == [(6, 3, 4), (2, 3, 16)]
+    np.testing.assert_allclose(np.concatenate([y.ravel() for y in ys]), want, atol=1e-5)
+    outs = [np.empty((6, 3, 4), np.float32), np.empty((2, 3, 16), np.float32)]
+    assert p(x, out=outs) == outs
+    d = p.run([x])
+    assert list(d) == ["y", "h_n"]
+    np.testing.assert_array_equal(d["h_n"], outs[1])
