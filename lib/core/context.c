@@ -283,6 +283,16 @@ PDC_API pdc_status pdc_context_create(pdc_context **ctx_out)
     return PDC_OK;
 }
 
+void pdc_object_created(const pdc_context *owner)
+{
+    if (owner) __atomic_add_fetch(&((pdc_context *)owner)->live_objects, 1, __ATOMIC_RELAXED);
+}
+
+void pdc_object_destroyed(const pdc_context *owner)
+{
+    if (owner) __atomic_sub_fetch(&((pdc_context *)owner)->live_objects, 1, __ATOMIC_RELAXED);
+}
+
 PDC_API pdc_status pdc_context_num_objects(const pdc_context *ctx, size_t *n_out)
 {
     PDC_CHECK_ARG(ctx, ctx, "ctx");

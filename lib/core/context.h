@@ -38,15 +38,10 @@ struct pdc_context {
 };
 
 /* Counts a handle handed out to the caller (+1, on success only) or destroyed by it (-1), for
- * pdc_context_num_objects. Internal copies are not counted: only the public create/destroy pairs call these. */
-static inline void pdc_object_created(const pdc_context *ctx)
-{
-    if (ctx) __atomic_add_fetch(&((pdc_context *)ctx)->live_objects, 1, __ATOMIC_RELAXED);
-}
-static inline void pdc_object_destroyed(const pdc_context *ctx)
-{
-    if (ctx) __atomic_sub_fetch(&((pdc_context *)ctx)->live_objects, 1, __ATOMIC_RELAXED);
-}
+ * pdc_context_num_objects. Internal copies are not counted: only the public create/destroy pairs call these.
+ * NULL is ignored. */
+void pdc_object_created(const pdc_context *owner);
+void pdc_object_destroyed(const pdc_context *owner);
 
 /*
  * Records a message for the calling thread (thread-local, so concurrent program runs do not race)
