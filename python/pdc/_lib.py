@@ -109,7 +109,7 @@ _DECLS = {
     "pdc_program_num_outputs": (S, [P, c_size_p]),
     "pdc_program_input_info": (S, [P, sz, c_char_pp, c_size_p, c_int64_p]),
     "pdc_program_output_info": (S, [P, sz, c_char_pp, c_size_p, c_int64_p]),
-    "pdc_program_run": (S, [P, sz, c_void_pp, sz, c_void_pp]),
+    "pdc_program_run": (S, [P, sz, P, sz, P]),  # the tensor arrays by address
     "pdc_program_num_threads": (S, [P, c_size_p]),
     "pdc_program_num_layers": (S, [P, c_size_p]),
     "pdc_program_layer_kernel": (S, [P, sz, c_char_pp, c_char_pp]),

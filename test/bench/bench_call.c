@@ -3,8 +3,8 @@
  * test/bench/bench_python.py to subtract from the Python call's time. Public API only.
  *
  * usage: bench_call MODEL [TARGET [THREADS [N]]]   (defaults: cpu, 1, 20000 runs per sample)
- * The input holds sin(0.37 i). Prints one line of key=value fields (microseconds, the fastest of 15 samples
- * of N runs each: the least disturbed by other load):
+ * The input holds sin(0.37 i). Prints one line of key=value fields (microseconds of process CPU time, the
+ * fastest of 15 samples of N runs each):
  *   run_us=   pdc_program_run on tensors wrapped once
  *   call_us=  what the bindings do per call: wrap input and output, run, destroy both
  */
@@ -21,7 +21,7 @@
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); /* CPU time: other processes' load does not count */
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
