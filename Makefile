@@ -186,7 +186,8 @@ PY_SRC  := $(wildcard python/pdc/*.py)
 PYDIR    = $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/pdc
 .PHONY: test-python bench-python
 test-python: $(SHLIB)
-	@if [ ! -x $(PYTHON) ]; then echo "python: SKIPPED ($(PYTHON) is absent: the Python bindings are not tested)"; \
+	@if [ -n "$(SANITIZE)" ]; then echo "python: SKIPPED (SANITIZE=$(SANITIZE): an instrumented library cannot load into $(PYTHON))"; \
+	elif [ ! -x $(PYTHON) ]; then echo "python: SKIPPED ($(PYTHON) is absent: the Python bindings are not tested)"; \
 	elif ! $(PYTHON) -c 'import numpy, pytest' 2>/dev/null; then \
 	  echo "python: SKIPPED ($(PYTHON) cannot import numpy and pytest: apt-get install python3-numpy python3-pytest)"; \
 	else PDC_LIBRARY=$(CURDIR)/$(SHLIB) PDC_TEST_DATA=$(CURDIR)/test/data PYTHONDONTWRITEBYTECODE=1 \
