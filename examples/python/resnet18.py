@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Prune, fine-tune and compile a torchvision ResNet-18 with pdc, on random data (needs python3-torch and
-python3-torchvision). usage: PYTHONPATH=python PDC_LIBRARY=build/libpdc.so.0 /usr/bin/python3 examples/python/resnet18.py"""
+python3-torchvision).
+usage: PYTHONPATH=python PDC_LIBRARY=build/libpdc.so.0 /usr/bin/python3 examples/python/resnet18.py"""
 import time
 
 import torch

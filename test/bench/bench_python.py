@@ -73,7 +73,8 @@ def main():
     m = pdc.Model("relu")
     m.add_input("x", (1, 16)).add_layer("r", "relu", "x", "y").mark_output("y").save(MODELS[0][1])
     print(f"pdc {pdc.__version__} Python bindings: per-call overhead over the C call, target {args.target}, "
-          f"1 thread, CPU time, fastest of {SAMPLES} samples of {args.n} calls (python {sys.version.split()[0]}, numpy {np.__version__})")
+          f"1 thread, CPU time, fastest of {SAMPLES} samples of {args.n} calls "
+          f"(python {sys.version.split()[0]}, numpy {np.__version__})")
     print(f"{'model':28} {'C run':>8} {'C wrap+run':>10} {'ctypes run':>10} {'py out=y':>9} {'py alloc':>9} "
           f"{'overhead':>9}")
     worst = 0.0
