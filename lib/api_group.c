@@ -25,7 +25,9 @@ PDC_API pdc_status pdc_model_group(pdc_context *ctx, const pdc_model *const *mod
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "%s: option share_inputs must be the int 0 or 1", __func__);
         share_inputs = (int)a->i;
     }
-    return ir_model_group(ctx, models, n, share_inputs, group_out);
+    pdc_status st = ir_model_group(ctx, models, n, share_inputs, group_out);
+    if (!st) pdc_object_created(ctx); /* a new handle, as pdc_model_create makes */
+    return st;
 }
 
 PDC_API pdc_status pdc_compile_group(pdc_context *ctx, const pdc_model *const *models, size_t n, const char *target,

@@ -186,6 +186,8 @@ END_TEST
 
 START_TEST(names_and_errors)
 {
+    size_t live0, live1;
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &live0));
     pdc_model *a = classifier("x", 8, 10, 0);
     pdc_model *m[2] = {a, NULL};
     pdc_model *g = NULL;
@@ -216,7 +218,16 @@ START_TEST(names_and_errors)
     ck_assert_status(ctx, pdc_program_find_input(p, NULL, &i), PDC_ERR_INVALID_ARG);
     ck_assert_int_eq(pdc_program_find_input(NULL, "x", &i), PDC_ERR_INVALID_ARG);
     pdc_program_destroy(p);
+    /* the handles the group calls made are gone again (a group counts as pdc_model_create's model) */
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &live1));
+    ck_assert_uint_eq(live1, live0 + 1); /* a */
+    ck_assert_ok(ctx, pdc_model_group(ctx, (const pdc_model *const *)m, 1, NULL, &g));
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &live1));
+    ck_assert_uint_eq(live1, live0 + 2);
+    pdc_model_destroy(g);
     pdc_model_destroy(a);
+    ck_assert_ok(ctx, pdc_context_num_objects(ctx, &live1));
+    ck_assert_uint_eq(live1, live0);
 }
 END_TEST
 
