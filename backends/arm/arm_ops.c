@@ -393,7 +393,9 @@ static pdc_status emit_pool(arm_gen *G, const ir_layer *l)
     }
     LLVMValueRef v = arm_ldf(G, x, arm_add(G, arm_mulc(G, pl, in_sp), at));
     LLVMValueRef acc = LLVMBuildLoad2(B, G->irb.f32, a_sum, "");
-    LLVMValueRef nacc = is_max ? sel(G, fcmp(G, LLVMRealOGT, v, acc), v, acc) : fadd(G, acc, v);
+    /* max: v > acc or v NaN (a NaN wins and stays, as in the reference) */
+    LLVMValueRef nacc = is_max ? sel(G, LLVMBuildOr(B, fcmp(G, LLVMRealOGT, v, acc), fcmp(G, LLVMRealUNO, v, v), ""), v, acc)
+                               : fadd(G, acc, v);
     LLVMBuildStore(B, sel(G, valid, nacc, acc), a_sum);
     LLVMValueRef cnt = LLVMBuildLoad2(B, G->irb.i64, a_cnt, "");
     LLVMBuildStore(B, LLVMBuildAdd(B, cnt, LLVMBuildZExt(B, valid, G->irb.i64, ""), ""), a_cnt);

@@ -102,6 +102,9 @@ typedef int32_t pool_i8 __attribute__((vector_size(32)));
 /* Input rows a down pass takes at once. */
 #define POOL_DOWN_ROWS 8
 
+/* The scalar max rule of the row passes: v replaces m if greater or NaN (a NaN wins and stays). */
+#define POOL_TAKES(v, m) ((v) > (m) || (v) != (v))
+
 #define POOL_LANES 16
 #define POOL_V pool_v16
 #define POOL_I pool_i16

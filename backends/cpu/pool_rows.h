@@ -10,10 +10,11 @@
  * 64x112x112 took 2.2 ms on a Zen 3 core), so each ISA gets the width of its registers.
  */
 
-/* m = v > m ? v : m, lane by lane (the scalar loops' rule: of equal values the first stays). */
+/* m = v > m || v is NaN ? v : m, lane by lane (the scalar loops' rule: of equal values the first stays;
+ * a NaN wins and stays, as in the reference). */
 #define POOL_MAX_INTO(m, v)                                                                                     \
     do {                                                                                                        \
-        POOL_I gt_ = (v) > (m);                                                                                 \
+        POOL_I gt_ = ((v) > (m)) | ((v) != (v));                                                                \
         (m) = (POOL_V)(((POOL_I)(v) & gt_) | ((POOL_I)(m) & ~gt_));                                             \
     } while (0)
 
@@ -43,7 +44,7 @@ static inline __attribute__((always_inline)) void POOL_NAME(max_down)(float *res
     }
     for (; j < j1; j++) {
         float m = first ? rows[0][j - pl] : t[j];
-        for (int i = first; i < nr; i++) m = rows[i][j - pl] > m ? rows[i][j - pl] : m;
+        for (int i = first; i < nr; i++) m = POOL_TAKES(rows[i][j - pl], m) ? rows[i][j - pl] : m;
         t[j] = m;
     }
 }
@@ -71,9 +72,9 @@ static inline __attribute__((always_inline)) void POOL_NAME(max_across)(float *r
     for (int64_t kc = 1; kc < kw; kc++) {
         const float *tr = t + kc * dx;
         if (sx == 1)
-            for (int64_t c = 0; c < ow; c++) y[c] = tr[c] > y[c] ? tr[c] : y[c];
+            for (int64_t c = 0; c < ow; c++) y[c] = POOL_TAKES(tr[c], y[c]) ? tr[c] : y[c];
         else
-            for (int64_t c = 0; c < ow; c++) y[c] = tr[c * sx] > y[c] ? tr[c * sx] : y[c];
+            for (int64_t c = 0; c < ow; c++) y[c] = POOL_TAKES(tr[c * sx], y[c]) ? tr[c * sx] : y[c];
     }
 }
 

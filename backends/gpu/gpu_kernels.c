@@ -183,9 +183,11 @@ static void gen_pool(gpu_kb *kb, const void *vp)
                                                kb_add(kb, kb_mulc(kb, pos[1], p->in[2]), pos[2])));
     LLVMValueRef v = kb_ld(kb, p->x, at);
     LLVMValueRef cnt = kb_get(kb, kb->i64, valid), cur = kb_get(kb, kb->f32, mx);
-    /* the first valid tap is taken even if NaN, later ones only if greater (as the reference) */
+    /* the first valid tap is taken, later ones if greater or NaN (as the reference: a NaN wins and
+     * stays, since nothing compares greater than a NaN) */
     LLVMValueRef take = LLVMBuildOr(kb->b, kb_icmp(kb, LLVMIntEQ, cnt, kb_i64(kb, 0)),
-                                    kb_fcmp(kb, LLVMRealOGT, v, cur), "");
+                                    LLVMBuildOr(kb->b, kb_fcmp(kb, LLVMRealOGT, v, cur),
+                                                kb_fcmp(kb, LLVMRealUNO, v, v), ""), "");
     kb_set(kb, mx, kb_sel(kb, take, v, cur));
     kb_set(kb, sum, kb_fadd(kb, kb_get(kb, kb->f32, sum), v));
     kb_set(kb, valid, kb_addc(kb, cnt, 1));

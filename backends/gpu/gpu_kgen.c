@@ -179,7 +179,7 @@ LLVMValueRef kb_act(gpu_kb *kb, const gpu_act *a, LLVMValueRef x)
     LLVMValueRef zero = kb_f32(kb, 0.0f);
     switch (a->kind) {
     case GPU_ACT_NONE: return x;
-    case GPU_ACT_RELU: return kb_sel(kb, kb_fcmp(kb, LLVMRealOGT, x, zero), x, zero);
+    case GPU_ACT_RELU: return kb_sel(kb, kb_fcmp(kb, LLVMRealOLE, x, zero), zero, x); /* NaN passes */
     case GPU_ACT_CLIP: return clampf(kb, x, a->a, a->b);
     case GPU_ACT_LEAKY:
         return kb_sel(kb, kb_fcmp(kb, LLVMRealOGE, x, zero), x, kb_fmul(kb, x, kb_f32(kb, a->a)));

@@ -98,7 +98,8 @@ LLVMValueRef pdc_irb_act(pdc_irb *irb, const ir_fused_params *p, LLVMValueRef v)
     LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(v));
     switch (p->act) {
     case IR_ACT_NONE: return v;
-    case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, zero, ""), v, zero, "");
+    /* v <= 0 ? 0 : v: a NaN compares false and passes through (as ONNX Runtime; maxnum would drop it) */
+    case IR_ACT_RELU: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLE, v, zero, ""), zero, v, "");
     case IR_ACT_CLIP: return clamp(irb, v, p->act_min, p->act_max);
     case IR_ACT_LEAKY_RELU: {
         LLVMValueRef neg = LLVMBuildFMul(B, pdc_irb_f32_like(irb, v, p->act_alpha), v, "");

@@ -40,6 +40,7 @@ pdc_status ref_conv(const ir_model *m, const ir_layer *l, float *const *buf)
 
     const float *x = buf[l->inputs[0]];
     const float *w = buf[l->inputs[1]];
+    const ir_tensor *wp = ref_pruned(m, l->inputs[1]);
     const float *b = (l->n_inputs > 2 && l->inputs[2] >= 0) ? buf[l->inputs[2]] : NULL;
     float *y = buf[l->outputs[0]];
 
@@ -68,8 +69,10 @@ pdc_status ref_conv(const ir_model *m, const ir_layer *l, float *const *buf)
                                     for (int64_t kc = 0; kc < k[2]; kc++) {
                                         int64_t ic = c * s[2] - pb[2] + kc * d[2];
                                         if (ic < 0 || ic >= in[2]) continue;
-                                        acc += (double)xc[(iz * in[1] + ir) * in[2] + ic] *
-                                               (double)wk[(kz * k[1] + kr) * k[2] + kc];
+                                        int64_t wi = (kz * k[1] + kr) * k[2] + kc;
+                                        if (wp && !ir_sparsity_keeps(wp, (size_t)((o * cg + ci) * k_sp + wi)))
+                                            continue;
+                                        acc += (double)xc[(iz * in[1] + ir) * in[2] + ic] * (double)wk[wi];
                                     }
                                 }
                             }

@@ -24,7 +24,7 @@ pdc_status ref_unary(const ir_model *m, const ir_layer *l, float *const *buf)
     float *y = buf[l->outputs[0]];
     switch (l->op) {
     case IR_OP_RELU:
-        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i]; /* NaN stays NaN */
         break;
     case IR_OP_CLIP: {
         const float lo = ir_attr_float(&l->attrs, "min", -INFINITY);

@@ -21,6 +21,7 @@ pdc_status ref_gemm(const ir_model *m, const ir_layer *l, float *const *buf)
     const int has_c = l->n_inputs > 2 && l->inputs[2] >= 0;
     const float *c = has_c ? buf[l->inputs[2]] : NULL;
     float *y = buf[l->outputs[0]];
+    const ir_tensor *ap = ref_pruned(m, l->inputs[0]), *bp = ref_pruned(m, l->inputs[1]);
 
     /* C broadcasts unidirectionally to [M,N]: right-align its dims. */
     int64_t cm = 1, cn = 1;
@@ -39,9 +40,10 @@ pdc_status ref_gemm(const ir_model *m, const ir_layer *l, float *const *buf)
         for (int64_t j = 0; j < p.n; j++) {
             double acc = 0.0;
             for (int64_t kk = 0; kk < p.k; kk++) {
-                double av = p.trans_a ? a[kk * p.m + i] : a[i * p.k + kk];
-                double bv = p.trans_b ? b[j * p.k + kk] : b[kk * p.n + j];
-                acc += av * bv;
+                size_t ai = (size_t)(p.trans_a ? kk * p.m + i : i * p.k + kk);
+                size_t bi = (size_t)(p.trans_b ? j * p.k + kk : kk * p.n + j);
+                if ((ap && !ir_sparsity_keeps(ap, ai)) || (bp && !ir_sparsity_keeps(bp, bi))) continue;
+                acc += (double)a[ai] * (double)b[bi];
             }
             acc *= (double)p.alpha;
             if (has_c) acc += (double)p.beta * (double)c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
@@ -78,13 +80,19 @@ pdc_status ref_matmul(const ir_model *m, const ir_layer *l, float *const *buf)
     const float *a = buf[l->inputs[0]];
     const float *b = buf[l->inputs[1]];
     float *y = buf[l->outputs[0]];
+    const ir_tensor *ap = ref_pruned(m, l->inputs[0]), *bp = ref_pruned(m, l->inputs[1]);
     for (int64_t bi = 0; bi < batches; bi++) {
         const float *ab = a + off[0], *bb = b + off[1];
         float *yb = y + bi * M * N;
         for (int64_t i = 0; i < M; i++) {
             for (int64_t j = 0; j < N; j++) {
                 double acc = 0.0;
-                for (int64_t kk = 0; kk < K; kk++) acc += (double)ab[i * K + kk] * (double)bb[kk * N + j];
+                for (int64_t kk = 0; kk < K; kk++) {
+                    if ((ap && !ir_sparsity_keeps(ap, (size_t)(off[0] + i * K + kk))) ||
+                        (bp && !ir_sparsity_keeps(bp, (size_t)(off[1] + kk * N + j))))
+                        continue;
+                    acc += (double)ab[i * K + kk] * (double)bb[kk * N + j];
+                }
                 yb[i * N + j] = (float)acc;
             }
         }

@@ -58,7 +58,7 @@ pdc_status ref_pool(const ir_model *m, const ir_layer *l, float *const *buf)
                                 float v = xp[(iz * in[1] + ir) * in[2] + ic];
                                 valid++;
                                 sum += (double)v;
-                                if (v > mx || valid == 1) mx = v;
+                                if (v > mx || valid == 1 || v != v) mx = v; /* a NaN wins */
                             }
                         }
                     }

@@ -1,7 +1,10 @@
 /*
  * ref.h - the reference interpreter: plain C, one obviously-correct loop nest per op, the oracle
- * every other backend is tested against. Sparsity is not exploited: the verifier guarantees pruned
- * weights are exactly zero, so dense arithmetic gives the pruned model's exact semantics.
+ * every other backend is tested against. Sparsity is not exploited for speed, but pruned weights are
+ * structural zeros: conv, fc, gemm and matmul skip the products of pruned positions (they are exactly
+ * zero, so finite inputs give the same sums; a NaN or Inf input at a pruned position does not
+ * propagate, as on the cpu, gpu and arm targets, whose sparse kernels never compute them - see
+ * docs/reliability.md, "Non-finite values").
  */
 #ifndef PDC_BACKENDS_REF_H
 #define PDC_BACKENDS_REF_H
@@ -33,6 +36,14 @@ pdc_status ref_transpose(const ir_model *m, const ir_layer *l, float *const *buf
 pdc_status ref_softmax(const ir_model *m, const ir_layer *l, float *const *buf);
 pdc_status ref_lstm(const ir_model *m, const ir_layer *l, float *const *buf);
 pdc_status ref_gru(const ir_model *m, const ir_layer *l, float *const *buf);
+
+/* Tensor ti if it is a constant with sparsity (its pruned positions are skipped), else NULL. */
+static inline const ir_tensor *ref_pruned(const ir_model *m, int ti)
+{
+    if (ti < 0) return NULL;
+    const ir_tensor *t = &m->tensors[ti];
+    return t->kind == IR_TENSOR_CONST && t->sparsity.kind != IR_SPARSITY_NONE ? t : NULL;
+}
 
 /* Applies a layer's fused activation (attribute activation, ir/ops/fused.c) to its output 0 in place;
  * no-op without one. */

@@ -159,7 +159,7 @@ float ir_act_apply(const ir_fused_params *p, float x)
 {
     switch (p->act) {
     case IR_ACT_NONE: return x;
-    case IR_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case IR_ACT_RELU: return x <= 0.0f ? 0.0f : x; /* NaN stays NaN */
     case IR_ACT_CLIP: return x < p->act_min ? p->act_min : (x > p->act_max ? p->act_max : x);
     case IR_ACT_LEAKY_RELU: return x >= 0.0f ? x : p->act_alpha * x;
     case IR_ACT_SIGMOID: return sigmoid_f(x);

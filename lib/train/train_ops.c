@@ -590,7 +590,7 @@ pdc_status tr_op_forward(tr_net *net, size_t li, const tr_options *opt, int trai
         float *y = net->val[l->outputs[0]];
         const size_t n = numel_of(net, l->outputs[0]);
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i]; /* NaN stays NaN */
         return PDC_OK;
     }
     const ref_kernel k = ref_kernel_of(l->op);
