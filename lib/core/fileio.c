@@ -4,6 +4,7 @@
  */
 #include "lib/core/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,7 +12,21 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
+
+const char *pdc_file_type_name(unsigned mode)
+{
+    mode_t m = (mode_t)mode;
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISLNK(m)) return "a symbolic link";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
 
 /* ------------------------------------------------------------------ reading */
 
@@ -24,7 +39,8 @@ pdc_status pdc_file_read(const pdc_context *ctx, const char *path, void **data_o
 
     int fd;
     do {
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* O_NONBLOCK: opening a FIFO must not wait for a writer before the type check below */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return pdc_error(ctx, PDC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
 
@@ -38,16 +54,19 @@ pdc_status pdc_file_read(const pdc_context *ctx, const char *path, void **data_o
         close(fd);
         return pdc_error(ctx, PDC_ERR_IO, "cannot read '%s': %s", path, strerror(EISDIR));
     }
-    size_t cap = 64 * 1024;
-    if (S_ISREG(st.st_mode)) {
-        if ((uint64_t)st.st_size > (uint64_t)PDC_FILE_MAX_SIZE) {
-            close(fd);
-            return pdc_error(ctx, PDC_ERR_IO, "cannot read '%s': file is too large (%lld bytes, limit %zu)", path,
-                             (long long)st.st_size, PDC_FILE_MAX_SIZE);
-        }
-        /* One spare byte: the read that sees end of file lands there, and it holds the NUL. */
-        cap = (size_t)st.st_size + 1;
+    /* Pipes, devices and sockets can be endless (/dev/zero) or block forever (a FIFO): refused. */
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return pdc_error(ctx, PDC_ERR_IO, "cannot read '%s': %s, not a regular file", path,
+                         pdc_file_type_name((unsigned)st.st_mode));
     }
+    if ((uint64_t)st.st_size > (uint64_t)PDC_FILE_MAX_SIZE) {
+        close(fd);
+        return pdc_error(ctx, PDC_ERR_IO, "cannot read '%s': file is too large (%lld bytes, limit %zu)", path,
+                         (long long)st.st_size, PDC_FILE_MAX_SIZE);
+    }
+    /* One spare byte: the read that sees end of file lands there, and it holds the NUL. */
+    size_t cap = (size_t)st.st_size + 1;
     uint8_t *buf = pdc_alloc(ctx, cap);
     if (!buf) {
         close(fd);
@@ -57,7 +76,7 @@ pdc_status pdc_file_read(const pdc_context *ctx, const char *path, void **data_o
     size_t len = 0;
     for (;;) {
         if (len == cap) {
-            /* The file was longer than it looked (a pipe, or it grew): double, up to the limit + 1. */
+            /* The file grew while it was read: double, up to the limit + 1. */
             if (len > PDC_FILE_MAX_SIZE) {
                 close(fd);
                 pdc_free(buf);
@@ -79,7 +98,7 @@ pdc_status pdc_file_read(const pdc_context *ctx, const char *path, void **data_o
         if (want > ((size_t)1 << 30)) want = (size_t)1 << 30; /* keep each read(2) modest */
         ssize_t got = read(fd, buf + len, want);
         if (got < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR || errno == EAGAIN) continue;
             int e = errno;
             close(fd);
             pdc_free(buf);
@@ -175,6 +194,50 @@ static int fsync_parent_dir(const char *path)
     return rc;
 }
 
+/* 1 if name is base + ".tmp." + 6 characters of mkstemp's alphabet: a temporary file of ours. */
+static int is_our_temp(const char *name, const char *base)
+{
+    size_t bl = strlen(base);
+    if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp.", 5) != 0) return 0;
+    const char *x = name + bl + 5;
+    if (strlen(x) != 6) return 0;
+    for (int i = 0; i < 6; i++)
+        if (!((x[i] >= 'a' && x[i] <= 'z') || (x[i] >= 'A' && x[i] <= 'Z') || (x[i] >= '0' && x[i] <= '9')))
+            return 0;
+    return 1;
+}
+
+void pdc_file_remove_stale_temps(const char *path)
+{
+    char dir[PDC_PATH_MAX];
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (!*base || strlen(path) >= sizeof dir) return;
+    if (!slash) strcpy(dir, ".");
+    else if (slash == path) strcpy(dir, "/");
+    else {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = 0;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    const time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_our_temp(e->d_name, base)) continue;
+        struct stat st;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        /* only our own regular files, old enough that no save still writes them */
+        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || now - st.st_mtime < PDC_STALE_TEMP_SECONDS) continue;
+        (void)unlinkat(dfd, e->d_name, 0);
+    }
+    closedir(d);
+}
+
 pdc_status pdc_file_write_atomic(const pdc_context *ctx, const char *path, const void *data, size_t size)
 {
     PDC_CHECK_ARG(ctx, path, "path");
@@ -188,16 +251,24 @@ pdc_status pdc_file_write_atomic(const pdc_context *ctx, const char *path, const
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, suffix, sizeof suffix);
 
-    /* A replaced file keeps its permissions; a new one gets what open(path, O_CREAT, 0666) would. */
+    /* A replaced file keeps its permissions; a new one gets what open(path, O_CREAT, 0666) would.
+     * Only a regular file is replaced: a rename over a device node, a FIFO or a symbolic link would
+     * swap the node itself for our file (lstat: the link, not its target, is what gets replaced). */
     struct stat st;
     mode_t mode;
-    if (stat(path, &st) == 0) {
+    if (lstat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             return pdc_error(ctx, PDC_ERR_IO, "cannot write '%s': %s", path, strerror(EISDIR));
+        if (!S_ISREG(st.st_mode))
+            return pdc_error(ctx, PDC_ERR_IO, "cannot write '%s': it is %s; only a regular file is replaced", path,
+                             pdc_file_type_name((unsigned)st.st_mode));
         mode = st.st_mode & 07777;
-    } else {
+    } else if (errno == ENOENT) {
         mode = 0666 & ~current_umask();
+    } else {
+        return pdc_error(ctx, PDC_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     }
+    pdc_file_remove_stale_temps(path);
 
     int fd = mkstemp(tmp);
     if (fd < 0) return pdc_error(ctx, PDC_ERR_IO, "cannot write '%s': %s", path, strerror(errno));

@@ -20,9 +20,11 @@
 /*
  * Reads the whole file at `path` into a new buffer (free with pdc_free). The buffer has one extra
  * byte, set to 0, after the data, so text can be parsed in place; *size_out excludes it. Works on
- * regular files and on pipes or devices (read to end of file).
- * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_IO (cannot open or read, is a directory, or
- *         larger than PDC_FILE_MAX_SIZE; the message names the path and the reason),
+ * regular files only: the file is opened with O_NONBLOCK (a FIFO does not block the open) and
+ * checked with fstat before anything is read or allocated; pipes, devices and sockets are refused.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_IO (cannot open or read, is a directory or not
+ *         a regular file, or larger than PDC_FILE_MAX_SIZE; the message names the path and the
+ *         reason), PDC_ERR_OUT_OF_MEMORY (also: larger than max_memory),
  *         PDC_ERR_OUT_OF_MEMORY. Out-parameters are written only on success.
  */
 pdc_status pdc_file_read(const pdc_context *ctx, const char *path, void **data_out, size_t *size_out);
@@ -32,11 +34,21 @@ pdc_status pdc_file_read(const pdc_context *ctx, const char *path, void **data_o
  * "path.tmp.XXXXXX" (mkstemp) in the same directory, which is fsync'd and renamed over `path`; then
  * the directory is fsync'd. On any failure before the rename the temporary file is removed and an
  * existing file at `path` is untouched. A replaced file keeps its permission bits; a new one gets
- * 0666 less the umask, as open(2) would give.
+ * 0666 less the umask, as open(2) would give. Only a regular file (or nothing) at `path` is
+ * replaced: a directory, symbolic link, FIFO, device or socket there is refused (PDC_ERR_IO, the
+ * message names what it is). Stale temporary files of earlier saves to the same path that were
+ * killed ("path.tmp.XXXXXX", ours, regular, untouched for PDC_STALE_TEMP_SECONDS) are removed first.
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL path, or data NULL with size > 0), PDC_ERR_IO (the
  *         message names the path and strerror)
  */
 pdc_status pdc_file_write_atomic(const pdc_context *ctx, const char *path, const void *data, size_t size);
+
+/* A temporary file of a save is stale when it has not changed for this long (a killed save). */
+#define PDC_STALE_TEMP_SECONDS 300
+/* Removes stale "path.tmp.XXXXXX" files (see pdc_file_write_atomic); best effort, no errors. */
+void pdc_file_remove_stale_temps(const char *path);
+/* "a regular file", "a FIFO", "a symbolic link", ... for a st_mode. */
+const char *pdc_file_type_name(unsigned mode);
 
 /* ------------------------------------------------------------------ growable output buffer */
 

@@ -6,6 +6,8 @@
  * fails), reading (errors with path and errno text, directories, max_memory, pipes).
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <time.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -288,35 +290,76 @@ START_TEST(test_failed_write_keeps_old_file)
 }
 END_TEST
 
-START_TEST(test_read_pipe)
+START_TEST(test_read_refuses_non_regular_files)
 {
-    /* non-regular files are read to end of file (size unknown up front, buffer grows) */
+    /* pipes, FIFOs and devices are refused before anything is read or allocated: /dev/zero never
+     * ends, a FIFO without a writer would block the open (it is opened with O_NONBLOCK) */
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
-    static uint8_t data[200000];
-    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i % 251u);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        size_t off = 0;
-        while (off < sizeof data) {
-            ssize_t w = write(fds[1], data + off, sizeof data - off);
-            if (w <= 0) _exit(1);
-            off += (size_t)w;
-        }
-        _exit(0);
-    }
-    close(fds[1]);
+    ck_assert_int_eq(write(fds[1], "abc", 3), 3);
     char path[64];
     snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
-    void *got;
-    size_t size;
-    ck_assert_ok(ctx, pdc_file_read(ctx, path, &got, &size));
+    void *got = SENTINEL_PTR;
+    size_t size = 99;
+    ck_assert_status(ctx, pdc_file_read(ctx, path, &got, &size), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "a FIFO, not a regular file");
     close(fds[0]);
-    ck_assert_uint_eq(size, sizeof data);
-    ck_assert_mem_eq(got, data, size);
-    pdc_free(got);
+    close(fds[1]);
+    ck_assert_status(ctx, pdc_file_read(ctx, "/dev/zero", &got, &size), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "cannot read '/dev/zero': a character device, not a regular file");
+    const char *fifo = tmp_path("fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_status(ctx, pdc_file_read(ctx, fifo, &got, &size), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "a FIFO, not a regular file");
+    ck_assert_ptr_eq(got, SENTINEL_PTR);
+    ck_assert_uint_eq(size, 99);
+}
+END_TEST
+
+START_TEST(test_write_replaces_only_regular_files)
+{
+    /* a FIFO, a device or a symbolic link at the target is refused and left in place */
+    const char *fifo = tmp_path("out.fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_status(ctx, pdc_file_write_atomic(ctx, fifo, "abc", 3), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "it is a FIFO; only a regular file is replaced");
+    struct stat st;
+    ck_assert_int_eq(lstat(fifo, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    const char *target = tmp_path("target.bin"), *link = tmp_path("link.bin");
+    ck_assert_ok(ctx, pdc_file_write_atomic(ctx, target, "t", 1));
+    ck_assert_int_eq(symlink(target, link), 0);
+    ck_assert_status(ctx, pdc_file_write_atomic(ctx, link, "abc", 3), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "it is a symbolic link; only a regular file is replaced");
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    const char *dev = tmp_path("null");
+    ck_assert_int_eq(symlink("/dev/null", dev), 0);
+    ck_assert_status(ctx, pdc_file_write_atomic(ctx, "/dev/null", "abc", 3), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "cannot write '/dev/null': it is a character device");
+    ck_assert_int_eq(count_temp_files(), 0);
+}
+END_TEST
+
+START_TEST(test_write_removes_stale_temps)
+{
+    /* temp files of killed saves ("PATH.tmp.XXXXXX", ours, untouched for 5 minutes) go on the next save;
+     * recent ones (a save in progress) and other names stay */
+    const char *path = tmp_path("ck.pdc");
+    char stale[600], fresh[600], other[600];
+    snprintf(stale, sizeof stale, "%s.tmp.AbC123", path);
+    snprintf(fresh, sizeof fresh, "%s.tmp.XyZ789", path);
+    snprintf(other, sizeof other, "%s.tmp.notours", path);
+    write_file(stale, "s", 1);
+    write_file(fresh, "f", 1);
+    write_file(other, "o", 1);
+    struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, stale, old, 0), 0);
+    ck_assert_int_eq(utimensat(AT_FDCWD, other, old, 0), 0);
+    ck_assert_ok(ctx, pdc_file_write_atomic(ctx, path, "new", 3));
+    ck_assert_int_eq(access(stale, F_OK), -1);
+    ck_assert_int_eq(access(fresh, F_OK), 0);
+    ck_assert_int_eq(access(other, F_OK), 0);
 }
 END_TEST
 
@@ -328,6 +371,7 @@ int main(void)
                              test_buf_failure_is_sticky));
     test_add_tcase(s, "files", tmpdir_setup, tmpdir_teardown, 0,
                    TEST_LIST(test_file_roundtrip, test_file_permissions, test_file_errors,
-                             test_failed_write_keeps_old_file, test_read_pipe));
+                             test_failed_write_keeps_old_file, test_read_refuses_non_regular_files,
+                             test_write_replaces_only_regular_files, test_write_removes_stale_temps));
     return test_run_suite(s);
 }
