@@ -216,6 +216,11 @@ pdc_status ir_arena_layout(const pdc_context *ctx, const ir_model *m, const char
             if (offset[t] != SIZE_MAX) offset[t] /= sizeof(float);
         total = planned_bytes / sizeof(float);
     }
+    /* The arena is one allocation: refused here, at compile time, before any kernel is built or
+     * memory touched, if it cannot be made under max_memory. */
+    if (ctx->max_memory && total > ctx->max_memory / sizeof(float))
+        return pdc_error(ctx, PDC_ERR_OUT_OF_MEMORY, "%s: activation memory of %zu bytes exceeds max_memory (%zu bytes)",
+                         who, total * sizeof(float), ctx->max_memory);
     *arena_floats = total;
     for (size_t i = 0; i < m->n_inputs; i++) {
         const int t = m->inputs[i];
