@@ -998,6 +998,100 @@ expect_file_size "$T/gpu.bin" 40
     bad "gpu and ref probabilities differ"
 end
 
+# ---------------------------------------------------------------- hardening (issue #41)
+
+begin "a write error on stdout fails the command (convert -o - > /dev/full)"
+if [ -w /dev/full ]; then
+    rc=0
+    "$PDC" convert "$MODEL" -o - >/dev/full 2>"$T/err" || rc=$?
+    expect_rc 1
+    expect_err "pdc: <stdout>: write error: No space left on device"
+fi
+end
+
+begin "saving over a FIFO, a device or a symbolic link is refused and leaves it in place"
+mkfifo "$T/fifo.pdc"
+run "$PDC" convert "$MODEL" -o "$T/fifo.pdc" # would block forever if it opened the FIFO
+expect_rc 1
+expect_err "cannot write '$T/fifo.pdc': it is a FIFO; only a regular file is replaced"
+[ -p "$T/fifo.pdc" ] || bad "the FIFO was replaced"
+ln -s /dev/null "$T/null.pdc"
+run "$PDC" convert "$MODEL" -o "$T/null.pdc"
+expect_rc 1
+expect_err "it is a symbolic link; only a regular file is replaced"
+[ -L "$T/null.pdc" ] || bad "the link was replaced"
+run "$PDC" run "$MODEL" --input "$IN" --output "$T/fifo.pdc"
+expect_rc 1
+expect_err "$T/fifo.pdc: cannot write: not a regular file"
+end
+
+begin "run -o writes atomically: a failed run leaves the old output file and no temp file"
+printf 'old' >"$T/keep.bin"
+run "$PDC" run "$MODEL" --input "$IN" --output "$T/keep.bin"
+expect_rc 0
+expect_file_size "$T/keep.bin" 40
+printf 'old' >"$T/keep.bin"
+run "$PDC" run "$MODEL" --input "$T/keep.bin" --output "$T/keep.bin"
+expect_rc 1
+[ "$(cat "$T/keep.bin")" = old ] || bad "the output was touched by a failed run"
+ls "$T" | grep -q 'keep.bin.tmp' && bad "a temp file was left"
+end
+
+begin "inputs that are not regular files are refused without blocking or reading (/dev/zero, a FIFO)"
+run timeout 10 "$PDC" inspect /dev/zero
+expect_rc 1
+expect_err "cannot read '/dev/zero': a character device, not a regular file"
+mkfifo "$T/in.fifo"
+run timeout 10 "$PDC" inspect "$T/in.fifo"
+expect_rc 1
+expect_err "a FIFO, not a regular file"
+run timeout 10 "$PDC" run "$MODEL" --input "$T/in.fifo"
+expect_rc 1
+expect_err "not a regular file"
+end
+
+begin "--max-memory / PDC_MAX_MEMORY bound every allocation; the default refuses a 16 GB arena at once"
+cat >"$T/pads.pdcir" <<'EOF2'
+pdcir 1
+model "pads"
+input x : f32[1, 1, 1, 1]
+const w : f32[1, 1, 1, 1] = [1.0]
+layer c = conv(x, w) -> (y) {pads=[32000, 32000, 32000, 32000]}
+output y
+EOF2
+head -c 4 /dev/zero >"$T/in4.bin"
+for target in ref cpu; do
+    run env XDG_CACHE_HOME="$T/cache" "$PDC" run "$T/pads.pdcir" --target $target --input "$T/in4.bin"
+    expect_rc 1
+    expect_err "$target: activation memory of 16384512064 bytes exceeds max_memory (4294967296 bytes)"
+done
+run env PDC_MAX_MEMORY=1K "$PDC" run "$MODEL" --input "$IN"
+expect_rc 1
+expect_err "exceeds max_memory (1024 bytes)"
+run env PDC_MAX_MEMORY=1K "$PDC" run "$MODEL" --input "$IN" --max-memory 0
+expect_rc 0
+run env PDC_MAX_MEMORY=lots "$PDC" inspect "$MODEL"
+expect_rc 1
+expect_err "bad PDC_MAX_MEMORY 'lots'"
+run "$PDC" inspect "$MODEL" --max-memory 12Q
+expect_rc 2
+expect_err "bad --max-memory '12Q'"
+end
+
+begin "run checks every input file before allocating: a 16-byte file for a 16 GB input fails at once"
+cat >"$T/sym.pdcir" <<'EOF2'
+pdcir 1
+model "sym"
+input x : f32[?, 4]
+layer r = relu(x) -> (y)
+output y
+EOF2
+head -c 16 /dev/zero >"$T/in16.bin"
+run "$PDC" run "$T/sym.pdcir" --shape x=1073741824x4 --input "$T/in16.bin" --max-memory 0
+expect_rc 1
+expect_err "wrong size: expected 17179869184 bytes (input 'x' 1073741824x4 f32), got 16 bytes"
+end
+
 # ---------------------------------------------------------------- summary
 
 echo "cli: $PASS passed, $FAIL failed"

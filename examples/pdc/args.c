@@ -123,6 +123,12 @@ int cli_next_model_arg(cli_parser *p, cli_model_args *a, const char **value)
                 return CLI_ARG_BAD;
             }
             return id;
+        case CLI_OPT_MAX_MEMORY:
+            if (cli_set_max_memory(v, err, sizeof err) != 0) {
+                cli_usage_error(p->cmd, p->synopsis, "%s", err);
+                return CLI_ARG_BAD;
+            }
+            break;
         case CLI_OPT_SHAPE:
             if (a->n_shapes == sizeof a->shapes / sizeof a->shapes[0]) {
                 cli_usage_error(p->cmd, p->synopsis, "too many --shape options (at most 16)");
@@ -311,12 +317,74 @@ int cli_shape_elems(size_t rank, const int64_t *dims, size_t *n_out)
     return 0;
 }
 
+/* ------------------------------------------------------------------ memory limit */
+
+/* --max-memory as a byte count in decimal ("" = not given: PDC_MAX_MEMORY, else the default). */
+static char max_memory_bytes[32];
+
+/* "4096", "64K", "512M", "16G" (powers of 1024) -> bytes in decimal; -1 if malformed. */
+static int parse_bytes(const char *s, char *out, size_t cap)
+{
+    if (!*s || *s < '0' || *s > '9') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE) return -1;
+    unsigned shift = 0;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        case 't': case 'T': shift = 40; break;
+        default: return -1;
+        }
+        if (end[1] && !((end[1] == 'B' || end[1] == 'b') && !end[2]) && !((end[1] == 'i') && end[2] == 'B' && !end[3]))
+            return -1;
+    }
+    if (shift && v > (~0ull >> shift)) return -1;
+    v <<= shift;
+    snprintf(out, cap, "%llu", v);
+    return 0;
+}
+
+int cli_set_max_memory(const char *value, char *err, size_t errcap)
+{
+    char bytes[32];
+    if (parse_bytes(value, bytes, sizeof bytes) != 0) {
+        snprintf(err, errcap, "bad --max-memory '%.100s': expected a byte count, e.g. 512M or 8G (0 = no limit)", value);
+        return -1;
+    }
+    snprintf(max_memory_bytes, sizeof max_memory_bytes, "%s", bytes);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ model loading */
 
 int cli_context_create(pdc_context **ctx_out)
 {
+    const char *limit = max_memory_bytes;
+    char env_bytes[32];
+    if (!*limit) {
+        const char *env = getenv("PDC_MAX_MEMORY");
+        if (env && *env) {
+            if (parse_bytes(env, env_bytes, sizeof env_bytes) != 0)
+                return cli_error(NULL, "bad PDC_MAX_MEMORY '%.100s': expected a byte count, e.g. 512M or 8G (0 = no limit)",
+                                 env);
+            limit = env_bytes;
+        } else {
+            limit = CLI_DEFAULT_MAX_MEMORY;
+        }
+    }
     pdc_status st = pdc_context_create(ctx_out);
     if (st != PDC_OK) return cli_error(NULL, "cannot create a context: %s", pdc_status_string(st));
+    st = pdc_context_set_option(*ctx_out, "max_memory", limit);
+    if (st != PDC_OK) {
+        int rc = cli_lib_error(*ctx_out, st, NULL, "--max-memory");
+        pdc_context_destroy(*ctx_out);
+        *ctx_out = NULL;
+        return rc;
+    }
     if (isatty(STDERR_FILENO)) pdc_context_set_progress_handler(*ctx_out, progress_line, NULL);
     return CLI_EXIT_OK;
 }

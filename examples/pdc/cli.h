@@ -76,9 +76,16 @@ void cli_parser_init(cli_parser *p, int argc, char **argv, const char *cmd, cons
 /* The next option id, CLI_ARG_POSITIONAL (value in *value), CLI_ARG_HELP, CLI_ARG_END or CLI_ARG_BAD. */
 int cli_next(cli_parser *p, const char **value);
 
-/* The option ids of --shape NAME=DIMS and --group in the option tables of the commands that read a
- * model (--group only where groups make sense: run, bench, inspect). */
-enum { CLI_OPT_SHAPE = 100, CLI_OPT_GROUP = 101 };
+/* The option ids of --shape NAME=DIMS, --max-memory and --group in the option tables of the commands that
+ * read a model (--group only where groups make sense: run, bench, inspect). */
+enum { CLI_OPT_SHAPE = 100, CLI_OPT_MAX_MEMORY = 101, CLI_OPT_GROUP = 102 };
+
+/* The default of --max-memory (and PDC_MAX_MEMORY): no single allocation above 4 GiB. */
+#define CLI_DEFAULT_MAX_MEMORY "4294967296"
+/* The help text's line for --max-memory. */
+#define CLI_MAX_MEMORY_HELP                                                                                     \
+    "  --max-memory BYTES the largest single allocation (suffix K, M, G; 0 = no limit; default 4G, or\n"       \
+    "                     $PDC_MAX_MEMORY): larger tensors, arenas and files are refused up front\n"
 
 #define CLI_MAX_GROUP 16
 
@@ -131,6 +138,9 @@ int cli_load_model(pdc_context *ctx, const cli_model_args *a, pdc_model **model_
  * the context reports progress there (pdc_context_set_progress_handler): one line, "compiling layer
  * 12/60" or "prune-pattern: layer 12/60", rewritten in place and erased at the end of each stage (and
  * by cli_error / cli_usage_error). Otherwise nothing is printed. */
+/* Sets the max_memory of every context cli_context_create makes from --max-memory VALUE (bytes, or
+ * with suffix K/M/G/T); -1 with a message in err if VALUE is malformed. */
+int cli_set_max_memory(const char *value, char *err, size_t errcap);
 int cli_context_create(pdc_context **ctx_out);
 /* cli_context_create, then cli_load_model. On failure (printed, CLI_EXIT_ERROR) *ctx_out is the
  * context or NULL and *model_out NULL; the caller destroys both in any case. */

@@ -38,13 +38,14 @@ const char cli_bench_help[] =
     "  --group            the models given are one group\n"
     "  --json             print one JSON object: model, target, threads, runs, compile_ms, median_ms,\n"
     "                     min_ms, max_ms\n"
+    CLI_MAX_MEMORY_HELP
     "  -h, --help         show this help\n";
 
 enum { OPT_TARGET = 1, OPT_THREADS, OPT_REPEAT, OPT_WARMUP, OPT_JSON };
 static const cli_opt bench_opts[] = {{"target", 't', 1, OPT_TARGET}, {"threads", 0, 1, OPT_THREADS},
                                      {"group", 0, 0, CLI_OPT_GROUP},
                                      {"repeat", 'n', 1, OPT_REPEAT}, {"warmup", 0, 1, OPT_WARMUP},
-                                     {"shape", 0, 1, CLI_OPT_SHAPE}, {"json", 0, 0, OPT_JSON},
+                                     {"shape", 0, 1, CLI_OPT_SHAPE}, {"max-memory", 0, 1, CLI_OPT_MAX_MEMORY}, {"json", 0, 0, OPT_JSON},
                                      {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("bench", cli_bench_synopsis, __VA_ARGS__)

@@ -32,12 +32,13 @@ const char cli_compile_help[] =
     "  --name NAME        C identifier naming the files and symbols (default: model)\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME first; may be repeated\n"
     "  -o, --output DIR   the directory to write (required)\n"
+    CLI_MAX_MEMORY_HELP
     "  -h, --help         show this help\n";
 
 enum { OPT_OUTPUT = 1, OPT_TARGET, OPT_CPU, OPT_ARCH, OPT_NAME };
 static const cli_opt compile_opts[] = {{"output", 'o', 1, OPT_OUTPUT}, {"target", 't', 1, OPT_TARGET},
                                        {"cpu", 0, 1, OPT_CPU},         {"arch", 0, 1, OPT_ARCH},
-                                       {"name", 0, 1, OPT_NAME},       {"shape", 0, 1, CLI_OPT_SHAPE},
+                                       {"name", 0, 1, OPT_NAME},       {"shape", 0, 1, CLI_OPT_SHAPE}, {"max-memory", 0, 1, CLI_OPT_MAX_MEMORY},
                                        {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("compile", cli_compile_synopsis, __VA_ARGS__)

@@ -2,6 +2,7 @@
  * cmd_convert.c - `pdc convert`: re-save a model as binary .pdc or as IR text .pdcir, chosen by the
  * output file's extension.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,12 +21,13 @@ const char cli_convert_help[] =
     "  -o, --output OUT   the file to write (required)\n"
     "  --elide-weights    text form only: write constants as dense<elided> (they read back as zeros)\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME before saving; may be repeated\n"
+    CLI_MAX_MEMORY_HELP
     "  -h, --help         show this help\n";
 
 enum { OPT_OUTPUT = 1, OPT_ELIDE };
 static const cli_opt convert_opts[] = {{"output", 'o', 1, OPT_OUTPUT},
                                        {"elide-weights", 0, 0, OPT_ELIDE},
-                                       {"shape", 0, 1, CLI_OPT_SHAPE},
+                                       {"shape", 0, 1, CLI_OPT_SHAPE}, {"max-memory", 0, 1, CLI_OPT_MAX_MEMORY},
                                        {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("convert", cli_convert_synopsis, __VA_ARGS__)
@@ -74,8 +76,14 @@ int cmd_convert(int argc, char **argv)
             char *text = NULL;
             st = pdc_model_print(model, flags, &text);
             if (st == PDC_OK) {
-                fputs(text, stdout);
+                int bad = fputs(text, stdout) < 0 || fflush(stdout) != 0;
+                int e = errno;
                 pdc_string_free(text);
+                if (bad) {
+                    pdc_model_destroy(model);
+                    pdc_context_destroy(ctx);
+                    return cli_error("<stdout>", "write error: %s", strerror(e));
+                }
             }
         } else if (fmt == FMT_TEXT) {
             st = pdc_model_save_text(model, out_path, flags);

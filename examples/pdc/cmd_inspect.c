@@ -30,11 +30,12 @@ const char cli_inspect_help[] =
     "  --target T         also compile for target T (ref, cpu or gpu) and show each layer's kernel;\n"
     "                     \"6 of 8 patterns used\": the kernel needs only 6 patterns of the layer's set\n"
     "  --group            the models given are one group (pdc_compile_group)\n"
+    CLI_MAX_MEMORY_HELP
     "  -h, --help         show this help\n";
 
 enum { OPT_TARGET = 1 };
-static const cli_opt inspect_opts[] = {{"shape", 0, 1, CLI_OPT_SHAPE}, {"target", 0, 1, OPT_TARGET},
-                                       {"group", 0, 0, CLI_OPT_GROUP}, {NULL, 0, 0, 0}};
+static const cli_opt inspect_opts[] = {{"shape", 0, 1, CLI_OPT_SHAPE}, {"max-memory", 0, 1, CLI_OPT_MAX_MEMORY},
+                                       {"target", 0, 1, OPT_TARGET}, {"group", 0, 0, CLI_OPT_GROUP}, {NULL, 0, 0, 0}};
 
 enum { COL_IDX, COL_NAME, COL_OP, COL_IN, COL_OUT, COL_SPARSITY, COL_W, COL_KEPT, COL_DFLOP, COL_EFLOP, N_COLS };
 static const char *const col_title[N_COLS] = {"#",      "name",    "op",   "input",        "output",

@@ -54,6 +54,8 @@ const char cli_prune_help[] =
     "                           prune-unstructured, reorder, share, schedule, plan)\n"
     "  --print-after PASS|all   print the IR text (weights elided) to stderr after that pass\n"
     "  --shape NAME=DIMS        fix the shape of graph input NAME first; may be repeated\n"
+    "  --max-memory BYTES       the largest single allocation (suffix K, M, G; 0 = no limit; default 4G,\n"
+    "                           or $PDC_MAX_MEMORY): larger tensors and files are refused up front\n"
     "  -h, --help               show this help\n"
     "\n"
     "Rates are in [0, 1). A bad option value, an unknown pass or a layer that is not in the model\n"
@@ -76,7 +78,7 @@ static const cli_opt prune_opts[] = {{"output", 'o', 1, OPT_OUTPUT},
                                      {"skip", 0, 1, OPT_SKIP},
                                      {"passes", 0, 1, OPT_PASSES},
                                      {"print-after", 0, 1, OPT_PRINT_AFTER},
-                                     {"shape", 0, 1, CLI_OPT_SHAPE},
+                                     {"shape", 0, 1, CLI_OPT_SHAPE}, {"max-memory", 0, 1, CLI_OPT_MAX_MEMORY},
                                      {"include-stem", 0, 0, OPT_INCLUDE_STEM},
                                      {"pattern-kernels", 0, 1, OPT_PATTERN_KERNELS},
                                      {"block-convs", 0, 0, OPT_BLOCK_CONVS},

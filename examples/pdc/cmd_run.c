@@ -35,13 +35,14 @@ const char cli_run_help[] =
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=4x1x8x8; may be repeated\n"
     "  --threads N        worker threads (0 = all cores, the default)\n"
     "  --group            the models given are one group\n"
+    CLI_MAX_MEMORY_HELP
     "  -h, --help         show this help\n";
 
 enum { OPT_TARGET = 1, OPT_INPUT, OPT_OUTPUT, OPT_PRINT, OPT_THREADS };
 static const cli_opt run_opts[] = {{"target", 't', 1, OPT_TARGET}, {"input", 'i', 1, OPT_INPUT},
                                    {"output", 'o', 1, OPT_OUTPUT}, {"print", 0, 0, OPT_PRINT},
-                                   {"shape", 0, 1, CLI_OPT_SHAPE}, {"threads", 0, 1, OPT_THREADS},
-                                   {"group", 0, 0, CLI_OPT_GROUP},
+                                   {"shape", 0, 1, CLI_OPT_SHAPE}, {"max-memory", 0, 1, CLI_OPT_MAX_MEMORY},
+                                   {"threads", 0, 1, OPT_THREADS}, {"group", 0, 0, CLI_OPT_GROUP},
                                    {NULL, 0, 0, 0}};
 
 typedef struct run_args {
@@ -206,6 +207,21 @@ static int run_program(pdc_context *ctx, const run_args *a, const pdc_program *p
     char in_shape[MAX_FILES][64], out_shape[MAX_FILES][64];
     int rc = CLI_EXIT_OK;
 
+    /* Every input file's type and size before any tensor is allocated (shapes fixed by pdc_compile
+     * are known only now, so check_inputs could not check them all). */
+    for (size_t i = 0; i < n_in; i++) {
+        const char *name = "?";
+        size_t rank = 0, n = 0;
+        int64_t dims[PDC_MAX_RANK];
+        char shape[160], what[512];
+        if ((st = pdc_program_input_info(prog, i, &name, &rank, dims)) != PDC_OK)
+            return cli_lib_error(ctx, st, a->m.path, NULL);
+        cli_format_shape(rank, dims, shape, sizeof shape);
+        if (cli_shape_elems(rank, dims, &n) != 0 || n > ((size_t)1 << 40))
+            return cli_error(a->m.path, "input '%s' is too large (%s)", name, shape);
+        snprintf(what, sizeof what, "input '%.200s' %s f32", name, shape);
+        if ((rc = raw_check_f32(a->inputs[i], n, what)) != CLI_EXIT_OK) return rc;
+    }
     for (size_t i = 0; i < n_in && rc == CLI_EXIT_OK; i++) {
         rc = make_tensor(ctx, prog, 0, i, a->m.path, &in[i], &in_name[i], in_shape[i], sizeof in_shape[i]);
         if (rc != CLI_EXIT_OK) break;

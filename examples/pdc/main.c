@@ -2,6 +2,7 @@
  * main.c - the pdc command-line tool: dispatch to a command, --help and --version.
  * Built only on the public header, so it also shows that the C ABI suffices for these tasks.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,6 +92,9 @@ int main(int argc, char **argv)
     const command *c = find_command(arg);
     if (!c) return unknown_command(arg);
     int rc = c->fn(argc - 1, argv + 1);
-    if (fflush(stdout) != 0 && rc == CLI_EXIT_OK) rc = cli_error("<stdout>", "write error");
+    /* A failed write to stdout (a full disk, /dev/full, a closed pipe) fails the command: ferror
+     * catches writes that failed while the buffer was flushed along the way, fflush the rest. */
+    int e = fflush(stdout) != 0 || ferror(stdout);
+    if (e && rc == CLI_EXIT_OK) rc = cli_error("<stdout>", "write error: %s", errno ? strerror(errno) : "unknown");
     return rc;
 }

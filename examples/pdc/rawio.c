@@ -3,10 +3,12 @@
  * converted explicitly, so the files mean the same on hosts of either byte order.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -49,17 +51,24 @@ int raw_check_f32(const char *path, size_t n, const char *what)
 int raw_read_f32(const char *path, float *dst, size_t n, const char *what)
 {
     size_t want = n * 4;   /* n comes from a checked shape product; callers keep it far below SIZE_MAX/4 */
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_error(path, "cannot open: %s", strerror(errno));
+    /* O_NONBLOCK: a FIFO must not block the open before fstat shows it is not a regular file */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return cli_error(path, "cannot open: %s", strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0) {
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
-        fclose(f);
+        close(fd);
         return cli_error(path, "cannot stat: %s", strerror(e));
     }
     if (check_file(path, &sb, want, what) != CLI_EXIT_OK) {
-        fclose(f);
+        close(fd);
         return CLI_EXIT_ERROR;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return cli_error(path, "cannot open: %s", strerror(e));
     }
 
     unsigned char buf[4096];
@@ -81,23 +90,57 @@ int raw_read_f32(const char *path, float *dst, size_t n, const char *what)
     return CLI_EXIT_OK;
 }
 
+/* Writes n floats to path atomically: to "path.tmp.XXXXXX" in the same folder, then renamed over
+ * path, so a failed or killed run leaves the old file (or none). Only a regular file (or nothing)
+ * at path is replaced: a FIFO, device or symbolic link there is refused. */
 int raw_write_f32(const char *path, const float *src, size_t n)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return cli_error(path, "cannot create: %s", strerror(errno));
+    struct stat sb;
+    mode_t mode;
+    if (lstat(path, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode)) return cli_error(path, "cannot write: not a regular file (only one is replaced)");
+        mode = sb.st_mode & 07777;
+    } else if (errno == ENOENT) {
+        mode_t mask = umask(0);   /* the tool is single-threaded here */
+        umask(mask);
+        mode = 0666 & ~mask;
+    } else {
+        return cli_error(path, "cannot write: %s", strerror(errno));
+    }
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + sizeof ".tmp.XXXXXX");
+    if (!tmp) return cli_error(path, "out of memory");
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return cli_error(path, "cannot create: %s", strerror(e));
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return cli_error(path, "cannot create: %s", strerror(e));
+    }
     unsigned char buf[4096];
     size_t done = 0;
-    while (done < n) {
+    int e = fchmod(fd, mode) != 0 ? errno : 0;
+    while (!e && done < n) {
         size_t chunk = n - done < sizeof buf / 4 ? n - done : sizeof buf / 4;
         for (size_t i = 0; i < chunk; i++) f32_to_le(src[done + i], buf + 4 * i);
-        if (fwrite(buf, 4, chunk, f) != chunk) {
-            int e = errno;
-            fclose(f);
-            return cli_error(path, "write error: %s", strerror(e));
-        }
+        if (fwrite(buf, 4, chunk, f) != chunk) e = errno ? errno : EIO;
         done += chunk;
     }
-    if (fclose(f) != 0) return cli_error(path, "write error: %s", strerror(errno));
+    if (!e && (fflush(f) != 0 || fsync(fd) != 0)) e = errno;
+    if (fclose(f) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e) unlink(tmp);
+    free(tmp);
+    if (e) return cli_error(path, "write error: %s", strerror(e));
     return CLI_EXIT_OK;
 }
 
