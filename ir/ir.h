@@ -182,6 +182,13 @@ void ir_model_destroy(ir_model *m);
 /* Deep copy (programs keep their own copy, independent of the user's model). */
 pdc_status ir_model_clone(const ir_model *m, ir_model **out);
 int ir_model_find_tensor(const ir_model *m, const char *name);
+/* Index of the first NaN or infinity in v[0..n), or n if all are finite. */
+size_t ir_first_nonfinite(const float *v, size_t n);
+/* "NaN", "inf" or "-inf" for a non-finite x. */
+const char *ir_nonfinite_name(float x);
+/* PDC_OK if every constant of m is finite, or if the context option allow_nonfinite is set; else
+ * PDC_ERR_NUMERIC "constant 'w' holds NaN at element 5 of 100 (...allow_nonfinite...)". */
+pdc_status ir_model_check_finite(const ir_model *m);
 /* 1 if tensor t is a graph output. */
 int ir_model_is_output(const ir_model *m, int t);
 /* Number of places that read tensor t: layer input slots plus graph outputs. */

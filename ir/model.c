@@ -5,6 +5,7 @@
  * the model exactly as it was.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "ir/ir.h"
@@ -64,6 +65,39 @@ void ir_model_destroy(ir_model *m)
     pdc_free(m->name);
     pdc_free(m->info_text);
     pdc_free(m);
+}
+
+size_t ir_first_nonfinite(const float *v, size_t n)
+{
+    /* x - x is 0 for a finite x and NaN for NaN and +-inf: one branch-free test per element, and
+     * the loop below vectorises; the index is looked up only when one is found */
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        float acc = 0.0f;
+        for (size_t k = 0; k < 64; k++) acc += v[i + k] - v[i + k];
+        if (acc != 0.0f) break;
+    }
+    for (; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return n;
+}
+
+const char *ir_nonfinite_name(float x) { return isnan(x) ? "NaN" : x > 0 ? "inf" : "-inf"; }
+
+pdc_status ir_model_check_finite(const ir_model *m)
+{
+    if (m->ctx->allow_nonfinite) return PDC_OK;
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        const ir_tensor *tt = &m->tensors[t];
+        if (tt->kind != IR_TENSOR_CONST || !tt->data) continue;
+        size_t n = ir_tensor_numel(tt), i = ir_first_nonfinite(tt->data, n);
+        if (i < n)
+            return pdc_error(m->ctx, PDC_ERR_NUMERIC,
+                             "constant '%s' holds %s at element %zu of %zu (non-finite weights are refused; context "
+                             "option allow_nonfinite=1 accepts them)",
+                             tt->name, ir_nonfinite_name(tt->data[i]), i, n);
+    }
+    return PDC_OK;
 }
 
 int ir_model_find_tensor(const ir_model *m, const char *name)

@@ -14,7 +14,7 @@
 
 #define KNOWN_OPTIONS \
     "threads, cache_dir, log_level, verify, max_memory, fail_alloc_after, onnx_input_shapes, gpu_arch, " \
-    "sparsity_min_fill"
+    "sparsity_min_fill, allow_nonfinite, check_finite"
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug"};
 
@@ -59,6 +59,11 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
         if (strcmp(value, "0") && strcmp(value, "1"))
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option verify: expected 0 or 1, got \"%s\"", value);
         ctx->verify = value[0] == '1';
+    } else if (!strcmp(name, "allow_nonfinite") || !strcmp(name, "check_finite")) {
+        if (strcmp(value, "0") && strcmp(value, "1"))
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option %s: expected 0 or 1, got \"%s\"", name, value);
+        if (name[0] == 'a') ctx->allow_nonfinite = value[0] == '1';
+        else ctx->check_finite = value[0] == '1';
     } else if (!strcmp(name, "max_memory")) {
         if (!parse_uint(value, SIZE_MAX, &v))
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option max_memory: expected a byte count, got \"%s\"", value);
@@ -114,6 +119,8 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
     else if (!strcmp(name, "onnx_input_shapes")) snprintf(tmp, sizeof tmp, "%s", ctx->onnx_input_shapes);
     else if (!strcmp(name, "gpu_arch")) snprintf(tmp, sizeof tmp, "%s", ctx->gpu_arch[0] ? ctx->gpu_arch : "auto");
     else if (!strcmp(name, "sparsity_min_fill")) snprintf(tmp, sizeof tmp, "%g", ctx->sparsity_min_fill);
+    else if (!strcmp(name, "allow_nonfinite")) snprintf(tmp, sizeof tmp, "%d", ctx->allow_nonfinite);
+    else if (!strcmp(name, "check_finite")) snprintf(tmp, sizeof tmp, "%d", ctx->check_finite);
     else
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "unknown option \"%s\" (known: " KNOWN_OPTIONS ")", name);

@@ -27,6 +27,8 @@ struct pdc_context {
     char onnx_input_shapes[PDC_PATH_MAX]; /* option onnx_input_shapes (lib/shape_list.h); "" = none */
     char gpu_arch[16];            /* option gpu_arch: "auto" or sm_XY from backends/gpu's list */
     double sparsity_min_fill;     /* option sparsity_min_fill: ONNX import's least fill of kept blocks/patterns */
+    int allow_nonfinite;          /* option allow_nonfinite: accept NaN/Inf constants at load and in checkpoints */
+    int check_finite;             /* option check_finite: runs check each layer's outputs for NaN/Inf */
     void *jit;                    /* backends/llvm JIT session, created on first use by a JIT backend */
     void (*jit_destroy)(void *);  /* set with jit; called by pdc_context_destroy */
     pdc_progress_handler progress; /* pdc_context_set_progress_handler; NULL = none */

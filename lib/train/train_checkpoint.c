@@ -284,6 +284,33 @@ static void ckpt_free(ckpt *c)
 
 #define DIFFERENT(...) (pdc_error(ctx, PDC_ERR_INVALID_ARG, __VA_ARGS__), PDC_ERR_INVALID_ARG)
 
+/* A checkpoint's numbers are validated as a model's constants are (a valid CRC only says the bytes
+ * are the ones written): weights, optimizer moments and ADMM state finite unless the context
+ * option allow_nonfinite is set, and Adam's second moment never negative (its square root would
+ * be NaN and silently poison the weight at the next step). */
+static pdc_status check_finite(const pdc_context *ctx, const char *path, const char *name, size_t n,
+                               const ckpt_param *cp)
+{
+    const float *const arrays[5] = {cp->values, cp->m, cp->v, cp->z, cp->u};
+    static const char *const what[5] = {"values", "first moment", "second moment", "ADMM Z", "ADMM U"};
+    for (int a = 0; a < 5; a++) {
+        if (!arrays[a]) continue;
+        size_t i = ir_first_nonfinite(arrays[a], n);
+        if (i < n && !ctx->allow_nonfinite)
+            return pdc_error(ctx, PDC_ERR_NUMERIC,
+                             "checkpoint '%s': constant '%s' %s holds %s at element %zu of %zu (non-finite values are "
+                             "refused; context option allow_nonfinite=1 accepts them)",
+                             path, name, what[a], ir_nonfinite_name(arrays[a][i]), i, n);
+        if (a == 2)
+            for (i = 0; i < n; i++)
+                if (arrays[a][i] < 0.0f)
+                    return pdc_error(ctx, PDC_ERR_CORRUPT,
+                                     "checkpoint '%s': constant '%s' second moment is negative (%g) at element %zu",
+                                     path, name, (double)arrays[a][i], i);
+    }
+    return PDC_OK;
+}
+
 static pdc_status parse_payload(const pdc_trainer *t, pdc_reader *r, const char *path, ckpt *c)
 {
     const pdc_context *ctx = t->ctx;
@@ -398,6 +425,7 @@ static pdc_status parse_payload(const pdc_trainer *t, pdc_reader *r, const char 
         if ((flags & 1u) && ((st = get_floats(r, p->n, &cp->m)) || (st = get_floats(r, p->n, &cp->v)))) return st;
         r->what = "ADMM state";
         if ((flags & 2u) && ((st = get_floats(r, p->n, &cp->z)) || (st = get_floats(r, p->n, &cp->u)))) return st;
+        if ((st = check_finite(ctx, path, tt->name, p->n, cp))) return st;
     }
     if (pdc_reader_remaining(r))
         return pdc_reader_corrupt(r, "%zu bytes left after the last constant", pdc_reader_remaining(r));

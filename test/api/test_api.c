@@ -66,7 +66,16 @@ START_TEST(options_set_get_and_reject)
     assert_context_option("sparsity_min_fill", "0.9");
     ck_assert_status(ctx, pdc_context_set_option(ctx, "no_such_option", "1"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "no_such_option");
-    ck_assert_error_has(ctx, "sparsity_min_fill)");
+    ck_assert_error_has(ctx, "allow_nonfinite, check_finite)");
+    for (int k = 0; k < 2; k++) {
+        const char *name = k ? "check_finite" : "allow_nonfinite";
+        assert_context_option(name, "0");
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, name, "1"));
+        assert_context_option(name, "1");
+        ck_assert_status(ctx, pdc_context_set_option(ctx, name, "yes"), PDC_ERR_INVALID_ARG);
+        ck_assert_error_has(ctx, "expected 0 or 1, got \"yes\"");
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, name, "0"));
+    }
     ck_assert_status(ctx, pdc_context_set_option(ctx, NULL, "1"), PDC_ERR_INVALID_ARG);
     ck_assert_status(ctx, pdc_context_get_option(ctx, "threads", buf, 1), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "too small");
@@ -458,6 +467,43 @@ START_TEST(save_load_roundtrip_runs_identically)
 }
 END_TEST
 
+START_TEST(nonfinite_constants_are_refused_at_load)
+{
+    /* text, .pdc and the text file: a NaN or infinite constant is refused by name and position
+     * (PDC_ERR_NUMERIC) unless allow_nonfinite is set; builders keep what they are given */
+    static const char text[] = "pdcir 1\ninput x : f32[1,4]\nconst w : f32[4] = [1.0, 2.0, nan, -inf]\n"
+                               "layer a = add(x, w) -> (y)\noutput y\n";
+    pdc_model *m = SENTINEL_PTR;
+    ck_assert_status(ctx, pdc_model_parse(ctx, text, strlen(text), &m), PDC_ERR_NUMERIC);
+    ck_assert_error_has(ctx, "constant 'w' holds NaN at element 2 of 4");
+    ck_assert_error_has(ctx, "allow_nonfinite=1");
+    ck_assert_ptr_eq(m, SENTINEL_PTR);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "allow_nonfinite", "1"));
+    ck_assert_ok(ctx, pdc_model_parse(ctx, text, strlen(text), &m));
+    const char *bin = tmp_path("nan.pdc"), *txt = tmp_path("nan.pdcir");
+    ck_assert_ok(ctx, pdc_model_save(m, bin));
+    ck_assert_ok(ctx, pdc_model_save_text(m, txt, 0));
+    pdc_model_destroy(m);
+    pdc_model *l;
+    ck_assert_ok(ctx, pdc_model_load(ctx, bin, &l));
+    pdc_model_destroy(l);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "allow_nonfinite", "0"));
+    const char *paths[] = {bin, txt};
+    for (int k = 0; k < 2; k++) {
+        l = SENTINEL_PTR;
+        ck_assert_status(ctx, pdc_model_load(ctx, paths[k], &l), PDC_ERR_NUMERIC);
+        ck_assert_error_has(ctx, paths[k]);
+        ck_assert_error_has(ctx, "constant 'w' holds NaN at element 2 of 4");
+        ck_assert_ptr_eq(l, SENTINEL_PTR);
+    }
+    /* an infinity alone is named as such */
+    static const char inf_text[] = "pdcir 1\ninput x : f32[1,2]\nconst b : f32[2] = [inf, 0.0]\n"
+                                   "layer a = add(x, b) -> (y)\noutput y\n";
+    ck_assert_status(ctx, pdc_model_parse(ctx, inf_text, strlen(inf_text), &m), PDC_ERR_NUMERIC);
+    ck_assert_error_has(ctx, "constant 'b' holds inf at element 0 of 2");
+}
+END_TEST
+
 /* A progress handler appending "stage done/total, " to a 4096-byte string. */
 static void log_progress(void *user, const char *stage, size_t done, size_t total)
 {
@@ -638,6 +684,7 @@ int main(void)
                                builder_errors_name_the_problem, sparsity_must_agree_with_weights,
                                inspection_reports_shapes_and_flops, compile_targets,
                                emit_checks_target_options_and_directory, run_checks_shapes_and_keeps_outputs_on_failure,
-                               symbolic_input_shapes, save_load_roundtrip_runs_identically, progress_and_note_handlers,
+                               symbolic_input_shapes, save_load_roundtrip_runs_identically,
+                               nonfinite_constants_are_refused_at_load, progress_and_note_handlers,
                                program_threads_are_resolved, live_objects_are_counted));
 }

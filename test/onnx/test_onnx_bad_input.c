@@ -248,6 +248,32 @@ START_TEST(initializer_size_mismatch)
 }
 END_TEST
 
+START_TEST(nonfinite_initializers_are_refused)
+{
+    /* raw_data and float_data alike: the initializer is named, the element and value given */
+    for (int raw = 0; raw < 2; raw++) {
+        Onnx__ModelProto *mp = mp_new(13);
+        mp_input(mp, "x", DIMS(4));
+        mp_init(mp, t_float("bias", DIMS(4), F(1, 2, 3, NAN), raw));
+        mp_node(mp, "Add", "add", "x,bias", "y");
+        mp_output(mp, "y");
+        mp_refused(mp, PDC_ERR_NUMERIC, "constant 'bias' holds NaN at element 3 of 4");
+        ck_assert_error_has(ctx, "allow_nonfinite=1");
+    }
+    /* allowed by the option */
+    Onnx__ModelProto *mp = mp_new(13);
+    mp_input(mp, "x", DIMS(2));
+    mp_init(mp, t_float("bias", DIMS(2), F(INFINITY, 0), 1));
+    mp_node(mp, "Add", "add", "x,bias", "y");
+    mp_output(mp, "y");
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "allow_nonfinite", "1"));
+    pdc_model *m;
+    ck_assert_ok(ctx, mp_load(mp, &m));
+    pdc_model_destroy(m);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "allow_nonfinite", "0"));
+}
+END_TEST
+
 START_TEST(cycles_missing_inputs_and_duplicates)
 {
     Onnx__ModelProto *mp = mp_new(13);
@@ -429,7 +455,7 @@ int main(void)
     tcase_add_loop_test(tc, mutated_corpus_never_crashes, 0, 3);
     test_add_tests(tc, TEST_LIST(protobuf_that_is_not_a_model, unsupported_op_names_type_node_and_opset,
                                  unsupported_attribute_values, initializer_size_mismatch,
-                                 cycles_missing_inputs_and_duplicates, external_data_is_refused,
+                                 nonfinite_initializers_are_refused, cycles_missing_inputs_and_duplicates, external_data_is_refused,
                                  deep_nesting_is_refused, memory_limit_is_a_status));
     tcase_add_loop_test(tc, every_allocation_failure_is_clean, 0, 4);
     return test_run_suite(s);

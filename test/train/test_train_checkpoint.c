@@ -6,6 +6,8 @@
  * PDC_TEST_QUICK=1 (valgrind) kills fewer times.
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -123,6 +125,52 @@ START_TEST(corrupt_and_truncated_checkpoints_are_refused)
     ck_assert_status(ctx, pdc_trainer_load(t, tmp_path("missing.ckpt")), PDC_ERR_IO);
     ck_assert_error_has(ctx, "missing.ckpt");
     free(b);
+    pdc_trainer_destroy(t);
+    free_toy(&d);
+}
+END_TEST
+
+START_TEST(nonfinite_checkpoints_are_refused)
+{
+    /* a valid CRC says only that the bytes are the ones written: a NaN Adam moment or weight is
+     * refused by name (it would silently poison the weight at the next step), unless the context
+     * option allow_nonfinite is set; a negative second moment is always corrupt */
+    toy d = make_toy(16, 11);
+    pdc_trainer *t = toy_trainer(NULL);
+    float loss;
+    train_toy(t, &d, 1, &loss);
+    tr_param *p = &t->net->params[0];
+    const char *name = t->net->model->tensors[p->tensor].name;
+    char want[256];
+    ck_assert_ptr_nonnull(p->v);
+    const float v3 = p->v[3];
+    p->v[3] = NAN;
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("nan_v.ckpt")));
+    p->v[3] = v3;
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("good.ckpt")));
+    ck_assert_status(ctx, pdc_trainer_load(t, tmp_path("nan_v.ckpt")), PDC_ERR_NUMERIC);
+    snprintf(want, sizeof want, "constant '%s' second moment holds NaN at element 3 of %zu", name, p->n);
+    ck_assert_error_has(ctx, want);
+    ck_assert_error_has(ctx, "allow_nonfinite=1");
+    ck_assert(p->v[3] == v3); /* the trainer is unchanged */
+    float *w = t->net->model->tensors[p->tensor].data;
+    const float w0 = w[0];
+    w[0] = -INFINITY;
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("inf_w.ckpt")));
+    w[0] = w0;
+    ck_assert_status(ctx, pdc_trainer_load(t, tmp_path("inf_w.ckpt")), PDC_ERR_NUMERIC);
+    snprintf(want, sizeof want, "constant '%s' values holds -inf at element 0", name);
+    ck_assert_error_has(ctx, want);
+    p->v[5] = -1.0f;
+    ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("neg_v.ckpt")));
+    ck_assert_status(ctx, pdc_trainer_load(t, tmp_path("neg_v.ckpt")), PDC_ERR_CORRUPT);
+    ck_assert_error_has(ctx, "second moment is negative (-1) at element 5");
+    ck_assert_ok(ctx, pdc_trainer_load(t, tmp_path("good.ckpt")));
+    /* with allow_nonfinite the NaN moment loads, as it was saved */
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "allow_nonfinite", "1"));
+    ck_assert_ok(ctx, pdc_trainer_load(t, tmp_path("nan_v.ckpt")));
+    ck_assert(isnan(t->net->params[0].v[3]));
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "allow_nonfinite", "0"));
     pdc_trainer_destroy(t);
     free_toy(&d);
 }
@@ -313,6 +361,28 @@ START_TEST(killed_while_saving_leaves_the_last_good_checkpoint)
                       round, (double)after, (double)before, pdc_context_last_error(ctx));
     }
     ck_assert_msg(mid_write > 0, "no kill landed while a checkpoint was being written");
+    /* the killed saves' temp files: once stale (backdated here), the next save removes them */
+    char base[600];
+    snprintf(base, sizeof base, "%s.tmp.", strrchr(path, '/') + 1);
+    DIR *dir = opendir(tmpdir);
+    struct dirent *e;
+    int left = 0;
+    while ((e = readdir(dir)) != NULL) {
+        if (strncmp(e->d_name, base, strlen(base))) continue;
+        char full[1200];
+        snprintf(full, sizeof full, "%s/%s", tmpdir, e->d_name);
+        struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+        ck_assert_int_eq(utimensat(AT_FDCWD, full, old, 0), 0);
+        left++;
+    }
+    closedir(dir);
+    pdc_model *m = parse_model(big_model);
+    pdc_trainer *t;
+    ck_assert_ok(ctx, pdc_trainer_create(ctx, m, &t));
+    pdc_model_destroy(m);
+    ck_assert_ok(ctx, pdc_trainer_save(t, path));
+    pdc_trainer_destroy(t);
+    ck_assert_msg(!dir_has_prefix(tmpdir, base), "%d stale temp files, not all removed", left);
 }
 END_TEST
 
@@ -320,6 +390,7 @@ int main(void)
 {
     return run_tests("train_checkpoint", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(resume_is_bit_exact, corrupt_and_truncated_checkpoints_are_refused,
+                               nonfinite_checkpoints_are_refused,
                                checkpoint_admm_state_is_checked, checkpoint_of_another_model_is_refused,
                                unwritable_checkpoint_path_loses_nothing,
                                killed_while_saving_leaves_the_last_good_checkpoint));
