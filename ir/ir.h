@@ -189,6 +189,10 @@ const char *ir_nonfinite_name(float x);
 /* PDC_OK if every constant of m is finite, or if the context option allow_nonfinite is set; else
  * PDC_ERR_NUMERIC "constant 'w' holds NaN at element 5 of 100 (...allow_nonfinite...)". */
 pdc_status ir_model_check_finite(const ir_model *m);
+/* For the context option check_finite: PDC_OK if the n floats v of tensor t, written by layer l, are
+ * all finite; else PDC_ERR_NUMERIC "check_finite: layer 'c1' (conv) produced NaN at element 5 of
+ * its output 'y' (1x8x4x4)", prefixed by the caller with its target. */
+pdc_status ir_check_layer_output(const ir_model *m, const ir_layer *l, int t, const float *v, size_t n);
 /* 1 if tensor t is a graph output. */
 int ir_model_is_output(const ir_model *m, int t);
 /* Number of places that read tensor t: layer input slots plus graph outputs. */

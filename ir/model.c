@@ -100,6 +100,17 @@ pdc_status ir_model_check_finite(const ir_model *m)
     return PDC_OK;
 }
 
+pdc_status ir_check_layer_output(const ir_model *m, const ir_layer *l, int t, const float *v, size_t n)
+{
+    size_t i = ir_first_nonfinite(v, n);
+    if (i == n) return PDC_OK;
+    const ir_tensor *tt = &m->tensors[t];
+    char shape[128];
+    ir_format_shape(tt->rank, tt->dims, shape, sizeof shape);
+    return pdc_error(m->ctx, PDC_ERR_NUMERIC, "check_finite: layer '%s' (%s) produced %s at element %zu of its output '%s' (%s)",
+                     l->name, ir_op_get_info(l->op)->name, ir_nonfinite_name(v[i]), i, tt->name, shape);
+}
+
 int ir_model_find_tensor(const ir_model *m, const char *name)
 {
     for (size_t i = 0; i < m->n_tensors; i++)

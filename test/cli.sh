@@ -1092,6 +1092,31 @@ expect_rc 1
 expect_err "wrong size: expected 17179869184 bytes (input 'x' 1073741824x4 f32), got 16 bytes"
 end
 
+begin "run --check-finite names the first layer that produced a NaN; NaN constants are refused at load"
+cat >"$T/ovf.pdcir" <<'EOF2'
+pdcir 1
+model "ovf"
+input x : f32[1, 2]
+const c : f32[2] = [1e30, 1e30]
+layer r = relu(x) -> (h)
+layer m = mul(h, c) -> (y)
+output y
+EOF2
+f32 "$T/ovf.bin" 3f800000 7f7fffff
+for target in ref cpu; do
+    run env XDG_CACHE_HOME="$T/cache" "$PDC" run "$T/ovf.pdcir" --target $target --input "$T/ovf.bin" --check-finite
+    expect_rc 1
+    expect_err "check_finite: layer 'm' (mul) produced inf at element 1 of its output 'y' (1x2)"
+done
+run "$PDC" run "$T/ovf.pdcir" --input "$T/ovf.bin"
+expect_rc 0
+expect_out "1e+30 inf"
+sed 's/1e30, 1e30/1e30, nan/' "$T/ovf.pdcir" >"$T/nan.pdcir"
+run "$PDC" inspect "$T/nan.pdcir"
+expect_rc 1
+expect_err "constant 'c' holds NaN at element 1 of 2"
+end
+
 # ---------------------------------------------------------------- summary
 
 echo "cli: $PASS passed, $FAIL failed"

@@ -326,7 +326,8 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
         else if (s->offset[t] != CPU_NO_SLOT) buf[t] = arena + s->offset[t];
         else buf[t] = NULL;
     }
-    if (s->infallible)
+    const int check = ctx->check_finite;
+    if (s->infallible && !check) /* with check_finite a run may fail late: outputs stay untouched */
         for (size_t i = 0; i < m->n_outputs; i++)
             if (output_writable_in_place(m, s, inputs, outputs, i)) buf[m->outputs[i]] = outputs[i];
     cpu_exec x = {cpu_team_size(s->threads), arena + s->arena_floats, work->own, work->shares};
@@ -349,6 +350,17 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
             continue;
         }
         st = L->run ? L->run(L, m, l, buf, &x) : ref_run_layer(m, l, buf);
+        /* option check_finite: a layer with a fused epilogue writes only the epilogue's output (its
+         * own and the taken layers' are never written), checked here under this layer's name */
+        if (st == PDC_OK && check && L->run != run_fused) {
+            if (L->fused) {
+                st = ir_check_layer_output(m, l, L->epi.out, buf[L->epi.out], s->numel[L->epi.out]);
+            } else {
+                for (size_t k = 0; k < l->n_outputs && st == PDC_OK; k++)
+                    if (l->outputs[k] >= 0 && buf[l->outputs[k]])
+                        st = ir_check_layer_output(m, l, l->outputs[k], buf[l->outputs[k]], s->numel[l->outputs[k]]);
+            }
+        }
         if (st != PDC_OK) pdc_error_prefix(ctx, "cpu");
         if (profile)
             fprintf(stderr, "pdc-profile %3zu %-24s %9.3f ms  %s\n", li, l->name, (omp_get_wtime() - t0) * 1e3,

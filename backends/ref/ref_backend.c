@@ -137,6 +137,11 @@ static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, f
         const ir_layer *l = &m->layers[li];
         /* buf is indexed by tensor; the kernel checks absent (-1) operands itself */
         st = ref_run_layer(m, l, buf);
+        /* option check_finite: the first layer whose output holds a NaN or an infinity fails the run
+         * (the caller's outputs are written only at the end, so they stay untouched) */
+        for (size_t k = 0; k < l->n_outputs && st == PDC_OK && ctx->check_finite; k++)
+            if (l->outputs[k] >= 0 && buf[l->outputs[k]])
+                st = ir_check_layer_output(m, l, l->outputs[k], buf[l->outputs[k]], s->numel[l->outputs[k]]);
         if (st != PDC_OK) pdc_error_prefix(ctx, "ref"); /* kernel messages name the layer */
     }
 

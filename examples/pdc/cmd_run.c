@@ -35,15 +35,17 @@ const char cli_run_help[] =
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=4x1x8x8; may be repeated\n"
     "  --threads N        worker threads (0 = all cores, the default)\n"
     "  --group            the models given are one group\n"
+    "  --check-finite     fail the run at the first layer whose output holds a NaN or an infinity,\n"
+    "                     naming it (targets ref and cpu)\n"
     CLI_MAX_MEMORY_HELP
     "  -h, --help         show this help\n";
 
-enum { OPT_TARGET = 1, OPT_INPUT, OPT_OUTPUT, OPT_PRINT, OPT_THREADS };
+enum { OPT_TARGET = 1, OPT_INPUT, OPT_OUTPUT, OPT_PRINT, OPT_THREADS, OPT_CHECK_FINITE };
 static const cli_opt run_opts[] = {{"target", 't', 1, OPT_TARGET}, {"input", 'i', 1, OPT_INPUT},
                                    {"output", 'o', 1, OPT_OUTPUT}, {"print", 0, 0, OPT_PRINT},
                                    {"shape", 0, 1, CLI_OPT_SHAPE}, {"max-memory", 0, 1, CLI_OPT_MAX_MEMORY},
                                    {"threads", 0, 1, OPT_THREADS}, {"group", 0, 0, CLI_OPT_GROUP},
-                                   {NULL, 0, 0, 0}};
+                                   {"check-finite", 0, 0, OPT_CHECK_FINITE}, {NULL, 0, 0, 0}};
 
 typedef struct run_args {
     cli_model_args m;           /* MODEL and --shape */
@@ -53,6 +55,7 @@ typedef struct run_args {
     const char *outputs[MAX_FILES];
     size_t n_outputs;
     int print;
+    int check_finite;
     const char *threads;
 } run_args;
 
@@ -86,6 +89,7 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->outputs[a->n_outputs++] = v;
             break;
         case OPT_PRINT: a->print = 1; break;
+        case OPT_CHECK_FINITE: a->check_finite = 1; break;
         case OPT_THREADS:
             if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 6)
                 return USAGE("bad --threads '%s': expected a count (0 = all cores)", v);
@@ -267,6 +271,10 @@ int cmd_run(int argc, char **argv)
     if (rc == CLI_EXIT_OK && a->threads) {
         pdc_status st = pdc_context_set_option(ctx, "threads", a->threads);
         if (st != PDC_OK) rc = cli_lib_error(ctx, st, NULL, "--threads");
+    }
+    if (rc == CLI_EXIT_OK && a->check_finite) {
+        pdc_status st = pdc_context_set_option(ctx, "check_finite", "1");
+        if (st != PDC_OK) rc = cli_lib_error(ctx, st, NULL, "--check-finite");
     }
     if (rc == CLI_EXIT_OK) rc = cli_load_model(ctx, &a->m, &model);
     if (rc == CLI_EXIT_OK) rc = check_inputs(ctx, a, model);

@@ -229,6 +229,71 @@ START_TEST(onnx_models_agree_on_nan_and_inf)
 }
 END_TEST
 
+/* Runs m (one input x of n floats, one output of n_out) on target with check_finite set; returns the
+ * status, the output untouched on failure (it starts as 7s). */
+static pdc_status run_checked(const pdc_model *m, const char *target, const float *x, size_t n, size_t n_out)
+{
+    pdc_program *p;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, target, &p));
+    pdc_tensor *in = io_tensor(ctx, p, 0, 0), *out = io_tensor(ctx, p, 1, 0);
+    ck_assert_uint_eq(pdc_tensor_size(in), n);
+    ck_assert_uint_eq(pdc_tensor_size(out), n_out);
+    memcpy(pdc_tensor_data(in), x, n * sizeof *x);
+    float *y = pdc_tensor_data(out);
+    for (size_t i = 0; i < n_out; i++) y[i] = 7.0f;
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "check_finite", "1"));
+    pdc_status st = pdc_program_run(p, 1, &in, 1, &out);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "check_finite", "0"));
+    if (st != PDC_OK)
+        for (size_t i = 0; i < n_out; i++) ck_assert_msg(y[i] == 7.0f, "%s: output %zu written by a failed run", target, i);
+    pdc_tensor_destroy(in);
+    pdc_tensor_destroy(out);
+    pdc_program_destroy(p);
+    return st;
+}
+
+START_TEST(check_finite_names_the_first_layer)
+{
+    /* x -> relu r -> mul m (by 1e30: 1e10 overflows) -> y */
+    pdc_model *m = new_model("overflow");
+    add_input(m, "x", 2, (int64_t[]){1, 4});
+    add_values(m, "c", 1, (int64_t[]){4}, (const float[]){1e30f, 1e30f, 1e30f, 1e30f});
+    add_layer(m, "r", "relu", "x", "h", NULL);
+    add_layer(m, "m", "mul", "h,c", "y", NULL);
+    add_output(m, "y");
+    static const char *const targets[] = {"ref", "cpu"};
+    for (int t = 0; t < 2; t++) {
+        float x[4] = {1, 2, 1e10f, 3};
+        ck_assert_status(ctx, run_checked(m, targets[t], x, 4, 4), PDC_ERR_NUMERIC);
+        ck_assert_error_has(ctx, targets[t]);
+        ck_assert_error_has(ctx, "check_finite: layer 'm' (mul) produced inf at element 2 of its output 'y' (1x4)");
+        x[1] = NAN;
+        ck_assert_status(ctx, run_checked(m, targets[t], x, 4, 4), PDC_ERR_NUMERIC);
+        ck_assert_error_has(ctx, "check_finite: layer 'r' (relu) produced NaN at element 1 of its output 'h' (1x4)");
+        x[1] = 2;
+        x[2] = 1;
+        ck_assert_ok(ctx, run_checked(m, targets[t], x, 4, 4));
+    }
+    pdc_model_destroy(m);
+
+    /* conv + relu, fused into one kernel on the cpu: reported under the conv on both targets */
+    m = new_model("fused");
+    add_input(m, "x", 4, (int64_t[]){1, 2, 4, 4});
+    add_random(m, "w", 4, (int64_t[]){4, 2, 3, 3}, 3, -1, 1);
+    add_layer(m, "conv", "conv", "x,w", "c", pads(1));
+    add_layer(m, "act", "relu", "c", "y", NULL);
+    add_output(m, "y");
+    float x[32];
+    test_fill_random(x, 32, 4);
+    x[9] = NAN;
+    for (int t = 0; t < 2; t++) {
+        ck_assert_status(ctx, run_checked(m, targets[t], x, 32, 64), PDC_ERR_NUMERIC);
+        ck_assert_error_has(ctx, "check_finite: layer 'conv' (conv) produced NaN at element ");
+    }
+    pdc_model_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     setenv("PDC_GPU_EMULATE", "1", 1);
@@ -236,5 +301,5 @@ int main(void)
                      (const TTest *const[]){relu_clip_and_maxpool_keep_nan, all_nan_input_gives_all_nan,
                                             single_inf_or_nan_classified_alike_on_every_target,
                                             nan_at_a_pruned_position_does_not_propagate,
-                                            onnx_models_agree_on_nan_and_inf, NULL});
+                                            onnx_models_agree_on_nan_and_inf, check_finite_names_the_first_layer, NULL});
 }
