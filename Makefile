@@ -57,6 +57,8 @@ ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 GEN        := $(BUILD)/gen
 PDC_CFLAGS += -I$(GEN)
 LDLIBS    += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+# The kernel cache's SHA-256 (lib/core/sha256.c): OpenSSL's libcrypto (libssl-dev).
+LDLIBS    += $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
 # The cpu target: LLVM 19's ORC JIT and OpenBLAS. Their headers are seen by backends/ only.
 LLVM_CONFIG ?= llvm-config-19
 JIT_CFLAGS := -isystem $(shell $(LLVM_CONFIG) --includedir 2>/dev/null) $(shell pkg-config --cflags openblas 2>/dev/null)

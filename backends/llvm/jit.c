@@ -13,6 +13,7 @@
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
+#include <llvm-c/Object.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -43,6 +44,8 @@ struct pdc_jit {
     jit_entry *entries;
     size_t n_entries, cap_entries;
     size_t n_built, n_cached, n_shared;
+    char cache_checked[PDC_PATH_MAX]; /* the cache_dir last checked by pdc_objcache_usable ("" = none) */
+    int cache_ok;                     /* its answer */
 };
 
 const pdc_llvm_target *pdc_jit_target(const pdc_jit *jit) { return &jit->target; }
@@ -191,6 +194,37 @@ static pdc_status add_object(pdc_jit *jit, const pdc_context *ctx, const void *o
     return err ? llvm_error(ctx, err, "adding an object file") : PDC_OK;
 }
 
+/* 1 if obj parses as an object file of this host's kind and defines every symbol of d: checked before
+ * a cached object is handed to the JIT, whose linker would otherwise fail at the first lookup (a
+ * symbol it promised but cannot materialise stays broken for the session). */
+static int object_is_loadable(pdc_jit *jit, const void *obj, size_t len, const char *prefix, const pdc_kernel_desc *d)
+{
+    LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange(obj, len, "cached", 0);
+    char *msg = NULL;
+    LLVMBinaryRef bin = buf ? LLVMCreateBinary(buf, NULL, &msg) : NULL;
+    LLVMDisposeMessage(msg);
+    int ok = bin && LLVMBinaryGetType(bin) == LLVMBinaryTypeELF64L;
+    size_t found = 0;
+    if (ok) {
+        char gp = LLVMOrcLLJITGetGlobalPrefix(jit->lljit);
+        LLVMSymbolIteratorRef it = LLVMObjectFileCopySymbolIterator(bin);
+        for (; it && !LLVMObjectFileIsSymbolIteratorAtEnd(bin, it); LLVMMoveToNextSymbol(it)) {
+            const char *name = LLVMGetSymbolName(it);
+            if (!name) continue;
+            if (gp && *name++ != gp) continue;
+            size_t pl = strlen(prefix);
+            if (strncmp(name, prefix, pl) || name[pl] != '_') continue;
+            for (size_t i = 0; i < d->n_syms; i++)
+                if (!strcmp(name + pl + 1, d->syms[i])) found++;
+        }
+        if (it) LLVMDisposeSymbolIterator(it);
+        ok = found >= d->n_syms;
+    }
+    if (bin) LLVMDisposeBinary(bin);
+    if (buf) LLVMDisposeMemoryBuffer(buf);
+    return ok;
+}
+
 /* Builds, verifies, optimises and emits the module; *obj_out is an LLVM memory buffer. */
 static pdc_status build_object(pdc_jit *jit, const pdc_context *ctx, const pdc_kernel_desc *d, const char *prefix,
                                LLVMMemoryBufferRef *obj_out)
@@ -282,8 +316,20 @@ pdc_status pdc_jit_kernel(pdc_jit *jit, const pdc_context *ctx, const pdc_kernel
     void *obj = NULL;
     size_t obj_len = 0;
     LLVMMemoryBufferRef built = NULL;
-    const char *dir = ctx->cache_dir;
-    if (pdc_objcache_load(ctx, dir, h, key, klen, &obj, &obj_len) != PDC_OK) {
+    /* the cache directory is checked once per session and cache_dir (a warning if refused) */
+    if (strcmp(jit->cache_checked, ctx->cache_dir)) {
+        jit->cache_ok = pdc_objcache_usable(ctx, ctx->cache_dir);
+        snprintf(jit->cache_checked, sizeof jit->cache_checked, "%s", ctx->cache_dir);
+    }
+    const char *dir = jit->cache_ok ? ctx->cache_dir : NULL;
+    int added = 0;
+    if (pdc_objcache_load(ctx, dir, h, key, klen, &obj, &obj_len) == PDC_OK) {
+        /* a valid entry whose object cannot be loaded is a miss too: rebuilt and replaced */
+        added = object_is_loadable(jit, obj, obj_len, prefix, d) && add_object(jit, ctx, obj, obj_len, prefix) == PDC_OK;
+        if (!added) pdc_log(ctx, PDC_LOG_INFO, "kernel cache: entry for %s is not a loadable object; rebuilding it", prefix);
+        pdc_free(obj);
+    }
+    if (!added) {
         origin = PDC_KERNEL_BUILT;
         if ((st = build_object(jit, ctx, d, prefix, &built))) {
             pdc_free(key);
@@ -292,10 +338,9 @@ pdc_status pdc_jit_kernel(pdc_jit *jit, const pdc_context *ctx, const pdc_kernel
         obj = (void *)(uintptr_t)LLVMGetBufferStart(built);
         obj_len = LLVMGetBufferSize(built);
         pdc_objcache_store(ctx, dir, h, key, klen, obj, obj_len);
+        st = add_object(jit, ctx, obj, obj_len, prefix);
+        LLVMDisposeMemoryBuffer(built);
     }
-    st = add_object(jit, ctx, obj, obj_len, prefix);
-    if (built) LLVMDisposeMemoryBuffer(built);
-    else pdc_free(obj);
     if (st) {
         pdc_free(key);
         return st;
@@ -306,7 +351,12 @@ pdc_status pdc_jit_kernel(pdc_jit *jit, const pdc_context *ctx, const pdc_kernel
     e->h = h;
     e->key = key;
     e->key_len = klen;
-    if ((st = lookup_all(jit, ctx, prefix, d, addrs))) return st;
+    if ((st = lookup_all(jit, ctx, prefix, d, addrs))) {
+        /* a cached object that parsed but does not link: this session cannot take it back, but the
+         * next compile must not meet it again */
+        if (origin == PDC_KERNEL_CACHED) pdc_objcache_remove(ctx, dir, h);
+        return st;
+    }
     if (origin == PDC_KERNEL_BUILT) jit->n_built++;
     else jit->n_cached++;
     if (origin_out) *origin_out = origin;

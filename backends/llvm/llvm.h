@@ -109,15 +109,22 @@ void pdc_hash128_update(pdc_hash128 *h, const void *data, size_t n);
 
 /*
  * Object cache files: cache_dir/kernels/<32 hex digits>.o holding a header (magic, format version,
- * the full key, the object's length and CRC-32) and the object. pdc_objcache_load returns
- * PDC_ERR_NOT_FOUND for anything but a valid entry for exactly this key (it never fails harder:
- * a broken entry is just a miss). pdc_objcache_store writes atomically and ignores I/O errors (a
- * cache that cannot be written only costs time), logging them at "info".
+ * the full key, the object's length and the SHA-256 of key and object) and the object (format in
+ * objcache.c). pdc_objcache_load returns PDC_ERR_NOT_FOUND for anything but a valid entry for
+ * exactly this key - a regular file of this user's that others cannot write, whose SHA-256 matches
+ * (it never fails harder: a broken entry is just a miss). pdc_objcache_store writes atomically and
+ * ignores I/O errors (a cache that cannot be written only costs time), logging them at "info".
+ * pdc_objcache_usable says whether dir may be used at all (0, with a warning logged, when it or its
+ * kernels/ folder is not a directory owned by this user, or is writable by group or others);
+ * pdc_objcache_remove deletes an entry whose object could not be linked, so the next compile
+ * rebuilds it.
  */
+int pdc_objcache_usable(const pdc_context *ctx, const char *dir);
 pdc_status pdc_objcache_load(const pdc_context *ctx, const char *dir, pdc_hash128 h, const void *key, size_t key_len,
                              void **obj_out, size_t *obj_len_out);
 void pdc_objcache_store(const pdc_context *ctx, const char *dir, pdc_hash128 h, const void *key, size_t key_len,
                         const void *obj, size_t obj_len);
+void pdc_objcache_remove(const pdc_context *ctx, const char *dir, pdc_hash128 h);
 
 /* ------------------------------------------------------------------ IR building helpers */
 

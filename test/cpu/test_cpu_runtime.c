@@ -6,6 +6,7 @@
  */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -16,6 +17,8 @@
 
 #include "backends/cpu/conv/conv.h"
 #include "backends/llvm/llvm.h"
+#include "lib/core/crc32.h"
+#include "lib/core/sha256.h"
 #include "test/common/testutil.h"
 #include "test/common/cpu_cases.h"
 
@@ -328,6 +331,166 @@ START_TEST(cache_unwritable_dir_still_compiles)
 }
 END_TEST
 
+/* Calls f(arg, path of entry i) for every entry of dir's cache. */
+static void each_entry(const char *dir, void (*f)(const char *path, int i))
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/kernels", dir);
+    DIR *d = opendir(path);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    int i = 0;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, ".o") || strstr(e->d_name, ".tmp")) continue;
+        char full[2048];
+        snprintf(full, sizeof full, "%s/%s", path, e->d_name);
+        f(full, i++);
+    }
+    closedir(d);
+}
+
+static void put_file(const char *path, const void *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Flips object bytes and writes the CRC-32 of the changed key+object where version 1 kept its CRC
+ * (bytes 24..27): what made the old format run edited code (SIGILL). */
+static void tamper(const char *path, int i)
+{
+    (void)i;
+    size_t n;
+    uint8_t *b = (uint8_t *)test_read_file(path, &n);
+    ck_assert_uint_gt(n, 200);
+    for (size_t k = n - 64; k < n - 32; k++) b[k] = 0x0f; /* ud2 ud2 ...: SIGILL if ever executed */
+    uint32_t crc = pdc_crc32(0, b + 56, n - 56);
+    memcpy(b + 24, &crc, 4);
+    put_file(path, b, n);
+    free(b);
+}
+
+/* A valid entry (right key, right SHA-256) whose object is not an object file. */
+static void unloadable(const char *path, int i)
+{
+    (void)i;
+    size_t n;
+    uint8_t *b = (uint8_t *)test_read_file(path, &n);
+    const uint32_t key_len = (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 | (uint32_t)b[15] << 24;
+    for (size_t k = 56 + key_len; k < n; k++) b[k] = (uint8_t)(k * 7);
+    ck_assert_int_eq(pdc_sha256(b + 56, n - 56, NULL, 0, b + 24), 0);
+    put_file(path, b, n);
+    free(b);
+}
+
+/* Entries replaced by a symlink to /dev/zero, a FIFO, a symlink to a good copy, a group-writable copy. */
+static void not_a_file(const char *path, int i)
+{
+    char copy[2100];
+    snprintf(copy, sizeof copy, "%s.copy", path);
+    switch (i % 4) {
+    case 0: ck_assert_int_eq(unlink(path), 0); ck_assert_int_eq(symlink("/dev/zero", path), 0); break;
+    case 1: ck_assert_int_eq(unlink(path), 0); ck_assert_int_eq(mkfifo(path, 0600), 0); break;
+    case 2: ck_assert_int_eq(rename(path, copy), 0); ck_assert_int_eq(symlink(copy, path), 0); break;
+    default: ck_assert_int_eq(chmod(path, 0664), 0); break;
+    }
+}
+
+/* Every entry of dir is a regular file of mode 0600 (rewritten). */
+static void assert_entries_regular(const char *path, int i)
+{
+    (void)i;
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert_msg(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600, "%s: mode 0%o", path, (unsigned)st.st_mode);
+}
+
+START_TEST(cache_tampered_or_unloadable_entries_are_rebuilt)
+{
+    void (*const spoil[])(const char *, int) = {tamper, unloadable, not_a_file};
+    for (int k = 0; k < 3; k++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/spoiled%d", cache_dir, k);
+        size_t built, cached;
+        compile_in_fresh_context(dir, &built, &cached);
+        const size_t n = built;
+        each_entry(dir, spoil[k]);
+        /* never executed (the results match ref), rebuilt and replaced, then cached again */
+        alarm(120); /* a FIFO entry must not block */
+        compile_in_fresh_context(dir, &built, &cached);
+        alarm(0);
+        ck_assert_uint_eq(built, n);
+        ck_assert_uint_eq(cached, 0);
+        each_entry(dir, assert_entries_regular);
+        compile_in_fresh_context(dir, &built, &cached);
+        ck_assert_uint_eq(built, 0);
+        ck_assert_uint_eq(cached, n);
+    }
+}
+END_TEST
+
+START_TEST(cache_dir_is_private_or_refused)
+{
+    char dir[512], kdir[600];
+    snprintf(dir, sizeof dir, "%s/private/pdc", cache_dir);
+    size_t built, cached;
+    compile_in_fresh_context(dir, &built, &cached);
+    const size_t n = built;
+    struct stat st;
+    snprintf(kdir, sizeof kdir, "%s/kernels", dir);
+    ck_assert_int_eq(stat(dir, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0700);
+    ck_assert_int_eq(stat(kdir, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0700);
+    /* writable by others: refused with a warning on stderr, kernels built without it, nothing read */
+    static const char *const what[] = {"writable by others (mode 777)", "writable by its group (mode 770)"};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(chmod(k ? kdir : dir, k ? 0770 : 0777), 0);
+        char log[600];
+        snprintf(log, sizeof log, "%s/stderr.txt", cache_dir);
+        fflush(stderr);
+        int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ck_assert_int_ge(fd, 0);
+        dup2(fd, 2);
+        compile_in_fresh_context(dir, &built, &cached);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        close(fd);
+        ck_assert_uint_eq(built, n);
+        ck_assert_uint_eq(cached, 0);
+        size_t len;
+        char *text = test_read_file(log, &len);
+        ck_assert_msg(strstr(text, "kernel cache: not using '") && strstr(text, what[k]) &&
+                          strstr(text, "kernels are built without a cache"),
+                      "warning: %s", text);
+        free(text);
+        ck_assert_int_eq(chmod(k ? kdir : dir, 0700), 0);
+    }
+    compile_in_fresh_context(dir, &built, &cached);
+    ck_assert_uint_eq(cached, n);
+    /* entries of another user are not trusted (as root, chown can make one) */
+    if (geteuid() == 0) {
+        int chowned = 0;
+        DIR *d = opendir(kdir);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strstr(e->d_name, ".o")) continue;
+            char f[1200];
+            snprintf(f, sizeof f, "%s/%s", kdir, e->d_name);
+            ck_assert_int_eq(chown(f, 12345, 12345), 0);
+            chowned++;
+        }
+        closedir(d);
+        compile_in_fresh_context(dir, &built, &cached);
+        ck_assert_uint_eq(built, (size_t)chowned);
+        ck_assert_uint_eq(cached, 0);
+    }
+}
+END_TEST
+
 START_TEST(identical_layers_share_kernels)
 {
     /* two convs of the same shape and pattern set compile one kernel */
@@ -354,6 +517,7 @@ int main(void)
                    TEST_LIST(team_size_rule_and_loadavg_parsing, work_shares_each_item_once));
     test_add_tcase(s, "cache", bc_setup, bc_teardown, 300,
                    TEST_LIST(cache_second_compile_loads_objects, cache_damaged_entries_are_rebuilt,
-                             cache_unwritable_dir_still_compiles, identical_layers_share_kernels));
+                             cache_unwritable_dir_still_compiles, cache_tampered_or_unloadable_entries_are_rebuilt,
+                             cache_dir_is_private_or_refused, identical_layers_share_kernels));
     return cpu_run(s);
 }
