@@ -160,6 +160,15 @@ typedef struct ir_layer {
     ir_attrs attrs;
 } ir_layer;
 
+/* A hash index of tensor or layer names (ir/model.c): open addressing, slots hold index + 1. It is
+ * kept in step by the functions that add, remove, rename or reorder tensors and layers; lookups
+ * trust it only while it covers exactly the current count, else they scan (never a wrong answer). */
+typedef struct ir_name_index {
+    uint32_t *slots;
+    size_t cap;                   /* a power of two, or 0 */
+    size_t count;                 /* names indexed: entries [0, count) */
+} ir_name_index;
+
 struct pdc_model {
     pdc_context *ctx;
     char *name;
@@ -172,6 +181,7 @@ struct pdc_model {
     size_t n_outputs, cap_outputs;
     int *outputs;
     char *info_text;              /* scratch for pdc_model_layer_string */
+    ir_name_index tensor_names, layer_names;
 };
 
 typedef struct pdc_model ir_model;
@@ -181,7 +191,11 @@ pdc_status ir_model_create(pdc_context *ctx, const char *name, ir_model **out);
 void ir_model_destroy(ir_model *m);
 /* Deep copy (programs keep their own copy, independent of the user's model). */
 pdc_status ir_model_clone(const ir_model *m, ir_model **out);
+/* Index of the tensor / layer of that name, or -1: a hash lookup, so building a model is linear in
+ * its size (it was a scan, and import quadratic). */
 int ir_model_find_tensor(const ir_model *m, const char *name);
+/* Rebuilds both name indexes: call after renaming, removing or reordering tensors or layers in place. */
+void ir_model_reindex(ir_model *m);
 /* Index of the first NaN or infinity in v[0..n), or n if all are finite. */
 size_t ir_first_nonfinite(const float *v, size_t n);
 /* "NaN", "inf" or "-inf" for a non-finite x. */

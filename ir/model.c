@@ -6,6 +6,8 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/ir.h"
@@ -53,9 +55,14 @@ static void layer_free(ir_layer *l)
     ir_attrs_free(&l->attrs);
 }
 
+static void index_free(ir_name_index *ix);
+static void index_update(ir_model *m);
+
 void ir_model_destroy(ir_model *m)
 {
     if (!m) return;
+    index_free(&m->tensor_names);
+    index_free(&m->layer_names);
     for (size_t i = 0; i < m->n_tensors; i++) tensor_free(&m->tensors[i]);
     for (size_t i = 0; i < m->n_layers; i++) layer_free(&m->layers[i]);
     pdc_free(m->tensors);
@@ -111,18 +118,110 @@ pdc_status ir_check_layer_output(const ir_model *m, const ir_layer *l, int t, co
                      l->name, ir_op_get_info(l->op)->name, ir_nonfinite_name(v[i]), i, tt->name, shape);
 }
 
+/* ---------------------------------------------------------------- name indexes */
+
+/* The names live in the tensors' or layers' structs: entry i's name is at base + i * stride + off. */
+typedef struct name_array {
+    const char *base;
+    size_t stride, off, n;
+} name_array;
+
+static name_array tensor_names(const ir_model *m)
+{
+    return (name_array){(const char *)m->tensors, sizeof(ir_tensor), offsetof(ir_tensor, name), m->n_tensors};
+}
+static name_array layer_names(const ir_model *m)
+{
+    return (name_array){(const char *)m->layers, sizeof(ir_layer), offsetof(ir_layer, name), m->n_layers};
+}
+static const char *name_at(const name_array *a, size_t i)
+{
+    const char *p;
+    memcpy(&p, a->base + i * a->stride + a->off, sizeof p);
+    return p;
+}
+
+static size_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, then a final mix for the low bits */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    h ^= h >> 29;
+    return (size_t)h;
+}
+
+static void index_free(ir_name_index *ix)
+{
+    free(ix->slots);
+    memset(ix, 0, sizeof *ix);
+}
+
+static void index_put(ir_name_index *ix, const char *name, size_t i)
+{
+    size_t mask = ix->cap - 1, s = hash_name(name) & mask;
+    while (ix->slots[s]) s = (s + 1) & mask;
+    ix->slots[s] = (uint32_t)(i + 1);
+}
+
+/* Brings ix up to the names of a: appends new entries (rebuilding, at twice the size, when more than
+ * half full), or rebuilds from scratch when `rebuild` or entries were removed. The index uses plain
+ * malloc, outside max_memory and failure injection (4 bytes a name at most twice over): when it
+ * cannot grow it is dropped and lookups scan. */
+static void index_sync(ir_name_index *ix, const name_array *a, int rebuild)
+{
+    if (rebuild || a->n < ix->count || a->n >= UINT32_MAX) index_free(ix);
+    if (a->n >= UINT32_MAX) return;
+    if (2 * a->n + 2 > ix->cap) {
+        size_t cap = 64;
+        while (cap < 4 * a->n + 4) cap *= 2;
+        uint32_t *slots = calloc(cap, sizeof *slots);
+        index_free(ix);
+        if (!slots) return;
+        ix->slots = slots;
+        ix->cap = cap;
+    }
+    for (; ix->count < a->n; ix->count++) index_put(ix, name_at(a, ix->count), ix->count);
+}
+
+static int index_find(const ir_name_index *ix, const name_array *a, const char *name)
+{
+    if (ix->count == a->n && ix->cap) {
+        size_t mask = ix->cap - 1;
+        for (size_t s = hash_name(name) & mask;; s = (s + 1) & mask) {
+            uint32_t v = ix->slots[s];
+            if (!v) return -1;
+            if (v - 1 < a->n && !strcmp(name_at(a, v - 1), name)) return (int)(v - 1);
+        }
+    }
+    for (size_t i = 0; i < a->n; i++) /* the index is not in step (it could not grow): scan */
+        if (!strcmp(name_at(a, i), name)) return (int)i;
+    return -1;
+}
+
+void ir_model_reindex(ir_model *m)
+{
+    name_array t = tensor_names(m), l = layer_names(m);
+    index_sync(&m->tensor_names, &t, 1);
+    index_sync(&m->layer_names, &l, 1);
+}
+
+/* After tensors or layers were appended or dropped from the end. */
+static void index_update(ir_model *m)
+{
+    name_array t = tensor_names(m), l = layer_names(m);
+    index_sync(&m->tensor_names, &t, 0);
+    index_sync(&m->layer_names, &l, 0);
+}
+
 int ir_model_find_tensor(const ir_model *m, const char *name)
 {
-    for (size_t i = 0; i < m->n_tensors; i++)
-        if (!strcmp(m->tensors[i].name, name)) return (int)i;
-    return -1;
+    name_array a = tensor_names(m);
+    return index_find(&m->tensor_names, &a, name);
 }
 
 int ir_model_find_layer(const ir_model *m, const char *name)
 {
-    for (size_t i = 0; i < m->n_layers; i++)
-        if (!strcmp(m->layers[i].name, name)) return (int)i;
-    return -1;
+    name_array a = layer_names(m);
+    return index_find(&m->layer_names, &a, name);
 }
 
 /* Appends a tensor slot (name copied); the caller fills the rest. */
@@ -147,6 +246,7 @@ static pdc_status push_tensor(ir_model *m, const char *name, ir_tensor_kind kind
     t->producer = -1;
     for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
     *index = (int)m->n_tensors++;
+    index_update(m);
     return PDC_OK;
 }
 
@@ -270,11 +370,13 @@ pdc_status ir_model_add_layer(ir_model *m, const char *name, ir_op op, size_t n_
     }
     if (!st) {
         m->layers[m->n_layers++] = l;
+        index_update(m);
         st = ir_infer_layer(m, m->n_layers - 1);
         if (!st) return PDC_OK;
         m->n_layers--;
     }
     while (m->n_tensors > tensors_before) tensor_free(&m->tensors[--m->n_tensors]);
+    index_update(m); /* names dropped from the end: rebuilt */
     layer_free(&l);
     return st;
 }
@@ -411,6 +513,7 @@ pdc_status ir_model_clone(const ir_model *src, ir_model **out)
     if (src->n_outputs) memcpy(m->outputs, src->outputs, src->n_outputs * sizeof *m->outputs);
     m->n_inputs = src->n_inputs;
     m->n_outputs = src->n_outputs;
+    ir_model_reindex(m);
     *out = m;
     return PDC_OK;
 oom:
@@ -514,6 +617,7 @@ pdc_status ir_model_compact(ir_model *m, const uint8_t *drop_layer, const uint8_
     for (size_t i = 0; i < m->n_outputs; i++) m->outputs[i] = tmap[m->outputs[i]];
     m->n_tensors = nt;
     m->n_layers = nl;
+    ir_model_reindex(m);
     pdc_free(tmap);
     pdc_free(lmap);
     return PDC_OK;

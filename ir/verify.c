@@ -2,18 +2,49 @@
  * verify.c - the IR verifier: every fact a pass or backend relies on, checked with a message that
  * names the layer or tensor and the broken fact. Run before compile and between passes.
  */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/arena.h"
 #include "ir/ir.h"
 
-static pdc_status verify_tensor(const ir_model *m, size_t ti)
+/* The index of the first of the n names (names(i)) equal to an earlier one, or SIZE_MAX: with a
+ * hash table of its own (the model's name index is what the verifier checks, not what it trusts),
+ * so verifying is linear in the model's size; a scan if the table cannot be had. */
+static size_t first_repeat(const ir_model *m, int layers, size_t n)
+{
+#define NAME(i) (layers ? m->layers[i].name : m->tensors[i].name)
+    size_t cap = 64;
+    while (cap < 2 * n + 2) cap *= 2;
+    size_t *slots = n > 8 ? calloc(cap, sizeof *slots) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = NAME(i);
+        if (!slots) {
+            for (size_t j = 0; j < i; j++)
+                if (!strcmp(NAME(j), s)) return i;
+            continue;
+        }
+        uint64_t h = 1469598103934665603ull;
+        for (const char *c = s; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        size_t k = (size_t)(h ^ h >> 29) & (cap - 1);
+        for (; slots[k]; k = (k + 1) & (cap - 1))
+            if (!strcmp(NAME(slots[k] - 1), s)) {
+                free(slots);
+                return i;
+            }
+        slots[k] = i + 1;
+    }
+    free(slots);
+    return SIZE_MAX;
+#undef NAME
+}
+
+static pdc_status verify_tensor(const ir_model *m, size_t ti, size_t repeat)
 {
     const ir_tensor *t = &m->tensors[ti];
     if (!ir_name_valid(t->name)) return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "tensor %zu has an invalid name", ti);
-    for (size_t j = 0; j < ti; j++)
-        if (!strcmp(m->tensors[j].name, t->name))
-            return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "tensor '%s' is defined twice", t->name);
+    if (ti == repeat) return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "tensor '%s' is defined twice", t->name);
     if (t->rank > PDC_MAX_RANK)
         return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "tensor '%s' has rank %d > %d", t->name, t->rank, PDC_MAX_RANK);
     switch (t->kind) {
@@ -37,14 +68,12 @@ static pdc_status verify_tensor(const ir_model *m, size_t ti)
     return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "tensor '%s' has unknown kind %d", t->name, (int)t->kind);
 }
 
-static pdc_status verify_layer(const ir_model *m, size_t li)
+static pdc_status verify_layer(const ir_model *m, size_t li, size_t repeat)
 {
     const ir_layer *l = &m->layers[li];
     const ir_op_info *info = ir_op_get_info(l->op);
     if (!info) return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer %zu has unknown op id %d", li, (int)l->op);
-    for (size_t j = 0; j < li; j++)
-        if (!strcmp(m->layers[j].name, l->name))
-            return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s' is defined twice", l->name);
+    if (li == repeat) return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s' is defined twice", l->name);
     if (l->n_inputs < (size_t)info->min_inputs || l->n_inputs > (size_t)info->max_inputs ||
         l->n_outputs < (size_t)info->min_outputs || l->n_outputs > (size_t)info->max_outputs)
         return pdc_error(m->ctx, PDC_ERR_INVALID_MODEL, "layer '%s' (%s) has %zu inputs and %zu outputs", l->name,
@@ -106,10 +135,16 @@ static pdc_status verify_layer(const ir_model *m, size_t li)
 pdc_status ir_verify(const ir_model *m)
 {
     pdc_status st;
+    /* names are checked valid (not NULL) before they are compared: tensor by tensor, a repeat is
+     * reported where the scan used to find it */
     for (size_t i = 0; i < m->n_tensors; i++)
-        if ((st = verify_tensor(m, i))) return st;
+        if (!ir_name_valid(m->tensors[i].name)) return verify_tensor(m, i, SIZE_MAX);
+    const size_t tr = first_repeat(m, 0, m->n_tensors);
+    for (size_t i = 0; i < m->n_tensors; i++)
+        if ((st = verify_tensor(m, i, tr))) return st;
+    const size_t lr = first_repeat(m, 1, m->n_layers);
     for (size_t i = 0; i < m->n_layers; i++)
-        if ((st = verify_layer(m, i))) return st;
+        if ((st = verify_layer(m, i, lr))) return st;
     for (size_t i = 0; i < m->n_inputs; i++) {
         int t = m->inputs[i];
         if (t < 0 || (size_t)t >= m->n_tensors || m->tensors[t].kind != IR_TENSOR_INPUT)

@@ -596,6 +596,7 @@ static pdc_status mark_graph_output(onnx_importer *imp, const char *name)
         }
         pdc_free(t->name);
         t->name = copy;
+        ir_model_reindex(m); /* renamed in place */
         return ir_model_mark_output(m, name);
     }
     /* A graph input, or a tensor that is already another output: copy it with a reshape. */
