@@ -203,6 +203,85 @@ static void check_arm_matches_ref(const char *name, const char *cpu, const char 
     pdc_program_destroy(pr);
 }
 
+/* 'N', '+', '-' or 'f' per element. */
+static void classify(const float *v, size_t n, char *c)
+{
+    for (size_t i = 0; i < n; i++) c[i] = v[i] != v[i] ? 'N' : v[i] > 3.4e38f ? '+' : v[i] < -3.4e38f ? '-' : 'f';
+    c[n] = 0;
+}
+
+/* Emits mdl (one input, one output) as `name`, runs it under qemu on input x and checks that each
+ * output element is NaN, +Inf, -Inf or finite exactly where the ref target's is
+ * (docs/reliability.md, "Non-finite values"). */
+static void check_arm_classifies_like_ref(const char *name, const char *what, const float *x, size_t n)
+{
+    emit_as(name, NULL, tmp);
+    if (!cross_tools()) return;
+    pdc_program *pr = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+    size_t n_in, n_out;
+    pdc_tensor **tin, **tout;
+    program_tensors(pr, 1, &n_in, &tin, &n_out, &tout);
+    ck_assert_uint_eq(n_in, 1);
+    ck_assert_uint_eq(n_out, 1);
+    ck_assert_uint_eq(pdc_tensor_size(tin[0]), n);
+    memcpy(pdc_tensor_data(tin[0]), x, n * sizeof *x);
+    ck_assert_ok(ctx, pdc_program_run(pr, n_in, tin, n_out, tout));
+    char path[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/nf_in.bin", tmp);
+    write_file(path, x, n * sizeof *x);
+    size_t no = pdc_tensor_size(tout[0]);
+    build_driver(name, tmp);
+    snprintf(cmd, sizeof cmd, QEMU " %s/run_%s %s -- %s/nf_out.bin:%zu 2>/dev/null", tmp, name, path, tmp, no);
+    ck_assert_msg(sh(cmd) == 0, "%s: qemu run failed: %s", what, cmd);
+    snprintf(path, sizeof path, "%s/nf_out.bin", tmp);
+    float *got = read_floats(path, no);
+    char *ca = malloc(no + 1), *cr = malloc(no + 1);
+    classify(got, no, ca);
+    classify(pdc_tensor_data(tout[0]), no, cr);
+    ck_assert_msg(!strcmp(ca, cr), "%s: arm classifies\n%s\nref\n%s", what, ca, cr);
+    free(ca);
+    free(cr);
+    free(got);
+    free_tensors(tin, n_in);
+    free_tensors(tout, n_out);
+    pdc_program_destroy(pr);
+}
+
+START_TEST(nonfinite_inputs_classified_like_ref)
+{
+    /* all-NaN and single-Inf images through the pruned ResNet (BN folded, reordered, planned) and
+     * the pattern CNN: relu and max pool keep NaN, pruned weights are never multiplied */
+    static const char *const models[] = {"resnet_small", "pattern_cnn"};
+    for (int k = 0; k < 2; k++) {
+        char file[64];
+        snprintf(file, sizeof file, "onnx/%s.onnx", models[k]);
+        if (access(test_data_path(file), R_OK) != 0) continue;
+        load_onnx(models[k]);
+        transform("canonicalize,prune-pattern,prune-connectivity,reorder,plan");
+        pdc_program *pr = NULL;
+        ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+        size_t n_in, n_out;
+        pdc_tensor **tin, **tout;
+        program_tensors(pr, 1, &n_in, &tin, &n_out, &tout);
+        size_t n = pdc_tensor_size(tin[0]);
+        free_tensors(tin, n_in);
+        free_tensors(tout, n_out);
+        pdc_program_destroy(pr);
+        float *x = malloc(n * sizeof *x);
+        char what[128];
+        for (size_t i = 0; i < n; i++) x[i] = __builtin_nanf("");
+        snprintf(what, sizeof what, "%s, all-NaN input", models[k]);
+        check_arm_classifies_like_ref(models[k], what, x, n);
+        test_fill_random(x, n, 7);
+        x[n / 3] = __builtin_inff();
+        snprintf(what, sizeof what, "%s, one +Inf pixel", models[k]);
+        check_arm_classifies_like_ref(models[k], what, x, n);
+        free(x);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ the ONNX test models */
 
 static const struct {
@@ -796,7 +875,7 @@ int main(void)
     Suite *s = suite_create("arm");
     TCase *tc = test_add_tcase(s, "core", setup, teardown, 300, NULL);
     tcase_add_loop_test(tc, onnx_models_match_ref, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
-    test_add_tests(tc, TEST_LIST(conv_variants_dense, conv_variants_pruned_reordered, other_ops_match_ref,
+    test_add_tests(tc, TEST_LIST(nonfinite_inputs_classified_like_ref, conv_variants_dense, conv_variants_pruned_reordered, other_ops_match_ref,
                                  rnn_cells_match_ref, sparse_fc_gemm_match_ref, sparse_matmul_matches_ref,
                                  sparse_rnn_match_ref, sparse_fc_stores_no_zeros, two_models_link_into_one_program,
                                  archive_and_code, odd_names_and_no_inputs, bad_input_fails_cleanly));
