@@ -10,7 +10,9 @@
  * the output tensors untouched; two runs on the same inputs give bit-identical outputs; a run
  * with a wrongly shaped input fails with PDC_ERR_SHAPE. A failed pipeline leaves the model as it
  * was (same .pdc bytes); a successful one verifies, and one that only canonicalizes, reorders and
- * plans gives the same outputs up to rounding (1e-3 x max(1, max |out|)). Models whose estimated
+ * plans gives the same outputs up to rounding (1e-3 x max(1, max |out|)). With the context option
+ * check_finite a run gives the same bits when it succeeds, and fails with PDC_ERR_NUMERIC naming a
+ * layer, outputs untouched, whenever an output is not finite. Models whose estimated
  * work exceeds RUN_MAX_WORK are compiled but not run, so that every input takes milliseconds.
  */
 #include <math.h>
@@ -160,6 +162,27 @@ static void run(pdc_context *ctx, const pdc_program *p, double work, const pdc_p
                 fuzz_check(st == PDC_OK, "the model after '%s' does not run: %s: %s", pipeline, pdc_status_string(st),
                            pdc_context_last_error(ctx));
                 for (size_t i = 0; i < n_out; i++) compare_close(out2[i], out[i], i, pipeline);
+            }
+            /* check_finite: passes with the same bits, or names the first non-finite layer */
+            int nonfinite = 0;
+            for (size_t i = 0; i < n_out; i++) {
+                const float *v = pdc_tensor_data(out[i]);
+                for (size_t k = 0; k < pdc_tensor_size(out[i]); k++) nonfinite |= !isfinite(v[k]);
+                fill_sentinel(out2[i]);
+            }
+            fuzz_check(pdc_context_set_option(ctx, "check_finite", "1") == PDC_OK, "check_finite");
+            st = pdc_program_run(p, n_in, in, n_out, out2);
+            pdc_context_set_option(ctx, "check_finite", "0");
+            if (st == PDC_OK) {
+                fuzz_check(!nonfinite, "check_finite passed a run with a non-finite output");
+                for (size_t i = 0; i < n_out; i++)
+                    fuzz_check(!memcmp(pdc_tensor_data(out[i]), pdc_tensor_data(out2[i]), 4 * pdc_tensor_size(out[i])),
+                               "check_finite changed output %zu", i);
+            } else {
+                fuzz_check(st == PDC_ERR_NUMERIC && strstr(pdc_context_last_error(ctx), "check_finite: layer '"),
+                           "check_finite run: %s: %s", pdc_status_string(st), pdc_context_last_error(ctx));
+                for (size_t i = 0; i < n_out; i++)
+                    fuzz_check(is_sentinel(out2[i]), "a run failed by check_finite wrote output %zu", i);
             }
         }
         if (n_in) {
