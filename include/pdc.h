@@ -117,10 +117,18 @@ PDC_API pdc_status pdc_context_num_objects(const pdc_context *ctx, size_t *n_out
 /**
  * Sets an option by name. Known options:
  *  - "threads"    worker threads, integer >= 0 (0 = all cores; default 0)
- *  - "cache_dir"  directory for compiled-kernel caches (default $XDG_CACHE_HOME/pdc or ~/.cache/pdc)
+ *  - "cache_dir"  directory for compiled-kernel caches (default $XDG_CACHE_HOME/pdc or ~/.cache/pdc);
+ *                 created 0700; entries are checked by SHA-256 before use; a directory not owned by
+ *                 the user or writable by group or others is not used (a warning; no cache)
  *  - "log_level"  one of "error", "warn", "info", "debug" (default "warn"; messages go to stderr)
  *  - "verify"     "1" to run the IR verifier after every pass and before compile, "0" to skip it (default "1")
- *  - "max_memory" bytes one allocation may take, 0 = unlimited (default 0)
+ *  - "max_memory" bytes one allocation may take, 0 = unlimited (default 0); also bounds the files
+ *                 read and the activation arena of the "ref" and "cpu" targets, checked by pdc_compile
+ *  - "allow_nonfinite"  "1" accepts NaN and infinite constants when a model or checkpoint is loaded;
+ *                 "0" (default) refuses them with PDC_ERR_NUMERIC naming the tensor and element
+ *  - "check_finite"  "1" makes runs on "ref" and "cpu" check every layer's outputs and fail with
+ *                 PDC_ERR_NUMERIC naming the first layer that produced a NaN or an infinity (the
+ *                 outputs untouched); "0" (default) does not check
  *  - "fail_alloc_after"  for testing error paths: N > 0 makes the N-th allocation pdc makes for ctx
  *                 from now on (from any thread) fail as if memory had run out: that call returns
  *                 PDC_ERR_OUT_OF_MEMORY with "injected failure" in the message. Only that one
@@ -284,8 +292,10 @@ PDC_API pdc_status pdc_model_set_sparsity_unstructured(pdc_model *model, const c
 /**
  * Loads a model; the format is chosen by content: the .pdc binary magic, an ONNX protobuf (see
  * pdc_model_load_onnx), else IR text (.pdcir). A path ending in ".onnx" is always read as ONNX.
+ * The path must name a regular file (a FIFO, pipe or device is refused without blocking: PDC_ERR_IO).
  * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_IO, PDC_ERR_PARSE, PDC_ERR_CORRUPT, PDC_ERR_INVALID_MODEL,
- *         PDC_ERR_OUT_OF_MEMORY; for ONNX also those of pdc_model_load_onnx
+ *         PDC_ERR_NUMERIC (a NaN or infinite constant, unless the option "allow_nonfinite" is set; the
+ *         message names it), PDC_ERR_OUT_OF_MEMORY; for ONNX also those of pdc_model_load_onnx
  */
 PDC_API pdc_status pdc_model_load(pdc_context *ctx, const char *path, pdc_model **model_out);
 /** Loads a model from memory (any of the three formats, chosen by content); data is not kept. */
@@ -621,9 +631,11 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
  * Runs the program: inputs and outputs in the order of the *_info calls, each of exactly that shape.
  * Outputs are written only when the run succeeds. An output may be an input's tensor (or share
  * memory with one): the run then computes it aside and copies it at the end; otherwise the "cpu"
- * target writes it in place.
+ * target writes it in place (not with the option "check_finite"). NaN and infinities propagate as
+ * IEEE arithmetic says, except through pruned weights, which are never multiplied (docs/reliability.md).
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, wrong count), PDC_ERR_SHAPE (message names the tensor,
- *         expected and got), PDC_ERR_OUT_OF_MEMORY
+ *         expected and got), PDC_ERR_OUT_OF_MEMORY, PDC_ERR_NUMERIC (option "check_finite": the message
+ *         names the first layer whose output is not finite)
  * Thread-safety: one program may be run from many threads at once with distinct output tensors;
  * errors are reported on the calling thread's last error of the program's context.
  */
