@@ -16,6 +16,7 @@
 
 #include "backends/backend.h"
 #include "lib/api_internal.h"
+#include "lib/core/fileio.h"
 
 extern const pdc_emitter pdc_emitter_aarch64;
 extern const pdc_emitter pdc_emitter_nvptx;
@@ -150,8 +151,16 @@ static pdc_status write_all(const pdc_context *ctx, const char *dir, const pdc_e
     if (!tmp || !final) st = PDC_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < n && !st; i++) {
         size_t len = strlen(dir) + strlen(out->files[i].name) + 2;
-        if (!(final[i] = pdc_alloc(ctx, len))) st = PDC_ERR_OUT_OF_MEMORY;
-        else snprintf(final[i], len, "%s/%s", dir, out->files[i].name);
+        if (!(final[i] = pdc_alloc(ctx, len))) {
+            st = PDC_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        snprintf(final[i], len, "%s/%s", dir, out->files[i].name);
+        /* as every save: only a regular file (or nothing) is replaced, checked before anything is written */
+        struct stat sb;
+        if (lstat(final[i], &sb) == 0 && !S_ISREG(sb.st_mode))
+            st = pdc_error(ctx, PDC_ERR_IO, "emit: cannot write '%s': it is %s; only a regular file is replaced",
+                           final[i], pdc_file_type_name((unsigned)sb.st_mode));
     }
     for (; written < n && !st; written++) {
         const pdc_emit_file *f = &out->files[written];

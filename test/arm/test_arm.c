@@ -837,6 +837,17 @@ START_TEST(bad_input_fails_cleanly)
         rmdir(ro);
     }
     ck_assert_int_eq(dir_entries(tmp), 1); /* only "plain" */
+    /* a FIFO where the header goes: refused before anything is written, left in place */
+    char fdir[600], fifo[700];
+    snprintf(fdir, sizeof fdir, "%s/fifo", tmp);
+    ck_assert_int_eq(mkdir(fdir, 0755), 0);
+    snprintf(fifo, sizeof fifo, "%s/bad.h", fdir);
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    ck_assert_status(ctx, emit_opts(TARGET, NULL, fdir), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "it is a FIFO; only a regular file is replaced");
+    ck_assert_int_eq(dir_entries(fdir), 1);
+    unlink(fifo);
+    rmdir(fdir);
     /* an op the emitter cannot emit: a 3-D convolution */
     fresh_model("vol");
     input("v", DIMS(1, 2, 4, 5, 6));

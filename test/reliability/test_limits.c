@@ -174,6 +174,28 @@ START_TEST(max_memory_refuses_large_allocations)
     const uint8_t *zb = (const uint8_t *)pdc_tensor_data(z);
     for (size_t i = 0; i < 400000; i++) ck_assert_uint_eq(zb[i], 0xab);
 
+    /* Compiled under the limit, the arena is refused at compile time, before any kernel is built:
+     * ref and cpu alike, with the arena's size in the message. */
+    static const char *const targets[] = {"ref", "cpu"};
+    for (int k = 0; k < 2; k++) {
+        pdc_program *q = SENTINEL_PTR;
+        ck_assert_status(ctx, pdc_compile(ctx, m, targets[k], &q), PDC_ERR_OUT_OF_MEMORY);
+        ck_assert_error_has(ctx, k ? "cpu: activation memory of " : "ref: activation memory of ");
+        ck_assert_error_has(ctx, "bytes exceeds max_memory (100000 bytes)");
+        ck_assert_ptr_eq(q, SENTINEL_PTR);
+    }
+    /* A 129-byte conv whose pads make a 16 GB output: refused at compile time, nothing allocated. */
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "max_memory", "4294967296"));
+    pdc_model *pads = parse_model("pdcir 1\ninput x : f32[1,1,1,1]\nconst w : f32[1,1,1,1] = [1.0]\n"
+                                  "layer c = conv(x, w) -> (y) {pads=[32000, 32000, 32000, 32000]}\noutput y\n");
+    for (int k = 0; k < 2; k++) {
+        pdc_program *q = SENTINEL_PTR;
+        ck_assert_status(ctx, pdc_compile(ctx, pads, targets[k], &q), PDC_ERR_OUT_OF_MEMORY);
+        ck_assert_error_has(ctx, "activation memory of 16384512064 bytes exceeds max_memory (4294967296 bytes)");
+    }
+    pdc_model_destroy(pads);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "max_memory", "100000"));
+
     /* The same model as a .pdc image (its constant-free payload is small) still loads, but one with
      * a 400 kB constant does not. */
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "max_memory", "0"));
