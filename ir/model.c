@@ -633,5 +633,6 @@ pdc_status ir_model_reorder_layers(ir_model *m, const size_t *order)
     for (size_t i = 0; i < m->n_layers; i++)
         for (size_t k = 0; k < m->layers[i].n_outputs; k++)
             if (m->layers[i].outputs[k] >= 0) m->tensors[m->layers[i].outputs[k]].producer = (int)i;
+    ir_model_reindex(m); /* layer names now point at other indices */
     return PDC_OK;
 }

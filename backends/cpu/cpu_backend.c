@@ -339,13 +339,13 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
         const ir_layer *l = &m->layers[li];
         const cpu_layer *L = &s->layers[li];
         double t0 = profile ? omp_get_wtime() : 0.0;
-        size_t k = s->chain ? s->chains[li] : 1;
-        if (k > 1 && (size_t)x.threads == k) { /* a step of as many chains as threads: side by side */
+        size_t lanes = s->chain && !check ? s->chains[li] : 1; /* check_finite checks layer by layer */
+        if (lanes > 1 && (size_t)x.threads == lanes) { /* a step of as many chains as threads: side by side */
             size_t b = step_end(m, li);
-            run_lanes(m, s, li, b, k, buf, &x);
+            run_lanes(m, s, li, b, lanes, buf, &x);
             if (profile)
                 fprintf(stderr, "pdc-profile %3zu %-24s %9.3f ms  %zu layers in %zu lanes\n", li, l->name,
-                        (omp_get_wtime() - t0) * 1e3, b - li, k);
+                        (omp_get_wtime() - t0) * 1e3, b - li, lanes);
             li = b - 1;
             continue;
         }
