@@ -83,6 +83,14 @@ int cpu_eltwise_has(const cpu_eltwise_set *set, size_t li);
 pdc_status cpu_eltwise_run(const cpu_eltwise_set *set, const ir_model *m, size_t li, float *const *val);
 void cpu_eltwise_free(cpu_eltwise_set *set);
 
+/* C = alpha op(A) op(B) + beta C, row-major (op: the transpose where ta / tb), m x n x k: the cpu target's
+ * dense GEMM (OpenBLAS sgemm, single-threaded calls) for the trainer's conv and fc (lib/train). The output
+ * is cut into blocks of rows or columns whose bounds depend on m, n and k alone; `threads` (>= 1) only says how
+ * many run at once, so every element comes from a call of the same shape and the results are bit-identical
+ * for any thread count. */
+void cpu_train_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                     const float *b, size_t ldb, float beta, float *c, size_t ldc, int threads);
+
 /* 1 if value is "auto" or an SM the gpu backend generates for; list gets "sm_75, sm_80, ..." either way
  * (backends/gpu, for the context option gpu_arch). */
 int pdc_gpu_arch_valid(const char *value, char *list, size_t cap);

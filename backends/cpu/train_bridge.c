@@ -5,6 +5,7 @@
  * itself is cached by the context. The backend knows nothing of the trainer: it sees an IR model and
  * the value of every tensor.
  */
+#include <cblas.h>
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
@@ -85,4 +86,39 @@ pdc_status cpu_eltwise_run(const cpu_eltwise_set *c, const ir_model *m, size_t l
     /* elementwise kernels: no private scratch, no work shares */
     const cpu_exec x = {c->threads, c->scratch, NULL, NULL};
     return L->run(L, m, &m->layers[li], val, &x);
+}
+
+/* Block of the output one call computes: whole multiples of 16 rows or columns, at least 64, about an eighth of
+ * the split dimension; a function of the shape alone (see backend.h). */
+static size_t sgemm_block(size_t len)
+{
+    size_t b = ((len + 7) / 8 + 15) / 16 * 16;
+    return b < 64 ? 64 : b;
+}
+
+void cpu_train_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                     const float *b, size_t ldb, float beta, float *c, size_t ldc, int threads)
+{
+    if (m == 0 || n == 0) return;
+    cpu_blas_single_thread();
+    const enum CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
+    const int by_cols = n >= m; /* split the longer side of C */
+    const size_t len = by_cols ? n : m, blk = sgemm_block(len), blocks = (len + blk - 1) / blk;
+    /* small products: one call (splitting costs more than it saves) */
+    const int nt = (double)m * (double)n * (double)k < 1e6 || threads < 1 ? 1 : threads;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1 && blocks > 1)
+    for (size_t q = 0; q < blocks; q++) {
+        const size_t i0 = q * blk, i1 = len - i0 < blk ? len : i0 + blk;
+        if (by_cols) {
+            /* columns [i0, i1) of C: the same columns of op(B) */
+            const float *bq = tb ? b + i0 * ldb : b + i0;
+            cblas_sgemm(CblasRowMajor, oa, ob, (int)m, (int)(i1 - i0), (int)k, alpha, a, (int)lda, bq, (int)ldb, beta,
+                        c + i0, (int)ldc);
+        } else {
+            /* rows [i0, i1) of C: the same rows of op(A) */
+            const float *aq = ta ? a + i0 : a + i0 * lda;
+            cblas_sgemm(CblasRowMajor, oa, ob, (int)(i1 - i0), (int)n, (int)k, alpha, aq, (int)lda, b, (int)ldb, beta,
+                        c + i0 * ldc, (int)ldc);
+        }
+    }
 }

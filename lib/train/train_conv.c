@@ -242,21 +242,21 @@ static pdc_status conv_forward(tr_net *net, size_t li)
             isa->spmm(g.o, f->ptr, f->idx, f->vidx, w, b, col + n * g.ohw, g.P, y + n * g.o * g.ohw, g.ohw, 0, g.ohw, 0);
         return PDC_OK;
     }
-    const size_t pack = tk_pack_floats(isa, g.og, g.K), per = tk_gemm_thread_floats(isa, g.K);
-    if ((st = tr_net_work(net, g.group * pack + (size_t)nt * per))) return st;
-    float *ap = net->work, *tw = net->work + g.group * pack;
-    for (size_t gi = 0; gi < g.group; gi++) tk_pack_a(isa, g.og, g.K, w + gi * g.og * g.K, (ptrdiff_t)g.K, 1, ap + gi * pack);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (size_t n = 0; n < g.n; n++) {
-        float *mine = tw + (size_t)omp_get_thread_num() * per;
-        float *yn = y + n * g.o * g.ohw;
-        for (size_t o = 0; o < g.o; o++) {
-            const float bv = b ? b[o] : 0.0f;
-            for (size_t s = 0; s < g.ohw; s++) yn[o * g.ohw + s] = bv;
-        }
-        for (size_t gi = 0; gi < g.group; gi++)
-            tk_gemm_packed(isa, g.og, g.ohw, g.K, ap + gi * pack, col + gi * g.K * g.P + n * g.ohw, g.P,
-                           yn + gi * g.og * g.ohw, (ptrdiff_t)g.ohw, 1, 1, mine, 1);
+    /* dense: Y[o, p] = W_g col_g over the whole batch at once (one product of P = N*OH*OW columns, so a layer
+     * with few output pixels still makes a wide GEMM), then scattered into NCHW with the bias */
+    if ((st = tr_net_work(net, g.o * g.P))) return st;
+    float *yt = net->work;
+    for (size_t gi = 0; gi < g.group; gi++)
+        cpu_train_sgemm(0, 0, g.og, g.P, g.K, 1.0f, w + gi * g.og * g.K, g.K, col + gi * g.K * g.P, g.P, 0.0f,
+                        yt + gi * g.og * g.P, g.P, net->threads);
+    const size_t rows = g.n * g.o;
+    const int ns = threads_for(net, rows * g.ohw * 8);
+#pragma omp parallel for num_threads(ns) schedule(static) if (ns > 1)
+    for (size_t q = 0; q < rows; q++) {
+        const size_t n = q / g.o, o = q % g.o;
+        const float bv = b ? b[o] : 0.0f, *src = yt + o * g.P + n * g.ohw;
+        float *dst = y + q * g.ohw;
+        for (size_t s = 0; s < g.ohw; s++) dst[s] = src[s] + bv;
     }
     return PDC_OK;
 }
@@ -331,6 +331,18 @@ static void conv_sparse_dx_direct(const tr_net *net, const conv_geom *g, const t
     }
 }
 
+/* dy [N, O, OH*OW] gathered as [O, P] rows (column n*OH*OW + s). */
+static void gather_dy(const tr_net *net, const conv_geom *g, const float *dy, float *dyg)
+{
+    const size_t rows = g->n * g->o;
+    const int nt = threads_for(net, rows * g->ohw * 8);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t q = 0; q < rows; q++) {
+        const size_t o = q / g->n, n = q % g->n;
+        memcpy(dyg + o * g->P + n * g->ohw, dy + (n * g->o + o) * g->ohw, g->ohw * sizeof *dyg);
+    }
+}
+
 static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
 {
     const ir_layer *l = &net->exec->layers[li];
@@ -346,7 +358,6 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
     float *db = l->n_inputs > 2 ? tr_grad_acc(net, l->inputs[2]) : NULL;
     float *dx = tr_grad_out(net, l->inputs[0], &acc_x);
     const tk_isa *isa = net->isa;
-    const int nt = threads_for(net, g.o * g.K * g.P);
     if (db) bias_grad(dy, g.n, g.o, g.ohw, db);
 
     if (sparse) {
@@ -354,9 +365,7 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
         /* dY gathered into [O, P] rows */
         if ((st = tr_net_work(net, g.o * g.P + (dx ? g.rows * g.P + padded_floats(&g) : 0)))) return st;
         float *dyg = net->work, *dcol = net->work + g.o * g.P, *xp = dcol + g.rows * g.P;
-        for (size_t o = 0; o < g.o; o++)
-            for (size_t n = 0; n < g.n; n++)
-                memcpy(dyg + o * g.P + n * g.ohw, dy + (n * g.o + o) * g.ohw, g.ohw * sizeof *dyg);
+        gather_dy(net, &g, dy, dyg);
         if (dw) tk_spmm_dw(isa, g.o, f->ptr, f->idx, f->vidx, dyg, g.P, col, g.P, g.P, dw, net->threads);
         if (dx && g.sh == 1 && g.sw == 1) {
             if ((st = tr_net_work(net, sparse_dx_floats(&g)))) return st;
@@ -368,32 +377,19 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
         return PDC_OK;
     }
 
-    if (dw) {
-        /* dW[o, k] = sum over P of dY[o, p] col[k, p]: dot products over rows of dY gathered as [O, P] */
-        if ((st = tr_net_work(net, g.o * g.P))) return st;
-        float *dyg = net->work;
-        for (size_t o = 0; o < g.o; o++)
-            for (size_t n = 0; n < g.n; n++)
-                memcpy(dyg + o * g.P + n * g.ohw, dy + (n * g.o + o) * g.ohw, g.ohw * sizeof *dyg);
-        for (size_t gi = 0; gi < g.group; gi++)
-            tk_gemm_nt(isa, g.og, g.K, g.P, dyg + gi * g.og * g.P, g.P, col + gi * g.K * g.P, g.P,
-                       dw + gi * g.og * g.K, (ptrdiff_t)g.K, 1, acc_w, net->threads);
+    /* dense: dY gathered as [O, P] rows; dW_g = dY_g col_g^T and dcol_g = W_g^T dY_g, each one GEMM over the batch */
+    if ((st = tr_net_work(net, g.o * g.P + (dx ? g.rows * g.P + padded_floats(&g) : 0)))) return st;
+    float *dyg = net->work, *dcol = dyg + g.o * g.P, *xp = dcol + g.rows * g.P;
+    gather_dy(net, &g, dy, dyg);
+    for (size_t gi = 0; gi < g.group; gi++) {
+        if (dw)
+            cpu_train_sgemm(0, 1, g.og, g.K, g.P, 1.0f, dyg + gi * g.og * g.P, g.P, col + gi * g.K * g.P, g.P,
+                            acc_w ? 1.0f : 0.0f, dw + gi * g.og * g.K, g.K, net->threads);
+        if (dx)
+            cpu_train_sgemm(1, 0, g.K, g.P, g.og, 1.0f, w + gi * g.og * g.K, g.K, dyg + gi * g.og * g.P, g.P, 0.0f,
+                            dcol + gi * g.K * g.P, g.P, net->threads);
     }
-    if (dx) {
-        const size_t pack = tk_pack_floats(isa, g.K, g.og), per = tk_gemm_thread_floats(isa, g.og);
-        if ((st = tr_net_work(net, g.rows * g.P + padded_floats(&g) + g.group * pack + (size_t)nt * per))) return st;
-        float *dcol = net->work, *xp = dcol + g.rows * g.P, *ap = xp + padded_floats(&g), *tw = ap + g.group * pack;
-        for (size_t gi = 0; gi < g.group; gi++)
-            tk_pack_a(isa, g.K, g.og, w + gi * g.og * g.K, 1, (ptrdiff_t)g.K, ap + gi * pack);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-        for (size_t n = 0; n < g.n; n++) {
-            float *mine = tw + (size_t)omp_get_thread_num() * per;
-            for (size_t gi = 0; gi < g.group; gi++)
-                tk_gemm_packed(isa, g.K, g.ohw, g.og, ap + gi * pack, dy + (n * g.o + gi * g.og) * g.ohw, g.ohw,
-                               dcol + gi * g.K * g.P + n * g.ohw, (ptrdiff_t)g.P, 1, 0, mine, 1);
-        }
-        col2im_add(net, &g, dcol, dx, xp, acc_x);
-    }
+    if (dx) col2im_add(net, &g, dcol, dx, xp, acc_x);
     return PDC_OK;
 }
 
@@ -413,7 +409,7 @@ static pdc_status fc_forward(tr_net *net, size_t li)
         /* dense: y[i, j] = b[j] + x[i, :] . w[j, :], dot products over K (no transpose) */
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < o; j++) y[i * o + j] = b ? b[j] : 0.0f;
-        tk_gemm_nt(net->isa, n, o, k, x, k, w, k, y, (ptrdiff_t)o, 1, 1, net->threads);
+        cpu_train_sgemm(0, 1, n, o, k, 1.0f, x, k, w, k, 1.0f, y, o, net->threads);
         return PDC_OK;
     }
     if ((st = make_col(net, li, NULL, n, k))) return st;
@@ -457,10 +453,8 @@ static pdc_status fc_backward(tr_net *net, size_t li, const float *dy)
         }
         return PDC_OK;
     }
-    size_t need = tk_gemm_work(net->isa, o, k, n, net->threads), need2 = tk_gemm_work(net->isa, n, k, o, net->threads);
-    if ((st = tr_net_work(net, need > need2 ? need : need2))) return st;
-    if (dw) tk_gemm(net->isa, o, k, n, dy, 1, (ptrdiff_t)o, x, k, dw, (ptrdiff_t)k, 1, acc_w, net->work, net->threads);
-    if (dx) tk_gemm(net->isa, n, k, o, dy, (ptrdiff_t)o, 1, w, k, dx, (ptrdiff_t)k, 1, acc_x, net->work, net->threads);
+    if (dw) cpu_train_sgemm(1, 0, o, k, n, 1.0f, dy, o, x, k, acc_w ? 1.0f : 0.0f, dw, k, net->threads);
+    if (dx) cpu_train_sgemm(0, 0, n, k, o, 1.0f, dy, o, w, k, acc_x ? 1.0f : 0.0f, dx, k, net->threads);
     return PDC_OK;
 }
 

@@ -285,6 +285,68 @@ START_TEST(unsupported_models_are_refused_with_the_layer)
 }
 END_TEST
 
+/* Layers wide enough that conv and fc split their GEMMs (cpu_train_sgemm: several blocks of output columns or rows)
+ * and the sparse kernels over both threads: dense, then pattern + connectivity pruned on the sparse kernels. */
+static pdc_trainer *wide_trainer(const char *threads, int pruned)
+{
+    pdc_model *m = parse_model(HDR "input x : f32[8,16,16,16]\nconst w1 : f32[64,16,3,3] = dense<elided>\n"
+                                   "const b1 : f32[64] = dense<elided>\nconst w2 : f32[32,64,3,3] = dense<elided>\n"
+                                   "const w3 : f32[96,32,1,1] = dense<elided>\nconst fw : f32[10,96] = dense<elided>\n"
+                                   "const fb : f32[10] = dense<elided>\n"
+                                   "layer c1 = conv(x, w1, b1) -> (a) {pads=[1,1,1,1], activation=\"relu\"}\n"
+                                   "layer c2 = conv(a, w2) -> (b) {pads=[1,1,1,1], strides=[2,2]}\n"
+                                   "layer r2 = relu(b) -> (c)\nlayer c3 = conv(c, w3) -> (d)\n"
+                                   "layer g = global_avgpool(d) -> (e)\nlayer f = flatten(e) -> (h)\n"
+                                   "layer fc = fc(h, fw, fb) -> (y)\noutput y\n");
+    pdc_trainer *t;
+    ck_assert_ok(ctx, pdc_trainer_create(ctx, m, &t));
+    pdc_model_destroy(m);
+    set_trainer_options(t, (const char *const[]){"batch", "8", "seed", "7", "optimizer", "sgd", "lr", "0.05",
+                                                 "momentum", "0.9", "threads", threads, NULL});
+    ck_assert_ok(ctx, pdc_trainer_init_weights(t));
+    if (pruned) {
+        pdc_attrs *a;
+        ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "patterns", 8));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "pattern_size", 4));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "connectivity", 0.5f));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "include_stem", 1));
+        ck_assert_ok(ctx, pdc_trainer_prune(t, "prune-pattern,prune-connectivity", a));
+        pdc_attrs_destroy(a);
+        ck_assert_ok(ctx, pdc_trainer_set_option(t, "sparse", "on"));
+    }
+    static float x[8 * 16 * 16 * 16], y[8];
+    uint32_t r = 99;
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
+    }
+    for (int i = 0; i < 8; i++) y[i] = (float)(i % 10);
+    const int64_t xd[4] = {8, 16, 16, 16}, yd[1] = {8};
+    pdc_tensor *tx, *ty;
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 4, xd, x, &tx));
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 1, yd, y, &ty));
+    float loss;
+    for (int i = 0; i < 3; i++) ck_assert_ok(ctx, pdc_trainer_step(t, tx, ty, &loss));
+    ck_assert(isfinite(loss));
+    pdc_tensor_destroy(tx);
+    pdc_tensor_destroy(ty);
+    return t;
+}
+
+START_TEST(deterministic_for_any_number_of_threads_on_wide_layers)
+{
+    for (int pruned = 0; pruned < 2; pruned++) {
+        pdc_trainer *a = wide_trainer("1", pruned), *b = wide_trainer("2", pruned), *c = wide_trainer("3", pruned);
+        ck_assert_msg(same_weights(a, b), "%s: 1 and 2 threads differ", pruned ? "pruned" : "dense");
+        ck_assert_msg(same_weights(a, c), "%s: 1 and 3 threads differ", pruned ? "pruned" : "dense");
+        pdc_trainer_destroy(a);
+        pdc_trainer_destroy(b);
+        pdc_trainer_destroy(c);
+    }
+}
+END_TEST
+
 START_TEST(mse_evaluate_and_batchnorm_running_statistics)
 {
     pdc_model *m = parse_model(HDR "input x : f32[1,3]\nconst s : f32[3] = dense<elided>\n"
@@ -329,7 +391,8 @@ int main(void)
 {
     return run_tests("train_step", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(optimizers_learn_a_separable_problem, lr_schedules_and_options,
-                               deterministic_for_any_number_of_threads, reference_forward_kernels_train_the_same,
+                               deterministic_for_any_number_of_threads, deterministic_for_any_number_of_threads_on_wide_layers,
+                               reference_forward_kernels_train_the_same,
                                cpu_backend_forward_kernels_train_the_same, bad_input_is_refused_and_changes_nothing,
                                unsupported_models_are_refused_with_the_layer,
                                mse_evaluate_and_batchnorm_running_statistics));

@@ -9,9 +9,15 @@
  * on the dense ones, which are faster for it) and, for the gain, the same pruned net on the dense kernels
  * ("sparse=off": every product dense, pruned weights kept at zero).
  *
- * usage: train_bench [--threads LIST] [--steps N] [--repeats R]     (LIST e.g. "1,2"; defaults 1,2 / 200 / 5)
+ * --model resnet18: torchvision's ResNet-18 (conv without bias + batchnorm + relu, basic blocks, 1x1 downsampling
+ * shortcuts with batchnorm, global average pooling, fc 512->10) on 3x32x32 inputs, plain SGD lr 0.01, batch 32
+ * (issue #38's figures); "pruned" there is 8 patterns of 4 + 50% connectivity on every 3x3 conv but the stem
+ * (the fc and the 1x1 shortcuts stay dense).
+ *
+ * usage: train_bench [--model digits|resnet18] [--threads LIST] [--steps N] [--repeats R] [--configs LIST]
+ *        (LIST e.g. "1,2"; defaults digits / 1,2 / 200 / 5 / dense,pruned_sparse_kernels,pruned_dense_kernels)
  * Output, one line per configuration and thread count:
- *   pdc config=NAME threads=T batch=32 step_ms_min=X step_ms_median=Y cpu_ms_min=C isa=Z
+ *   pdc model=M config=NAME threads=T batch=32 step_ms_min=X step_ms_median=Y cpu_ms_min=C isa=Z
  * step_ms_*: wall time per step; cpu_ms_min: the calling thread's CPU time per step (threads=1 only, where all
  * work runs on that thread: less disturbed by other load on the machine; 0 otherwise).
  */
@@ -44,7 +50,7 @@ static double clock_s(clockid_t id)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static pdc_model *build(void)
+static pdc_model *build_digits(void)
 {
     static float zeros[10 * 2048];
     static const int64_t image[4] = {1, 1, 8, 8}, c1w[4] = {16, 1, 3, 3}, c1b[1] = {16}, c2w[4] = {32, 16, 3, 3},
@@ -77,11 +83,119 @@ static pdc_model *build(void)
     return m;
 }
 
+/* ---- ResNet-18 as torchvision builds it, 10 classes, for [N, 3, 32, 32] inputs */
+typedef struct rn_builder {
+    pdc_model *m;
+    int n; /* unique-name counter */
+} rn_builder;
+
+static void rn_name(rn_builder *b, char *buf, size_t cap, const char *stem) { snprintf(buf, cap, "%s%d", stem, b->n++); }
+
+static void rn_const(rn_builder *b, const char *name, int rank, const int64_t *dims, float value)
+{
+    size_t n = 1;
+    for (int i = 0; i < rank; i++) n *= (size_t)dims[i];
+    float *v = malloc(n * sizeof *v);
+    if (!v) exit(1);
+    for (size_t i = 0; i < n; i++) v[i] = value;
+    TRY(pdc_model_add_constant(b->m, name, rank, dims, v), name);
+    free(v);
+}
+
+/* conv k x k (no bias), stride s, pad k/2, then batchnorm, then relu if asked; out: the result's name */
+static void rn_conv_bn(rn_builder *b, const char *in, int c, int o, int k, int s, int relu, char *out, size_t cap)
+{
+    char w[32], cv[32], g[32], be[32], mu[32], va[32], bn[32];
+    rn_name(b, w, sizeof w, "conv_w");
+    rn_name(b, cv, sizeof cv, "conv");
+    rn_const(b, w, 4, (const int64_t[]){o, c, k, k}, 0.0f);
+    pdc_attrs *a;
+    TRY(pdc_attrs_create(ctx, &a), "attrs");
+    const int64_t p = k / 2;
+    TRY(pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){p, p, p, p}), "pads");
+    TRY(pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){s, s}), "strides");
+    const char *ci[] = {in, w}, *co[] = {cv};
+    TRY(pdc_model_add_layer(b->m, cv, "conv", 2, ci, 1, co, a), cv);
+    pdc_attrs_destroy(a);
+    rn_name(b, g, sizeof g, "bn_g");
+    rn_name(b, be, sizeof be, "bn_b");
+    rn_name(b, mu, sizeof mu, "bn_mean");
+    rn_name(b, va, sizeof va, "bn_var");
+    rn_name(b, bn, sizeof bn, "bn");
+    const int64_t od = o;
+    rn_const(b, g, 1, &od, 1.0f);
+    rn_const(b, be, 1, &od, 0.0f);
+    rn_const(b, mu, 1, &od, 0.0f);
+    rn_const(b, va, 1, &od, 1.0f);
+    const char *bi[] = {cv, g, be, mu, va}, *bo[] = {bn};
+    TRY(pdc_model_add_layer(b->m, bn, "batchnorm", 5, bi, 1, bo, NULL), bn);
+    if (relu) {
+        rn_name(b, out, cap, "relu");
+        const char *ri[] = {bn}, *ro[] = {out};
+        TRY(pdc_model_add_layer(b->m, out, "relu", 1, ri, 1, ro, NULL), out);
+    } else {
+        snprintf(out, cap, "%s", bn);
+    }
+}
+
+static pdc_model *build_resnet18(void)
+{
+    rn_builder b = {NULL, 0};
+    TRY(pdc_model_create(ctx, "resnet18", &b.m), "model");
+    TRY(pdc_model_add_input(b.m, "image", 4, (const int64_t[]){1, 3, 32, 32}), "input");
+    char x[32], t[32], u[32], sc[32], s2[32];
+    rn_conv_bn(&b, "image", 3, 64, 7, 2, 1, t, sizeof t);
+    pdc_attrs *a;
+    TRY(pdc_attrs_create(ctx, &a), "attrs");
+    TRY(pdc_attrs_set_ints(a, "kernel_shape", 2, (const int64_t[]){3, 3}), "attrs");
+    TRY(pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){2, 2}), "attrs");
+    TRY(pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){1, 1, 1, 1}), "attrs");
+    {
+        const char *pi[] = {t}, *po[] = {"pool"};
+        TRY(pdc_model_add_layer(b.m, "maxpool", "maxpool", 1, pi, 1, po, a), "maxpool");
+    }
+    pdc_attrs_destroy(a);
+    snprintf(x, sizeof x, "pool");
+    int c = 64;
+    for (int stage = 0; stage < 4; stage++) {
+        const int planes = 64 << stage;
+        for (int i = 0; i < 2; i++) {
+            const int s = stage > 0 && i == 0 ? 2 : 1;
+            rn_conv_bn(&b, x, c, planes, 3, s, 1, t, sizeof t);
+            rn_conv_bn(&b, t, planes, planes, 3, 1, 0, u, sizeof u);
+            if (s != 1 || c != planes)
+                rn_conv_bn(&b, x, c, planes, 1, s, 0, sc, sizeof sc);
+            else
+                snprintf(sc, sizeof sc, "%s", x);
+            rn_name(&b, s2, sizeof s2, "add");
+            const char *ai[] = {u, sc}, *ao[] = {s2};
+            TRY(pdc_model_add_layer(b.m, s2, "add", 2, ai, 1, ao, NULL), s2);
+            rn_name(&b, x, sizeof x, "relu");
+            const char *ri[] = {s2}, *ro[] = {x};
+            TRY(pdc_model_add_layer(b.m, x, "relu", 1, ri, 1, ro, NULL), x);
+            c = planes;
+        }
+    }
+    {
+        const char *gi[] = {x}, *go[] = {"gap"}, *fi[] = {"gap"}, *fo[] = {"flat"};
+        TRY(pdc_model_add_layer(b.m, "gap", "global_avgpool", 1, gi, 1, go, NULL), "gap");
+        TRY(pdc_model_add_layer(b.m, "flatten", "flatten", 1, fi, 1, fo, NULL), "flatten");
+    }
+    rn_const(&b, "fc.w", 2, (const int64_t[]){10, 512}, 0.0f);
+    rn_const(&b, "fc.b", 1, (const int64_t[]){10}, 0.0f);
+    const char *li[] = {"flat", "fc.w", "fc.b"}, *lo[] = {"logits"};
+    TRY(pdc_model_add_layer(b.m, "fc", "fc", 3, li, 1, lo, NULL), "fc");
+    TRY(pdc_model_mark_output(b.m, "logits"), "output");
+    return b.m;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
+
+static int resnet; /* --model resnet18 */
 
 static void bench(const pdc_model *m, const char *config, int pruned, const char *sparse, const char *threads,
                   int steps, int repeats)
@@ -90,6 +204,10 @@ static void bench(const pdc_model *m, const char *config, int pruned, const char
     TRY(pdc_trainer_create(ctx, m, &t), "trainer");
     TRY(pdc_trainer_set_option(t, "threads", threads), "threads");
     TRY(pdc_trainer_set_option(t, "seed", "1"), "seed");
+    if (resnet) {
+        TRY(pdc_trainer_set_option(t, "optimizer", "sgd"), "optimizer");
+        TRY(pdc_trainer_set_option(t, "lr", "0.01"), "lr");
+    }
     TRY(pdc_trainer_init_weights(t), "init");
     if (pruned) {
         pdc_attrs *a;
@@ -97,24 +215,29 @@ static void bench(const pdc_model *m, const char *config, int pruned, const char
         TRY(pdc_attrs_set_int(a, "patterns", 8), "attrs");
         TRY(pdc_attrs_set_int(a, "pattern_size", 4), "attrs");
         TRY(pdc_attrs_set_float(a, "connectivity", 0.5f), "attrs");
-        TRY(pdc_attrs_set_string(a, "block", "1x4:0.8"), "attrs");
-        TRY(pdc_trainer_prune(t, "prune-pattern,prune-connectivity,prune-block", a), "prune");
+        if (!resnet) TRY(pdc_attrs_set_string(a, "block", "1x4:0.8"), "attrs");
+        TRY(pdc_trainer_prune(t, resnet ? "prune-pattern,prune-connectivity" : "prune-pattern,prune-connectivity,prune-block",
+                              a),
+            "prune");
         pdc_attrs_destroy(a);
         TRY(pdc_trainer_set_option(t, "sparse", sparse), "sparse");
     }
-    static float x[32 * 64], y[32];
+    const size_t per = resnet ? 3 * 32 * 32 : 64;
+    float *x = malloc(32 * per * sizeof *x), y[32];
+    if (!x) exit(1);
     uint32_t s = 12345;
-    for (int i = 0; i < 32 * 64; i++) {
+    for (size_t i = 0; i < 32 * per; i++) {
         s = s * 1664525u + 1013904223u;
         x[i] = (float)(s >> 28) / 16.0f;
     }
     for (int i = 0; i < 32; i++) y[i] = (float)(i % 10);
-    const int64_t xd[4] = {32, 1, 8, 8}, yd[1] = {32};
+    const int64_t xd[4] = {32, resnet ? 3 : 1, resnet ? 32 : 8, resnet ? 32 : 8}, yd[1] = {32};
     pdc_tensor *tx, *ty;
     TRY(pdc_tensor_wrap(ctx, 4, xd, x, &tx), "wrap");
     TRY(pdc_tensor_wrap(ctx, 1, yd, y, &ty), "wrap");
     float loss;
-    for (int i = 0; i < 50; i++) TRY(pdc_trainer_step(t, tx, ty, &loss), "step");
+    const int warm = resnet ? 3 : 50;
+    for (int i = 0; i < warm; i++) TRY(pdc_trainer_step(t, tx, ty, &loss), "step");
     double *r = malloc((size_t)repeats * sizeof *r), cpu = 1e30;
     if (!r) exit(1);
     for (int k = 0; k < repeats; k++) {
@@ -127,36 +250,53 @@ static void bench(const pdc_model *m, const char *config, int pruned, const char
     qsort(r, (size_t)repeats, sizeof *r, cmp_double);
     char isa[32] = "?";
     pdc_trainer_get_option(t, "isa", isa, sizeof isa);
-    printf("pdc config=%s threads=%s batch=32 step_ms_min=%.4f step_ms_median=%.4f cpu_ms_min=%.4f isa=%s\n", config,
-           threads, r[0], r[repeats / 2], strcmp(threads, "1") ? 0.0 : cpu, isa);
+    printf("pdc model=%s config=%s threads=%s batch=32 step_ms_min=%.4f step_ms_median=%.4f cpu_ms_min=%.4f isa=%s "
+           "loss=%.4f\n",
+           resnet ? "resnet18" : "digits", config, threads, r[0], r[repeats / 2], strcmp(threads, "1") ? 0.0 : cpu,
+           isa, (double)loss);
     fflush(stdout);
     free(r);
+    free(x);
     pdc_tensor_destroy(tx);
     pdc_tensor_destroy(ty);
     pdc_trainer_destroy(t);
 }
 
+static int wanted(const char *configs, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *p = configs; (p = strstr(p, name)); p += n)
+        if ((p == configs || p[-1] == ',') && (p[n] == ',' || !p[n])) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    const char *threads = "1,2";
-    int steps = 200, repeats = 5;
+    const char *threads = "1,2", *model = "digits", *configs = "dense,pruned_sparse_kernels,pruned_dense_kernels";
+    int steps = -1, repeats = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "--configs")) configs = argv[i + 1];
+        else steps = 0;
     }
-    if (steps < 1 || repeats < 1 || (argc % 2) != 1) {
-        fprintf(stderr, "usage: train_bench [--threads LIST] [--steps N] [--repeats R]\n");
+    resnet = !strcmp(model, "resnet18");
+    if (steps < 0) steps = resnet ? 5 : 200;
+    if (steps < 1 || repeats < 1 || (argc % 2) != 1 || (!resnet && strcmp(model, "digits"))) {
+        fprintf(stderr, "usage: train_bench [--model digits|resnet18] [--threads LIST] [--steps N] [--repeats R] "
+                        "[--configs LIST]\n");
         return 2;
     }
     if (pdc_context_create(&ctx)) return 1;
-    pdc_model *m = build();
+    pdc_model *m = resnet ? build_resnet18() : build_digits();
     char list[64];
     snprintf(list, sizeof list, "%s", threads);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        bench(m, "dense", 0, "auto", tok, steps, repeats);
-        bench(m, "pruned_sparse_kernels", 1, "auto", tok, steps, repeats);
-        bench(m, "pruned_dense_kernels", 1, "off", tok, steps, repeats);
+        if (wanted(configs, "dense")) bench(m, "dense", 0, "auto", tok, steps, repeats);
+        if (wanted(configs, "pruned_sparse_kernels")) bench(m, "pruned_sparse_kernels", 1, "auto", tok, steps, repeats);
+        if (wanted(configs, "pruned_dense_kernels")) bench(m, "pruned_dense_kernels", 1, "off", tok, steps, repeats);
     }
     pdc_model_destroy(m);
     pdc_context_destroy(ctx);
