@@ -182,15 +182,20 @@ static pdc_status bn_forward_train(tr_net *net, size_t li)
     const float *x = net->val[l->inputs[0]], *scale = net->val[l->inputs[1]], *bias = net->val[l->inputs[2]];
     float *y = net->val[l->outputs[0]];
     const size_t cnt = g.n * g.sp;
+    /* one thread per channel, sums in double in vector lanes (a fixed order whatever the thread count) */
+    const int nt = g.n * g.c * g.sp >= ((size_t)1 << 16) ? net->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (size_t c = 0; c < g.c; c++) {
         double s = 0.0, q = 0.0;
         for (size_t i = 0; i < g.n; i++) {
             const float *xp = x + (i * g.c + c) * g.sp;
+#pragma omp simd reduction(+ : s)
             for (size_t k = 0; k < g.sp; k++) s += (double)xp[k];
         }
         const double mean = s / (double)cnt;
         for (size_t i = 0; i < g.n; i++) {
             const float *xp = x + (i * g.c + c) * g.sp;
+#pragma omp simd reduction(+ : q)
             for (size_t k = 0; k < g.sp; k++) q += ((double)xp[k] - mean) * ((double)xp[k] - mean);
         }
         const double var = q / (double)cnt, inv = 1.0 / sqrt(var + g.eps);
@@ -235,11 +240,15 @@ static pdc_status bn_backward(tr_net *net, size_t li)
     float *dx = tr_grad_acc(net, l->inputs[0]), *dscale = tr_grad_acc(net, l->inputs[1]);
     float *dbias = tr_grad_acc(net, l->inputs[2]);
     const double cnt = (double)(g.n * g.sp);
+    /* one thread per channel, sums in double in vector lanes (a fixed order whatever the thread count) */
+    const int nt = g.n * g.c * g.sp >= ((size_t)1 << 16) ? net->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (size_t c = 0; c < g.c; c++) {
         const double mean = (double)lr->aux[c], inv = (double)lr->aux[g.c + c];
         double sdy = 0.0, sdyx = 0.0;
         for (size_t i = 0; i < g.n; i++) {
             const float *xp = x + (i * g.c + c) * g.sp, *dp = dy + (i * g.c + c) * g.sp;
+#pragma omp simd reduction(+ : sdy, sdyx)
             for (size_t k = 0; k < g.sp; k++) {
                 sdy += (double)dp[k];
                 sdyx += (double)dp[k] * ((double)xp[k] - mean) * inv;
@@ -273,8 +282,25 @@ static pdc_status binary_backward(tr_net *net, size_t li)
     ir_broadcast_strides(ta->rank, ta->dims, r, ty->dims, 1, s[0]);
     ir_broadcast_strides(tb->rank, tb->dims, r, ty->dims, 1, s[1]);
     const float *a = net->val[l->inputs[0]], *b = net->val[l->inputs[1]], *dy = net->grad[l->outputs[0]];
-    float *da = tr_grad_acc(net, l->inputs[0]), *db = tr_grad_acc(net, l->inputs[1]);
     const size_t n = ir_tensor_numel(ty);
+    if ((l->op == IR_OP_ADD || l->op == IR_OP_SUB) && ir_tensor_numel(ta) == n && ir_tensor_numel(tb) == n &&
+        l->inputs[0] != l->inputs[1]) {
+        /* no broadcasting (a residual add): each gradient is dy (or -dy), copied where it is the first write */
+        for (int j = 0; j < 2; j++) {
+            int acc;
+            float *d = tr_grad_out(net, l->inputs[j], &acc);
+            if (!d) continue;
+            const float sign = j == 1 && l->op == IR_OP_SUB ? -1.0f : 1.0f;
+            if (acc)
+                for (size_t i = 0; i < n; i++) d[i] += sign * dy[i];
+            else if (sign > 0)
+                memcpy(d, dy, n * sizeof *d);
+            else
+                for (size_t i = 0; i < n; i++) d[i] = -dy[i];
+        }
+        return PDC_OK;
+    }
+    float *da = tr_grad_acc(net, l->inputs[0]), *db = tr_grad_acc(net, l->inputs[1]);
     const ir_op op = l->op;
     for (size_t i = 0; i < n; i++) {
         const float g = dy[i];

@@ -27,7 +27,11 @@ int tr_grads_finite(const tr_net *net, const char **bad_name)
         const tr_param *p = &net->params[i];
         if (!p->trainable) continue;
         float acc = 0.0f;
-        for (size_t k = 0; k < p->n; k++) acc += p->grad[k] * 0.0f; /* NaN or Inf anywhere makes acc NaN */
+        const float *g = p->grad;
+        /* NaN or Inf anywhere makes acc NaN, in whatever order it is summed (so in vector lanes: one serial chain of
+         * adds cost ~15 ms per step on ResNet-18's 11M weights) */
+#pragma omp simd reduction(+ : acc)
+        for (size_t k = 0; k < p->n; k++) acc += g[k] * 0.0f;
         if (acc != acc) {
             *bad_name = net->model->tensors[p->tensor].name;
             return 0;
