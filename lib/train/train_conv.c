@@ -24,6 +24,7 @@ typedef struct conv_geom {
     size_t h, w, oh, ow, kh, kw;
     ptrdiff_t sh, sw, ph, pw, dh, dw;
     size_t K, ohw, P, rows;
+    size_t ld; /* row stride of col, dcol and the [O, P] matrices: P padded (see conv_geom_get) */
 } conv_geom;
 
 static pdc_status conv_geom_get(const ir_model *m, const ir_layer *l, conv_geom *g)
@@ -49,6 +50,10 @@ static pdc_status conv_geom_get(const ir_model *m, const ir_layer *l, conv_geom 
     g->K = g->cg * g->kh * g->kw;
     g->ohw = g->oh * g->ow;
     g->P = g->n * g->ohw;
+    /* whole vectors, and never a multiple of 2 KB: rows 8 KB apart (P = 2048) all fall into the same L1 set and
+     * evict each other while the sparse kernels walk down a column tile */
+    g->ld = (g->P + 15) / 16 * 16;
+    if (g->ld % 512 == 0) g->ld += 16;
     g->rows = g->c * g->kh * g->kw;
     return PDC_OK;
 }
@@ -116,7 +121,7 @@ static void im2col(const tr_net *net, const conv_geom *g, const float *x, float 
             const size_t c = r / (g->kh * g->kw), kr = r / g->kw % g->kh, kc = r % g->kw;
             for (size_t n = 0; n < g->n; n++) {
                 const float *plane = xp + (n * g->c + c) * hp * wp + kr * dh * wp + kc * dw;
-                float *d = col + r * g->P + n * g->ohw;
+                float *d = col + r * g->ld + n * g->ohw;
                 /* the row width is fixed per layer: one constant-width loop nest per common width */
 #define IM2COL_ROWS(W)                                                                                             \
     for (size_t oh = 0; oh < g->oh; oh++)                                                                          \
@@ -151,7 +156,7 @@ static void col2im_add(const tr_net *net, const conv_geom *g, const float *dcol,
         memset(acc, 0, hp * wp * sizeof *acc);
         for (size_t kr = 0; kr < g->kh; kr++) {
             for (size_t kc = 0; kc < g->kw; kc++) {
-                const float *src = dcol + ((c * g->kh + kr) * g->kw + kc) * g->P + n * g->ohw;
+                const float *src = dcol + ((c * g->kh + kr) * g->kw + kc) * g->ld + n * g->ohw;
                 float *plane = acc + kr * dh * wp + kc * dw;
 #define COL2IM_ROWS(W)                                                                                             \
     for (size_t oh = 0; oh < g->oh; oh++)                                                                          \
@@ -205,7 +210,7 @@ static pdc_status make_col(tr_net *net, size_t li, const conv_geom *g, size_t fc
     const ir_layer *l = &net->exec->layers[li];
     tr_layer *lr = &net->layers[li];
     const float *x = net->val[l->inputs[0]];
-    pdc_status st = ensure_col(net, lr, g ? g->rows * g->P : fc_n * fc_k);
+    pdc_status st = ensure_col(net, lr, g ? g->rows * g->ld : fc_n * fc_k);
     if (st) return st;
     if (g) {
         if ((st = tr_net_work(net, padded_floats(g)))) return st;
@@ -236,22 +241,22 @@ static pdc_status conv_forward(tr_net *net, size_t li)
     /* Y[o, p] = W_g col_g over the whole batch at once (one product of P = N*OH*OW columns, so a layer with few
      * output pixels still makes wide products: the sparse kernel works on 64 columns at a time), then scattered
      * into NCHW with the bias */
-    if ((st = tr_net_work(net, g.o * g.P))) return st;
+    if ((st = tr_net_work(net, g.o * g.ld))) return st;
     float *yt = net->work;
     if (pi >= 0 && net->params[pi].sparse) {
         const tr_csr *f = &net->params[pi].fwd;
-        tk_spmm(net->isa, g.o, f->ptr, f->idx, f->vidx, w, NULL, col, g.P, yt, g.P, g.P, 0, net->threads);
+        tk_spmm(net->isa, g.o, f->ptr, f->idx, f->vidx, w, NULL, col, g.ld, yt, g.ld, g.P, 0, net->threads);
     } else {
         for (size_t gi = 0; gi < g.group; gi++)
-            cpu_train_sgemm(0, 0, g.og, g.P, g.K, 1.0f, w + gi * g.og * g.K, g.K, col + gi * g.K * g.P, g.P, 0.0f,
-                            yt + gi * g.og * g.P, g.P, net->threads);
+            cpu_train_sgemm(0, 0, g.og, g.P, g.K, 1.0f, w + gi * g.og * g.K, g.K, col + gi * g.K * g.ld, g.ld, 0.0f,
+                            yt + gi * g.og * g.ld, g.ld, net->threads);
     }
     const size_t rows = g.n * g.o;
     const int ns = threads_for(net, rows * g.ohw * 8);
 #pragma omp parallel for num_threads(ns) schedule(static) if (ns > 1)
     for (size_t q = 0; q < rows; q++) {
         const size_t n = q / g.o, o = q % g.o;
-        const float bv = b ? b[o] : 0.0f, *src = yt + o * g.P + n * g.ohw;
+        const float bv = b ? b[o] : 0.0f, *src = yt + o * g.ld + n * g.ohw;
         float *dst = y + q * g.ohw;
         for (size_t s = 0; s < g.ohw; s++) dst[s] = src[s] + bv;
     }
@@ -336,7 +341,7 @@ static void gather_dy(const tr_net *net, const conv_geom *g, const float *dy, fl
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (size_t q = 0; q < rows; q++) {
         const size_t o = q / g->n, n = q % g->n;
-        memcpy(dyg + o * g->P + n * g->ohw, dy + (n * g->o + o) * g->ohw, g->ohw * sizeof *dyg);
+        memcpy(dyg + o * g->ld + n * g->ohw, dy + (n * g->o + o) * g->ohw, g->ohw * sizeof *dyg);
     }
 }
 
@@ -370,31 +375,31 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
     if (sparse) {
         const tr_csr *f = &net->params[pi].fwd, *r = &net->params[pi].tr;
         /* dY gathered into [O, P] rows */
-        if ((st = tr_net_work(net, g.o * g.P + (dx ? g.rows * g.P + padded_floats(&g) : 0)))) return st;
-        float *dyg = net->work, *dcol = net->work + g.o * g.P, *xp = dcol + g.rows * g.P;
+        if ((st = tr_net_work(net, g.o * g.ld + (dx ? g.rows * g.ld + padded_floats(&g) : 0)))) return st;
+        float *dyg = net->work, *dcol = net->work + g.o * g.ld, *xp = dcol + g.rows * g.ld;
         gather_dy(net, &g, dy, dyg);
-        if (dw) tk_spmm_dw(isa, g.o, f->ptr, f->idx, f->vidx, dyg, g.P, col, g.P, g.P, dw, net->threads);
+        if (dw) tk_spmm_dw(isa, g.o, f->ptr, f->idx, f->vidx, dyg, g.ld, col, g.ld, g.P, dw, net->threads);
         if (dx && sparse_dx_direct_pays(&g)) {
             if ((st = tr_net_work(net, sparse_dx_floats(&g)))) return st;
             conv_sparse_dx_direct(net, &g, r, w, dy, dx, acc_x, net->work);
         } else if (dx) {
-            tk_spmm(isa, r->rows, r->ptr, r->idx, r->vidx, w, NULL, dyg, g.P, dcol, g.P, g.P, 0, net->threads);
+            tk_spmm(isa, r->rows, r->ptr, r->idx, r->vidx, w, NULL, dyg, g.ld, dcol, g.ld, g.P, 0, net->threads);
             col2im_add(net, &g, dcol, dx, xp, acc_x);
         }
         return PDC_OK;
     }
 
     /* dense: dY gathered as [O, P] rows; dW_g = dY_g col_g^T and dcol_g = W_g^T dY_g, each one GEMM over the batch */
-    if ((st = tr_net_work(net, g.o * g.P + (dx ? g.rows * g.P + padded_floats(&g) : 0)))) return st;
-    float *dyg = net->work, *dcol = dyg + g.o * g.P, *xp = dcol + g.rows * g.P;
+    if ((st = tr_net_work(net, g.o * g.ld + (dx ? g.rows * g.ld + padded_floats(&g) : 0)))) return st;
+    float *dyg = net->work, *dcol = dyg + g.o * g.ld, *xp = dcol + g.rows * g.ld;
     gather_dy(net, &g, dy, dyg);
     for (size_t gi = 0; gi < g.group; gi++) {
         if (dw)
-            cpu_train_sgemm(0, 1, g.og, g.K, g.P, 1.0f, dyg + gi * g.og * g.P, g.P, col + gi * g.K * g.P, g.P,
+            cpu_train_sgemm(0, 1, g.og, g.K, g.P, 1.0f, dyg + gi * g.og * g.ld, g.ld, col + gi * g.K * g.ld, g.ld,
                             acc_w ? 1.0f : 0.0f, dw + gi * g.og * g.K, g.K, net->threads);
         if (dx)
-            cpu_train_sgemm(1, 0, g.K, g.P, g.og, 1.0f, w + gi * g.og * g.K, g.K, dyg + gi * g.og * g.P, g.P, 0.0f,
-                            dcol + gi * g.K * g.P, g.P, net->threads);
+            cpu_train_sgemm(1, 0, g.K, g.P, g.og, 1.0f, w + gi * g.og * g.K, g.K, dyg + gi * g.og * g.ld, g.ld, 0.0f,
+                            dcol + gi * g.K * g.ld, g.ld, net->threads);
     }
     if (dx) col2im_add(net, &g, dcol, dx, xp, acc_x);
     return PDC_OK;
