@@ -470,8 +470,7 @@ PDC_API pdc_status pdc_trainer_step(pdc_trainer *trainer, const pdc_tensor *inpu
                          "trainer: step %llu: the gradient of weight '%s' is NaN or infinite (loss %g; weights unchanged)",
                          step_no, bad, loss);
     tr_optimizer_update(net, opt, trainer->step, trainer->admm ? trainer->rho : 0.0);
-    tr_net_commit_bn(net, opt);
-    tr_net_apply_masks(net);
+    tr_net_commit_bn(net, opt); /* the update left pruned weights and their state at zero */
     trainer->step++;
     if (loss_out) *loss_out = (float)loss;
     return PDC_OK;

@@ -183,7 +183,7 @@ pdc_status tr_net_work(tr_net *net, size_t n);
 /* Learning rate for the step with 0-based index step. */
 double tr_lr_at(const tr_options *opt, uint64_t step);
 /* One update of every trainable parameter from its gradient (plus the ADMM term rho(W - Z + U) where
- * set). step is 0-based. */
+ * set), pruned weights and the optimizer state it wrote left exactly zero. step is 0-based. */
 void tr_optimizer_update(tr_net *net, const tr_options *opt, uint64_t step, double rho);
 /* Sum of squares and non-finite check over all parameter gradients: 0 if all finite. */
 int tr_grads_finite(const tr_net *net, const char **bad_name);

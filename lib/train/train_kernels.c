@@ -633,6 +633,24 @@ void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *
     const size_t chunks = ceil_div(p, CHUNK), nnz = rows ? (size_t)ptr[rows] : 0;
     int nt = threads < 1 ? 1 : threads;
     if ((nnz + rows) * p < TK_PARALLEL_MIN_WORK) nt = 1;
+    if ((size_t)nt > chunks && rows >= 64 * (size_t)nt) {
+        /* fewer column chunks than threads (a batch of small planes): rows split by kept weights instead; each
+         * output still comes from one call over the same columns, so the results do not depend on nt */
+#pragma omp parallel num_threads(nt)
+        {
+            const size_t tid = (size_t)omp_get_thread_num(), ntu = (size_t)omp_get_num_threads();
+            const size_t e0 = nnz * tid / ntu, e1 = nnz * (tid + 1) / ntu;
+            size_t r0 = 0, r1;
+            while (r0 < rows && (size_t)ptr[r0] < e0) r0++;
+            r1 = r0;
+            while (r1 < rows && (size_t)ptr[r1] < e1) r1++;
+            if (tid + 1 == ntu) r1 = rows;
+            if (r0 < r1)
+                isa->spmm(r1 - r0, ptr + r0, xrow, vidx, w, bias ? bias + r0 : NULL, x, ldx, y + r0 * ldy, ldy, 0, p,
+                          accumulate);
+        }
+        return;
+    }
     if ((size_t)nt > chunks) nt = chunks ? (int)chunks : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {

@@ -98,6 +98,22 @@ void tr_optimizer_update(tr_net *net, const tr_options *opt, uint64_t step, doub
             net->isa->adam(n, w, g, m, v, b1, b2, step_size, bc2_sqrt, eps);
             break;
         }
+        if (p->mask) {
+            /* pruned weights and the state this update wrote back to exactly zero (what tr_net_apply_masks does for
+             * every state, here only for the arrays this optimizer touched: each is a pass over the weights) */
+            const int adam = opt->optimizer != TR_OPT_SGD;
+            float *state[4] = {w, adam || mom != 0.0f ? m : NULL, adam ? v : NULL, p->admm_u};
+            const uint8_t *mk = p->mask;
+            for (int s = 0; s < 4; s++) {
+                float *a = state[s];
+                if (!a) continue;
+#pragma omp simd
+                for (size_t k = 0; k < n; k++) {
+                    const float x = a[k]; /* loaded unconditionally: a select, not a branch */
+                    a[k] = mk[k] ? x : 0.0f;
+                }
+            }
+        }
     }
 }
 
