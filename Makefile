@@ -111,7 +111,7 @@ help:
 	@echo "make demo       train, prune and retrain the digits CNN (examples/train_digits.c), then inspect, run, convert it"
 	@echo "make bench-python  per-call overhead of the Python bindings over the C call"
 	@echo "make test-python   the Python bindings' suite (python/tests; /usr/bin/python3, numpy, pytest)"
-	@echo "make bench-train   training step time: pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
+	@echo "make bench-train   training step time (digits CNN, ResNet-18, VGG-16, MobileNetV2): pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
 	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS"
 	@echo "make perf-report docs/performance.md from the recorded test/bench/*.tsv"
@@ -355,7 +355,8 @@ demo: all $(TRAIN_DEMO)
 
 .PHONY: bench-train
 bench-train: all $(TRAIN_BENCH)
-	@/usr/bin/python3 test/bench/train/train_torch.py --pdc $(TRAIN_BENCH)
+	@for m in digits resnet18 vgg16 mobilenetv2; do /usr/bin/python3 test/bench/train/train_torch.py --pdc $(TRAIN_BENCH) \
+	  --model $$m || exit 1; echo; done
 
 # Inference benchmarks, not part of make test (docs/performance.md): 3x3 layers against oneDNN and
 # OpenBLAS (test/bench/results.tsv: activations in cache as in a network; results_cold.tsv: as

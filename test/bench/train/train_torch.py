@@ -7,7 +7,9 @@ Run with Debian's /usr/bin/python3 (python3-torch 1.13), e.g. `make bench-train`
 
 --model resnet18 (issue #38): torchvision's ResNet-18 (written out here, so torchvision is not needed) with 10
 classes on [32, 3, 32, 32] inputs, plain SGD lr 0.01; "pruned" masks every 3x3 conv but the stem to 4 of 9 taps
-in half of its kernels (PyTorch's compute stays dense). PyTorch runs with glibc's malloc thresholds raised
+in half of its kernels (PyTorch's compute stays dense). --model vgg16 (VGG-16's convolutions, no batchnorm, global
+average pooling + fc 512->10) and --model mobilenetv2 (torchvision's, 10 classes, no dropout) the same way
+(MobileNetV2's 3x3 convs are depthwise: nothing to mask). PyTorch runs with glibc's malloc thresholds raised
 (GLIBC_TUNABLES, as the issue measured it: it keeps PyTorch's large buffers from being mapped afresh every step);
 train_bench runs without them.
 
@@ -66,12 +68,55 @@ def resnet18(classes=10):
     return nn.Sequential(*layers)
 
 
+def vgg16(classes=10):
+    """torchvision's VGG-16 convolutions (no batchnorm) with a CIFAR-style classifier, as train_bench builds it."""
+    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+    layers, c = [], 3
+    for v in cfg:
+        if v == "M":
+            layers.append(nn.MaxPool2d(2, 2))
+        else:
+            layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU()]
+            c = v
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, classes)]
+    return nn.Sequential(*layers)
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, c, o, s, t):
+        super().__init__()
+        hid = c * t
+        layers = []
+        if t != 1:
+            layers += [nn.Conv2d(c, hid, 1, bias=False), nn.BatchNorm2d(hid), nn.ReLU6()]
+        layers += [nn.Conv2d(hid, hid, 3, s, 1, groups=hid, bias=False), nn.BatchNorm2d(hid), nn.ReLU6(),
+                   nn.Conv2d(hid, o, 1, bias=False), nn.BatchNorm2d(o)]
+        self.conv = nn.Sequential(*layers)
+        self.res = s == 1 and c == o
+
+    def forward(self, x):
+        return x + self.conv(x) if self.res else self.conv(x)
+
+
+def mobilenetv2(classes=10):
+    """torchvision.models.mobilenet_v2(num_classes=classes) without its dropout, layer for layer."""
+    layers, c = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6()], 32
+    for t, o, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1)):
+        for i in range(n):
+            layers.append(InvertedResidual(c, o, s if i == 0 else 1, t))
+            c = o
+    layers += [nn.Conv2d(c, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.ReLU6(), nn.AdaptiveAvgPool2d(1),
+               nn.Flatten(), nn.Linear(1280, classes)]
+    return nn.Sequential(*layers)
+
+
 def resnet_masks(net):
     """8 patterns of 4 taps + 50% connectivity on every 3x3 conv but the stem (mask density only matters here)."""
     g = torch.Generator().manual_seed(0)
     masks = []
     for m in net.modules():
-        if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3):
+        if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3) and m.groups == 1 and m.in_channels > 3:
             o, c = m.weight.shape[:2]
             pat = torch.zeros(o * c, 9)
             for k in range(o * c):
@@ -100,8 +145,8 @@ def torch_masks(net):
 def time_torch(model, threads, steps, repeats, pruned):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    if model == "resnet18":
-        net = resnet18()
+    if model != "digits":
+        net = {"resnet18": resnet18, "vgg16": vgg16, "mobilenetv2": mobilenetv2}[model]()
         opt = torch.optim.SGD(net.parameters(), lr=0.01)
         masks = resnet_masks(net) if pruned else []
         x = torch.randint(0, 17, (32, 3, 32, 32)).float() / 16
@@ -123,7 +168,7 @@ def time_torch(model, threads, steps, repeats, pruned):
                 for w, m in masks:
                     w.mul_(m)
 
-    for _ in range(3 if model == "resnet18" else 50):
+    for _ in range(3 if model != "digits" else 50):
         step()
     times, cpu = [], []
     for _ in range(repeats):
@@ -138,18 +183,18 @@ def time_torch(model, threads, steps, repeats, pruned):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pdc", default="build/train_bench", help="path of the built train_bench")
-    ap.add_argument("--model", default="digits", choices=("digits", "resnet18"))
+    ap.add_argument("--model", default="digits", choices=("digits", "resnet18", "vgg16", "mobilenetv2"))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--steps", type=int, default=0, help="steps per timed run (default 200 digits, 5 resnet18)")
+    ap.add_argument("--steps", type=int, default=0, help="steps per timed run (default 200 digits, else 5)")
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     if not a.steps:
-        a.steps = 5 if a.model == "resnet18" else 200
+        a.steps = 5 if a.model != "digits" else 200
     tunables = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967295"
     if os.environ.get("GLIBC_TUNABLES") != tunables:  # PyTorch as the issue timed it: re-run with the tunables set
         os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, GLIBC_TUNABLES=tunables))
     pdc_env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
-    opt_name = "SGD lr 0.01" if a.model == "resnet18" else "Adam"
+    opt_name = "SGD lr 0.01" if a.model != "digits" else "Adam"
     print(f"# {a.model}: PyTorch {torch.__version__} ({sys.executable}, GLIBC_TUNABLES={tunables}), batch 32, "
           f"{opt_name}, {a.steps} steps x {a.repeats} repeats")
     rows = []
