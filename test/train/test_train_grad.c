@@ -1,12 +1,14 @@
 /*
  * test_train_grad.c - the trainer's gradients (lib/train): every op's against central finite
  * differences of the loss, per op and for whole small nets, dense and through the sparse kernels of
- * a net pruned by the passes; and the trainer's kernels for every instruction set this CPU runs
- * against the portable ones.
+ * a net pruned by the passes; a ResNet/MobileNet-like net's loss and gradients against PyTorch's
+ * (test/train/torch_reference.h, written by make_torch_reference.py), dense and through the sparse
+ * kernels; and the trainer's kernels for every instruction set this CPU runs against the portable ones.
  */
 #include "lib/train/train.h"
 
 #include "test/common/builders.h"
+#include "test/train/torch_reference.h"
 
 /* ------------------------------------------------------------------ gradient checks */
 
@@ -276,6 +278,96 @@ START_TEST(sparse_kernel_gradients_match_finite_differences)
 }
 END_TEST
 
+/* make_torch_reference.py's net, layer for layer (names as its parameters). */
+static const char *torch_ref_net =
+    HDR "input x : f32[4,3,8,8]\n"
+    "const c1w : f32[8,3,3,3] = dense<elided>\nconst bn1s : f32[8] = dense<elided>\nconst bn1b : f32[8] = dense<elided>\n"
+    "const bn1m : f32[8] = dense<elided>\nconst bn1v : f32[8] = dense<elided>\n"
+    "const c2w : f32[8,8,3,3] = dense<elided>\nconst bn2s : f32[8] = dense<elided>\nconst bn2b : f32[8] = dense<elided>\n"
+    "const bn2m : f32[8] = dense<elided>\nconst bn2v : f32[8] = dense<elided>\n"
+    "const dsw : f32[8,8,1,1] = dense<elided>\nconst bn3s : f32[8] = dense<elided>\nconst bn3b : f32[8] = dense<elided>\n"
+    "const bn3m : f32[8] = dense<elided>\nconst bn3v : f32[8] = dense<elided>\n"
+    "const dww : f32[8,1,3,3] = dense<elided>\nconst dwb : f32[8] = dense<elided>\n"
+    "const fw : f32[4,8] = dense<elided>\nconst fb : f32[4] = dense<elided>\n"
+    "layer conv1 = conv(x, c1w) -> (a0) {pads=[1,1,1,1]}\n"
+    "layer bn1 = batchnorm(a0, bn1s, bn1b, bn1m, bn1v) -> (a1)\nlayer r1 = relu(a1) -> (a)\n"
+    "layer conv2 = conv(a, c2w) -> (b0) {pads=[1,1,1,1], strides=[2,2]}\n"
+    "layer bn2 = batchnorm(b0, bn2s, bn2b, bn2m, bn2v) -> (b)\n"
+    "layer down = conv(a, dsw) -> (s0) {strides=[2,2]}\n"
+    "layer bn3 = batchnorm(s0, bn3s, bn3b, bn3m, bn3v) -> (sc)\n"
+    "layer add = add(b, sc) -> (r0)\nlayer r2 = relu(r0) -> (r)\n"
+    "layer dw = conv(r, dww, dwb) -> (d0) {pads=[1,1,1,1], group=8}\n"
+    "layer r6 = clip(d0) -> (d) {min=0.0, max=6.0}\n"
+    "layer pool = maxpool(d) -> (m) {kernel_shape=[2,2], strides=[2,2]}\n"
+    "layer gap = global_avgpool(m) -> (gp)\nlayer flat = flatten(gp) -> (f)\n"
+    "layer fc = fc(f, fw, fb) -> (z)\nlayer sm = softmax(z) -> (y)\noutput y\n";
+
+/* got within a relative 1e-4 of the largest reference value (plus 1e-3 of its own) of want, element by element */
+static void assert_close_to_torch(const float *got, const float *want, size_t n, const char *what, const char *mode)
+{
+    double scale = 1e-6;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)want[i]));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)got[i] - (double)want[i]) <= 1e-4 * scale + 1e-3 * fabs((double)want[i]),
+                      "%s, %s[%zu]: pdc %.8g, PyTorch %.8g (largest %.3g)", mode, what, i, (double)got[i],
+                      (double)want[i], scale);
+}
+
+/* Loss, every parameter's gradient and the input's against PyTorch (float64): dense kernels with conv2's zeros
+ * as plain weights, then conv2 declared pattern-sparse on the sparse kernels (kept weights' gradients compared,
+ * pruned ones zero) and on the dense ones (sparse=off). */
+START_TEST(gradients_match_pytorch)
+{
+    static const char *const modes[] = {"dense", "sparse=on", "sparse=off"};
+    for (int mode = 0; mode < 3; mode++) {
+        pdc_model *m = parse_model(torch_ref_net);
+        for (size_t i = 0; i < sizeof tref_params / sizeof tref_params[0]; i++) {
+            const int ti = ir_model_find_tensor(m, tref_params[i].name);
+            ck_assert_int_ge(ti, 0);
+            ck_assert_uint_eq(ir_tensor_numel(&m->tensors[ti]), tref_params[i].n);
+            memcpy(m->tensors[ti].data, tref_params[i].value, tref_params[i].n * sizeof(float));
+        }
+        for (int b = 1; b <= 3; b++) { /* running statistics: not read while training */
+            char name[8];
+            snprintf(name, sizeof name, "bn%dv", b);
+            float *v = m->tensors[ir_model_find_tensor(m, name)].data;
+            for (int c = 0; c < 8; c++) v[c] = 1.0f;
+        }
+        if (mode)
+            ck_assert_ok(ctx, pdc_model_set_sparsity_pattern(m, "c2w", 3, 3, 8, tref_patterns, 64, tref_c2w_kernel_pattern));
+        pdc_trainer *t = trainer_for(m, "cross_entropy");
+        pdc_model_destroy(m);
+        if (mode) ck_assert_ok(ctx, pdc_trainer_set_option(t, "sparse", mode == 1 ? "on" : "off"));
+        tr_net *net = t->net;
+        ck_assert_ok(ctx, tr_net_enable_input_grad(net));
+        ck_assert_ok(ctx, tr_net_prepare(net, 4));
+        const int c2 = tr_net_find_param(net, "c2w");
+        ck_assert_int_ge(c2, 0);
+        ck_assert_int_eq(net->params[c2].sparse, mode == 1);
+        double loss;
+        ck_assert_ok(ctx, tr_net_forward(net, tref_x, &t->opt, 1));
+        ck_assert_ok(ctx, tr_net_loss(net, &t->opt, tref_labels, 1, &loss, NULL));
+        ck_assert_ok(ctx, tr_net_backward(net, &t->opt));
+        ck_assert_msg(fabs(loss - tref_loss) <= 1e-5 * fabs(tref_loss), "%s: loss %.9g, PyTorch %.9g", modes[mode], loss,
+                      tref_loss);
+        for (size_t i = 0; i < sizeof tref_params / sizeof tref_params[0]; i++) {
+            const tref_param *r = &tref_params[i];
+            const tr_param *p = &net->params[tr_net_find_param(net, r->name)];
+            float *want = malloc(r->n * sizeof *want);
+            ck_assert_ptr_nonnull(want);
+            memcpy(want, r->grad, r->n * sizeof *want);
+            if (mode == 1 && p->mask) /* the sparse kernels compute kept weights' gradients only */
+                for (size_t k = 0; k < r->n; k++)
+                    if (!p->mask[k]) want[k] = 0.0f;
+            assert_close_to_torch(p->grad, want, r->n, r->name, modes[mode]);
+            free(want);
+        }
+        assert_close_to_torch(net->grad[net->input], tref_x_grad, sizeof tref_x / sizeof tref_x[0], "x", modes[mode]);
+        pdc_trainer_destroy(t);
+    }
+}
+END_TEST
+
 /* Kernels of every instruction set this CPU runs agree with the portable ones. */
 START_TEST(kernels_agree_across_instruction_sets)
 {
@@ -326,7 +418,7 @@ int main(void)
     TCase *tc = test_add_tcase(s, "core", ctx_setup, ctx_teardown, 120, NULL);
     tcase_add_loop_test(tc, op_gradients_match_finite_differences, 0, (int)N_OP_CASES);
     test_add_tests(tc, TEST_LIST(whole_net_gradients_match_finite_differences,
-                                 sparse_kernel_gradients_match_finite_differences,
+                                 sparse_kernel_gradients_match_finite_differences, gradients_match_pytorch,
                                  kernels_agree_across_instruction_sets));
     return test_run_suite(s);
 }
