@@ -15,8 +15,6 @@
  */
 #include <string.h>
 
-#include <omp.h>
-
 #include "lib/train/train.h"
 
 typedef struct conv_geom {

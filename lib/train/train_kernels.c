@@ -1,10 +1,6 @@
 /*
- * train_kernels.c - GEMM and sparse-times-dense kernels for the trainer (see train_kernels.h).
- *
- * GEMM: A is packed once per call into panels of mr rows (zero-padded), B is read in place in
- * blocks of nr columns (only a partial last block is copied, zero-padded), and a register-tiled
- * micro-kernel computes each mr x nr tile of C over the whole k range. Tiles are shared out to the
- * threads in column-block-major order, each tile to one thread.
+ * train_kernels.c - sparse-times-dense kernels and Adam for the trainer (see train_kernels.h); dense products
+ * go to the cpu target's GEMM (cpu_train_sgemm, backends/backend.h).
  *
  * Sparse: a weight matrix with pruned entries is kept as CSR index arrays into the dense weight
  * array (values are read from the weights themselves, so the index arrays stay valid while the
@@ -29,21 +25,6 @@
 #define TK_PARALLEL_MIN_WORK ((size_t)1 << 19)
 
 /* ================================================================== portable C */
-
-#define GEN_MR 4
-#define GEN_NR 8
-
-static void micro_generic(size_t k, const float *ap, const float *bp, size_t ldb, float *tile)
-{
-    float acc[GEN_MR][GEN_NR];
-    memset(acc, 0, sizeof acc);
-    for (size_t kk = 0; kk < k; kk++) {
-        const float *a = ap + kk * GEN_MR, *b = bp + kk * ldb;
-        for (int i = 0; i < GEN_MR; i++)
-            for (int j = 0; j < GEN_NR; j++) acc[i][j] += a[i] * b[j];
-    }
-    memcpy(tile, acc, sizeof acc);
-}
 
 static void spmm_generic(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
                          const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
@@ -96,28 +77,12 @@ static void adam_generic(size_t n, float *w, const float *g, float *m, float *v,
     }
 }
 
-static void micro_nt_generic(size_t k, const float *const *a, const float *const *b, float *tile)
-{
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            const float *x = a[i], *y = b[j];
-            float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            size_t q = 0;
-            for (; q + 8 <= k; q += 8)
-                for (int r = 0; r < 8; r++) s[r] += x[q + r] * y[q + r];
-            float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-            for (; q < k; q++) t += x[q] * y[q];
-            tile[i * 4 + j] = t;
-        }
-}
-
 static void axpy_generic(size_t n, float a, const float *x, float *y)
 {
     for (size_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-static const tk_isa isa_generic = {"generic", GEN_MR, GEN_NR, micro_generic, spmm_generic, spmm_dw_generic,
-                                   micro_nt_generic, axpy_generic, adam_generic};
+static const tk_isa isa_generic = {"generic", spmm_generic, spmm_dw_generic, axpy_generic, adam_generic};
 
 #ifdef TK_X86
 /* ================================================================== AVX2 + FMA */
@@ -127,31 +92,6 @@ static const tk_isa isa_generic = {"generic", GEN_MR, GEN_NR, micro_generic, spm
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 #endif
-
-#define A2_MR 6
-#define A2_NR 16
-
-static void micro_avx2(size_t k, const float *ap, const float *bp, size_t ldb, float *tile)
-{
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (size_t kk = 0; kk < k; kk++) {
-        const float *b = bp + kk * ldb, *a = ap + kk * A2_MR;
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        __m256 av;
-#define ROW(i)                                                                                                     \
-    av = _mm256_broadcast_ss(a + i);                                                                               \
-    c##i##0 = _mm256_fmadd_ps(av, b0, c##i##0);                                                                    \
-    c##i##1 = _mm256_fmadd_ps(av, b1, c##i##1);
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-#undef ROW
-    }
-#define STORE(i)                                                                                                   \
-    _mm256_storeu_ps(tile + i * A2_NR, c##i##0);                                                                   \
-    _mm256_storeu_ps(tile + i * A2_NR + 8, c##i##1);
-    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5)
-#undef STORE
-}
 
 static void spmm_avx2(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
                       const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
@@ -247,47 +187,13 @@ static void axpy_avx2(size_t n, float a, const float *x, float *y)
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-/* 4 x 4 dot products, 8 lanes each: 16 accumulators, 8 loads per 16 FMAs. */
-static void micro_nt_avx2(size_t k, const float *const *a, const float *const *b, float *tile)
-{
-    __m256 acc[16];
-    for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
-    const float *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
-    size_t q = 0;
-    for (; q + 8 <= k; q += 8) {
-        const __m256 x0 = _mm256_loadu_ps(a0 + q), x1 = _mm256_loadu_ps(a1 + q), x2 = _mm256_loadu_ps(a2 + q),
-                     x3 = _mm256_loadu_ps(a3 + q);
-        __m256 y = _mm256_loadu_ps(b0 + q);
-        acc[0] = _mm256_fmadd_ps(x0, y, acc[0]), acc[4] = _mm256_fmadd_ps(x1, y, acc[4]);
-        acc[8] = _mm256_fmadd_ps(x2, y, acc[8]), acc[12] = _mm256_fmadd_ps(x3, y, acc[12]);
-        y = _mm256_loadu_ps(b1 + q);
-        acc[1] = _mm256_fmadd_ps(x0, y, acc[1]), acc[5] = _mm256_fmadd_ps(x1, y, acc[5]);
-        acc[9] = _mm256_fmadd_ps(x2, y, acc[9]), acc[13] = _mm256_fmadd_ps(x3, y, acc[13]);
-        y = _mm256_loadu_ps(b2 + q);
-        acc[2] = _mm256_fmadd_ps(x0, y, acc[2]), acc[6] = _mm256_fmadd_ps(x1, y, acc[6]);
-        acc[10] = _mm256_fmadd_ps(x2, y, acc[10]), acc[14] = _mm256_fmadd_ps(x3, y, acc[14]);
-        y = _mm256_loadu_ps(b3 + q);
-        acc[3] = _mm256_fmadd_ps(x0, y, acc[3]), acc[7] = _mm256_fmadd_ps(x1, y, acc[7]);
-        acc[11] = _mm256_fmadd_ps(x2, y, acc[11]), acc[15] = _mm256_fmadd_ps(x3, y, acc[15]);
-    }
-    const float *as[4] = {a0, a1, a2, a3}, *bs[4] = {b0, b1, b2, b3};
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            float t = hsum256(acc[i * 4 + j]);
-            for (size_t r = q; r < k; r++) t += as[i][r] * bs[j][r];
-            tile[i * 4 + j] = t;
-        }
-}
-
 #ifdef __clang__
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
 
-static const tk_isa isa_avx2 = {"avx2", A2_MR, A2_NR, micro_avx2, spmm_avx2, spmm_dw_avx2, micro_nt_avx2, axpy_avx2,
-                                adam_avx2};
+static const tk_isa isa_avx2 = {"avx2", spmm_avx2, spmm_dw_avx2, axpy_avx2, adam_avx2};
 
 /* ================================================================== AVX-512 */
 #ifdef __clang__
@@ -296,31 +202,6 @@ static const tk_isa isa_avx2 = {"avx2", A2_MR, A2_NR, micro_avx2, spmm_avx2, spm
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
 #endif
-
-#define A5_MR 8
-#define A5_NR 32
-
-static void micro_avx512(size_t k, const float *ap, const float *bp, size_t ldb, float *tile)
-{
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
-    for (size_t kk = 0; kk < k; kk++) {
-        const float *b = bp + kk * ldb, *a = ap + kk * A5_MR;
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        __m512 av;
-#define ROW(i)                                                                                                     \
-    av = _mm512_set1_ps(a[i]);                                                                                     \
-    c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);                                                                    \
-    c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
-#undef ROW
-    }
-#define STORE(i)                                                                                                   \
-    _mm512_storeu_ps(tile + i * A5_NR, c##i##0);                                                                   \
-    _mm512_storeu_ps(tile + i * A5_NR + 16, c##i##1);
-    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5) STORE(6) STORE(7)
-#undef STORE
-}
 
 static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
                         const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
@@ -426,53 +307,13 @@ static void axpy_avx512(size_t n, float a, const float *x, float *y)
     }
 }
 
-static void micro_nt_avx512(size_t k, const float *const *a, const float *const *b, float *tile)
-{
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-    __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
-    const float *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
-    size_t q = 0;
-#define NT_STEP(LOAD)                                                                                              \
-    {                                                                                                              \
-        const __m512 x0 = LOAD(a0 + q), x1 = LOAD(a1 + q), x2 = LOAD(a2 + q), x3 = LOAD(a3 + q);                   \
-        __m512 y = LOAD(b0 + q);                                                                                   \
-        c00 = _mm512_fmadd_ps(x0, y, c00), c10 = _mm512_fmadd_ps(x1, y, c10);                                     \
-        c20 = _mm512_fmadd_ps(x2, y, c20), c30 = _mm512_fmadd_ps(x3, y, c30);                                     \
-        y = LOAD(b1 + q);                                                                                          \
-        c01 = _mm512_fmadd_ps(x0, y, c01), c11 = _mm512_fmadd_ps(x1, y, c11);                                     \
-        c21 = _mm512_fmadd_ps(x2, y, c21), c31 = _mm512_fmadd_ps(x3, y, c31);                                     \
-        y = LOAD(b2 + q);                                                                                          \
-        c02 = _mm512_fmadd_ps(x0, y, c02), c12 = _mm512_fmadd_ps(x1, y, c12);                                     \
-        c22 = _mm512_fmadd_ps(x2, y, c22), c32 = _mm512_fmadd_ps(x3, y, c32);                                     \
-        y = LOAD(b3 + q);                                                                                          \
-        c03 = _mm512_fmadd_ps(x0, y, c03), c13 = _mm512_fmadd_ps(x1, y, c13);                                     \
-        c23 = _mm512_fmadd_ps(x2, y, c23), c33 = _mm512_fmadd_ps(x3, y, c33);                                     \
-    }
-    for (; q + 16 <= k; q += 16) NT_STEP(_mm512_loadu_ps)
-    if (q < k) {
-        const __mmask16 mk = (__mmask16)((1u << (k - q)) - 1u);
-#define MLOAD(p) _mm512_maskz_loadu_ps(mk, p)
-        NT_STEP(MLOAD)
-#undef MLOAD
-    }
-#undef NT_STEP
-    tile[0] = _mm512_reduce_add_ps(c00), tile[1] = _mm512_reduce_add_ps(c01), tile[2] = _mm512_reduce_add_ps(c02);
-    tile[3] = _mm512_reduce_add_ps(c03), tile[4] = _mm512_reduce_add_ps(c10), tile[5] = _mm512_reduce_add_ps(c11);
-    tile[6] = _mm512_reduce_add_ps(c12), tile[7] = _mm512_reduce_add_ps(c13), tile[8] = _mm512_reduce_add_ps(c20);
-    tile[9] = _mm512_reduce_add_ps(c21), tile[10] = _mm512_reduce_add_ps(c22), tile[11] = _mm512_reduce_add_ps(c23);
-    tile[12] = _mm512_reduce_add_ps(c30), tile[13] = _mm512_reduce_add_ps(c31), tile[14] = _mm512_reduce_add_ps(c32);
-    tile[15] = _mm512_reduce_add_ps(c33);
-}
-
 #ifdef __clang__
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
 
-static const tk_isa isa_avx512 = {"avx512", A5_MR, A5_NR, micro_avx512, spmm_avx512, spmm_dw_avx512, micro_nt_avx512,
-                                  axpy_avx512, adam_avx512};
+static const tk_isa isa_avx512 = {"avx512", spmm_avx512, spmm_dw_avx512, axpy_avx512, adam_avx512};
 #endif /* TK_X86 */
 
 /* ================================================================== dispatch */
@@ -500,130 +341,6 @@ const tk_isa *tk_isa_best(void)
 /* ================================================================== drivers */
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
-size_t tk_pack_floats(const tk_isa *isa, size_t m, size_t k) { return ceil_div(m, isa->mr) * isa->mr * k; }
-
-size_t tk_gemm_thread_floats(const tk_isa *isa, size_t k) { return k * isa->nr + isa->mr * isa->nr; }
-
-size_t tk_gemm_work(const tk_isa *isa, size_t m, size_t n, size_t k, int threads)
-{
-    (void)n;
-    return tk_pack_floats(isa, m, k) + (size_t)(threads < 1 ? 1 : threads) * tk_gemm_thread_floats(isa, k);
-}
-
-void tk_pack_a(const tk_isa *isa, size_t m, size_t k, const float *a, ptrdiff_t ars, ptrdiff_t acs, float *ap)
-{
-    /* panel ib holds rows ib*mr .. ib*mr+mr-1, k-major, zero-padded past row m */
-    const size_t mr = isa->mr, nib = ceil_div(m, mr);
-    for (size_t ib = 0; ib < nib; ib++) {
-        float *panel = ap + ib * mr * k;
-        for (size_t r = 0; r < mr; r++) {
-            const size_t i = ib * mr + r;
-            if (i < m) {
-                const float *arow = a + (ptrdiff_t)i * ars;
-                for (size_t kk = 0; kk < k; kk++) panel[kk * mr + r] = arow[(ptrdiff_t)kk * acs];
-            } else {
-                for (size_t kk = 0; kk < k; kk++) panel[kk * mr + r] = 0.0f;
-            }
-        }
-    }
-}
-
-void tk_gemm_packed(const tk_isa *isa, size_t m, size_t n, size_t k, const float *ap, const float *b, size_t ldb,
-                    float *c, ptrdiff_t crs, ptrdiff_t ccs, int accumulate, float *work, int threads)
-{
-    if (m == 0 || n == 0) return;
-    const size_t mr = isa->mr, nr = isa->nr, nib = ceil_div(m, mr), njb = ceil_div(n, nr), tiles = nib * njb;
-    if (k == 0) {
-        if (!accumulate)
-            for (size_t i = 0; i < m; i++)
-                for (size_t j = 0; j < n; j++) c[(ptrdiff_t)i * crs + (ptrdiff_t)j * ccs] = 0.0f;
-        return;
-    }
-    int nt = threads < 1 ? 1 : threads;
-    if (m * n * k < TK_PARALLEL_MIN_WORK) nt = 1;
-    if ((size_t)nt > tiles) nt = (int)tiles;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        const size_t tid = (size_t)omp_get_thread_num(), ntu = (size_t)omp_get_num_threads();
-        const size_t t0 = tiles * tid / ntu, t1 = tiles * (tid + 1) / ntu;
-        float *btail = work + tid * tk_gemm_thread_floats(isa, k), *tile = btail + k * nr;
-        size_t packed = (size_t)-1;
-        for (size_t t = t0; t < t1; t++) {
-            const size_t jb = t / nib, ib = t % nib, j0 = jb * nr, nc = n - j0 < nr ? n - j0 : nr;
-            const float *bp = b + j0;
-            size_t ldbp = ldb;
-            if (nc < nr) {
-                if (packed != jb) {
-                    for (size_t kk = 0; kk < k; kk++) {
-                        memcpy(btail + kk * nr, b + kk * ldb + j0, nc * sizeof(float));
-                        memset(btail + kk * nr + nc, 0, (nr - nc) * sizeof(float));
-                    }
-                    packed = jb;
-                }
-                bp = btail;
-                ldbp = nr;
-            }
-            isa->micro(k, ap + ib * mr * k, bp, ldbp, tile);
-            const size_t i0 = ib * mr, rc = m - i0 < mr ? m - i0 : mr;
-            for (size_t i = 0; i < rc; i++) {
-                float *crow = c + (ptrdiff_t)(i0 + i) * crs + (ptrdiff_t)j0 * ccs;
-                const float *trow = tile + i * nr;
-                if (ccs == 1) {
-                    if (accumulate)
-                        for (size_t j = 0; j < nc; j++) crow[j] += trow[j];
-                    else
-                        memcpy(crow, trow, nc * sizeof(float));
-                } else {
-                    for (size_t j = 0; j < nc; j++) {
-                        float *cp = crow + (ptrdiff_t)j * ccs;
-                        *cp = accumulate ? *cp + trow[j] : trow[j];
-                    }
-                }
-            }
-        }
-    }
-}
-
-void tk_gemm(const tk_isa *isa, size_t m, size_t n, size_t k, const float *a, ptrdiff_t ars, ptrdiff_t acs,
-             const float *b, size_t ldb, float *c, ptrdiff_t crs, ptrdiff_t ccs, int accumulate, float *work,
-             int threads)
-{
-    if (m == 0 || n == 0) return;
-    tk_pack_a(isa, m, k, a, ars, acs, work);
-    tk_gemm_packed(isa, m, n, k, work, b, ldb, c, crs, ccs, accumulate, work + tk_pack_floats(isa, m, k), threads);
-}
-
-void tk_gemm_nt(const tk_isa *isa, size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b,
-                size_t ldb, float *c, ptrdiff_t crs, ptrdiff_t ccs, int accumulate, int threads)
-{
-    if (m == 0 || n == 0) return;
-    const size_t tm = ceil_div(m, 4), tn = ceil_div(n, 4), tiles = tm * tn;
-    int nt = threads < 1 ? 1 : threads;
-    if (m * n * k < TK_PARALLEL_MIN_WORK) nt = 1;
-    if ((size_t)nt > tiles) nt = (int)tiles;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        const size_t tid = (size_t)omp_get_thread_num(), ntu = (size_t)omp_get_num_threads();
-        const size_t t0 = tiles * tid / ntu, t1 = tiles * (tid + 1) / ntu;
-        float tile[16];
-        for (size_t t = t0; t < t1; t++) {
-            const size_t i0 = t / tn * 4, j0 = t % tn * 4, rc = m - i0 < 4 ? m - i0 : 4, nc = n - j0 < 4 ? n - j0 : 4;
-            /* an edge tile repeats its last row: every pointer stays in range, the extra results are dropped */
-            const float *ar[4], *br[4];
-            for (size_t i = 0; i < 4; i++) {
-                ar[i] = a + (i0 + (i < rc ? i : rc - 1)) * lda;
-                br[i] = b + (j0 + (i < nc ? i : nc - 1)) * ldb;
-            }
-            isa->micro_nt(k, ar, br, tile);
-            for (size_t i = 0; i < rc; i++)
-                for (size_t j = 0; j < nc; j++) {
-                    float *cp = c + (ptrdiff_t)(i0 + i) * crs + (ptrdiff_t)(j0 + j) * ccs;
-                    *cp = accumulate ? *cp + tile[i * 4 + j] : tile[i * 4 + j];
-                }
-        }
-    }
-}
 
 void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
              const float *w, const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p,
