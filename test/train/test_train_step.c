@@ -347,6 +347,30 @@ START_TEST(deterministic_for_any_number_of_threads_on_wide_layers)
 }
 END_TEST
 
+/* Buffers are planned once per batch shape: once a step ran, further steps at that batch allocate nothing (the
+ * first allocation would fail: option fail_alloc_after), dense and on the sparse kernels. */
+START_TEST(steps_after_the_first_allocate_nothing)
+{
+    for (int pruned = 0; pruned < 2; pruned++) {
+        pdc_trainer *t = wide_trainer("2", pruned);
+        static float x[8 * 16 * 16 * 16], y[8];
+        for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = (float)(i % 7) * 0.1f - 0.3f;
+        for (int i = 0; i < 8; i++) y[i] = (float)(i % 10);
+        const int64_t xd[4] = {8, 16, 16, 16}, yd[1] = {8};
+        pdc_tensor *tx, *ty;
+        ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 4, xd, x, &tx));
+        ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 1, yd, y, &ty));
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "fail_alloc_after", "1"));
+        float loss;
+        for (int i = 0; i < 3; i++) ck_assert_ok(ctx, pdc_trainer_step(t, tx, ty, &loss));
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "fail_alloc_after", "0"));
+        pdc_tensor_destroy(tx);
+        pdc_tensor_destroy(ty);
+        pdc_trainer_destroy(t);
+    }
+}
+END_TEST
+
 START_TEST(mse_evaluate_and_batchnorm_running_statistics)
 {
     pdc_model *m = parse_model(HDR "input x : f32[1,3]\nconst s : f32[3] = dense<elided>\n"
@@ -392,6 +416,7 @@ int main(void)
     return run_tests("train_step", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(optimizers_learn_a_separable_problem, lr_schedules_and_options,
                                deterministic_for_any_number_of_threads, deterministic_for_any_number_of_threads_on_wide_layers,
+                               steps_after_the_first_allocate_nothing,
                                reference_forward_kernels_train_the_same,
                                cpu_backend_forward_kernels_train_the_same, bad_input_is_refused_and_changes_nothing,
                                unsupported_models_are_refused_with_the_layer,
