@@ -85,6 +85,9 @@ typedef struct tr_layer {
     float *aux;           /* batchnorm: per channel batch mean and 1/sqrt(var + eps) */
     size_t aux_cap;
     int col_valid;        /* col holds the current forward's operand */
+    int32_t *argmax;      /* maxpool: per output, the input offset in its plane the maximum came from (-1: none) */
+    size_t argmax_cap;
+    int argmax_valid;     /* argmax is from the current training forward pass */
 } tr_layer;
 
 /* The network a trainer runs. Everything in it depends only on the model; optimizer hyper-parameters

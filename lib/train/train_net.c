@@ -41,6 +41,7 @@ void tr_net_destroy(tr_net *net)
             pdc_free(net->layers[li].col);
             pdc_free(net->layers[li].pre);
             pdc_free(net->layers[li].aux);
+            pdc_free(net->layers[li].argmax);
         }
     }
     pdc_free(net->layers);
@@ -463,6 +464,7 @@ pdc_status tr_net_forward(tr_net *net, const float *x, const tr_options *opt, in
     for (size_t li = 0; li < net->exec->n_layers; li++) {
         if (tr_net_skips(net, opt, li)) continue;
         net->layers[li].col_valid = 0;
+        net->layers[li].argmax_valid = 0;
         pdc_status st = tr_op_forward(net, li, opt, training);
         if (st) return st;
     }

@@ -417,11 +417,92 @@ static pdc_status softmax_backward(tr_net *net, size_t li)
 
 /* ------------------------------------------------------------------ pooling */
 
+/* Max pooling's forward pass (the reference kernel's result: the first maximal tap of the window, 0 for a window
+ * with no input in it), keeping in training where each maximum came from, so the backward pass is one add per
+ * output instead of a second walk over every window. One thread per plane. */
+static pdc_status maxpool_forward(tr_net *net, size_t li, int training)
+{
+    const ir_layer *l = &net->exec->layers[li];
+    tr_layer *lr = &net->layers[li];
+    ir_window_params p;
+    pdc_status st = ir_window_params_get(net->exec, l, &p);
+    if (st) return st;
+    ir_window_params_as_3d(&p);
+    const int64_t *in = p.in, *out = p.out, *k = p.k, *s = p.stride, *pb = p.pad_begin, *d = p.dil;
+    const int64_t planes = p.n * p.c, in_sp = in[0] * in[1] * in[2], out_sp = out[0] * out[1] * out[2];
+    if (in_sp > INT32_MAX) return LAYER_ERR(net, l, PDC_ERR_OVERFLOW, "planes of more than 2^31 elements");
+    const size_t total = (size_t)(planes * out_sp);
+    if (training && (total > lr->argmax_cap || !lr->argmax)) {
+        int32_t *a = pdc_alloc(net->ctx, (total ? total : 1) * sizeof *a);
+        if (!a) return PDC_ERR_OUT_OF_MEMORY;
+        pdc_free(lr->argmax);
+        lr->argmax = a;
+        lr->argmax_cap = total;
+    }
+    const float *x = net->val[l->inputs[0]];
+    float *y = net->val[l->outputs[0]];
+    int32_t *am = training ? lr->argmax : NULL;
+    const int nt = total * (size_t)(k[0] * k[1] * k[2]) >= ((size_t)1 << 16) ? net->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *xp = x + pl * in_sp;
+        float *yp = y + pl * out_sp;
+        int32_t *ap = am ? am + pl * out_sp : NULL;
+        for (int64_t z = 0; z < out[0]; z++)
+            for (int64_t r = 0; r < out[1]; r++)
+                for (int64_t c = 0; c < out[2]; c++) {
+                    int64_t best = -1;
+                    float mx = 0.0f;
+                    for (int64_t kz = 0; kz < k[0]; kz++) {
+                        const int64_t iz = z * s[0] - pb[0] + kz * d[0];
+                        if (iz < 0 || iz >= in[0]) continue;
+                        for (int64_t kr = 0; kr < k[1]; kr++) {
+                            const int64_t ir = r * s[1] - pb[1] + kr * d[1];
+                            if (ir < 0 || ir >= in[1]) continue;
+                            const float *row = xp + (iz * in[1] + ir) * in[2];
+                            for (int64_t kc = 0; kc < k[2]; kc++) {
+                                const int64_t ic = c * s[2] - pb[2] + kc * d[2];
+                                if (ic < 0 || ic >= in[2]) continue;
+                                /* selects, not branches: which tap wins is data, and mispredicted */
+                                const float v = row[ic];
+                                const int take = best < 0 || v > mx;
+                                mx = take ? v : mx;
+                                best = take ? (iz * in[1] + ir) * in[2] + ic : best;
+                            }
+                        }
+                    }
+                    const int64_t o = (z * out[1] + r) * out[2] + c;
+                    yp[o] = best < 0 ? 0.0f : mx;
+                    if (ap) ap[o] = (int32_t)best;
+                }
+    }
+    lr->argmax_valid = training;
+    return PDC_OK;
+}
+
 static pdc_status pool_backward(tr_net *net, size_t li)
 {
     const ir_layer *l = &net->exec->layers[li];
     float *dx = tr_grad_acc(net, l->inputs[0]);
     if (!dx) return PDC_OK;
+    const tr_layer *lr = &net->layers[li];
+    if (l->op == IR_OP_MAXPOOL && lr->argmax_valid) {
+        /* each output's gradient to where its maximum came from, outputs in order (as the walk below) */
+        const ir_tensor *ti = &net->exec->tensors[l->inputs[0]], *to = &net->exec->tensors[l->outputs[0]];
+        const size_t planes = (size_t)(ti->dims[0] * ti->dims[1]), in_sp = ir_tensor_numel(ti) / planes,
+                     out_sp = ir_tensor_numel(to) / planes;
+        const float *dy = net->grad[l->outputs[0]];
+        const int nt = planes * out_sp >= ((size_t)1 << 16) ? net->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+        for (size_t pl = 0; pl < planes; pl++) {
+            const int32_t *ap = lr->argmax + pl * out_sp;
+            const float *dyp = dy + pl * out_sp;
+            float *dxp = dx + pl * in_sp;
+            for (size_t o = 0; o < out_sp; o++)
+                if (ap[o] >= 0) dxp[ap[o]] += dyp[o];
+        }
+        return PDC_OK;
+    }
     ir_window_params p;
     pdc_status st = ir_window_params_get(net->exec, l, &p);
     if (st) return st;
@@ -608,6 +689,7 @@ pdc_status tr_op_forward(tr_net *net, size_t li, const tr_options *opt, int trai
 {
     const ir_layer *l = &net->exec->layers[li];
     if (l->op == IR_OP_BATCHNORM && training) return bn_forward_train(net, li);
+    if (l->op == IR_OP_MAXPOOL && opt->kernels != TR_KERNELS_REF) return maxpool_forward(net, li, training);
     if ((l->op == IR_OP_CONV || l->op == IR_OP_FC) && opt->kernels != TR_KERNELS_REF) return tr_dense_forward(net, li);
     if (opt->kernels == TR_KERNELS_CPU && cpu_eltwise_has(net->cpu, li))
         return cpu_eltwise_run(net->cpu, net->exec, li, net->val);
