@@ -777,8 +777,9 @@ PDC_API void pdc_trainer_destroy(pdc_trainer *trainer);
  *                      pdc_trainer_shuffle); setting it re-seeds (default 0)
  *  - "bn_momentum"     running-statistics update of batchnorm in [0, 1] (default 0.1, as PyTorch)
  *  - "threads"         worker threads, 0..4096 (0 = the context's "threads" option; default 0)
- *  - "kernels"         forward kernels. "native" (default): the trainer's own for conv and fc, the reference
- *                      backend's for the other ops; "ref": the reference backend's for every layer (batchnorm in
+ *  - "kernels"         forward kernels. "native" (default): for conv and fc the cpu target's dense GEMM (OpenBLAS
+ *                      sgemm over the whole batch) or the trainer's sparse kernels, the trainer's own for batchnorm,
+ *                      relu and max pooling, the reference backend's for the other ops; "ref": the reference backend's for every layer (batchnorm in
  *                      training mode excepted: it needs batch statistics); "cpu": as native, but activations and
  *                      add/sub/mul/div run the cpu target's JIT-compiled kernels (bit-identical to the reference
  *                      ones; the cpu target's conv kernels pack the weights when compiled, so conv and fc keep

@@ -6,8 +6,9 @@
  *                       their sparsity description), the execution model, buffers, forward, backward, loss
  *   train_ops.c         forward and backward of every op but conv/fc (activations, batchnorm with batch
  *                       statistics, pooling, add/sub/mul/div, concat, reshape, transpose, softmax, gemm, matmul)
- *   train_conv.c        conv and fc as matrix products: im2col, dense GEMM or sparse kernels, col2im
- *   train_kernels.c     GEMM and sparse kernels per instruction set (train_kernels.h)
+ *   train_conv.c        conv and fc as matrix products over the whole batch: im2col, the cpu target's dense GEMM
+ *                       (cpu_train_sgemm, backends/backend.h) or the sparse kernels, col2im
+ *   train_kernels.c     sparse kernels and Adam per instruction set (train_kernels.h)
  *   train_optim.c       SGD, Adam, AdamW, learning-rate schedules, masks, the ADMM proximal term
  *   train_checkpoint.c  checkpoint save/load (format documented there)
  *
@@ -111,7 +112,7 @@ typedef struct tr_net {
     uint32_t epoch;       /* current backward pass */
     int head_softmax;     /* the layer computing output 0 if it is a softmax, else -1 */
     size_t exec_n;        /* batch the exec shapes are for (0: not set) */
-    float *work;          /* GEMM packing and transposes */
+    float *work;          /* conv/fc scratch: [O, P] products, gathered dY, dcol, padded planes */
     size_t work_cap;
     const tk_isa *isa;
     int threads;          /* resolved, >= 1 */

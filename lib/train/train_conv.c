@@ -2,11 +2,13 @@
  * train_conv.c - forward and backward of conv (1-D and 2-D) and fc as matrix products.
  *
  * conv: the input is unrolled (im2col) into col [C*KH*KW, P], P = N*OH*OW, row (c, kr, kc), column
- * (n, oh, ow); kept for the backward pass. Per group g (K = C/group*KH*KW rows of col, og filters):
- *   forward   y_n = W_g col_g[:, image n] + b       (dense: GEMM per image, straight into NCHW y)
- *   weights   dW_g^T = col_g dY^T                   (dense: one GEMM over all P)
- *   input     dcol_g = W_g^T dY_n, then col2im adds dcol into dx
- * fc: y = x W^T + b as dot products over K, dW = dy^T x, dx = dy W; sparse: col = x^T [K, N], y^T = W col + b.
+ * (n, oh, ow), row stride ld (conv_geom); kept for the backward pass. Per group g (K = C/group*KH*KW rows of col,
+ * og filters), each a single product over all P columns of the batch:
+ *   forward   Y_g = W_g col_g, then scattered into NCHW y with the bias
+ *   weights   dW_g = dY_g col_g^T                   (dY gathered as [O, P])
+ *   input     dcol_g = W_g^T dY_g, then col2im adds dcol into dx
+ * Dense products are cpu_train_sgemm (backends/backend.h: OpenBLAS, blocks fixed by the shape, so bit-identical
+ * for any thread count). fc: y = x W^T + b, dW = dy^T x, dx = dy W; sparse: col = x^T [K, N], y^T = W col + b.
  *
  * Sparse weights (tr_param.sparse) replace the products by the sparse kernels: the forward and the
  * input gradient touch kept weights only (the transposed index arrays list, per col row, the filters
