@@ -203,36 +203,59 @@ static const tk_isa isa_avx2 = {"avx2", spmm_avx2, spmm_dw_avx2, axpy_avx2, adam
 #pragma GCC target("avx512f,avx2,fma")
 #endif
 
+/* spmm_avx512's blocking: a 64-column tile of X read SPMM_KB rows at a time (32 KB: stays in L1 while every row of Y
+ * takes its entries from those X rows), rows of Y in groups of SPMM_RB (their cursors on the stack). A 64-column tile
+ * of all of X (K rows x 256 bytes: 147 KB at K = 576) does not fit L1, and streaming it from L2 for every row of Y
+ * was the kernel's limit. Each output still sums its entries in CSR order (partial sums stored and reloaded as
+ * floats, exactly), so the results are those of the unblocked loop. Needs each row's xrow ascending (tr_csr is). */
+#define SPMM_KB 128
+#define SPMM_RB 256
+
 static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
                         const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
                         int accumulate)
 {
     size_t p = p0;
     for (; p + 64 <= p1; p += 64) {
-        for (size_t r = 0; r < rows; r++) {
-            float *yr = y + r * ldy + p;
-            __m512 s0, s1, s2, s3;
-            if (accumulate) {
-                s0 = _mm512_loadu_ps(yr), s1 = _mm512_loadu_ps(yr + 16), s2 = _mm512_loadu_ps(yr + 32),
-                s3 = _mm512_loadu_ps(yr + 48);
-            } else {
-                s0 = s1 = s2 = s3 = _mm512_setzero_ps();
+        for (size_t r0 = 0; r0 < rows; r0 += SPMM_RB) {
+            const size_t r1 = rows - r0 < SPMM_RB ? rows : r0 + SPMM_RB;
+            int32_t cur[SPMM_RB], xmax = 0;
+            for (size_t r = r0; r < r1; r++) {
+                cur[r - r0] = ptr[r];
+                if (ptr[r + 1] > ptr[r] && xrow[ptr[r + 1] - 1] > xmax) xmax = xrow[ptr[r + 1] - 1];
             }
-            if (bias) {
-                const __m512 bv = _mm512_set1_ps(bias[r]);
-                s0 = _mm512_add_ps(s0, bv), s1 = _mm512_add_ps(s1, bv), s2 = _mm512_add_ps(s2, bv),
-                s3 = _mm512_add_ps(s3, bv);
+            for (int32_t kb = 0; kb <= xmax; kb += SPMM_KB) {
+                const int32_t kend = kb + SPMM_KB;
+                for (size_t r = r0; r < r1; r++) {
+                    int32_t e = cur[r - r0];
+                    const int32_t end = ptr[r + 1];
+                    if (kb && (e == end || xrow[e] >= kend)) continue; /* nothing of this row in the block */
+                    float *yr = y + r * ldy + p;
+                    __m512 s0, s1, s2, s3;
+                    if (kb || accumulate) {
+                        s0 = _mm512_loadu_ps(yr), s1 = _mm512_loadu_ps(yr + 16), s2 = _mm512_loadu_ps(yr + 32),
+                        s3 = _mm512_loadu_ps(yr + 48);
+                    } else {
+                        s0 = s1 = s2 = s3 = _mm512_setzero_ps();
+                    }
+                    if (bias && !kb) {
+                        const __m512 bv = _mm512_set1_ps(bias[r]);
+                        s0 = _mm512_add_ps(s0, bv), s1 = _mm512_add_ps(s1, bv), s2 = _mm512_add_ps(s2, bv),
+                        s3 = _mm512_add_ps(s3, bv);
+                    }
+                    for (; e < end && xrow[e] < kend; e++) {
+                        const __m512 wv = _mm512_set1_ps(w[vidx[e]]);
+                        const float *xr = x + (size_t)xrow[e] * ldx + p;
+                        s0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr), s0);
+                        s1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16), s1);
+                        s2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 32), s2);
+                        s3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 48), s3);
+                    }
+                    cur[r - r0] = e;
+                    _mm512_storeu_ps(yr, s0), _mm512_storeu_ps(yr + 16, s1), _mm512_storeu_ps(yr + 32, s2),
+                        _mm512_storeu_ps(yr + 48, s3);
+                }
             }
-            for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
-                const __m512 wv = _mm512_set1_ps(w[vidx[e]]);
-                const float *xr = x + (size_t)xrow[e] * ldx + p;
-                s0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr), s0);
-                s1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16), s1);
-                s2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 32), s2);
-                s3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 48), s3);
-            }
-            _mm512_storeu_ps(yr, s0), _mm512_storeu_ps(yr + 16, s1), _mm512_storeu_ps(yr + 32, s2),
-                _mm512_storeu_ps(yr + 48, s3);
         }
     }
     /* the last < 64 columns, 16 at a time with a mask on the final partial vector */
