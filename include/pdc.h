@@ -789,6 +789,9 @@ PDC_API void pdc_trainer_destroy(pdc_trainer *trainer);
  *                      faster on the dense kernels); "on": every pruned conv/fc weight does; "off": none (dense
  *                      kernels, the pruned weights still kept at zero)
  *  - "sparse_threshold"  in [0, 1] (default 0.6)
+ *  - "recompute"       0 (default) or 1: conv layers do not keep their unrolled input (im2col: 9x a 3x3 conv's
+ *                      input) from the forward pass but rebuild it in the backward pass, in one buffer shared by
+ *                      all of them (less memory, one more unrolling per conv; the same results bit for bit)
  * "loss" and "optimizer" cannot change after the first step (PDC_ERR_INVALID_STATE). Read-only values for
  * pdc_trainer_get_option: "step" (steps taken), "current_lr" (the rate of the next step), "isa" (the
  * kernels' instruction set).

@@ -55,6 +55,7 @@ static const opt_def opt_defs[] = {
     {"kernels", OT_CHOICE, OFF(kernels), 0, 0, 0, 0, kernels_names},
     {"sparse", OT_CHOICE, OFF(sparse), 0, 0, 0, 0, sparse_names},
     {"sparse_threshold", OT_DOUBLE, OFF(sparse_threshold), 0, 1, 0, 0, NULL},
+    {"recompute", OT_INT, OFF(recompute), 0, 1, 0, 0, NULL},
 };
 #undef OFF
 #define N_OPTS (sizeof opt_defs / sizeof opt_defs[0])
@@ -62,7 +63,7 @@ static const opt_def opt_defs[] = {
 const char *const tr_option_names[] = {"loss", "optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1",
                                        "beta2", "eps", "lr_schedule", "lr_step", "lr_gamma", "lr_total_steps",
                                        "lr_min", "batch", "seed", "bn_momentum", "threads", "kernels", "sparse",
-                                       "sparse_threshold", NULL};
+                                       "sparse_threshold", "recompute", NULL};
 
 void tr_options_default(tr_options *o)
 {
@@ -107,7 +108,7 @@ pdc_status tr_options_set(const pdc_context *ctx, tr_options *o, const char *nam
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "trainer: unknown option \"%s\" (known: loss, optimizer, lr, momentum, nesterov, weight_decay, "
                          "beta1, beta2, eps, lr_schedule, lr_step, lr_gamma, lr_total_steps, lr_min, batch, seed, "
-                         "bn_momentum, threads, kernels, sparse, sparse_threshold)",
+                         "bn_momentum, threads, kernels, sparse, sparse_threshold, recompute)",
                          name);
     char *base = (char *)o + d->off, *end = NULL;
     switch (d->type) {
@@ -183,6 +184,7 @@ static void sync_threads(pdc_trainer *t)
     int n = t->opt.threads ? t->opt.threads : t->ctx->threads;
     if (n <= 0) n = omp_get_num_procs();
     t->net->threads = n < 1 ? 1 : n;
+    t->net->recompute = t->opt.recompute;
 }
 
 PDC_API pdc_status pdc_trainer_create(pdc_context *ctx, const pdc_model *model, pdc_trainer **trainer_out)

@@ -40,6 +40,7 @@ typedef struct tr_options {
     uint64_t lr_step, lr_total_steps, seed;
     size_t batch;
     int threads;        /* 0 = the context's "threads" option (0 there = every core) */
+    int recompute;      /* 1: conv's unrolled input is rebuilt in the backward pass instead of kept */
 } tr_options;
 
 void tr_options_default(tr_options *o);
@@ -79,8 +80,9 @@ typedef struct tr_param {
 typedef struct tr_layer {
     int skip;             /* not run while training (a softmax folded into the cross-entropy loss) */
     int w_param, b_param; /* conv/fc: parameter index of the weight / bias, or -1 */
-    float *col;           /* conv/fc: the [K, P] right operand kept from forward for backward */
+    float *col;           /* conv/fc: the [K, P] right operand kept from forward for backward (owned) */
     size_t col_cap;
+    float *colp;          /* where this layer's operand is: col, or the net's shared_col (option recompute) */
     float *pre;           /* layers with a fused activation: the output before the activation */
     size_t pre_cap;
     float *aux;           /* batchnorm: per channel batch mean and 1/sqrt(var + eps) */
@@ -116,6 +118,10 @@ typedef struct tr_net {
     size_t work_cap;
     const tk_isa *isa;
     int threads;          /* resolved, >= 1 */
+    int recompute;        /* option recompute: conv operands go to shared_col, rebuilt by the backward pass */
+    float *shared_col;    /* the one im2col buffer of every conv layer under option recompute */
+    size_t shared_col_cap;
+    int shared_col_layer; /* the layer whose operand shared_col holds, or -1 */
     int input_grad;       /* tests: keep a gradient for the data input too */
     cpu_eltwise_set *cpu; /* option kernels=cpu: the cpu backend's elementwise kernels (backend.h) */
     size_t cpu_planned_n; /* the batch they were planned for */

@@ -193,30 +193,41 @@ static void transpose(const float *x, size_t rows, size_t cols, float *out)
         for (size_t j = 0; j < cols; j++) out[j * rows + i] = x[i * cols + j];
 }
 
-static pdc_status ensure_col(tr_net *net, tr_layer *lr, size_t need)
+static pdc_status ensure_buf(tr_net *net, float **buf, size_t *cap, size_t need)
 {
-    if (need <= lr->col_cap && lr->col) return PDC_OK;
+    if (need <= *cap && *buf) return PDC_OK;
     float *c = pdc_alloc_aligned(net->ctx, need ? need : 1, sizeof *c);
     if (!c) return PDC_ERR_OUT_OF_MEMORY;
-    pdc_free(lr->col);
-    lr->col = c;
-    lr->col_cap = need;
+    pdc_free(*buf);
+    *buf = c;
+    *cap = need;
     return PDC_OK;
 }
 
-/* Builds the layer's col operand from its input (conv: im2col, fc: transpose). */
+/* Builds the layer's col operand from its input (conv: im2col, fc: transpose) into lr->col, or for a conv under
+ * option recompute into the net's one shared buffer (the layer that held it rebuilds its operand when its backward
+ * pass needs it). */
 static pdc_status make_col(tr_net *net, size_t li, const conv_geom *g, size_t fc_n, size_t fc_k)
 {
     const ir_layer *l = &net->exec->layers[li];
     tr_layer *lr = &net->layers[li];
     const float *x = net->val[l->inputs[0]];
-    pdc_status st = ensure_col(net, lr, g ? g->rows * g->ld : fc_n * fc_k);
-    if (st) return st;
+    const size_t need = g ? g->rows * g->ld : fc_n * fc_k;
+    pdc_status st;
+    if (g && net->recompute) {
+        if ((st = ensure_buf(net, &net->shared_col, &net->shared_col_cap, need))) return st;
+        if (net->shared_col_layer >= 0) net->layers[net->shared_col_layer].col_valid = 0;
+        net->shared_col_layer = (int)li;
+        lr->colp = net->shared_col;
+    } else {
+        if ((st = ensure_buf(net, &lr->col, &lr->col_cap, need))) return st;
+        lr->colp = lr->col;
+    }
     if (g) {
         if ((st = tr_net_work(net, padded_floats(g)))) return st;
-        im2col(net, g, x, lr->col, net->work);
+        im2col(net, g, x, lr->colp, net->work);
     } else {
-        transpose(x, fc_n, fc_k, lr->col);
+        transpose(x, fc_n, fc_k, lr->colp);
     }
     lr->col_valid = 1;
     return PDC_OK;
@@ -235,7 +246,7 @@ static pdc_status conv_forward(tr_net *net, size_t li)
     conv_geom g;
     pdc_status st = conv_geom_get(net->exec, l, &g);
     if (st || (st = make_col(net, li, &g, 0, 0))) return st;
-    const float *w = net->val[l->inputs[1]], *b = bias_of(net, l), *col = net->layers[li].col;
+    const float *w = net->val[l->inputs[1]], *b = bias_of(net, l), *col = net->layers[li].colp;
     float *y = net->val[l->outputs[0]];
     const int pi = net->layers[li].w_param;
     /* Y[o, p] = W_g col_g over the whole batch at once (one product of P = N*OH*OW columns, so a layer with few
@@ -367,7 +378,7 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
     pdc_status st = conv_geom_get(net->exec, l, &g);
     if (st) return st;
     if (!net->layers[li].col_valid && (st = make_col(net, li, &g, 0, 0))) return st;
-    const float *w = net->val[l->inputs[1]], *col = net->layers[li].col;
+    const float *w = net->val[l->inputs[1]], *col = net->layers[li].colp;
     const int pi = net->layers[li].w_param;
     const int sparse = pi >= 0 && net->params[pi].sparse;
     int acc_w = 1, acc_x = 1;
@@ -437,7 +448,7 @@ static pdc_status fc_forward(tr_net *net, size_t li)
         return PDC_OK;
     }
     if ((st = make_col(net, li, NULL, n, k))) return st;
-    const float *col = net->layers[li].col;
+    const float *col = net->layers[li].colp;
     {
         const tr_csr *f = &net->params[pi].fwd;
         if ((st = tr_net_work(net, o * n))) return st;
@@ -458,7 +469,7 @@ static pdc_status fc_backward(tr_net *net, size_t li, const float *dy)
     const int pi = net->layers[li].w_param;
     const int sparse = pi >= 0 && net->params[pi].sparse;
     if (sparse && !net->layers[li].col_valid && (st = make_col(net, li, NULL, n, k))) return st;
-    const float *w = net->val[l->inputs[1]], *x = net->val[l->inputs[0]], *col = net->layers[li].col;
+    const float *w = net->val[l->inputs[1]], *x = net->val[l->inputs[0]], *col = net->layers[li].colp;
     int acc_w = 1, acc_x = 1;
     float *dw = sparse ? tr_grad_acc(net, l->inputs[1]) : tr_grad_out(net, l->inputs[1], &acc_w);
     float *db = l->n_inputs > 2 ? tr_grad_acc(net, l->inputs[2]) : NULL;

@@ -59,6 +59,7 @@ void tr_net_destroy(tr_net *net)
     pdc_free(net->needs_grad);
     pdc_free(net->touched);
     pdc_free(net->work);
+    pdc_free(net->shared_col);
     ir_model_destroy(net->exec);
     ir_model_destroy(net->model);
     pdc_free(net);
@@ -276,6 +277,7 @@ pdc_status tr_net_create(pdc_context *ctx, ir_model *model, const tr_options *op
     net->ctx = ctx;
     net->model = model;
     net->isa = tk_isa_best();
+    net->shared_col_layer = -1;
     net->threads = 1; /* the trainer sets it from its options before every step */
     pdc_status st = PDC_OK;
     if (model->n_inputs != 1 || model->n_outputs < 1) {

@@ -287,7 +287,7 @@ END_TEST
 
 /* Layers wide enough that conv and fc split their GEMMs (cpu_train_sgemm: several blocks of output columns or rows)
  * and the sparse kernels over both threads: dense, then pattern + connectivity pruned on the sparse kernels. */
-static pdc_trainer *wide_trainer(const char *threads, int pruned)
+static pdc_trainer *wide_trainer_opts(const char *threads, int pruned, const char *const *opts)
 {
     pdc_model *m = parse_model(HDR "input x : f32[8,16,16,16]\nconst w1 : f32[64,16,3,3] = dense<elided>\n"
                                    "const b1 : f32[64] = dense<elided>\nconst w2 : f32[32,64,3,3] = dense<elided>\n"
@@ -303,6 +303,7 @@ static pdc_trainer *wide_trainer(const char *threads, int pruned)
     pdc_model_destroy(m);
     set_trainer_options(t, (const char *const[]){"batch", "8", "seed", "7", "optimizer", "sgd", "lr", "0.05",
                                                  "momentum", "0.9", "threads", threads, NULL});
+    set_trainer_options(t, opts);
     ck_assert_ok(ctx, pdc_trainer_init_weights(t));
     if (pruned) {
         pdc_attrs *a;
@@ -334,6 +335,8 @@ static pdc_trainer *wide_trainer(const char *threads, int pruned)
     return t;
 }
 
+static pdc_trainer *wide_trainer(const char *threads, int pruned) { return wide_trainer_opts(threads, pruned, NULL); }
+
 START_TEST(deterministic_for_any_number_of_threads_on_wide_layers)
 {
     for (int pruned = 0; pruned < 2; pruned++) {
@@ -344,6 +347,27 @@ START_TEST(deterministic_for_any_number_of_threads_on_wide_layers)
         pdc_trainer_destroy(b);
         pdc_trainer_destroy(c);
     }
+}
+END_TEST
+
+/* Option recompute: conv operands rebuilt in the backward pass from one shared buffer give the same weights bit for
+ * bit, dense and on the sparse kernels; the option reads back. */
+START_TEST(recompute_trains_the_same)
+{
+    static const char *const rec[] = {"recompute", "1", NULL};
+    for (int pruned = 0; pruned < 2; pruned++) {
+        pdc_trainer *a = wide_trainer("2", pruned), *b = wide_trainer_opts("2", pruned, rec);
+        assert_trainer_option(b, "recompute", "1");
+        ck_assert_msg(same_weights(a, b), "%s: recompute=1 differs", pruned ? "pruned" : "dense");
+        ck_assert_ptr_nonnull(b->net->shared_col);
+        ck_assert_ptr_null(a->net->shared_col);
+        pdc_trainer_destroy(a);
+        pdc_trainer_destroy(b);
+    }
+    pdc_trainer *t = toy_trainer(NULL);
+    ck_assert_status(ctx, pdc_trainer_set_option(t, "recompute", "2"), PDC_ERR_INVALID_ARG);
+    assert_trainer_option(t, "recompute", "0");
+    pdc_trainer_destroy(t);
 }
 END_TEST
 
@@ -416,7 +440,7 @@ int main(void)
     return run_tests("train_step", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(optimizers_learn_a_separable_problem, lr_schedules_and_options,
                                deterministic_for_any_number_of_threads, deterministic_for_any_number_of_threads_on_wide_layers,
-                               steps_after_the_first_allocate_nothing,
+                               steps_after_the_first_allocate_nothing, recompute_trains_the_same,
                                reference_forward_kernels_train_the_same,
                                cpu_backend_forward_kernels_train_the_same, bad_input_is_refused_and_changes_nothing,
                                unsupported_models_are_refused_with_the_layer,

@@ -20,6 +20,7 @@
  * so it stays all but dense).
  *
  * usage: train_bench [--model digits|resnet18|vgg16|mobilenetv2] [--threads LIST] [--steps N] [--repeats R] [--configs LIST]
+ *        [--recompute 0|1]
  *        (LIST e.g. "1,2"; defaults digits / 1,2 / 200 / 5 / dense,pruned_sparse_kernels,pruned_dense_kernels)
  * Output, one line per configuration and thread count:
  *   pdc model=M config=NAME threads=T batch=32 step_ms_min=X step_ms_median=Y cpu_ms_min=C isa=Z
@@ -315,6 +316,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 static int resnet;             /* a 3x32x32 model trained with SGD (--model other than digits) */
+static const char *recompute = "0"; /* --recompute 1: trainer option recompute */
 static const char *model_name = "digits";
 
 static void bench(const pdc_model *m, const char *config, int pruned, const char *sparse, const char *threads,
@@ -324,6 +326,7 @@ static void bench(const pdc_model *m, const char *config, int pruned, const char
     TRY(pdc_trainer_create(ctx, m, &t), "trainer");
     TRY(pdc_trainer_set_option(t, "threads", threads), "threads");
     TRY(pdc_trainer_set_option(t, "seed", "1"), "seed");
+    TRY(pdc_trainer_set_option(t, "recompute", recompute), "recompute");
     if (resnet) {
         TRY(pdc_trainer_set_option(t, "optimizer", "sgd"), "optimizer");
         TRY(pdc_trainer_set_option(t, "lr", "0.01"), "lr");
@@ -400,6 +403,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--configs")) configs = argv[i + 1];
+        else if (!strcmp(argv[i], "--recompute")) recompute = argv[i + 1];
         else steps = 0;
     }
     static const char *const models[] = {"digits", "resnet18", "vgg16", "mobilenetv2"};
@@ -411,7 +415,7 @@ int main(int argc, char **argv)
     if (steps < 0) steps = resnet ? 5 : 200;
     if (steps < 1 || repeats < 1 || (argc % 2) != 1 || which < 0) {
         fprintf(stderr, "usage: train_bench [--model digits|resnet18|vgg16|mobilenetv2] [--threads LIST] [--steps N] "
-                        "[--repeats R] [--configs LIST]\n");
+                        "[--repeats R] [--configs LIST] [--recompute 0|1]\n");
         return 2;
     }
     if (pdc_context_create(&ctx)) return 1;
