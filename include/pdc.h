@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define PDC_VERSION_MAJOR 0
-#define PDC_VERSION_MINOR 2
+#define PDC_VERSION_MINOR 3
 #define PDC_VERSION_PATCH 0
 /** MAJOR*1000000 + MINOR*1000 + PATCH, as pdc_version_number() returns at run time. */
 #define PDC_VERSION_NUMBER (PDC_VERSION_MAJOR * 1000000 + PDC_VERSION_MINOR * 1000 + PDC_VERSION_PATCH)
