@@ -71,6 +71,14 @@ extern const pdc_backend pdc_backend_gpu;
 /* The worker threads each run of a "cpu" program uses (>= 1; backends/cpu, for pdc_program_num_threads). */
 size_t pdc_cpu_program_threads(const pdc_program *prog);
 
+/* One run of a "cpu" program (as its backend's run) that also writes each layer's wall time in ms to
+ * layer_ms[i] (one slot per layer of prog->model; a layer fused into another's epilogue reads ~0). */
+pdc_status pdc_cpu_run_timed(const pdc_program *prog, const float *const *inputs, float *const *outputs,
+                             double *layer_ms);
+/* What kernel timings on this host depend on, one line: "CPU model; LLVM CPU name; ISA; LLVM x.y.z"
+ * (creates ctx's JIT session if needed). */
+pdc_status pdc_cpu_host_key(pdc_context *ctx, char *buf, size_t cap);
+
 /* The "cpu" target's elementwise kernels for a model whose constants change between runs (the trainer's
  * forward pass, lib/train): planned per layer for m's current shapes - plan again when they change; the
  * JIT'd code stays in ctx's cache. Only kernels that take every operand at run time are used, so they

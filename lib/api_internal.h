@@ -21,4 +21,8 @@ struct pdc_tensor {
  * the input) and the model verified. */
 pdc_status pdc_check_compilable(const pdc_model *model);
 
+/* pdc_program_run's checks of its arguments (counts, NULLs, shapes), with its messages. */
+pdc_status pdc_program_check_io(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                size_t n_outputs, pdc_tensor *const *outputs);
+
 #endif

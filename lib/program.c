@@ -198,10 +198,9 @@ static pdc_status check_shape(const pdc_program *p, const char *what, const pdc_
                      got);
 }
 
-PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
-                                   size_t n_outputs, pdc_tensor *const *outputs)
+pdc_status pdc_program_check_io(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                size_t n_outputs, pdc_tensor *const *outputs)
 {
-    PROGRAM_CHECK(program);
     const ir_model *m = program->model;
     const pdc_context *ctx = program->ctx;
     if (n_inputs != m->n_inputs || n_outputs != m->n_outputs)
@@ -214,6 +213,16 @@ PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, 
         if ((st = check_shape(program, "input", inputs[i], &m->tensors[m->inputs[i]]))) return st;
     for (size_t i = 0; i < n_outputs; i++)
         if ((st = check_shape(program, "output", outputs[i], &m->tensors[m->outputs[i]]))) return st;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                   size_t n_outputs, pdc_tensor *const *outputs)
+{
+    PROGRAM_CHECK(program);
+    const pdc_context *ctx = program->ctx;
+    pdc_status st = pdc_program_check_io(program, n_inputs, inputs, n_outputs, outputs);
+    if (st) return st;
     const float **in = pdc_calloc(ctx, n_inputs ? n_inputs : 1, sizeof *in);
     float **out = pdc_calloc(ctx, n_outputs ? n_outputs : 1, sizeof *out);
     if (!in || !out) {

@@ -300,7 +300,10 @@ static int output_writable_in_place(const ir_model *m, const cpu_state *s, const
     return 1;
 }
 
-static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, float *const *outputs)
+/* One run; with layer_ms (one slot per layer) each layer's wall time in ms is written there (a layer
+ * fused into another's epilogue gets its own do-nothing time, close to 0). */
+static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inputs, float *const *outputs,
+                                double *layer_ms)
 {
     const ir_model *m = prog->model;
     cpu_state *s = prog->state;
@@ -338,8 +341,9 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
     for (size_t li = 0; li < m->n_layers && st == PDC_OK; li++) {
         const ir_layer *l = &m->layers[li];
         const cpu_layer *L = &s->layers[li];
-        double t0 = profile ? omp_get_wtime() : 0.0;
-        size_t lanes = s->chain && !check ? s->chains[li] : 1; /* check_finite checks layer by layer */
+        double t0 = profile || layer_ms ? omp_get_wtime() : 0.0;
+        /* side by side unless each layer is checked (check_finite) or timed (layer_ms) on its own */
+        size_t lanes = s->chain && !check && !layer_ms ? s->chains[li] : 1;
         if (lanes > 1 && (size_t)x.threads == lanes) { /* a step of as many chains as threads: side by side */
             size_t b = step_end(m, li);
             run_lanes(m, s, li, b, lanes, buf, &x);
@@ -362,6 +366,7 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
             }
         }
         if (st != PDC_OK) pdc_error_prefix(ctx, "cpu");
+        if (layer_ms) layer_ms[li] = (omp_get_wtime() - t0) * 1e3;
         if (profile)
             fprintf(stderr, "pdc-profile %3zu %-24s %9.3f ms  %s\n", li, l->name, (omp_get_wtime() - t0) * 1e3,
                     L->info);
@@ -380,6 +385,43 @@ static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, f
     cpu_work *expected = NULL;
     if (!atomic_compare_exchange_strong(&s->spare, &expected, work)) work_free(work);
     return st;
+}
+
+static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, float *const *outputs)
+{
+    return cpu_run_timed(prog, inputs, outputs, NULL);
+}
+
+pdc_status pdc_cpu_run_timed(const pdc_program *prog, const float *const *inputs, float *const *outputs,
+                             double *layer_ms)
+{
+    return cpu_run_timed(prog, inputs, outputs, layer_ms);
+}
+
+pdc_status pdc_cpu_host_key(pdc_context *ctx, char *buf, size_t cap)
+{
+    pdc_jit *jit = NULL;
+    pdc_status st = pdc_jit_get(ctx, &jit);
+    if (st) return st;
+    const pdc_llvm_target *t = pdc_jit_target(jit);
+    unsigned major = 0, minor = 0, patch = 0;
+    LLVMGetVersion(&major, &minor, &patch);
+    char model[128] = "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+                const char *v = strchr(line, ':') + 1;
+                while (*v == ' ' || *v == '\t') v++;
+                snprintf(model, sizeof model, "%s", v);
+                model[strcspn(model, "\r\n")] = 0;
+                break;
+            }
+        fclose(f);
+    }
+    snprintf(buf, cap, "%s; %s; %s; LLVM %u.%u.%u", model, t->cpu, pdc_isa_name(t->isa), major, minor, patch);
+    return PDC_OK;
 }
 
 static const char *cpu_layer_info(const pdc_program *prog, size_t li)
