@@ -187,7 +187,11 @@ typedef enum pdc_note_kind {
     PDC_NOTE_SKIPPED_KERNEL = 3,     /**< prune-pattern / prune-connectivity left a conv alone because its
                                           kernel size is not in option pattern_kernels; the text starts with
                                           the size, "KHxKW kernels: " */
-    PDC_NOTE_SKIPPED_BLOCK_CONV = 4  /**< prune-block left a 1x1 conv alone; option block_convs */
+    PDC_NOTE_SKIPPED_BLOCK_CONV = 4, /**< prune-block left a 1x1 conv alone; option block_convs */
+    PDC_NOTE_PREDICT_DEFAULTS = 5    /**< pdc_model_predict / pdc_model_plan found no usable latency profile
+                                          (none for this host, made on another host, other version, damaged)
+                                          and used the built-in constants; pass "predict", layer "", the text
+                                          says why */
 } pdc_note_kind;
 /**
  * A note handler: told, layer by layer, what the pruning passes did (PDC_NOTE_PRUNED) and which layers
@@ -682,8 +686,9 @@ PDC_API pdc_status pdc_model_group(pdc_context *ctx, const pdc_model *const *mod
 /**
  * Compiles a group: pdc_model_group (inputs shared by name), the passes "share" (constants with identical
  * contents stored and packed once; a layer with the same op, attributes and inputs as another - the
- * common prefix of two fine-tuned variants of one backbone - computed once) and "plan" (one activation
- * arena for the whole group), then pdc_compile. Outputs are bit for bit those of each model compiled
+ * common prefix of two fine-tuned variants of one backbone - computed once), "schedule" (independent
+ * chains of similar cost side by side) and "plan" (one activation arena for the whole group), then
+ * pdc_compile. Outputs are bit for bit those of each model compiled
  * alone. Find inputs and outputs with pdc_program_find_input/_output ("k/NAME" for model k's outputs).
  * @retval as pdc_model_group and pdc_compile (PDC_ERR_SHAPE also for a symbolic input)
  */
@@ -696,6 +701,71 @@ PDC_API pdc_status pdc_compile_group(pdc_context *ctx, const pdc_model *const *m
  */
 PDC_API pdc_status pdc_program_find_input(const pdc_program *program, const char *name, size_t *index_out);
 PDC_API pdc_status pdc_program_find_output(const pdc_program *program, const char *name, size_t *index_out);
+/* ------------------------------------------------------------------ latency model (docs/predict.md) */
+
+/**
+ * Predicts the run time of `model` on `target` ("cpu", or "auto" / NULL meaning "cpu") without compiling
+ * it: per layer, from its kernel family (the one the cpu target takes it with), its effective FLOPs and
+ * its bytes of kept weights and of activations, with constants from this host's latency profile
+ * (pdc_calibrate) or, without a usable one, built-in defaults - then a PDC_NOTE_PREDICT_DEFAULTS note
+ * says why (no profile, another host, another version, damaged). Layers the cpu target computes in a
+ * conv's or fc's epilogue are predicted 0. Batch: the model's input shapes as they are.
+ * @param[in] options  may be NULL; "threads" (0 = all cores; default: the context option "threads"),
+ *                     "profile" (a profile file to use instead of this host's in cache_dir)
+ * @param[out] total_ms_out  the sum over the layers, in milliseconds
+ * @param[out] per_layer_ms  NULL, or one slot per layer (pdc_model_num_layers), written only on success
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL model or total_ms_out, unknown option, bad threads),
+ *         PDC_ERR_UNSUPPORTED (target ref or gpu: no model), PDC_ERR_UNKNOWN_TARGET, PDC_ERR_SHAPE
+ *         (a symbolic input dim), PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: not while other calls use ctx.
+ */
+PDC_API pdc_status pdc_model_predict(pdc_context *ctx, const pdc_model *model, const char *target,
+                                     const pdc_attrs *options, double *total_ms_out, double *per_layer_ms);
+/**
+ * Measures this host for the latency model: short micro-benchmarks of every cpu kernel family (one-layer
+ * models at the sizes ResNet, VGG, MobileNetV2 and LSTMs give them) on 1 thread and on `threads`
+ * threads, then fits each family's constants (deterministic given the measurements) and writes the
+ * profile: a versioned text file keyed by CPU model, ISA and LLVM version, with a CRC-32, at
+ * cache_dir/profiles/latency-XXXXXXXX.txt (atomically). Takes about options "budget_s" seconds.
+ * @param[in] target   "cpu" (or NULL)
+ * @param[in] options  may be NULL; "threads" (0 = all cores; default: the context option), "budget_s"
+ *                     (1..3600, default 40), "profile" (write this file instead)
+ * @param[out] path_out  NULL, or the profile's path (free with pdc_string_free)
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG, PDC_ERR_UNSUPPORTED (target ref or gpu), PDC_ERR_UNKNOWN_TARGET,
+ *         PDC_ERR_IO (cache_dir not writable: the message names the path), PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: not while other calls use ctx.
+ */
+PDC_API pdc_status pdc_calibrate(pdc_context *ctx, const char *target, const pdc_attrs *options, char **path_out);
+/**
+ * Plans pruning to a latency budget: chooses for each prunable layer (a 3x3 conv that prune-pattern takes,
+ * not the stem: dense, or 8 patterns of 4 with connectivity 0, 25, 50, 62.5, 75 or 87.5%; an fc or matmul
+ * by a constant matrix, an lstm or a gru: dense, or 1x4 blocks with 50, 62.5, 75, 87.5 or 93.75% removed)
+ * so that the predicted time (pdc_model_predict) is at most latency_ms while the sum over the layers of
+ * the share of each layer's squared weight magnitude removed is least: exact by dynamic programming
+ * over the time axis in steps of latency_ms/4000 (each choice's time rounded up to a step). The model is
+ * not changed. The plan is "PIPELINE OPTION=VALUE ...": pdc_model_transform's pipeline and options
+ * (e.g. "prune-pattern,prune-connectivity layers=conv2,conv3 patterns=8 pattern_size=4
+ * connectivity=0,conv3=0.5"); "" when the model meets the budget dense.
+ * @param[in] latency_ms  the budget, > 0
+ * @param[in] options     may be NULL; "threads", "profile" as for pdc_model_predict
+ * @param[out] plan_out   the plan (free with pdc_string_free). When no plan meets the budget: the fastest
+ *                        plan the choices allow, and *predicted_ms_out > latency_ms says so
+ * @param[out] predicted_ms_out  the plan's predicted time (may be NULL)
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, latency_ms <= 0 or not finite: the message gives it, unknown
+ *         option), PDC_ERR_UNSUPPORTED / PDC_ERR_UNKNOWN_TARGET (as pdc_model_predict), PDC_ERR_SHAPE,
+ *         PDC_ERR_INVALID_MODEL, PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: not while other calls use ctx.
+ */
+PDC_API pdc_status pdc_model_plan(pdc_context *ctx, const pdc_model *model, const char *target, double latency_ms,
+                                  const pdc_attrs *options, char **plan_out, double *predicted_ms_out);
+/**
+ * pdc_program_run that also writes each layer's wall time in milliseconds to layer_ms[i] (one slot per
+ * layer; a layer computed in another's epilogue reads about 0). "cpu" programs only.
+ * @retval as pdc_program_run, and PDC_ERR_INVALID_ARG (layer_ms NULL), PDC_ERR_UNSUPPORTED (not "cpu")
+ * Thread-safety: as pdc_program_run.
+ */
+PDC_API pdc_status pdc_program_run_timed(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                         size_t n_outputs, pdc_tensor *const *outputs, double *layer_ms);
 
 /* ------------------------------------------------------------------ tensor */
 

@@ -1,0 +1,470 @@
+/*
+ * cost.c - the latency model's arithmetic, the layer facts, and the profile file (cost.h).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "ir/ops/epilogue.h"
+#include "ir/ops/params.h"
+#include "lib/core/crc32.h"
+#include "lib/core/fileio.h"
+#include "lib/cost/cost.h"
+
+static const char *const family_names[COST_N_FAMILIES] = {
+    "conv_sparse", "conv_sparse_strided", "conv_dense", "conv_1x1", "conv_grouped", "fc_sparse", "fc_dense",
+    "rnn",         "eltwise",             "pool",       "softmax",  "shape",        "ref",
+    "rnn_sparse"};
+
+const char *cost_family_name(cost_family f) { return (unsigned)f < COST_N_FAMILIES ? family_names[f] : "?"; }
+
+int cost_family_from_name(const char *name, cost_family *f)
+{
+    for (int i = 0; i < COST_N_FAMILIES; i++)
+        if (!strcmp(name, family_names[i])) {
+            *f = (cost_family)i;
+            return 1;
+        }
+    return 0;
+}
+
+/* Defaults: `pdc calibrate --threads 2` on the development machine (AMD EPYC, AVX-512, LLVM 19),
+ * rounded. They describe that machine; any other one should calibrate. */
+void cost_profile_defaults(cost_profile *p)
+{
+    memset(p, 0, sizeof *p);
+    p->threads = 2;
+    /*                                c0 ms    ns/FLOP  ns/weight byte  ns/act byte  parallel */
+    p->f[COST_CONV_SPARSE] = (cost_coef){0.004, 0.0095, 0.0, 0.010, 0.95};
+    p->f[COST_CONV_SPARSE_S] = (cost_coef){0.004, 0.014, 0.0, 0.020, 0.95};
+    p->f[COST_CONV_DENSE] = (cost_coef){0.004, 0.0085, 0.0, 0.010, 0.95};
+    p->f[COST_CONV_1X1] = (cost_coef){0.004, 0.011, 0.0, 0.010, 0.95};
+    p->f[COST_CONV_DW] = (cost_coef){0.004, 0.10, 0.0, 0.030, 0.90};
+    p->f[COST_FC_SPARSE] = (cost_coef){0.004, 0.05, 0.05, 0.0, 0.90};
+    p->f[COST_FC_DENSE] = (cost_coef){0.004, 0.02, 0.06, 0.0, 0.90};
+    p->f[COST_RNN] = (cost_coef){0.010, 0.05, 0.0, 0.10, 0.80};
+    p->f[COST_ELTWISE] = (cost_coef){0.002, 0.0, 0.0, 0.05, 0.90};
+    p->f[COST_POOL] = (cost_coef){0.002, 0.05, 0.0, 0.05, 0.90};
+    p->f[COST_SOFTMAX] = (cost_coef){0.002, 0.5, 0.0, 0.1, 0.50};
+    p->f[COST_SHAPE] = (cost_coef){0.001, 0.0, 0.0, 0.05, 0.80};
+    p->f[COST_REF] = (cost_coef){0.002, 1.0, 0.0, 0.2, 0.0};
+    p->f[COST_RNN_SPARSE] = (cost_coef){0.010, 0.10, 0.0, 0.10, 0.50};
+}
+
+static int64_t numel_of(const ir_tensor *t) { return (int64_t)ir_tensor_numel(t); }
+
+cost_family cost_family_of(const ir_model *m, size_t li)
+{
+    const ir_layer *l = &m->layers[li];
+    switch (l->op) {
+    case IR_OP_CONV: {
+        ir_window_params p;
+        if (l->n_inputs < 2 || l->inputs[1] < 0 || ir_window_params_get(m, l, &p) || p.nsp == 3) return COST_REF;
+        const ir_tensor *w = &m->tensors[l->inputs[1]];
+        if (p.group > 1) return COST_CONV_DW;
+        int strided = 0;
+        int64_t taps = 1;
+        for (int i = 0; i < p.nsp; i++) {
+            strided |= p.stride[i] > 1;
+            taps *= p.k[i];
+        }
+        if (w->kind == IR_TENSOR_CONST && w->sparsity.kind != IR_SPARSITY_NONE)
+            return strided ? COST_CONV_SPARSE_S : COST_CONV_SPARSE;
+        return taps == 1 ? COST_CONV_1X1 : COST_CONV_DENSE;
+    }
+    case IR_OP_FC:
+    case IR_OP_GEMM:
+    case IR_OP_MATMUL: {
+        if (l->n_inputs < 2 || l->inputs[1] < 0) return COST_FC_DENSE;
+        const ir_tensor *w = &m->tensors[l->inputs[1]];
+        if (w->kind == IR_TENSOR_CONST && w->sparsity.kind != IR_SPARSITY_NONE && l->op != IR_OP_GEMM) {
+            size_t n = ir_tensor_numel(w), kept = ir_sparsity_kept(w);
+            if (n && 2 * kept <= n) return COST_FC_SPARSE;
+        }
+        return COST_FC_DENSE;
+    }
+    case IR_OP_LSTM:
+    case IR_OP_GRU: {
+        const ir_tensor *w = l->n_inputs > 1 && l->inputs[1] >= 0 ? &m->tensors[l->inputs[1]] : NULL;
+        if (w && w->kind == IR_TENSOR_CONST && w->sparsity.kind != IR_SPARSITY_NONE) {
+            size_t n = ir_tensor_numel(w), kept = ir_sparsity_kept(w);
+            if (n && 2 * kept <= n) return COST_RNN_SPARSE;
+        }
+        return COST_RNN;
+    }
+    IR_CASE_ACTIVATION:
+    case IR_OP_ADD:
+    case IR_OP_SUB:
+    case IR_OP_MUL:
+    case IR_OP_DIV:
+    case IR_OP_BATCHNORM: return COST_ELTWISE;
+    case IR_OP_MAXPOOL:
+    case IR_OP_AVGPOOL: {
+        ir_window_params p;
+        if (ir_window_params_get(m, l, &p) || p.nsp == 3) return COST_REF;
+        return COST_POOL;
+    }
+    case IR_OP_GLOBAL_AVGPOOL: return COST_POOL;
+    case IR_OP_SOFTMAX: return COST_SOFTMAX;
+    case IR_OP_CONCAT:
+    case IR_OP_TRANSPOSE:
+    case IR_OP_FLATTEN:
+    case IR_OP_RESHAPE: return COST_SHAPE;
+    default: return COST_REF;
+    }
+}
+
+pdc_status cost_model_facts(const ir_model *m, cost_layer *out)
+{
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const ir_layer *l = &m->layers[li];
+        for (size_t i = 0; i < l->n_outputs; i++)
+            if (l->outputs[i] >= 0 && m->tensors[l->outputs[i]].rank < 0)
+                return pdc_error(m->ctx, PDC_ERR_SHAPE,
+                                 "layer '%s': output shape unknown (fix the symbolic input dims first)", l->name);
+    }
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const ir_layer *l = &m->layers[li];
+        cost_layer *c = &out[li];
+        if (c->fused != 1) c->fused = 0;
+        c->family = cost_family_of(m, li);
+        ir_layer_stats st;
+        ir_layer_stats_compute(m, li, &st);
+        c->flops = (double)st.effective_flops;
+        c->wbytes = (double)st.kept_weights * 4.0;
+        double a = 0;
+        for (size_t i = 0; i < l->n_inputs; i++)
+            if (l->inputs[i] >= 0 && m->tensors[l->inputs[i]].kind != IR_TENSOR_CONST)
+                a += (double)numel_of(&m->tensors[l->inputs[i]]);
+        for (size_t i = 0; i < l->n_outputs; i++)
+            if (l->outputs[i] >= 0) a += (double)numel_of(&m->tensors[l->outputs[i]]);
+        c->abytes = a * 4.0;
+        /* the layers this one's epilogue computes (as the cpu target fuses them) */
+        ir_epilogue e;
+        if ((l->op == IR_OP_CONV || l->op == IR_OP_FC || l->op == IR_OP_MATMUL) && c->family != COST_REF &&
+            ir_layer_epilogue(m, li, &e))
+            for (int k = 1; k <= e.n_layers && li + (size_t)k < m->n_layers; k++) out[li + (size_t)k].fused = 1;
+    }
+    return PDC_OK;
+}
+
+double cost_layer_ms(const cost_profile *p, const cost_layer *l, int threads)
+{
+    if (l->fused) return 0.0;
+    const cost_coef *c = &p->f[l->family];
+    double t1 = c->c0_ms + 1e-6 * (c->flop_ns * l->flops + c->wbyte_ns * l->wbytes + c->abyte_ns * l->abytes);
+    if (threads < 1) threads = 1;
+    return t1 * ((1.0 - c->parallel) + c->parallel / (double)threads);
+}
+
+/* ------------------------------------------------------------------ profiles */
+
+pdc_status cost_host_key(pdc_context *ctx, char *key, size_t cap)
+{
+    key[0] = 0;
+    pdc_status st = pdc_cpu_host_key(ctx, key, cap);
+    if (st) return st;
+    for (char *s = key; *s; s++)
+        if (*s == '\n' || *s == '\r') *s = ' ';
+    return PDC_OK;
+}
+
+void cost_profile_path(const pdc_context *ctx, const char *key, char *path, size_t cap)
+{
+    int n = snprintf(path, cap, "%s/profiles/latency-%08x.txt", ctx->cache_dir, pdc_crc32(0, key, strlen(key)));
+    if (n < 0 || (size_t)n >= cap) path[0] = 0; /* cache_dir is at most PDC_PATH_MAX - 1 bytes: callers pass more */
+}
+
+pdc_status cost_profile_format(const pdc_context *ctx, const cost_profile *p, char **text_out, size_t *len_out)
+{
+    size_t cap = 4096;
+    char *t = pdc_alloc(ctx, cap);
+    if (!t) return PDC_ERR_OUT_OF_MEMORY;
+    int n = snprintf(t, cap, "pdc-latency-profile %d\nkey %s\nthreads %d\n", COST_PROFILE_VERSION, p->key,
+                     p->threads);
+    for (int f = 0; f < COST_N_FAMILIES; f++) {
+        const cost_coef *c = &p->f[f];
+        n += snprintf(t + n, cap - (size_t)n, "family %s %.9g %.9g %.9g %.9g %.6g\n", family_names[f], c->c0_ms,
+                      c->flop_ns, c->wbyte_ns, c->abyte_ns, c->parallel);
+    }
+    n += snprintf(t + n, cap - (size_t)n, "crc32 %08x\n", pdc_crc32(0, t, (size_t)n));
+    *text_out = t;
+    *len_out = (size_t)n;
+    return PDC_OK;
+}
+
+static pdc_status corrupt(const pdc_context *ctx, int line, const char *what)
+{
+    return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: line %d: %s", line, what);
+}
+
+pdc_status cost_profile_parse(const pdc_context *ctx, const char *text, size_t len, const char *expected_key,
+                              cost_profile *out)
+{
+    cost_profile p;
+    cost_profile_defaults(&p);
+    p.calibrated = 1;
+    p.threads = 0;
+    /* the CRC line is the last one and covers everything before it */
+    const char *crc_at = NULL;
+    for (size_t i = 0; i + 6 <= len; i++)
+        if ((i == 0 || text[i - 1] == '\n') && !memcmp(text + i, "crc32 ", 6)) crc_at = text + i;
+    if (len < 20 || memcmp(text, "pdc-latency-profile ", 20))
+        return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: not a pdc latency profile (no 'pdc-latency-profile' line)");
+    if (!crc_at) return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: no crc32 line (truncated?)");
+    unsigned want = 0;
+    char tail[32] = {0};
+    size_t tail_len = len - (size_t)(crc_at - text);
+    if (tail_len >= sizeof tail) return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: text after the crc32 line");
+    memcpy(tail, crc_at, tail_len);
+    char extra = 0;
+    if (sscanf(tail, "crc32 %8x %c", &want, &extra) != 1)
+        return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: bad crc32 line");
+    uint32_t got = pdc_crc32(0, text, (size_t)(crc_at - text));
+    if (got != want)
+        return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: checksum mismatch (file says %08x, content has %08x)",
+                         want, got);
+    int version = 0, line = 0, seen[COST_N_FAMILIES] = {0}, have_key = 0;
+    const char *s = text, *end = crc_at;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        if (!nl) nl = end;
+        char buf[512];
+        size_t n = (size_t)(nl - s);
+        line++;
+        if (n >= sizeof buf) return corrupt(ctx, line, "line too long");
+        memcpy(buf, s, n);
+        buf[n] = 0;
+        s = nl + 1;
+        if (line == 1) {
+            if (sscanf(buf, "pdc-latency-profile %d", &version) != 1) return corrupt(ctx, line, "bad header");
+            if (version != COST_PROFILE_VERSION)
+                return pdc_error(ctx, PDC_ERR_UNSUPPORTED,
+                                 "latency profile: format version %d, this pdc reads version %d (run pdc calibrate again)",
+                                 version, COST_PROFILE_VERSION);
+            continue;
+        }
+        if (!strncmp(buf, "key ", 4)) {
+            if (n - 4 >= sizeof p.key) return corrupt(ctx, line, "key too long");
+            memcpy(p.key, buf + 4, n - 4 + 1);
+            have_key = 1;
+        } else if (!strncmp(buf, "threads ", 8)) {
+            char *e = NULL;
+            long v = strtol(buf + 8, &e, 10);
+            if (*e || v < 1 || v > 4096) return corrupt(ctx, line, "threads must be 1..4096");
+            p.threads = (int)v;
+        } else if (!strncmp(buf, "family ", 7)) {
+            char name[64];
+            cost_coef c;
+            int used = 0;
+            if (sscanf(buf + 7, "%63s %lf %lf %lf %lf %lf%n", name, &c.c0_ms, &c.flop_ns, &c.wbyte_ns, &c.abyte_ns,
+                       &c.parallel, &used) != 6 || buf[7 + used])
+                return corrupt(ctx, line, "a family line is 'family NAME C0_MS FLOP_NS WBYTE_NS ABYTE_NS PARALLEL'");
+            cost_family f;
+            if (!cost_family_from_name(name, &f)) return corrupt(ctx, line, "unknown kernel family");
+            double v[4] = {c.c0_ms, c.flop_ns, c.wbyte_ns, c.abyte_ns};
+            for (int i = 0; i < 4; i++)
+                if (!isfinite(v[i]) || v[i] < 0 || v[i] > 1e6) return corrupt(ctx, line, "a constant is negative or not finite");
+            if (!(c.parallel >= 0 && c.parallel <= 1)) return corrupt(ctx, line, "parallel share outside [0, 1]");
+            if (seen[f]++) return corrupt(ctx, line, "family given twice");
+            p.f[f] = c;
+        } else {
+            return corrupt(ctx, line, "unknown line");
+        }
+    }
+    if (!have_key || !p.threads) return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: no key or threads line");
+    for (int f = 0; f < COST_N_FAMILIES; f++)
+        if (!seen[f])
+            return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: family %s missing", family_names[f]);
+    if (expected_key && strcmp(expected_key, p.key))
+        return pdc_error(ctx, PDC_ERR_UNSUPPORTED, "latency profile: made on another host ('%s'), this is '%s'", p.key,
+                         expected_key);
+    *out = p;
+    return PDC_OK;
+}
+
+pdc_status cost_profile_load(const pdc_context *ctx, const char *path, const char *expected_key, cost_profile *p)
+{
+    void *data = NULL;
+    size_t size = 0;
+    pdc_status st = pdc_file_read(ctx, path, &data, &size);
+    if (st) return st;
+    st = cost_profile_parse(ctx, data, size, expected_key, p);
+    pdc_free(data);
+    if (st) pdc_error_prefix(ctx, "%s", path);
+    return st;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char tmp[PDC_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *s = tmp + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+pdc_status cost_profile_save(const pdc_context *ctx, const cost_profile *p, const char *path)
+{
+    char dir[PDC_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = 0;
+        if (mkdir_p(dir))
+            return pdc_error(ctx, PDC_ERR_IO, "%s: cannot create the folder: %s", dir, strerror(errno));
+    }
+    char *text = NULL;
+    size_t len = 0;
+    pdc_status st = cost_profile_format(ctx, p, &text, &len);
+    if (st) return st;
+    st = pdc_file_write_atomic(ctx, path, text, len);
+    pdc_free(text);
+    return st;
+}
+
+pdc_status cost_profile_for_host(pdc_context *ctx, const char *profile_path, cost_profile *p, char *why, size_t why_cap)
+{
+    cost_profile_defaults(p);
+    why[0] = 0;
+    char key[COST_KEY_MAX], path[PDC_PATH_MAX + 64];
+    pdc_status st = cost_host_key(ctx, key, sizeof key);
+    if (st == PDC_ERR_OUT_OF_MEMORY) return st;
+    if (st) {
+        snprintf(why, why_cap, "host unknown (%s): default constants", pdc_context_last_error(ctx));
+        return PDC_OK;
+    }
+    if (profile_path) snprintf(path, sizeof path, "%s", profile_path);
+    else cost_profile_path(ctx, key, path, sizeof path);
+    if (!profile_path && access(path, F_OK)) {
+        snprintf(why, why_cap, "no latency profile for this host (%s; pdc calibrate writes %s): default constants", key,
+                 path);
+        return PDC_OK;
+    }
+    cost_profile q;
+    st = cost_profile_load(ctx, path, key, &q);
+    if (st == PDC_OK) {
+        *p = q;
+        return PDC_OK;
+    }
+    if (st == PDC_ERR_OUT_OF_MEMORY) return st;
+    snprintf(why, why_cap, "%s: profile refused, default constants", pdc_context_last_error(ctx));
+    return PDC_OK;
+}
+
+/* ------------------------------------------------------------------ fitting */
+
+/* Solves the k x k system a x = b (row-major, k <= 4) by Gaussian elimination with partial
+ * pivoting; 0 if singular. */
+static int solve(double a[4][4], double b[4], int k, double x[4])
+{
+    for (int c = 0; c < k; c++) {
+        int piv = c;
+        for (int r = c + 1; r < k; r++)
+            if (fabs(a[r][c]) > fabs(a[piv][c])) piv = r;
+        if (fabs(a[piv][c]) < 1e-300) return 0;
+        if (piv != c) {
+            for (int j = 0; j < k; j++) {
+                double t = a[c][j];
+                a[c][j] = a[piv][j];
+                a[piv][j] = t;
+            }
+            double t = b[c];
+            b[c] = b[piv];
+            b[piv] = t;
+        }
+        for (int r = c + 1; r < k; r++) {
+            double f = a[r][c] / a[c][c];
+            for (int j = c; j < k; j++) a[r][j] -= f * a[c][j];
+            b[r] -= f * b[c];
+        }
+    }
+    for (int r = k - 1; r >= 0; r--) {
+        double s = b[r];
+        for (int j = r + 1; j < k; j++) s -= a[r][j] * x[j];
+        x[r] = s / a[r][r];
+    }
+    return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, cost_coef *c)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) m += s[i].l.family == f && s[i].t1_ms > 0;
+    if (!m) return;
+    /* features in ms per unit: 1, flops, weight bytes, activation bytes (scaled to ns -> ms) */
+    int active[4] = {1, 1, 1, 1};
+    double x[4] = {0};
+    for (int round = 0; round < 4; round++) {
+        int idx[4], k = 0;
+        for (int j = 0; j < 4; j++)
+            if (active[j]) idx[k++] = j;
+        if (!k) break;
+        /* a feature that is zero in every sample cannot be fitted: drop it */
+        double A[4][4] = {{0}}, B[4] = {0}, sol[4] = {0};
+        for (size_t i = 0; i < n; i++) {
+            if (s[i].l.family != f || s[i].t1_ms <= 0) continue;
+            double feat[4] = {1.0, 1e-6 * s[i].l.flops, 1e-6 * s[i].l.wbytes, 1e-6 * s[i].l.abytes};
+            double w = 1.0 / (s[i].t1_ms * s[i].t1_ms); /* relative error */
+            for (int a = 0; a < k; a++) {
+                for (int b = 0; b < k; b++) A[a][b] += w * feat[idx[a]] * feat[idx[b]];
+                B[a] += w * feat[idx[a]] * s[i].t1_ms;
+            }
+        }
+        int dropped = 0;
+        for (int a = 0; a < k && !dropped; a++)
+            if (A[a][a] <= 0) {
+                active[idx[a]] = 0;
+                dropped = 1;
+            }
+        if (dropped) continue;
+        if ((size_t)k > m || !solve(A, B, k, sol)) {
+            /* too few samples or collinear: drop the last active feature and retry */
+            active[idx[k - 1]] = 0;
+            continue;
+        }
+        int worst = -1;
+        for (int a = 0; a < k; a++)
+            if (sol[a] < 0 && (worst < 0 || sol[a] < sol[worst])) worst = a;
+        if (worst >= 0) {
+            active[idx[worst]] = 0;
+            continue;
+        }
+        memset(x, 0, sizeof x);
+        for (int a = 0; a < k; a++) x[idx[a]] = sol[a];
+        break;
+    }
+    c->c0_ms = x[0];
+    c->flop_ns = x[1];
+    c->wbyte_ns = x[2];
+    c->abyte_ns = x[3];
+    if (threads > 1) {
+        double *p = malloc(m * sizeof *p);
+        size_t q = 0;
+        for (size_t i = 0; p && i < n; i++) {
+            if (s[i].l.family != f || s[i].t1_ms <= 0 || s[i].tn_ms <= 0) continue;
+            double v = (1.0 - s[i].tn_ms / s[i].t1_ms) / (1.0 - 1.0 / threads);
+            p[q++] = v < 0 ? 0 : v > 1 ? 1 : v;
+        }
+        if (q) {
+            qsort(p, q, sizeof *p, cmp_double);
+            c->parallel = q % 2 ? p[q / 2] : 0.5 * (p[q / 2 - 1] + p[q / 2]);
+        }
+        free(p);
+    }
+}

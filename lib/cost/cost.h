@@ -1,0 +1,134 @@
+/*
+ * cost.h - internal: the latency model of the "cpu" target (docs/predict.md).
+ *
+ * Every layer gets a kernel family (the family the cpu backend's planners take it with, decided
+ * from the same IR facts: op, sparsity kind, stride, window, groups) and three sizes the compiler
+ * knows before compiling: effective FLOPs (kept weights only), bytes of kept weights, bytes of the
+ * activations it reads and writes. Its predicted time on one thread is
+ *
+ *     t1 = c0 + flop_ns * flops + wbyte_ns * weight bytes + abyte_ns * activation bytes   (ns -> ms)
+ *
+ * with four constants per family, and on N threads tN = t1 * ((1 - p) + p / N) (Amdahl, p the
+ * family's parallel share). Layers the cpu target computes in a conv's or fc's epilogue cost 0.
+ * The constants come from a profile that `pdc calibrate` measures on this machine (calibrate.c),
+ * or from built-in defaults (measured once on an AVX-512 AMD EPYC, LLVM 19).
+ *
+ * A profile is a small text file, versioned, keyed by the host (CPU model, LLVM's CPU name, ISA,
+ * LLVM version) and protected by a CRC-32: cache_dir/profiles/latency-KKKKKKKK.txt (K = the CRC of
+ * the key). A profile made on another host, of another version, or damaged, is refused with a
+ * message; the caller then uses the defaults and says so.
+ */
+#ifndef PDC_LIB_COST_H
+#define PDC_LIB_COST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+/* Kernel families, as the cpu target's planners split the work. Values index tables; names are the
+ * profile's. Append only (a profile names its families, so order changes would still parse). */
+typedef enum cost_family {
+    COST_CONV_SPARSE = 0,  /* conv.c: pattern/block/unstructured conv at stride 1 */
+    COST_CONV_SPARSE_S,    /* conv_cmajor.c / conv.c: the same, strided */
+    COST_CONV_DENSE,       /* conv_ocvec.c / conv_dense.c: dense conv with a window of 2+ taps */
+    COST_CONV_1X1,         /* conv_dense.c: dense 1x1 conv */
+    COST_CONV_DW,          /* grouped / depthwise conv */
+    COST_FC_SPARSE,        /* gemm.c: block-sparse fc / matmul (<= 50% kept) */
+    COST_FC_DENSE,         /* gemm.c: dense fc / gemm / matmul (OpenBLAS or packed) */
+    COST_RNN,              /* rnn.c: lstm, gru */
+    COST_ELTWISE,          /* eltwise.c: activations, add/sub/mul/div, batchnorm not folded */
+    COST_POOL,             /* pool.c */
+    COST_SOFTMAX,          /* softmax.c */
+    COST_SHAPE,            /* shape.c: concat, transpose, flatten, reshape */
+    COST_REF,              /* the reference kernel (a layer no family takes) */
+    COST_RNN_SPARSE,       /* rnn.c: lstm, gru with block-sparse gate matrices (<= 50% kept) */
+    COST_N_FAMILIES
+} cost_family;
+
+const char *cost_family_name(cost_family f);
+int cost_family_from_name(const char *name, cost_family *f);
+
+typedef struct cost_coef {
+    double c0_ms;     /* fixed cost per call */
+    double flop_ns;   /* per effective FLOP */
+    double wbyte_ns;  /* per byte of kept weights */
+    double abyte_ns;  /* per byte of activations read and written */
+    double parallel;  /* p in [0, 1]: share of the time that divides over the threads */
+} cost_coef;
+
+#define COST_PROFILE_VERSION 1
+#define COST_KEY_MAX 256
+
+typedef struct cost_profile {
+    char key[COST_KEY_MAX];  /* the host it was measured on ("" for the defaults) */
+    int threads;             /* threads of the multi-thread measurements */
+    int calibrated;          /* 0: the built-in defaults */
+    cost_coef f[COST_N_FAMILIES];
+} cost_profile;
+
+/* What the model knows of one layer. */
+typedef struct cost_layer {
+    cost_family family;
+    int fused;        /* computed in the epilogue of an earlier conv / fc / matmul: costs 0 */
+    double flops;     /* effective FLOPs (ir_layer_stats) */
+    double wbytes;    /* bytes of kept weights */
+    double abytes;    /* bytes of the activations read and written */
+} cost_layer;
+
+/* The built-in defaults. */
+void cost_profile_defaults(cost_profile *p);
+
+/* The facts of every layer of m (shapes must be concrete): out[i] for layer i, n_layers slots. */
+pdc_status cost_model_facts(const ir_model *m, cost_layer *out);
+/* The family a layer's facts put it in (also used for hypothetical sparsity by the planner). */
+cost_family cost_family_of(const ir_model *m, size_t li);
+
+/* Predicted milliseconds of one layer on `threads` threads (>= 1). */
+double cost_layer_ms(const cost_profile *p, const cost_layer *l, int threads);
+
+/* The whole model: *total and (if not NULL) per_layer[i] in ms (lib/api_predict.c). */
+pdc_status cost_predict_model(pdc_context *ctx, const ir_model *m, const cost_profile *p, int threads,
+                              double *total, double *per_layer);
+
+/* The host key of this machine (backends/cpu), "" with a status on failure. */
+pdc_status cost_host_key(pdc_context *ctx, char *key, size_t cap);
+/* The profile path for key under ctx's cache_dir. */
+void cost_profile_path(const pdc_context *ctx, const char *key, char *path, size_t cap);
+
+/* The profile's text form (owned by the caller, pdc_free) and its parser. Parsing checks the magic,
+ * the version, the CRC and every value; expected_key (if not NULL) must equal the profile's key.
+ * Errors: PDC_ERR_CORRUPT (bad file, message says what), PDC_ERR_UNSUPPORTED (other version or
+ * other host, message names both). */
+pdc_status cost_profile_format(const pdc_context *ctx, const cost_profile *p, char **text_out, size_t *len_out);
+pdc_status cost_profile_parse(const pdc_context *ctx, const char *text, size_t len, const char *expected_key,
+                              cost_profile *p);
+/* Reads and parses path (PDC_ERR_NOT_FOUND / PDC_ERR_IO if unreadable). */
+pdc_status cost_profile_load(const pdc_context *ctx, const char *path, const char *expected_key, cost_profile *p);
+/* Writes p to path atomically, creating its folder. */
+pdc_status cost_profile_save(const pdc_context *ctx, const cost_profile *p, const char *path);
+
+/* The profile predictions use: the file `profile_path` if not NULL, else this host's profile in
+ * cache_dir; where none is found or it is refused, the defaults, and *why says so ("" when a
+ * profile was used). Fails only on errors that are not about the profile (out of memory). */
+pdc_status cost_profile_for_host(pdc_context *ctx, const char *profile_path, cost_profile *p, char *why,
+                                 size_t why_cap);
+
+/* ---- fitting (deterministic: the same samples give the same constants) */
+typedef struct cost_sample {
+    cost_layer l;     /* facts (family, sizes) */
+    double t1_ms;     /* measured on 1 thread */
+    double tn_ms;     /* measured on `threads` threads (0: not measured) */
+} cost_sample;
+/* Fits the coefficients of family f from the samples of that family in s (n in all): weighted
+ * (relative error) least squares of c0, flop_ns, wbyte_ns, abyte_ns with all four >= 0 (a term that
+ * would go negative is dropped and the rest refitted), then p as the median of the samples'
+ * (1 - tN/t1) / (1 - 1/threads), clamped to [0, 1]. Families without samples keep *c as it is. */
+void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, cost_coef *c);
+
+/* ---- calibration (calibrate.c) */
+/* Runs the micro-benchmarks on the cpu target with 1 and `threads` threads, fits every family and
+ * fills *p (key, threads, calibrated = 1). At most about budget_s seconds. */
+pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_profile *p);
+
+#endif

@@ -1,0 +1,438 @@
+/*
+ * test_cost.c - the latency model (lib/cost): layer facts and the model's arithmetic on synthetic
+ * profiles, computed by hand; the profile file (round trip, checksum, version, another host, missing
+ * -> defaults with a note); the fit on synthetic measurements; the planner's knapsack against an
+ * exhaustive search, and pdc_model_plan / pdc_model_predict / pdc_program_run_timed on bad input.
+ * No test times anything.
+ */
+#include <unistd.h>
+
+#include "ir/ir.h"
+#include "lib/core/crc32.h"
+#include "lib/cost/plan.h"
+
+#include "test/common/builders.h"
+
+/* x [1,16,16,16] -> c1 (3x3, pads 1; the stem) -> r1 (relu: c1's epilogue) -> c2 (3x3 stride 2, relu)
+ * -> flatten -> fc [10, 2048] */
+static pdc_model *small_model(void)
+{
+    pdc_model *m = new_model("small");
+    add_input(m, "x", 4, (const int64_t[]){1, 16, 16, 16});
+    add_random(m, "w1", 4, (const int64_t[]){16, 16, 3, 3}, 1, -0.5f, 0.5f);
+    add_random(m, "b1", 1, (const int64_t[]){16}, 2, -0.1f, 0.1f);
+    add_random(m, "w2", 4, (const int64_t[]){32, 16, 3, 3}, 3, -0.5f, 0.5f);
+    add_random(m, "b2", 1, (const int64_t[]){32}, 4, -0.1f, 0.1f);
+    add_random(m, "w3", 2, (const int64_t[]){10, 2048}, 5, -0.1f, 0.1f);
+    add_random(m, "b3", 1, (const int64_t[]){10}, 6, -0.1f, 0.1f);
+    add_layer(m, "c1", "conv", "x,w1,b1", "y1", opt_ints("pads", 4, (const int64_t[]){1, 1, 1, 1}));
+    add_layer(m, "r1", "relu", "y1", "y2", NULL);
+    pdc_attrs *a = opt_ints("pads", 4, (const int64_t[]){1, 1, 1, 1});
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){2, 2}));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+    add_layer(m, "c2", "conv", "y2,w2,b2", "y3", a);
+    add_layer(m, "flat", "flatten", "y3", "f", NULL);
+    add_layer(m, "fc", "fc", "f,w3,b3", "out", NULL);
+    add_output(m, "out");
+    return m;
+}
+
+/* A profile whose every constant is distinct and easy to compute with. */
+static void synthetic_profile(cost_profile *p)
+{
+    cost_profile_defaults(p);
+    for (int f = 0; f < COST_N_FAMILIES; f++)
+        p->f[f] = (cost_coef){0.001 * (f + 1), 0.01 * (f + 1), 0.002 * (f + 1), 0.003 * (f + 1), 0.5};
+    p->threads = 2;
+    p->calibrated = 1;
+}
+
+static double hand_ms(const cost_profile *p, cost_family f, double flops, double wb, double ab, int threads)
+{
+    const cost_coef *c = &p->f[f];
+    double t1 = c->c0_ms + 1e-6 * (c->flop_ns * flops + c->wbyte_ns * wb + c->abyte_ns * ab);
+    return t1 * ((1 - c->parallel) + c->parallel / threads);
+}
+
+START_TEST(facts_and_arithmetic_by_hand)
+{
+    pdc_model *m = small_model();
+    cost_layer f[5];
+    memset(f, 0, sizeof f);
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    /* c1: dense 3x3, 2 x 256 outputs x 2304 weights; weights and bias; input and output */
+    ck_assert_int_eq(f[0].family, COST_CONV_DENSE);
+    ck_assert_double_eq(f[0].flops, 2.0 * 256 * 2304);
+    ck_assert_double_eq(f[0].wbytes, 4.0 * (2304 + 16));
+    ck_assert_double_eq(f[0].abytes, 4.0 * (4096 + 4096));
+    ck_assert_int_eq(f[0].fused, 0);
+    ck_assert_int_eq(f[1].fused, 1); /* the relu runs in c1's epilogue */
+    /* c2: strided but dense; its own relu counts one op per output */
+    ck_assert_int_eq(f[2].family, COST_CONV_DENSE);
+    ck_assert_double_eq(f[2].flops, 2.0 * 64 * 4608 + 2048);
+    ck_assert_double_eq(f[2].wbytes, 4.0 * (4608 + 32));
+    ck_assert_double_eq(f[2].abytes, 4.0 * (4096 + 2048));
+    ck_assert_int_eq(f[3].family, COST_SHAPE);
+    ck_assert_double_eq(f[3].abytes, 4.0 * (2048 + 2048));
+    ck_assert_int_eq(f[4].family, COST_FC_DENSE);
+    ck_assert_double_eq(f[4].flops, 2.0 * 20480);
+    ck_assert_double_eq(f[4].wbytes, 4.0 * 20490);
+
+    cost_profile p;
+    synthetic_profile(&p);
+    double want[5] = {hand_ms(&p, COST_CONV_DENSE, 2.0 * 256 * 2304, 4.0 * 2320, 4.0 * 8192, 1), 0,
+                      hand_ms(&p, COST_CONV_DENSE, 2.0 * 64 * 4608 + 2048, 4.0 * 4640, 4.0 * 6144, 1),
+                      hand_ms(&p, COST_SHAPE, 0, 0, 4.0 * 4096, 1),
+                      hand_ms(&p, COST_FC_DENSE, 2.0 * 20480, 4.0 * 20490, 4.0 * 2058, 1)};
+    double total = 0, per[5], sum = 0;
+    ck_assert_ok(ctx, cost_predict_model(ctx, m, &p, 1, &total, per));
+    for (int i = 0; i < 5; i++) {
+        ck_assert_double_eq_tol(per[i], want[i], 1e-12);
+        sum += want[i];
+    }
+    ck_assert_double_eq_tol(total, sum, 1e-12);
+    /* c1 by hand: 0.003 + 1e-6 (0.03 x 1179648 + 0.006 x 9280 + 0.009 x 32768) = 0.0387363 ms */
+    ck_assert_double_eq_tol(per[0], 0.003 + 1e-6 * (0.03 * 1179648 + 0.006 * 9280 + 0.009 * 32768), 1e-12);
+    /* 2 threads with p = 0.5: three quarters of the 1-thread time, layer by layer */
+    double total2 = 0, per2[5];
+    ck_assert_ok(ctx, cost_predict_model(ctx, m, &p, 2, &total2, per2));
+    for (int i = 0; i < 5; i++) ck_assert_double_eq_tol(per2[i], 0.75 * per[i], 1e-12);
+    /* pruning c2 with patterns changes its family and FLOPs */
+    pdc_attrs *o = opt_f("connectivity", 0.5f);
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-pattern,prune-connectivity", o));
+    pdc_attrs_destroy(o);
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    ck_assert_int_eq(f[2].family, COST_CONV_SPARSE_S);
+    ck_assert_double_eq(f[2].flops, 2.0 * 64 * (256 * 4) + 2048); /* 256 of 512 kernels kept, 4 taps each */
+    pdc_model_destroy(m);
+}
+END_TEST
+
+static void use_tmp_cache(void) { ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", tmpdir)); }
+
+static char note_text[1024];
+static int note_count;
+static void on_note(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
+{
+    (void)user;
+    (void)layer;
+    if (kind != PDC_NOTE_PREDICT_DEFAULTS) return;
+    ck_assert_str_eq(pass, "predict");
+    snprintf(note_text, sizeof note_text, "%s", text);
+    note_count++;
+}
+
+START_TEST(profile_round_trip_and_refusals)
+{
+    cost_profile p, q;
+    synthetic_profile(&p);
+    snprintf(p.key, sizeof p.key, "Some CPU; znver9; avx512; LLVM 19.1.7");
+    char *text;
+    size_t len;
+    ck_assert_ok(ctx, cost_profile_format(ctx, &p, &text, &len));
+    ck_assert_ok(ctx, cost_profile_parse(ctx, text, len, p.key, &q));
+    ck_assert_str_eq(q.key, p.key);
+    ck_assert_int_eq(q.threads, 2);
+    for (int f = 0; f < COST_N_FAMILIES; f++) {
+        ck_assert_double_eq_tol(q.f[f].flop_ns, p.f[f].flop_ns, 1e-15);
+        ck_assert_double_eq_tol(q.f[f].parallel, p.f[f].parallel, 1e-12);
+    }
+    /* another host */
+    ck_assert_status(ctx, cost_profile_parse(ctx, text, len, "Other CPU; x; avx2; LLVM 19.1.7", &q), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "made on another host ('Some CPU; znver9; avx512; LLVM 19.1.7')");
+    /* one changed digit: the checksum */
+    char *bad = strdup(text);
+    char *d = strstr(bad, "family conv_dense ") + strlen("family conv_dense ");
+    *d = *d == '9' ? '8' : '9';
+    ck_assert_status(ctx, cost_profile_parse(ctx, bad, len, NULL, &q), PDC_ERR_CORRUPT);
+    ck_assert_error_has(ctx, "checksum mismatch");
+    /* truncated */
+    ck_assert_status(ctx, cost_profile_parse(ctx, text, len / 2, NULL, &q), PDC_ERR_CORRUPT);
+    ck_assert_error_has(ctx, "no crc32 line");
+    ck_assert_status(ctx, cost_profile_parse(ctx, "hello", 5, NULL, &q), PDC_ERR_CORRUPT);
+    ck_assert_error_has(ctx, "not a pdc latency profile");
+    free(bad);
+    pdc_free(text);
+    /* another version, with a valid checksum */
+    cost_profile_defaults(&p);
+    ck_assert_ok(ctx, cost_profile_format(ctx, &p, &text, &len));
+    char *v2 = strdup(text);
+    v2[strlen("pdc-latency-profile ")] = '2';
+    char *crc = strstr(v2, "crc32 ");
+    snprintf(crc, 16, "crc32 %08x\n", pdc_crc32(0, v2, (size_t)(crc - v2)));
+    ck_assert_status(ctx, cost_profile_parse(ctx, v2, strlen(v2), NULL, &q), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "format version 2, this pdc reads version 1");
+    free(v2);
+    pdc_free(text);
+}
+END_TEST
+
+START_TEST(predict_uses_profile_or_says_defaults)
+{
+    use_tmp_cache();
+    pdc_context_set_note_handler(ctx, on_note, NULL);
+    pdc_model *m = small_model();
+    pdc_attrs *one = opt_i("threads", 1);
+    double dflt = 0, per[5];
+    /* no profile: defaults, and a note that says where calibrate writes one */
+    note_count = 0;
+    ck_assert_ok(ctx, pdc_model_predict(ctx, m, "cpu", one, &dflt, per));
+    ck_assert_int_eq(note_count, 1);
+    ck_assert_ptr_nonnull(strstr(note_text, "no latency profile for this host"));
+    ck_assert_ptr_nonnull(strstr(note_text, tmpdir));
+    cost_profile d;
+    cost_profile_defaults(&d);
+    double want = 0;
+    ck_assert_ok(ctx, cost_predict_model(ctx, m, &d, 1, &want, NULL));
+    ck_assert_double_eq_tol(dflt, want, 1e-12);
+    /* this host's profile in cache_dir is used, with no note */
+    cost_profile p;
+    synthetic_profile(&p);
+    char path[PDC_PATH_MAX + 64];
+    ck_assert_ok(ctx, cost_host_key(ctx, p.key, sizeof p.key));
+    cost_profile_path(ctx, p.key, path, sizeof path);
+    ck_assert_ok(ctx, cost_profile_save(ctx, &p, path));
+    note_count = 0;
+    double got = 0;
+    ck_assert_ok(ctx, pdc_model_predict(ctx, m, NULL, one, &got, per));
+    ck_assert_int_eq(note_count, 0);
+    ck_assert_ok(ctx, cost_predict_model(ctx, m, &p, 1, &want, NULL));
+    ck_assert_double_eq_tol(got, want, 1e-12);
+    /* a profile from another CPU, given as a file: refused, defaults used, the note says so */
+    snprintf(p.key, sizeof p.key, "Another CPU; zen1; avx2; LLVM 19.1.7");
+    ck_assert_ok(ctx, cost_profile_save(ctx, &p, tmp_path("other.txt")));
+    pdc_attrs *o = opt_s("profile", tmp_path("other.txt"));
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "threads", 1));
+    note_count = 0;
+    ck_assert_ok(ctx, pdc_model_predict(ctx, m, "cpu", o, &got, per));
+    ck_assert_int_eq(note_count, 1);
+    ck_assert_ptr_nonnull(strstr(note_text, "made on another host ('Another CPU; zen1; avx2; LLVM 19.1.7')"));
+    ck_assert_ptr_nonnull(strstr(note_text, "default constants"));
+    ck_assert_double_eq_tol(got, dflt, 1e-12);
+    pdc_attrs_destroy(o);
+    /* a damaged profile in cache_dir: refused the same way */
+    write_file(path, "pdc-latency-profile 1\nkey x\n", 28);
+    note_count = 0;
+    ck_assert_ok(ctx, pdc_model_predict(ctx, m, "cpu", one, &got, per));
+    ck_assert_ptr_nonnull(strstr(note_text, "no crc32 line"));
+    ck_assert_double_eq_tol(got, dflt, 1e-12);
+    /* missing file given explicitly */
+    o = opt_s("profile", tmp_path("absent.txt"));
+    ck_assert_ok(ctx, pdc_model_predict(ctx, m, "cpu", o, &got, NULL));
+    ck_assert_ptr_nonnull(strstr(note_text, "absent.txt"));
+    pdc_attrs_destroy(o);
+    pdc_attrs_destroy(one);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(predict_bad_input)
+{
+    pdc_model *m = small_model();
+    double t = 7;
+    ck_assert_status(ctx, pdc_model_predict(ctx, m, "ref", NULL, &t, NULL), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "target 'ref' has no latency model");
+    ck_assert_status(ctx, pdc_model_predict(ctx, m, "tpu", NULL, &t, NULL), PDC_ERR_UNKNOWN_TARGET);
+    pdc_attrs *o = opt_i("fast", 1);
+    ck_assert_status(ctx, pdc_model_predict(ctx, m, "cpu", o, &t, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "unknown option 'fast'");
+    pdc_attrs_destroy(o);
+    o = opt_i("threads", -2);
+    ck_assert_status(ctx, pdc_model_predict(ctx, m, "cpu", o, &t, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "option threads: -2 is outside 0..4096");
+    pdc_attrs_destroy(o);
+    ck_assert_status(ctx, pdc_model_predict(ctx, m, "cpu", NULL, NULL, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_double_eq(t, 7); /* failed calls change nothing */
+    pdc_model_destroy(m);
+    /* a symbolic batch */
+    m = new_model("sym");
+    add_input(m, "x", 2, (const int64_t[]){-1, 4});
+    add_layer(m, "r", "relu", "x", "y", NULL);
+    add_output(m, "y");
+    ck_assert_status(ctx, pdc_model_predict(ctx, m, "cpu", NULL, &t, NULL), PDC_ERR_SHAPE);
+    ck_assert_error_has(ctx, "layer 'r': output shape unknown");
+    pdc_model_destroy(m);
+}
+END_TEST
+
+/* samples generated from known constants: the fit gives them back, twice the same */
+START_TEST(fit_recovers_constants)
+{
+    cost_coef truth = {0.01, 0.02, 0.004, 0.0, 0.8};
+    cost_sample s[8];
+    for (int i = 0; i < 8; i++) {
+        s[i].l = (cost_layer){COST_CONV_SPARSE, 0, 1e6 * (i + 1) * (i % 3 + 1), 1e4 * (8 - i), 2e5 * (i % 2 + 1)};
+        s[i].t1_ms = truth.c0_ms + 1e-6 * (truth.flop_ns * s[i].l.flops + truth.wbyte_ns * s[i].l.wbytes);
+        s[i].tn_ms = s[i].t1_ms * ((1 - truth.parallel) + truth.parallel / 2);
+    }
+    /* a sample of another family does not count */
+    cost_sample all[9];
+    memcpy(all, s, sizeof s);
+    all[8] = (cost_sample){{COST_POOL, 0, 1, 1, 1}, 1000, 1000};
+    cost_coef c = {0}, c2 = {0};
+    cost_fit_family(all, 9, COST_CONV_SPARSE, 2, &c);
+    ck_assert_double_eq_tol(c.c0_ms, truth.c0_ms, 1e-9);
+    ck_assert_double_eq_tol(c.flop_ns, truth.flop_ns, 1e-9);
+    ck_assert_double_eq_tol(c.wbyte_ns, truth.wbyte_ns, 1e-9);
+    ck_assert_double_eq_tol(c.abyte_ns, 0, 1e-9);
+    ck_assert_double_eq_tol(c.parallel, truth.parallel, 1e-9);
+    cost_fit_family(all, 9, COST_CONV_SPARSE, 2, &c2);
+    ck_assert_mem_eq(&c, &c2, sizeof c);
+    /* no samples: the constants stay */
+    cost_coef keep = {1, 2, 3, 4, 0.5}, k2 = keep;
+    cost_fit_family(all, 9, COST_RNN, 2, &k2);
+    ck_assert_mem_eq(&keep, &k2, sizeof keep);
+    /* a term that would come out negative is dropped, the rest stays >= 0 */
+    for (int i = 0; i < 8; i++) s[i].t1_ms = 0.5 - 1e-9 * s[i].l.flops * 0.01;
+    cost_fit_family(s, 8, COST_CONV_SPARSE, 1, &c);
+    ck_assert(c.c0_ms >= 0 && c.flop_ns >= 0 && c.wbyte_ns >= 0 && c.abyte_ns >= 0);
+}
+END_TEST
+
+/* The knapsack against every combination, on instances whose times are whole steps of the budget. */
+START_TEST(planner_matches_exhaustive_search)
+{
+    uint32_t seed = 12345;
+    for (int inst = 0; inst < 40; inst++) {
+        size_t n = 2 + (size_t)(inst % 4), nc[5];
+        double tv[5][4], lv[5][4];
+        const double *tm[5], *ls[5];
+        double budget = 10.0, step = budget / 40; /* 100 of the solver's steps */
+        for (size_t l = 0; l < n; l++) {
+            nc[l] = 2 + (l + (size_t)inst) % 3;
+            for (size_t c = 0; c < nc[l]; c++) {
+                seed = seed * 1664525u + 1013904223u;
+                tv[l][c] = step * (double)(1 + (seed >> 8) % 12);
+                seed = seed * 1664525u + 1013904223u;
+                lv[l][c] = c == 0 ? 0 : (double)((seed >> 8) % 1000) / 1000.0;
+            }
+            tm[l] = tv[l];
+            ls[l] = lv[l];
+        }
+        size_t choice[5];
+        int feasible;
+        ck_assert_ok(ctx, cost_plan_solve(ctx, n, nc, tm, ls, budget, choice, &feasible));
+        /* exhaustive */
+        double best = INFINITY;
+        size_t idx[5] = {0};
+        for (;;) {
+            double t = 0, lo = 0;
+            for (size_t l = 0; l < n; l++) t += tv[l][idx[l]], lo += lv[l][idx[l]];
+            if (t <= budget + 1e-9 && lo < best) best = lo;
+            size_t l = 0;
+            while (l < n && ++idx[l] == nc[l]) idx[l++] = 0;
+            if (l == n) break;
+        }
+        if (isinf(best)) {
+            ck_assert_int_eq(feasible, 0);
+            continue;
+        }
+        ck_assert_int_eq(feasible, 1);
+        double t = 0, lo = 0;
+        for (size_t l = 0; l < n; l++) t += tv[l][choice[l]], lo += lv[l][choice[l]];
+        ck_assert_msg(t <= budget + 1e-9, "instance %d: plan takes %g > %g", inst, t, budget);
+        ck_assert_msg(fabs(lo - best) < 1e-12, "instance %d: plan loses %g, the best %g", inst, lo, best);
+    }
+    /* infeasible: each layer's fastest choice */
+    double t0[2] = {5, 3}, t1[2] = {6, 4}, l0[2] = {0, 1}, l1[2] = {0, 1};
+    const double *tm[2] = {t0, t1}, *ls[2] = {l0, l1};
+    size_t nc[2] = {2, 2}, choice[2] = {9, 9};
+    int feasible = 1;
+    ck_assert_ok(ctx, cost_plan_solve(ctx, 2, nc, tm, ls, 6.5, choice, &feasible));
+    ck_assert_int_eq(feasible, 0);
+    ck_assert_uint_eq(choice[0], 1);
+    ck_assert_uint_eq(choice[1], 1);
+}
+END_TEST
+
+START_TEST(plan_meets_budget_and_rejects_bad_ones)
+{
+    use_tmp_cache(); /* the defaults: deterministic */
+    pdc_model *m = small_model();
+    pdc_attrs *one = opt_i("threads", 1);
+    double dense = 0, pred = 0;
+    char *plan = NULL;
+    ck_assert_ok(ctx, pdc_model_predict(ctx, m, "cpu", one, &dense, NULL));
+    /* bad budgets */
+    ck_assert_status(ctx, pdc_model_plan(ctx, m, "cpu", 0, one, &plan, &pred), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "the latency budget must be a positive number of ms, got 0");
+    ck_assert_status(ctx, pdc_model_plan(ctx, m, "cpu", -3, one, &plan, &pred), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "got -3");
+    ck_assert_status(ctx, pdc_model_plan(ctx, m, "cpu", NAN, one, &plan, &pred), PDC_ERR_INVALID_ARG);
+    ck_assert_ptr_null(plan);
+    /* a budget the dense model meets: nothing to prune */
+    ck_assert_ok(ctx, pdc_model_plan(ctx, m, "cpu", dense * 1.01, one, &plan, &pred));
+    ck_assert_str_eq(plan, "");
+    ck_assert_double_eq_tol(pred, dense, 1e-12);
+    pdc_string_free(plan);
+    /* infeasible: the fastest plan, its time above the budget */
+    double fastest = 0;
+    ck_assert_ok(ctx, pdc_model_plan(ctx, m, "cpu", dense * 0.01, one, &plan, &fastest));
+    ck_assert_double_gt(fastest, dense * 0.01);
+    ck_assert_double_lt(fastest, dense);
+    ck_assert_ptr_nonnull(strstr(plan, "c2=0.875"));
+    ck_assert_ptr_nonnull(strstr(plan, "fc=0.9375"));
+    pdc_string_free(plan);
+    /* halfway between: c2 (not the stem c1) and fc are the candidates; the plan meets it by prediction */
+    double budget = 0.5 * (fastest + dense);
+    ck_assert_ok(ctx, pdc_model_plan(ctx, m, "cpu", budget, one, &plan, &pred));
+    ck_assert_double_le(pred, budget);
+    ck_assert_ptr_null(strstr(plan, "c1"));
+    ck_assert_ptr_nonnull(strstr(plan, "layers="));
+    /* applying it as pdc_model_transform's pipeline and options gives that prediction */
+    char pipe[128];
+    const char *sp = strchr(plan, ' ');
+    ck_assert_ptr_nonnull(sp);
+    snprintf(pipe, sizeof pipe, "%.*s", (int)(sp - plan), plan);
+    pdc_attrs *o = attrs_new();
+    char *rest = strdup(sp + 1);
+    for (char *tok = strtok(rest, " "); tok; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        ck_assert_ptr_nonnull(eq);
+        *eq = 0;
+        ck_assert_ok(ctx, pdc_attrs_set_string(o, tok, eq + 1));
+    }
+    free(rest);
+    ck_assert_ok(ctx, pdc_model_transform(m, pipe, o));
+    double after = 0;
+    ck_assert_ok(ctx, pdc_model_predict(ctx, m, "cpu", one, &after, NULL));
+    ck_assert_double_eq_tol(after, pred, 1e-9 * pred);
+    pdc_attrs_destroy(o);
+    pdc_string_free(plan);
+    pdc_attrs_destroy(one);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(run_timed_per_layer)
+{
+    pdc_model *m = small_model();
+    pdc_program *ref = NULL, *cpu = NULL;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &ref));
+    pdc_tensor *x, *y;
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, 4, (const int64_t[]){1, 16, 16, 16}, &x));
+    ck_assert_ok(ctx, pdc_tensor_create(ctx, 2, (const int64_t[]){1, 10}, &y));
+    double ms[5] = {-1, -1, -1, -1, -1};
+    ck_assert_status(ctx, pdc_program_run_timed(ref, 1, &x, 1, &y, ms), PDC_ERR_UNSUPPORTED);
+    ck_assert_error_has(ctx, "need the 'cpu' target, this program is 'ref'");
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &cpu));
+    ck_assert_status(ctx, pdc_program_run_timed(cpu, 1, &x, 1, &y, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_program_run_timed(cpu, 1, &x, 0, NULL, ms), PDC_ERR_INVALID_ARG);
+    ck_assert_ok(ctx, pdc_program_run_timed(cpu, 1, &x, 1, &y, ms));
+    for (int i = 0; i < 5; i++) ck_assert(ms[i] >= 0);
+    pdc_tensor_destroy(x);
+    pdc_tensor_destroy(y);
+    pdc_program_destroy(ref);
+    pdc_program_destroy(cpu);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+int main(void)
+{
+    return run_tests("cost", tmpdir_setup, tmpdir_teardown, 120,
+                     TEST_LIST(facts_and_arithmetic_by_hand, profile_round_trip_and_refusals,
+                               predict_uses_profile_or_says_defaults, predict_bad_input, fit_recovers_constants,
+                               planner_matches_exhaustive_search, plan_meets_budget_and_rejects_bad_ones,
+                               run_timed_per_layer));
+}
