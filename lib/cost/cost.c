@@ -407,8 +407,13 @@ void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads,
     size_t m = 0;
     for (size_t i = 0; i < n; i++) m += s[i].l.family == f && s[i].t1_ms > 0;
     if (!m) return;
-    /* features in ms per unit: 1, flops, weight bytes, activation bytes (scaled to ns -> ms) */
-    int active[4] = {1, 1, 1, 1};
+    /* features in ms per unit: 1, flops, weight bytes, activation bytes (scaled to ns -> ms). Weight bytes
+     * count where a kernel streams its weights once per run (fc, rnn: memory-bound at batch 1); a conv
+     * reuses each weight over the whole plane, activation bytes count instead. Fewer terms than
+     * samples allow keeps the fit from trading one for another (seen: dense convs of 9 MB weights
+     * predicted at twice their time). */
+    int streams = f == COST_FC_SPARSE || f == COST_FC_DENSE || f == COST_RNN || f == COST_RNN_SPARSE;
+    int active[4] = {1, 1, streams, !streams};
     double x[4] = {0};
     for (int round = 0; round < 4; round++) {
         int idx[4], k = 0;

@@ -121,8 +121,9 @@ typedef struct cost_sample {
     double tn_ms;     /* measured on `threads` threads (0: not measured) */
 } cost_sample;
 /* Fits the coefficients of family f from the samples of that family in s (n in all): weighted
- * (relative error) least squares of c0, flop_ns, wbyte_ns, abyte_ns with all four >= 0 (a term that
- * would go negative is dropped and the rest refitted), then p as the median of the samples'
+ * (relative error) least squares of c0, flop_ns and wbyte_ns (fc and rnn families) or abyte_ns (the
+ * others), all >= 0 (a term that would go negative is dropped and the rest refitted; the other byte
+ * term is 0), then p as the median of the samples'
  * (1 - tN/t1) / (1 - 1/threads), clamped to [0, 1]. Families without samples keep *c as it is. */
 void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, cost_coef *c);
 

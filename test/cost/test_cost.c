@@ -258,10 +258,11 @@ END_TEST
 /* samples generated from known constants: the fit gives them back, twice the same */
 START_TEST(fit_recovers_constants)
 {
+    /* fc families: fixed cost, FLOPs and weight bytes (activation bytes not fitted) */
     cost_coef truth = {0.01, 0.02, 0.004, 0.0, 0.8};
     cost_sample s[8];
     for (int i = 0; i < 8; i++) {
-        s[i].l = (cost_layer){COST_CONV_SPARSE, 0, 1e6 * (i + 1) * (i % 3 + 1), 1e4 * (8 - i), 2e5 * (i % 2 + 1)};
+        s[i].l = (cost_layer){COST_FC_DENSE, 0, 1e6 * (i + 1) * (i % 3 + 1), 1e4 * (8 - i), 2e5 * (i % 2 + 1)};
         s[i].t1_ms = truth.c0_ms + 1e-6 * (truth.flop_ns * s[i].l.flops + truth.wbyte_ns * s[i].l.wbytes);
         s[i].tn_ms = s[i].t1_ms * ((1 - truth.parallel) + truth.parallel / 2);
     }
@@ -270,14 +271,27 @@ START_TEST(fit_recovers_constants)
     memcpy(all, s, sizeof s);
     all[8] = (cost_sample){{COST_POOL, 0, 1, 1, 1}, 1000, 1000};
     cost_coef c = {0}, c2 = {0};
-    cost_fit_family(all, 9, COST_CONV_SPARSE, 2, &c);
+    cost_fit_family(all, 9, COST_FC_DENSE, 2, &c);
     ck_assert_double_eq_tol(c.c0_ms, truth.c0_ms, 1e-9);
     ck_assert_double_eq_tol(c.flop_ns, truth.flop_ns, 1e-9);
     ck_assert_double_eq_tol(c.wbyte_ns, truth.wbyte_ns, 1e-9);
-    ck_assert_double_eq_tol(c.abyte_ns, 0, 1e-9);
+    ck_assert_double_eq(c.abyte_ns, 0);
     ck_assert_double_eq_tol(c.parallel, truth.parallel, 1e-9);
-    cost_fit_family(all, 9, COST_CONV_SPARSE, 2, &c2);
+    cost_fit_family(all, 9, COST_FC_DENSE, 2, &c2);
     ck_assert_mem_eq(&c, &c2, sizeof c);
+    /* conv families: fixed cost, FLOPs and activation bytes */
+    cost_coef tc = {0.02, 0.01, 0.0, 0.003, 0.9};
+    for (int i = 0; i < 8; i++) {
+        s[i].l.family = COST_CONV_SPARSE;
+        s[i].t1_ms = tc.c0_ms + 1e-6 * (tc.flop_ns * s[i].l.flops + tc.abyte_ns * s[i].l.abytes);
+        s[i].tn_ms = s[i].t1_ms * ((1 - tc.parallel) + tc.parallel / 4);
+    }
+    cost_fit_family(s, 8, COST_CONV_SPARSE, 4, &c);
+    ck_assert_double_eq_tol(c.c0_ms, tc.c0_ms, 1e-9);
+    ck_assert_double_eq_tol(c.flop_ns, tc.flop_ns, 1e-9);
+    ck_assert_double_eq(c.wbyte_ns, 0);
+    ck_assert_double_eq_tol(c.abyte_ns, tc.abyte_ns, 1e-9);
+    ck_assert_double_eq_tol(c.parallel, tc.parallel, 1e-9);
     /* no samples: the constants stay */
     cost_coef keep = {1, 2, 3, 4, 0.5}, k2 = keep;
     cost_fit_family(all, 9, COST_RNN, 2, &k2);
@@ -286,6 +300,7 @@ START_TEST(fit_recovers_constants)
     for (int i = 0; i < 8; i++) s[i].t1_ms = 0.5 - 1e-9 * s[i].l.flops * 0.01;
     cost_fit_family(s, 8, COST_CONV_SPARSE, 1, &c);
     ck_assert(c.c0_ms >= 0 && c.flop_ns >= 0 && c.wbyte_ns >= 0 && c.abyte_ns >= 0);
+    ck_assert_double_eq(c.flop_ns, 0);
 }
 END_TEST
 
