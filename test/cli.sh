@@ -823,6 +823,123 @@ expect_rc 2
 expect_err "--elide-weights applies only to text output"
 end
 
+# ---------------------------------------------------------------- latency model: predict, calibrate, plan (issue 39)
+
+begin "predict prints per-layer and total ms on 1 and N threads; without a profile it says defaults"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --threads 2
+expect_rc 0
+expect_out "target: cpu, threads: 2, profile: built-in defaults"
+expect_out_re "^ +0  conv1 +conv +"
+expect_out "1-thread ms"
+expect_out_re "^ +total +[0-9.]+ +[0-9.]+$"
+expect_err "pdc predict: no latency profile for this host"
+expect_err "pdc calibrate writes $T/cache/pdc/profiles/latency-"
+end
+
+begin "predict --json: one object on the last line with total_ms and layers (name, predicted_ms)"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --threads 2 --json
+expect_rc 0
+tail -n 1 "$T/out" | grep -q '^{"model": .*"total_ms": [0-9.e-]*, .*"layers": \[{"name": "conv1", "op": "conv", "predicted_ms": [0-9.e-]*' ||
+    bad "last line is not the JSON object"
+expect_out '"profile": "defaults"'
+n=$(tail -n 1 "$T/out" | grep -o '"predicted_ms"' | wc -l)
+[ "$n" -eq 7 ] || bad "$n layers in the JSON, expected 7"
+end
+
+begin "predict --measure times the model layer by layer and prints the error"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --threads 1 --measure --repeat 3
+expect_rc 0
+expect_out "measured ms"
+expect_out_re "^ +total( +[0-9.]+){3} +[-+][0-9.]+%$"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --measure --repeat 3 --json
+expect_out '"measured_total_ms": '
+expect_out '"measured_ms": '
+end
+
+begin "predict: a damaged or foreign profile is refused with a message and the defaults are used"
+printf 'pdc-latency-profile 1\nkey x\n' >"$T/bad-profile.txt"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --profile "$T/bad-profile.txt" --json
+expect_rc 0
+expect_err "$T/bad-profile.txt: latency profile: no crc32 line (truncated?): profile refused, default constants"
+expect_out '"profile": "defaults"'
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --target ref
+expect_rc 2
+expect_err "only cpu has a latency model"
+run "$PDC" predict "$T/dense.pdcir" --threads -1
+expect_rc 2
+run "$PDC" predict "$T/dense.pdcir" --batch 0
+expect_rc 2
+end
+
+begin "predict --batch fixes a symbolic batch dim first (the FLOPs grow with it); a fixed batch is an error"
+sed -e 's/f32\[1,1,8,8\]/f32[?,1,8,8]/' -e 's/ -> (\([^ :]*\) : f32\[[0-9,]*\])/ -> (\1)/' "$T/dense.pdcir" >"$T/symbolic.pdcir"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/symbolic.pdcir" --batch 4 --json
+expect_rc 0
+tail -n 1 "$T/out" | grep -q '"name": "conv1", "op": "conv", [^}]*"mflops": 0.073728' || bad "conv1 at batch 4 is not 0.073728 MFLOPs"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --batch 4
+expect_rc 1
+expect_err "--batch: input 'image': shape 4x1x8x8 does not match declared 1x1x8x8"
+end
+
+begin "calibrate writes a profile (exit 0) that predict then uses without a note; bad options are usage errors"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" calibrate --threads 1 --budget 2 -o "$T/profile.txt"
+expect_rc 0
+expect_out "wrote $T/profile.txt"
+head -n 1 "$T/profile.txt" | grep -q '^pdc-latency-profile 1$' || bad "profile lacks its header"
+grep -q '^family conv_sparse ' "$T/profile.txt" || bad "profile lacks family conv_sparse"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --profile "$T/profile.txt" --json
+expect_rc 0
+expect_no_err
+expect_out '"profile": "calibrated"'
+run "$PDC" calibrate --threads x
+expect_rc 2
+run "$PDC" calibrate --target gpu
+expect_rc 2
+expect_err "only cpu can be calibrated"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" calibrate --threads 1 --budget 1 -o "$T/profile.txt/p.txt"
+expect_rc 1
+end
+
+begin "plan: bad budgets and missing -o are usage errors"
+run "$PDC" plan "$T/dense.pdcir" --latency-ms 0 -o "$T/plan.pdc"
+expect_rc 2
+expect_err "--latency-ms expects a budget > 0 ms, got '0'"
+run "$PDC" plan "$T/dense.pdcir" --latency-ms -3 -o "$T/plan.pdc"
+expect_rc 2
+run "$PDC" plan "$T/dense.pdcir" --latency-ms 1
+expect_rc 2
+expect_err "missing -o OUT"
+expect_no_file "$T/plan.pdc"
+end
+
+begin "plan: an infeasible budget prints the fastest plan, writes nothing and exits 1"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" plan "$T/dense.pdcir" --latency-ms 0.000001 --threads 1 -o "$T/plan.pdc"
+expect_rc 1
+expect_out "plan (the fastest the choices allow): prune-pattern,prune-connectivity,prune-block layers=conv2,fc"
+expect_err_re "no plan meets 0.000 ms: the fastest plan the choices allow is predicted at [0-9.]+ ms"
+expect_no_file "$T/plan.pdc"
+end
+
+begin "plan meets a budget between the fastest plan and dense, prints the pdc prune line, and bench times it"
+fast=$(sed -n 's/.*predicted at \([0-9.]*\) ms.*/\1/p' "$T/err")
+run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --threads 1 --json
+dense=$(tail -n 1 "$T/out" | sed 's/.*"total_ms": \([0-9.e-]*\),.*/\1/')
+mid=$(awk -v a="$fast" -v b="$dense" 'BEGIN { printf "%.6f", (a + b) / 2 }')
+run env XDG_CACHE_HOME="$T/cache" "$PDC" plan "$T/dense.pdcir" --latency-ms "$mid" --threads 1 --repeat 3 -o "$T/plan.pdc"
+expect_rc 0
+expect_out_re "^plan: prune-"
+expect_out "the same with pdc prune:"
+expect_out_re "^measured: [0-9.]+ ms \(median of 3 runs"
+expect_out "wrote $T/plan.pdc"
+pred=$(sed -n 's/^predicted: \([0-9.]*\) ms.*/\1/p' "$T/out")
+awk -v p="$pred" -v b="$mid" 'BEGIN { exit !(p <= b + 0.0005) }' || bad "predicted $pred ms is over the budget $mid ms"
+cmd=$(sed -n '/the same with pdc prune:/{n;p}' "$T/out" | sed -e "s|$T/plan.pdc|$T/plan2.pdc|" -e "s|^ *pdc prune|'$PDC' prune|")
+eval "$cmd" >/dev/null 2>&1 || bad "the printed pdc prune line failed: $cmd"
+expect_same "$T/plan.pdc" "$T/plan2.pdc"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" bench "$T/plan.pdc" --repeat 2 --warmup 0
+expect_rc 0
+end
+
 # ---------------------------------------------------------------- the cpu target: kernels, bench
 
 begin "inspect --target cpu lists each layer's kernel"

@@ -25,6 +25,9 @@ int cmd_convert(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 /* The commands' one-line synopses and full help texts (printed by --help and usage errors). */
 extern const char cli_inspect_synopsis[], cli_inspect_help[];
@@ -33,6 +36,9 @@ extern const char cli_convert_synopsis[], cli_convert_help[];
 extern const char cli_prune_synopsis[], cli_prune_help[];
 extern const char cli_bench_synopsis[], cli_bench_help[];
 extern const char cli_compile_synopsis[], cli_compile_help[];
+extern const char cli_predict_synopsis[], cli_predict_help[];
+extern const char cli_calibrate_synopsis[], cli_calibrate_help[];
+extern const char cli_plan_synopsis[], cli_plan_help[];
 
 /* ------------------------------------------------------------------ option parsing (args.c) */
 

@@ -8,7 +8,7 @@
 
 #include "cli.h"
 
-static const char main_synopsis[] = "pdc inspect|run|convert|prune|bench|compile [ARGS...]   or   pdc --help | --version";
+static const char main_synopsis[] = "pdc inspect|run|convert|prune|bench|compile|predict|calibrate|plan [ARGS...]   or   pdc --help | --version";
 
 typedef struct command {
     const char *name;
@@ -26,6 +26,12 @@ static const command commands[] = {
     {"bench", "time a compiled model: median, min and max milliseconds per run", cmd_bench, cli_bench_help},
     {"compile", "compile a model ahead of time for another machine (AArch64 library, PTX)", cmd_compile,
      cli_compile_help},
+    {"predict", "predict a model's run time per layer and in total (1 and N threads), optionally measured too",
+     cmd_predict, cli_predict_help},
+    {"calibrate", "measure this host's kernel families and write the latency profile predictions use",
+     cmd_calibrate, cli_calibrate_help},
+    {"plan", "choose per-layer pruning so that the predicted time meets a latency budget", cmd_plan,
+     cli_plan_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
