@@ -114,6 +114,7 @@ help:
 	@echo "make bench-train   training step time (digits CNN, ResNet-18, VGG-16, MobileNetV2): pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
 	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS"
+	@echo "make bench-predict  the latency model (pdc predict) against measured times, after pdc calibrate"
 	@echo "make perf-report docs/performance.md from the recorded test/bench/*.tsv"
 	@echo "make bench-gpu  the gpu target vs cuDNN on the 3x3 layers, whole models gpu vs cpu (needs a GPU and cuDNN)"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
@@ -370,6 +371,7 @@ BENCH_E2E  := $(BUILD)/bench_e2e
 BENCH_BATCH := $(BUILD)/bench_batch
 BENCH_SCALING := $(BUILD)/bench_scaling
 BENCH_GROUP := $(BUILD)/bench_group
+BENCH_PREDICT := $(BUILD)/bench_predict
 $(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/test/bench/bench_conv.o: | deps-bench
 $(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/layers.o \
@@ -383,6 +385,9 @@ $(BENCH_E2E): $(BUILD)/obj/test/bench/bench_e2e.o $(BUILD)/obj/test/bench/models
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_GROUP): $(BUILD)/obj/test/bench/bench_group.o $(BUILD)/obj/test/bench/models.o \
                $(BUILD)/obj/test/bench/layers.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(BENCH_PREDICT): $(BUILD)/obj/test/bench/bench_predict.o $(BUILD)/obj/test/bench/models.o \
+                  $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_BATCH): $(BUILD)/obj/test/bench/bench_batch.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
@@ -419,6 +424,13 @@ bench-torchvision: deps-bench all
 bench-torchvision-run:
 	/usr/bin/python3 test/bench/torchvision/bench_torchvision.py --pdc $(TOOL) --out test/bench/results_torchvision.tsv \
 	    --schedule-out test/bench/results_schedule.tsv
+
+# The latency model against measured times (docs/predict.md): calibrates this host first (pdc calibrate,
+# about 15 s), then ResNet-18, VGG-16, MobileNetV2 and an LSTM, dense and pruned, 1 and 2 threads.
+.PHONY: bench-predict
+bench-predict: all $(BENCH_PREDICT)
+	$(TOOL) calibrate --threads 2
+	$(BENCH_PREDICT) --out test/bench/results_predict.tsv
 
 # docs/performance.md from the benchmark TSVs, without running the benchmarks again.
 .PHONY: perf-report

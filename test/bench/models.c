@@ -241,6 +241,117 @@ static void vgg16(builder *b, int hw)
     fc(b, t, 4096, 1000, 0, 1, "logits", x, sizeof x);
 }
 
+/* A conv with groups (MobileNetV2's depthwise 3x3 when group == c), never pattern-pruned. */
+static void gconv(builder *b, const char *in, int c, int o, int k, int s, int group, const char *act, char *out,
+                  size_t cap)
+{
+    char w[64], bias[64];
+    uniq(b, w, sizeof w, "w");
+    uniq(b, bias, sizeof bias, "b");
+    uniq(b, out, cap, "conv");
+    size_t n = (size_t)o * (size_t)(c / group) * (size_t)(k * k);
+    float *wv = malloc(n * sizeof *wv);
+    double bound = sqrt(6.0 / (double)(c / group * k * k));
+    for (size_t i = 0; i < n; i++) wv[i] = (float)((2.0 * urand(b) - 1.0) * bound);
+    int64_t dims[4] = {o, c / group, k, k};
+    check(b, pdc_model_add_constant(b->m, w, 4, dims, wv), w);
+    free(wv);
+    add_vector(b, bias, o, 0.05);
+    pdc_attrs *a = NULL;
+    check(b, pdc_attrs_create(b->ctx, &a), "attrs");
+    if (b->failed) return;
+    int64_t p = k / 2;
+    check(b, pdc_attrs_set_ints(a, "pads", 4, (const int64_t[]){p, p, p, p}), "pads");
+    check(b, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){s, s}), "strides");
+    check(b, pdc_attrs_set_int(a, "group", group), "group");
+    if (act) check(b, pdc_attrs_set_string(a, "activation", act), "activation");
+    const char *o_ = out;
+    check(b, pdc_model_add_layer(b->m, out, "conv", 3, (const char *const[]){in, w, bias}, 1, &o_, a), out);
+    pdc_attrs_destroy(a);
+}
+
+/* MobileNetV2 (width 1.0): inverted residual blocks, relu for relu6; dense (pruned variants are made
+ * with pdc_model_transform by the caller). */
+static void mobilenetv2(builder *b, int hw)
+{
+    static const int cfg[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
+                                  {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
+    char x[64], t[64], u[64], v[64];
+    check(b, pdc_model_add_input(b->m, "image", 4, (const int64_t[]){1, 3, hw, hw}), "image");
+    gconv(b, "image", 3, 32, 3, 2, 1, "relu", x, sizeof x);
+    int c = 32;
+    for (int i = 0; i < 7; i++)
+        for (int r = 0; r < cfg[i][2]; r++) {
+            int s = r == 0 ? cfg[i][3] : 1, e = c * cfg[i][0], o = cfg[i][1];
+            const char *h = x;
+            if (cfg[i][0] != 1) {
+                gconv(b, x, c, e, 1, 1, 1, "relu", t, sizeof t);
+                h = t;
+            }
+            gconv(b, h, e, e, 3, s, e, "relu", u, sizeof u);
+            gconv(b, u, e, o, 1, 1, 1, NULL, v, sizeof v);
+            if (s == 1 && c == o) {
+                char sum[64];
+                uniq(b, sum, sizeof sum, "add");
+                const char *o_ = sum;
+                check(b, pdc_model_add_layer(b->m, sum, "add", 2, (const char *const[]){v, x}, 1, &o_, NULL), sum);
+                snprintf(x, sizeof x, "%s", sum);
+            } else snprintf(x, sizeof x, "%s", v);
+            c = o;
+        }
+    gconv(b, x, c, 1280, 1, 1, 1, "relu", t, sizeof t);
+    op1(b, "global_avgpool", t, u, sizeof u, NULL);
+    op1(b, "flatten", u, v, sizeof v, NULL);
+    fc(b, v, 1280, 1000, 0, 0, "logits", x, sizeof x);
+}
+
+/* Two stacked LSTMs over hw steps: input 256, hidden 512, batch 1; then an fc on the last layer's
+ * output sequence flattened per step ([T, 512] -> [T, 256]). */
+static void lstm2(builder *b, int steps)
+{
+    const int in = 256, hid = 512;
+    check(b, pdc_model_add_input(b->m, "image", 3, (const int64_t[]){steps, 1, in}), "image");
+    const char *x = "image";
+    char y[2][64], r[2][64];
+    int k = in;
+    for (int l = 0; l < 2; l++) {
+        char w[64], rw[64];
+        uniq(b, w, sizeof w, "lw");
+        uniq(b, rw, sizeof rw, "lr");
+        int64_t wd[3] = {1, 4 * hid, k}, rd[3] = {1, 4 * hid, hid};
+        size_t nw = (size_t)4 * hid * k, nr = (size_t)4 * hid * hid;
+        float *wv = malloc((nw > nr ? nw : nr) * sizeof *wv);
+        for (size_t i = 0; i < nw; i++) wv[i] = (float)((2.0 * urand(b) - 1.0) * 0.05);
+        check(b, pdc_model_add_constant(b->m, w, 3, wd, wv), w);
+        for (size_t i = 0; i < nr; i++) wv[i] = (float)((2.0 * urand(b) - 1.0) * 0.05);
+        check(b, pdc_model_add_constant(b->m, rw, 3, rd, wv), rw);
+        free(wv);
+        pdc_attrs *a = NULL;
+        check(b, pdc_attrs_create(b->ctx, &a), "attrs");
+        if (b->failed) return;
+        check(b, pdc_attrs_set_int(a, "hidden_size", hid), "hidden_size");
+        uniq(b, y[l], sizeof y[l], "lstm");
+        const char *o_ = y[l];
+        check(b, pdc_model_add_layer(b->m, y[l], "lstm", 3, (const char *const[]){x, w, rw}, 1, &o_, a), y[l]);
+        pdc_attrs_destroy(a);
+        check(b, pdc_attrs_create(b->ctx, &a), "attrs");
+        if (b->failed) return;
+        check(b, pdc_attrs_set_ints(a, "shape", 3, (const int64_t[]){steps, 1, hid}), "shape");
+        op1(b, "reshape", y[l], r[l], sizeof r[l], a);
+        pdc_attrs_destroy(a);
+        x = r[l];
+        k = hid;
+    }
+    pdc_attrs *a = NULL;
+    check(b, pdc_attrs_create(b->ctx, &a), "attrs");
+    if (b->failed) return;
+    char f[64], o[64];
+    check(b, pdc_attrs_set_ints(a, "shape", 2, (const int64_t[]){steps, hid}), "shape");
+    op1(b, "reshape", x, f, sizeof f, a);
+    pdc_attrs_destroy(a);
+    fc(b, f, hid, 256, 0, 0, "logits", o, sizeof o);
+}
+
 pdc_model *bench_build_model(pdc_context *ctx, const char *name, int hw, const bench_prune *pr)
 {
     builder b = {ctx, NULL, pr, 0, 0, 0x2545f4914f6cdd1dull};
@@ -252,6 +363,8 @@ pdc_model *bench_build_model(pdc_context *ctx, const char *name, int hw, const b
     if (!strcmp(name, "resnet18")) resnet(&b, 18, hw);
     else if (!strcmp(name, "resnet50")) resnet(&b, 50, hw);
     else if (!strcmp(name, "vgg16")) vgg16(&b, hw);
+    else if (!strcmp(name, "mobilenetv2")) mobilenetv2(&b, hw);
+    else if (!strcmp(name, "lstm")) lstm2(&b, hw);
     else {
         fprintf(stderr, "bench: unknown model %s\n", name);
         b.failed = 1;

@@ -23,7 +23,9 @@ typedef struct bench_prune {
 } bench_prune;
 
 /* Builds the network into a new model; prints the error and returns NULL on failure.
- * name: "resnet18", "resnet50" or "vgg16"; input "image" [1, 3, hw, hw], output "logits" [1, 1000]. */
+ * name: "resnet18", "resnet50", "vgg16" or "mobilenetv2" (never pruned here); input "image" [1, 3, hw, hw],
+ * output "logits" [1, 1000]; or "lstm": two stacked LSTMs (256 -> 512 -> 512) over hw steps at batch 1
+ * and an fc to 256, input "image" [hw, 1, 256], output "logits" [hw, 256]. */
 pdc_model *bench_build_model(pdc_context *ctx, const char *name, int hw, const bench_prune *pr);
 
 #endif
