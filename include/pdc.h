@@ -188,10 +188,12 @@ typedef enum pdc_note_kind {
                                           kernel size is not in option pattern_kernels; the text starts with
                                           the size, "KHxKW kernels: " */
     PDC_NOTE_SKIPPED_BLOCK_CONV = 4, /**< prune-block left a 1x1 conv alone; option block_convs */
-    PDC_NOTE_PREDICT_DEFAULTS = 5    /**< pdc_model_predict / pdc_model_plan found no usable latency profile
+    PDC_NOTE_PREDICT_DEFAULTS = 5,   /**< pdc_model_predict / pdc_model_plan found no usable latency profile
                                           (none for this host, made on another host, other version, damaged)
                                           and used the built-in constants; pass "predict", layer "", the text
                                           says why */
+    PDC_NOTE_TARGET_CHOSEN = 6       /**< pdc_compile with target "auto" chose a target; pass "compile", layer
+                                          "", the text names it and says why */
 } pdc_note_kind;
 /**
  * A note handler: told, layer by layer, what the pruning passes did (PDC_NOTE_PRUNED) and which layers
@@ -581,6 +583,9 @@ PDC_API pdc_status pdc_prune_project_unstructured(pdc_context *ctx, float *weigh
  * a hash of the layer's specialisation, so compiling the same model again is near-instant). It sets
  * OpenBLAS to one thread for the process (pdc parallelises around BLAS calls). JIT code is owned by
  * the context and freed with it.
+ * "auto" picks a target: "cpu" (the one target with a latency model, pdc_model_predict), else "gpu" where
+ * "cpu" does not compile (e.g. an allocation above "max_memory"), else "ref"; a PDC_NOTE_TARGET_CHOSEN note
+ * says which and why, pdc_program_target names it. "gpu" is not weighed against "cpu" yet (no model).
  * "gpu" (NVIDIA GPU: PTX kernels generated per layer, loaded through the CUDA driver, which is
  * dlopen'd at run time: libcuda.so.1 or $PDC_CUDA_LIBRARY) reads "gpu_arch"; without a driver, with a
  * failing cuInit or with no device it returns PDC_ERR_NO_DEVICE with the reason; a driver too old for

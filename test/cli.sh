@@ -900,6 +900,16 @@ run env XDG_CACHE_HOME="$T/cache" "$PDC" calibrate --threads 1 --budget 1 -o "$T
 expect_rc 1
 end
 
+begin "inspect --target auto says which target it chose and why; run --target auto runs it"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" inspect "$MODEL" --target auto
+expect_rc 0
+expect_out "target auto chose cpu: predicted "
+expect_out "kernels (target auto):"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" run "$MODEL" --target auto --input "$IN" --output "$T/auto.bin"
+expect_rc 0
+expect_file_size "$T/auto.bin" 40
+end
+
 begin "plan: bad budgets and missing -o are usage errors"
 run "$PDC" plan "$T/dense.pdcir" --latency-ms 0 -o "$T/plan.pdc"
 expect_rc 2

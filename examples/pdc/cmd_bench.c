@@ -29,7 +29,7 @@ const char cli_bench_help[] =
     "\n"
     "Options:\n"
     "  -t, --target NAME  the target to compile for: cpu (the default), ref (the reference interpreter)\n"
-    "                     or gpu\n"
+    "                     or gpu; auto picks cpu (the target with a latency model), else gpu, else ref\n"
     "  --threads N        worker threads (0 = all cores, the default); the output gives the number\n"
     "                     the runs used (ref and gpu: 1 host thread)\n"
     "  -n, --repeat N     timed runs (default 20)\n"

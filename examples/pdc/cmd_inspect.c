@@ -27,7 +27,8 @@ const char cli_inspect_help[] =
     "Options:\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224\n"
     "                     (needed when the model has symbolic dims); may be repeated\n"
-    "  --target T         also compile for target T (ref, cpu or gpu) and show each layer's kernel;\n"
+    "  --target T         also compile for target T (ref, cpu, gpu or auto) and show each layer's kernel;\n"
+    "                     auto says which target it chose and why\n"
     "                     \"6 of 8 patterns used\": the kernel needs only 6 patterns of the layer's set\n"
     "  --group            the models given are one group (pdc_compile_group)\n"
     CLI_MAX_MEMORY_HELP
@@ -281,12 +282,26 @@ static void describe_kernel(const char *kernel, size_t set_size, char *buf, size
     snprintf(buf, cap, "%.*s%zu of %zu patterns used%s", (int)(num - kernel), kernel, used, set_size, rest);
 }
 
-/* Compiles the model for target and prints the kernel of every layer. */
+/* The PDC_NOTE_TARGET_CHOSEN text of a compile for target "auto". */
+static char chosen[1024];
+static void keep_choice(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
+{
+    (void)user;
+    (void)pass;
+    (void)layer;
+    if (kind == PDC_NOTE_TARGET_CHOSEN) snprintf(chosen, sizeof chosen, "%s", text);
+}
+
+/* Compiles the model for target and prints the kernel of every layer (and, for "auto", the target
+ * chosen and why). */
 static int print_kernels(pdc_context *ctx, const char *path, const pdc_model *model, const char *target)
 {
     pdc_program *prog = NULL;
+    pdc_context_set_note_handler(ctx, keep_choice, NULL);
     pdc_status st = pdc_compile(ctx, model, target, &prog);
+    pdc_context_set_note_handler(ctx, NULL, NULL);
     if (st != PDC_OK) return cli_lib_error(ctx, st, path, "compile");
+    if (chosen[0]) printf("\ntarget %s %s\n", target, chosen);
     size_t n = 0, width = 4;
     pdc_program_num_layers(prog, &n);
     for (size_t i = 0; i < n; i++) {

@@ -443,11 +443,37 @@ START_TEST(run_timed_per_layer)
 }
 END_TEST
 
+static char chosen[1024];
+static void on_choice(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
+{
+    (void)user;
+    (void)layer;
+    if (kind != PDC_NOTE_TARGET_CHOSEN) return;
+    ck_assert_str_eq(pass, "compile");
+    snprintf(chosen, sizeof chosen, "%s", text);
+}
+
+START_TEST(auto_target_chooses_cpu_and_says_why)
+{
+    use_tmp_cache();
+    pdc_model *m = small_model();
+    pdc_program *p = NULL;
+    pdc_context_set_note_handler(ctx, on_choice, NULL);
+    chosen[0] = 0;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "auto", &p));
+    ck_assert_str_eq(pdc_program_target(p), "cpu");
+    ck_assert_msg(!strncmp(chosen, "chose cpu: predicted ", 21), "note: %s", chosen);
+    ck_assert_ptr_nonnull(strstr(chosen, "(default constants)"));
+    pdc_program_destroy(p);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     return run_tests("cost", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(facts_and_arithmetic_by_hand, profile_round_trip_and_refusals,
                                predict_uses_profile_or_says_defaults, predict_bad_input, fit_recovers_constants,
                                planner_matches_exhaustive_search, plan_meets_budget_and_rejects_bad_ones,
-                               run_timed_per_layer));
+                               run_timed_per_layer, auto_target_chooses_cpu_and_says_why));
 }
