@@ -75,6 +75,9 @@ size_t pdc_cpu_program_threads(const pdc_program *prog);
  * layer_ms[i] (one slot per layer of prog->model; a layer fused into another's epilogue reads ~0). */
 pdc_status pdc_cpu_run_timed(const pdc_program *prog, const float *const *inputs, float *const *outputs,
                              double *layer_ms);
+/* The threads a "cpu" run asked for `threads` would use right now (fewer while other processes keep
+ * cores busy: backends/cpu/team.c). */
+int pdc_cpu_team_size(int threads);
 /* What kernel timings on this host depend on, one line: "CPU model; LLVM CPU name; ISA; LLVM x.y.z"
  * (creates ctx's JIT session if needed). */
 pdc_status pdc_cpu_host_key(pdc_context *ctx, char *buf, size_t cap);

@@ -398,6 +398,8 @@ pdc_status pdc_cpu_run_timed(const pdc_program *prog, const float *const *inputs
     return cpu_run_timed(prog, inputs, outputs, layer_ms);
 }
 
+int pdc_cpu_team_size(int threads) { return cpu_team_size(threads); }
+
 pdc_status pdc_cpu_host_key(pdc_context *ctx, char *buf, size_t cap)
 {
     pdc_jit *jit = NULL;

@@ -182,12 +182,16 @@ static pdc_status time_case(pdc_context *ctx, const pdc_model *m, int threads, d
     double *layer = st ? NULL : pdc_calloc(ctx, pm->n_layers, sizeof *layer);
     if (!st && !layer) st = PDC_ERR_OUT_OF_MEMORY;
     double t0 = omp_get_wtime();
+    int short_team = 0;
     for (int w = 0; !st && w < 2; w++) st = pdc_cpu_run_timed(prog, (const float *const *)in, &out, layer);
     while (!st && runs < 64 && (runs < 5 || omp_get_wtime() - t0 < budget_s)) {
+        short_team |= pdc_cpu_team_size(threads) < threads;
         st = pdc_cpu_run_timed(prog, (const float *const *)in, &out, layer);
         times[runs++] = layer[0];
     }
-    if (!st) {
+    /* a run that had fewer threads than asked (other processes kept cores busy) measures no scaling */
+    if (!st && short_team) *ms = -1;
+    if (!st && !short_team) {
         qsort(times, (size_t)runs, sizeof *times, cmp_double);
         *ms = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
     }
@@ -212,6 +216,7 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
     /* time per measurement: the budget over the cases, halved for compiling */
     double per = budget_s / (double)(N_CASES * (threads > 1 ? 2 : 1)) * 0.5;
+    size_t busy = 0;
     if (per < 0.02) per = 0.02;
     for (size_t i = 0; i < N_CASES && !st; i++) {
         pdc_progress(ctx, "calibrate", i, N_CASES);
@@ -224,6 +229,10 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
         s[i].l.fused = 0;
         if (!st) st = time_case(ctx, m, 1, per, &s[i].t1_ms);
         if (!st && threads > 1) st = time_case(ctx, m, threads, per, &s[i].tn_ms);
+        if (!st && s[i].tn_ms < 0) {
+            s[i].tn_ms = 0; /* not counted in the thread scaling: the family keeps its default p */
+            busy++;
+        }
         if (!st && s[i].l.family != cases[i].family)
             st = pdc_error(ctx, PDC_ERR_INTERNAL, "calibrate: case %zu (%s) is in family %s, expected %s", i, cases[i].op,
                            cost_family_name(s[i].l.family), cost_family_name(cases[i].family));
@@ -231,6 +240,11 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
         if (st) pdc_error_prefix(ctx, "calibrate: case %zu (%s)", i, cases[i].op);
     }
     pdc_progress(ctx, "calibrate", N_CASES, N_CASES);
+    if (!st && busy)
+        pdc_log(ctx, PDC_LOG_WARN,
+                "calibrate: other processes kept cores busy during %zu of %zu %d-thread measurements: those do not "
+                "count in the thread scaling (families without any keep the default); calibrate on a quiet machine",
+                busy, N_CASES, threads);
     if (!st) {
         for (int f = 0; f < COST_N_FAMILIES; f++) cost_fit_family(s, N_CASES, (cost_family)f, threads, &q.f[f]);
         *p = q;
