@@ -426,11 +426,14 @@ bench-torchvision-run:
 	    --schedule-out test/bench/results_schedule.tsv
 
 # The latency model against measured times (docs/predict.md): calibrates this host first (pdc calibrate,
-# about 15 s), then ResNet-18, VGG-16, MobileNetV2 and an LSTM, dense and pruned, 1 and 2 threads.
+# about 15 s), then ResNet-18, VGG-16, MobileNetV2 and an LSTM, dense and pruned, 1 and 2 threads; then
+# pdc plan on ResNet-18 at 50% and 30% of its measured dense time, the results timed (plan_bench.sh).
 .PHONY: bench-predict
 bench-predict: all $(BENCH_PREDICT)
 	$(TOOL) calibrate --threads 2
-	$(BENCH_PREDICT) --out test/bench/results_predict.tsv
+	@mkdir -p $(BUILD)/bench-predict
+	$(BENCH_PREDICT) --out test/bench/results_predict.tsv --save $(BUILD)/bench-predict
+	sh test/bench/plan_bench.sh $(BUILD) $(BUILD)/bench-predict
 
 # docs/performance.md from the benchmark TSVs, without running the benchmarks again.
 .PHONY: perf-report

@@ -35,6 +35,18 @@ static void on_note(void *user, pdc_note_kind kind, const char *pass, const char
     if (kind == PDC_NOTE_PREDICT_DEFAULTS) snprintf(defaults_note, sizeof defaults_note, "%s", text);
 }
 
+/* The 1-minute load average: other processes' runnable tasks (the machine is shared). */
+static double loadavg(void)
+{
+    double v = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
 static pdc_model *build(pdc_context *ctx, const config *c)
 {
     int convs = strcmp(c->model, "mobilenetv2") && strcmp(c->model, "lstm");
@@ -76,9 +88,9 @@ int main(int argc, char **argv)
         perror(out_path);
         return 1;
     }
-    fprintf(tsv, "model\tvariant\tthreads\tpredicted_ms\tmeasured_ms\terror_pct\tlayers_over_5pct\tworst_layer\tworst_layer_error_pct\n");
-    printf("| model | variant | threads | predicted ms | measured ms | error | layers > 5%% | worst of them |\n");
-    printf("|---|---|---:|---:|---:|---:|---:|---|\n");
+    fprintf(tsv, "model\tvariant\tthreads\tpredicted_ms\tmeasured_ms\terror_pct\tlayers_over_5pct\tworst_layer\tworst_layer_error_pct\tloadavg\n");
+    printf("| model | variant | threads | predicted ms | measured ms | error | layers > 5%% | worst of them | load |\n");
+    printf("|---|---|---:|---:|---:|---:|---:|---|---:|\n");
     int fails = 0;
     for (size_t ci = 0; ci < sizeof configs / sizeof configs[0]; ci++) {
         const config *c = &configs[ci];
@@ -148,10 +160,11 @@ int main(int argc, char **argv)
             }
             double err = 100.0 * (total_pred - meas) / meas;
             if (fabs(err) > 15 || fabs(worst) > 25) fails++;
-            printf("| %s | %s | %d | %.2f | %.2f | %+.1f%% | %d | %s %+.1f%% |\n", c->model, c->variant, threads,
-                   total_pred, meas, err, big, wn, worst);
-            fprintf(tsv, "%s\t%s\t%d\t%.3f\t%.3f\t%.1f\t%d\t%s\t%.1f\n", c->model, c->variant, threads, total_pred, meas,
-                    err, big, wn, worst);
+            double load = loadavg();
+            printf("| %s | %s | %d | %.2f | %.2f | %+.1f%% | %d | %s %+.1f%% | %.1f |\n", c->model, c->variant, threads,
+                   total_pred, meas, err, big, wn, worst, load);
+            fprintf(tsv, "%s\t%s\t%d\t%.3f\t%.3f\t%.1f\t%d\t%s\t%.1f\t%.2f\n", c->model, c->variant, threads, total_pred,
+                    meas, err, big, wn, worst, load);
             fflush(stdout);
             pdc_tensor_destroy(in);
             pdc_tensor_destroy(out);
