@@ -245,8 +245,15 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
                 "calibrate: other processes kept cores busy during %zu of %zu %d-thread measurements: those do not "
                 "count in the thread scaling (families without any keep the default); calibrate on a quiet machine",
                 busy, N_CASES, threads);
+    /* PDC_CALIBRATE_DUMP=1: every case's facts and times on stderr (a tuning aid) */
+    const char *dump = getenv("PDC_CALIBRATE_DUMP");
+    for (size_t i = 0; !st && dump && *dump == '1' && i < N_CASES; i++)
+        fprintf(stderr, "pdc-calibrate %2zu %-20s %-14s c=%d o=%d hw=%d k=%d s=%d rate=%g  MFLOP=%.3f wKB=%.1f aKB=%.1f  t1=%.4f tN=%.4f ms\n",
+                i, cost_family_name(s[i].l.family), cases[i].op, cases[i].c, cases[i].o, cases[i].hw, cases[i].k,
+                cases[i].stride, cases[i].rate, s[i].l.flops * 1e-6, s[i].l.wbytes / 1024, s[i].l.abytes / 1024,
+                s[i].t1_ms, s[i].tn_ms);
     if (!st) {
-        for (int f = 0; f < COST_N_FAMILIES; f++) cost_fit_family(s, N_CASES, (cost_family)f, threads, &q.f[f]);
+        for (int f = 0; f < COST_N_FAMILIES; f++) cost_fit_family(s, N_CASES, (cost_family)f, threads, q.llc_bytes, &q.f[f]);
         *p = q;
     }
     pdc_free(s);

@@ -39,21 +39,22 @@ void cost_profile_defaults(cost_profile *p)
 {
     memset(p, 0, sizeof *p);
     p->threads = 2;
+    p->llc_bytes = cost_host_llc_bytes();
     /*                                c0 ms    ns/FLOP  ns/weight byte  ns/act byte  parallel */
-    p->f[COST_CONV_SPARSE] = (cost_coef){0.004, 0.0095, 0.0, 0.010, 0.95};
-    p->f[COST_CONV_SPARSE_S] = (cost_coef){0.004, 0.014, 0.0, 0.020, 0.95};
-    p->f[COST_CONV_DENSE] = (cost_coef){0.004, 0.0085, 0.0, 0.010, 0.95};
-    p->f[COST_CONV_1X1] = (cost_coef){0.004, 0.011, 0.0, 0.010, 0.95};
-    p->f[COST_CONV_DW] = (cost_coef){0.004, 0.10, 0.0, 0.030, 0.90};
-    p->f[COST_FC_SPARSE] = (cost_coef){0.004, 0.05, 0.05, 0.0, 0.90};
-    p->f[COST_FC_DENSE] = (cost_coef){0.004, 0.02, 0.06, 0.0, 0.90};
-    p->f[COST_RNN] = (cost_coef){0.010, 0.05, 0.0, 0.10, 0.80};
-    p->f[COST_ELTWISE] = (cost_coef){0.002, 0.0, 0.0, 0.05, 0.90};
-    p->f[COST_POOL] = (cost_coef){0.002, 0.05, 0.0, 0.05, 0.90};
-    p->f[COST_SOFTMAX] = (cost_coef){0.002, 0.5, 0.0, 0.1, 0.50};
-    p->f[COST_SHAPE] = (cost_coef){0.001, 0.0, 0.0, 0.05, 0.80};
-    p->f[COST_REF] = (cost_coef){0.002, 1.0, 0.0, 0.2, 0.0};
-    p->f[COST_RNN_SPARSE] = (cost_coef){0.010, 0.10, 0.0, 0.10, 0.50};
+    p->f[COST_CONV_SPARSE] = (cost_coef){0.004, 0.0095, 0.0, 0.010, 0.95, 0.0};
+    p->f[COST_CONV_SPARSE_S] = (cost_coef){0.004, 0.014, 0.0, 0.020, 0.95, 0.0};
+    p->f[COST_CONV_DENSE] = (cost_coef){0.004, 0.0085, 0.0, 0.010, 0.95, 0.0};
+    p->f[COST_CONV_1X1] = (cost_coef){0.004, 0.011, 0.0, 0.010, 0.95, 0.0};
+    p->f[COST_CONV_DW] = (cost_coef){0.004, 0.10, 0.0, 0.030, 0.90, 0.0};
+    p->f[COST_FC_SPARSE] = (cost_coef){0.004, 0.05, 0.05, 0.0, 0.90, 0.18};
+    p->f[COST_FC_DENSE] = (cost_coef){0.004, 0.02, 0.06, 0.0, 0.90, 0.18};
+    p->f[COST_RNN] = (cost_coef){0.010, 0.05, 0.0, 0.10, 0.80, 0.18};
+    p->f[COST_ELTWISE] = (cost_coef){0.002, 0.0, 0.0, 0.05, 0.90, 0.0};
+    p->f[COST_POOL] = (cost_coef){0.002, 0.05, 0.0, 0.05, 0.90, 0.0};
+    p->f[COST_SOFTMAX] = (cost_coef){0.002, 0.5, 0.0, 0.1, 0.50, 0.0};
+    p->f[COST_SHAPE] = (cost_coef){0.001, 0.0, 0.0, 0.05, 0.80, 0.0};
+    p->f[COST_REF] = (cost_coef){0.002, 1.0, 0.0, 0.2, 0.0, 0.0};
+    p->f[COST_RNN_SPARSE] = (cost_coef){0.010, 0.10, 0.0, 0.10, 0.50, 0.18};
 }
 
 static int64_t numel_of(const ir_tensor *t) { return (int64_t)ir_tensor_numel(t); }
@@ -128,6 +129,7 @@ pdc_status cost_model_facts(const ir_model *m, cost_layer *out)
                 return pdc_error(m->ctx, PDC_ERR_SHAPE,
                                  "layer '%s': output shape unknown (fix the symbolic input dims first)", l->name);
     }
+    double total_w = 0;
     for (size_t li = 0; li < m->n_layers; li++) {
         const ir_layer *l = &m->layers[li];
         cost_layer *c = &out[li];
@@ -144,20 +146,54 @@ pdc_status cost_model_facts(const ir_model *m, cost_layer *out)
         for (size_t i = 0; i < l->n_outputs; i++)
             if (l->outputs[i] >= 0) a += (double)numel_of(&m->tensors[l->outputs[i]]);
         c->abytes = a * 4.0;
+        total_w += c->wbytes;
         /* the layers this one's epilogue computes (as the cpu target fuses them) */
         ir_epilogue e;
         if ((l->op == IR_OP_CONV || l->op == IR_OP_FC || l->op == IR_OP_MATMUL) && c->family != COST_REF &&
             ir_layer_epilogue(m, li, &e))
             for (int k = 1; k <= e.n_layers && li + (size_t)k < m->n_layers; k++) out[li + (size_t)k].fused = 1;
     }
+    for (size_t li = 0; li < m->n_layers; li++) out[li].model_wbytes = total_w;
     return PDC_OK;
+}
+
+static int streams(cost_family f)
+{
+    return f == COST_FC_SPARSE || f == COST_FC_DENSE || f == COST_RNN || f == COST_RNN_SPARSE;
+}
+
+double cost_host_llc_bytes(void)
+{
+    double best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *e = NULL;
+            double v = strtod(buf, &e);
+            if (e && (*e == 'K' || *e == 'k')) v *= 1024;
+            else if (e && (*e == 'M' || *e == 'm')) v *= 1024 * 1024;
+            if (v > best) best = v;
+        }
+        fclose(f);
+    }
+    return best > 0 ? best : 32.0 * 1024 * 1024;
+}
+
+int cost_layer_dram(const cost_profile *p, const cost_layer *l)
+{
+    double llc = p->llc_bytes > 0 ? p->llc_bytes : 32.0 * 1024 * 1024;
+    return streams(l->family) && (l->model_wbytes > llc || l->wbytes > llc);
 }
 
 double cost_layer_ms(const cost_profile *p, const cost_layer *l, int threads)
 {
     if (l->fused) return 0.0;
     const cost_coef *c = &p->f[l->family];
-    double t1 = c->c0_ms + 1e-6 * (c->flop_ns * l->flops + c->wbyte_ns * l->wbytes + c->abyte_ns * l->abytes);
+    double wb = cost_layer_dram(p, l) ? c->dram_ns : c->wbyte_ns;
+    double t1 = c->c0_ms + 1e-6 * (c->flop_ns * l->flops + wb * l->wbytes + c->abyte_ns * l->abytes);
     if (threads < 1) threads = 1;
     return t1 * ((1.0 - c->parallel) + c->parallel / (double)threads);
 }
@@ -185,12 +221,12 @@ pdc_status cost_profile_format(const pdc_context *ctx, const cost_profile *p, ch
     size_t cap = 4096;
     char *t = pdc_alloc(ctx, cap);
     if (!t) return PDC_ERR_OUT_OF_MEMORY;
-    int n = snprintf(t, cap, "pdc-latency-profile %d\nkey %s\nthreads %d\n", COST_PROFILE_VERSION, p->key,
-                     p->threads);
+    int n = snprintf(t, cap, "pdc-latency-profile %d\nkey %s\nthreads %d\ncache %.0f\n", COST_PROFILE_VERSION, p->key,
+                     p->threads, p->llc_bytes);
     for (int f = 0; f < COST_N_FAMILIES; f++) {
         const cost_coef *c = &p->f[f];
-        n += snprintf(t + n, cap - (size_t)n, "family %s %.9g %.9g %.9g %.9g %.6g\n", family_names[f], c->c0_ms,
-                      c->flop_ns, c->wbyte_ns, c->abyte_ns, c->parallel);
+        n += snprintf(t + n, cap - (size_t)n, "family %s %.9g %.9g %.9g %.9g %.6g %.9g\n", family_names[f], c->c0_ms,
+                      c->flop_ns, c->wbyte_ns, c->abyte_ns, c->parallel, c->dram_ns);
     }
     n += snprintf(t + n, cap - (size_t)n, "crc32 %08x\n", pdc_crc32(0, t, (size_t)n));
     *text_out = t;
@@ -229,7 +265,7 @@ pdc_status cost_profile_parse(const pdc_context *ctx, const char *text, size_t l
     if (got != want)
         return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: checksum mismatch (file says %08x, content has %08x)",
                          want, got);
-    int version = 0, line = 0, seen[COST_N_FAMILIES] = {0}, have_key = 0;
+    int version = 0, line = 0, seen[COST_N_FAMILIES] = {0}, have_key = 0, have_cache = 0;
     const char *s = text, *end = crc_at;
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
@@ -258,17 +294,24 @@ pdc_status cost_profile_parse(const pdc_context *ctx, const char *text, size_t l
             long v = strtol(buf + 8, &e, 10);
             if (*e || v < 1 || v > 4096) return corrupt(ctx, line, "threads must be 1..4096");
             p.threads = (int)v;
+        } else if (!strncmp(buf, "cache ", 6)) {
+            char *e = NULL;
+            double v = strtod(buf + 6, &e);
+            if (*e || !(v >= 1024 && v <= 1e12)) return corrupt(ctx, line, "cache must be 1024..1e12 bytes");
+            p.llc_bytes = v;
+            have_cache = 1;
         } else if (!strncmp(buf, "family ", 7)) {
             char name[64];
             cost_coef c;
             int used = 0;
-            if (sscanf(buf + 7, "%63s %lf %lf %lf %lf %lf%n", name, &c.c0_ms, &c.flop_ns, &c.wbyte_ns, &c.abyte_ns,
-                       &c.parallel, &used) != 6 || buf[7 + used])
-                return corrupt(ctx, line, "a family line is 'family NAME C0_MS FLOP_NS WBYTE_NS ABYTE_NS PARALLEL'");
+            if (sscanf(buf + 7, "%63s %lf %lf %lf %lf %lf %lf%n", name, &c.c0_ms, &c.flop_ns, &c.wbyte_ns, &c.abyte_ns,
+                       &c.parallel, &c.dram_ns, &used) != 7 || buf[7 + used])
+                return corrupt(ctx, line,
+                               "a family line is 'family NAME C0_MS FLOP_NS WBYTE_NS ABYTE_NS PARALLEL DRAM_NS'");
             cost_family f;
             if (!cost_family_from_name(name, &f)) return corrupt(ctx, line, "unknown kernel family");
-            double v[4] = {c.c0_ms, c.flop_ns, c.wbyte_ns, c.abyte_ns};
-            for (int i = 0; i < 4; i++)
+            double v[5] = {c.c0_ms, c.flop_ns, c.wbyte_ns, c.abyte_ns, c.dram_ns};
+            for (int i = 0; i < 5; i++)
                 if (!isfinite(v[i]) || v[i] < 0 || v[i] > 1e6) return corrupt(ctx, line, "a constant is negative or not finite");
             if (!(c.parallel >= 0 && c.parallel <= 1)) return corrupt(ctx, line, "parallel share outside [0, 1]");
             if (seen[f]++) return corrupt(ctx, line, "family given twice");
@@ -277,7 +320,8 @@ pdc_status cost_profile_parse(const pdc_context *ctx, const char *text, size_t l
             return corrupt(ctx, line, "unknown line");
         }
     }
-    if (!have_key || !p.threads) return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: no key or threads line");
+    if (!have_key || !p.threads || !have_cache)
+        return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: no key, threads or cache line");
     for (int f = 0; f < COST_N_FAMILIES; f++)
         if (!seen[f])
             return pdc_error(ctx, PDC_ERR_CORRUPT, "latency profile: family %s missing", family_names[f]);
@@ -363,9 +407,9 @@ pdc_status cost_profile_for_host(pdc_context *ctx, const char *profile_path, cos
 
 /* ------------------------------------------------------------------ fitting */
 
-/* Solves the k x k system a x = b (row-major, k <= 4) by Gaussian elimination with partial
+/* Solves the k x k system a x = b (row-major, k <= 5) by Gaussian elimination with partial
  * pivoting; 0 if singular. */
-static int solve(double a[4][4], double b[4], int k, double x[4])
+static int solve(double a[5][5], double b[5], int k, double x[5])
 {
     for (int c = 0; c < k; c++) {
         int piv = c;
@@ -402,35 +446,38 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, cost_coef *c)
+void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, double llc_bytes, cost_coef *c)
 {
     size_t m = 0;
     for (size_t i = 0; i < n; i++) m += s[i].l.family == f && s[i].t1_ms > 0;
     if (!m) return;
-    /* features in ms per unit: 1, flops, weight bytes, activation bytes (scaled to ns -> ms). Weight bytes
-     * count where a kernel streams its weights once per run (fc, rnn: memory-bound at batch 1); a conv
-     * reuses each weight over the whole plane, activation bytes count instead. Fewer terms than
-     * samples allow keeps the fit from trading one for another (seen: dense convs of 9 MB weights
-     * predicted at twice their time). */
-    int streams = f == COST_FC_SPARSE || f == COST_FC_DENSE || f == COST_RNN || f == COST_RNN_SPARSE;
-    int active[4] = {1, 1, streams, !streams};
-    double x[4] = {0};
-    for (int round = 0; round < 4; round++) {
-        int idx[4], k = 0;
-        for (int j = 0; j < 4; j++)
+    cost_profile where = {.llc_bytes = llc_bytes};
+    /* features in ms per unit: 1, flops, weight bytes from cache, weight bytes from memory, activation
+     * bytes (ns -> ms). Weight bytes count where a kernel streams its weights once per run (fc, rnn:
+     * memory-bound at batch 1); a conv reuses each weight over the whole plane, activation bytes count
+     * instead. Fewer terms than samples allow keeps the fit from trading one for another (seen: dense
+     * convs of 9 MB weights predicted at twice their time). */
+    int st = streams(f);
+    int active[5] = {1, 1, st, st, !st};
+    double x[5] = {0};
+    for (int round = 0; round < 5; round++) {
+        int idx[5], k = 0;
+        for (int j = 0; j < 5; j++)
             if (active[j]) idx[k++] = j;
         if (!k) break;
-        /* a feature that is zero in every sample cannot be fitted: drop it */
-        double A[4][4] = {{0}}, B[4] = {0}, sol[4] = {0};
+        double A[5][5] = {{0}}, B[5] = {0}, sol[5] = {0};
         for (size_t i = 0; i < n; i++) {
             if (s[i].l.family != f || s[i].t1_ms <= 0) continue;
-            double feat[4] = {1.0, 1e-6 * s[i].l.flops, 1e-6 * s[i].l.wbytes, 1e-6 * s[i].l.abytes};
+            int dram = cost_layer_dram(&where, &s[i].l);
+            double feat[5] = {1.0, 1e-6 * s[i].l.flops, dram ? 0 : 1e-6 * s[i].l.wbytes, dram ? 1e-6 * s[i].l.wbytes : 0,
+                              1e-6 * s[i].l.abytes};
             double w = 1.0 / (s[i].t1_ms * s[i].t1_ms); /* relative error */
             for (int a = 0; a < k; a++) {
                 for (int b = 0; b < k; b++) A[a][b] += w * feat[idx[a]] * feat[idx[b]];
                 B[a] += w * feat[idx[a]] * s[i].t1_ms;
             }
         }
+        /* a feature that is zero in every sample cannot be fitted: drop it */
         int dropped = 0;
         for (int a = 0; a < k && !dropped; a++)
             if (A[a][a] <= 0) {
@@ -457,7 +504,9 @@ void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads,
     c->c0_ms = x[0];
     c->flop_ns = x[1];
     c->wbyte_ns = x[2];
-    c->abyte_ns = x[3];
+    c->dram_ns = x[3];
+    c->abyte_ns = x[4];
+    if (st && c->dram_ns == 0 && !active[3]) c->dram_ns = c->wbyte_ns; /* no sample beyond the cache */
     if (threads > 1) {
         double *p = malloc(m * sizeof *p);
         size_t q = 0;

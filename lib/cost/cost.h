@@ -8,6 +8,10 @@
  *
  *     t1 = c0 + flop_ns * flops + wbyte_ns * weight bytes + abyte_ns * activation bytes   (ns -> ms)
  *
+ * where fc and rnn layers (which stream their weights once per run) pay dram_ns instead of wbyte_ns
+ * per weight byte when the weights come from memory: when the model's weights (or the layer's) do not
+ * fit in the last-level cache.
+ *
  * with four constants per family, and on N threads tN = t1 * ((1 - p) + p / N) (Amdahl, p the
  * family's parallel share). Layers the cpu target computes in a conv's or fc's epilogue cost 0.
  * The constants come from a profile that `pdc calibrate` measures on this machine (calibrate.c),
@@ -55,6 +59,7 @@ typedef struct cost_coef {
     double wbyte_ns;  /* per byte of kept weights */
     double abyte_ns;  /* per byte of activations read and written */
     double parallel;  /* p in [0, 1]: share of the time that divides over the threads */
+    double dram_ns;   /* per byte of kept weights streamed from memory (fc, rnn; see above) */
 } cost_coef;
 
 #define COST_PROFILE_VERSION 1
@@ -63,6 +68,7 @@ typedef struct cost_coef {
 typedef struct cost_profile {
     char key[COST_KEY_MAX];  /* the host it was measured on ("" for the defaults) */
     int threads;             /* threads of the multi-thread measurements */
+    double llc_bytes;        /* the last-level cache of the host */
     int calibrated;          /* 0: the built-in defaults */
     cost_coef f[COST_N_FAMILIES];
 } cost_profile;
@@ -74,6 +80,7 @@ typedef struct cost_layer {
     double flops;     /* effective FLOPs (ir_layer_stats) */
     double wbytes;    /* bytes of kept weights */
     double abytes;    /* bytes of the activations read and written */
+    double model_wbytes; /* bytes of kept weights of the whole model (do they stay in cache?) */
 } cost_layer;
 
 /* The built-in defaults. */
@@ -90,6 +97,11 @@ double cost_layer_ms(const cost_profile *p, const cost_layer *l, int threads);
 /* The whole model: *total and (if not NULL) per_layer[i] in ms (lib/api_predict.c). */
 pdc_status cost_predict_model(pdc_context *ctx, const ir_model *m, const cost_profile *p, int threads,
                               double *total, double *per_layer);
+
+/* The last-level cache of this host in bytes (sysfs; 32 MiB when unknown). */
+double cost_host_llc_bytes(void);
+/* 1 if layer l streams its weights from memory with profile p (fc/rnn weights beyond the cache). */
+int cost_layer_dram(const cost_profile *p, const cost_layer *l);
 
 /* The host key of this machine (backends/cpu), "" with a status on failure. */
 pdc_status cost_host_key(pdc_context *ctx, char *key, size_t cap);
@@ -121,11 +133,11 @@ typedef struct cost_sample {
     double tn_ms;     /* measured on `threads` threads (0: not measured) */
 } cost_sample;
 /* Fits the coefficients of family f from the samples of that family in s (n in all): weighted
- * (relative error) least squares of c0, flop_ns and wbyte_ns (fc and rnn families) or abyte_ns (the
- * others), all >= 0 (a term that would go negative is dropped and the rest refitted; the other byte
+ * (relative error) least squares of c0, flop_ns and wbyte_ns + dram_ns (fc and rnn families; a sample
+ * whose weights exceed llc_bytes counts for dram_ns) or abyte_ns (the others), all >= 0 (a term that would go negative is dropped and the rest refitted; the other byte
  * term is 0), then p as the median of the samples'
  * (1 - tN/t1) / (1 - 1/threads), clamped to [0, 1]. Families without samples keep *c as it is. */
-void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, cost_coef *c);
+void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, double llc_bytes, cost_coef *c);
 
 /* ---- calibration (calibrate.c) */
 /* Runs the micro-benchmarks on the cpu target with 1 and `threads` threads, fits every family and

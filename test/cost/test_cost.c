@@ -42,7 +42,8 @@ static void synthetic_profile(cost_profile *p)
 {
     cost_profile_defaults(p);
     for (int f = 0; f < COST_N_FAMILIES; f++)
-        p->f[f] = (cost_coef){0.001 * (f + 1), 0.01 * (f + 1), 0.002 * (f + 1), 0.003 * (f + 1), 0.5};
+        p->f[f] = (cost_coef){0.001 * (f + 1), 0.01 * (f + 1), 0.002 * (f + 1), 0.003 * (f + 1), 0.5, 0.02 * (f + 1)};
+    p->llc_bytes = 1 << 20;
     p->threads = 2;
     p->calibrated = 1;
 }
@@ -77,6 +78,8 @@ START_TEST(facts_and_arithmetic_by_hand)
     ck_assert_int_eq(f[4].family, COST_FC_DENSE);
     ck_assert_double_eq(f[4].flops, 2.0 * 20480);
     ck_assert_double_eq(f[4].wbytes, 4.0 * 20490);
+    double total_w = 4.0 * (2320 + 4640 + 20490);
+    for (int i = 0; i < 5; i++) ck_assert_double_eq(f[i].model_wbytes, total_w);
 
     cost_profile p;
     synthetic_profile(&p);
@@ -97,6 +100,17 @@ START_TEST(facts_and_arithmetic_by_hand)
     double total2 = 0, per2[5];
     ck_assert_ok(ctx, cost_predict_model(ctx, m, &p, 2, &total2, per2));
     for (int i = 0; i < 5; i++) ck_assert_double_eq_tol(per2[i], 0.75 * per[i], 1e-12);
+    /* an fc whose weights (or the model's) do not fit in the last-level cache pays dram_ns per weight byte */
+    cost_layer big = f[4];
+    big.model_wbytes = 2.0 * (1 << 20);
+    ck_assert_int_eq(cost_layer_dram(&p, &f[4]), 0);
+    ck_assert_int_eq(cost_layer_dram(&p, &big), 1);
+    const cost_coef *c = &p.f[COST_FC_DENSE];
+    ck_assert_double_eq_tol(cost_layer_ms(&p, &big, 1),
+                            c->c0_ms + 1e-6 * (c->flop_ns * big.flops + c->dram_ns * big.wbytes + c->abyte_ns * big.abytes),
+                            1e-12);
+    big.family = COST_CONV_DENSE; /* convs reuse their weights: never */
+    ck_assert_int_eq(cost_layer_dram(&p, &big), 0);
     /* pruning c2 with patterns changes its family and FLOPs */
     pdc_attrs *o = opt_f("connectivity", 0.5f);
     ck_assert_ok(ctx, pdc_model_transform(m, "prune-pattern,prune-connectivity", o));
@@ -133,9 +147,11 @@ START_TEST(profile_round_trip_and_refusals)
     ck_assert_ok(ctx, cost_profile_parse(ctx, text, len, p.key, &q));
     ck_assert_str_eq(q.key, p.key);
     ck_assert_int_eq(q.threads, 2);
+    ck_assert_double_eq(q.llc_bytes, 1 << 20);
     for (int f = 0; f < COST_N_FAMILIES; f++) {
         ck_assert_double_eq_tol(q.f[f].flop_ns, p.f[f].flop_ns, 1e-15);
         ck_assert_double_eq_tol(q.f[f].parallel, p.f[f].parallel, 1e-12);
+        ck_assert_double_eq_tol(q.f[f].dram_ns, p.f[f].dram_ns, 1e-15);
     }
     /* another host */
     ck_assert_status(ctx, cost_profile_parse(ctx, text, len, "Other CPU; x; avx2; LLVM 19.1.7", &q), PDC_ERR_UNSUPPORTED);
@@ -259,46 +275,49 @@ END_TEST
 START_TEST(fit_recovers_constants)
 {
     /* fc families: fixed cost, FLOPs and weight bytes (activation bytes not fitted) */
-    cost_coef truth = {0.01, 0.02, 0.004, 0.0, 0.8};
+    cost_coef truth = {0.01, 0.02, 0.004, 0.0, 0.8, 0.05};
     cost_sample s[8];
     for (int i = 0; i < 8; i++) {
-        s[i].l = (cost_layer){COST_FC_DENSE, 0, 1e6 * (i + 1) * (i % 3 + 1), 1e4 * (8 - i), 2e5 * (i % 2 + 1)};
-        s[i].t1_ms = truth.c0_ms + 1e-6 * (truth.flop_ns * s[i].l.flops + truth.wbyte_ns * s[i].l.wbytes);
+        /* half of them beyond the 1 MiB cache */
+        double wb = i % 2 ? 1e5 * (i + 1) : 2e6 * (i + 1);
+        s[i].l = (cost_layer){COST_FC_DENSE, 0, 1e6 * (i + 1) * (i % 3 + 1), wb, 2e5 * (i % 2 + 1), wb};
+        s[i].t1_ms = truth.c0_ms + 1e-6 * (truth.flop_ns * s[i].l.flops + (i % 2 ? truth.wbyte_ns : truth.dram_ns) * wb);
         s[i].tn_ms = s[i].t1_ms * ((1 - truth.parallel) + truth.parallel / 2);
     }
     /* a sample of another family does not count */
     cost_sample all[9];
     memcpy(all, s, sizeof s);
-    all[8] = (cost_sample){{COST_POOL, 0, 1, 1, 1}, 1000, 1000};
+    all[8] = (cost_sample){{COST_POOL, 0, 1, 1, 1, 1}, 1000, 1000};
     cost_coef c = {0}, c2 = {0};
-    cost_fit_family(all, 9, COST_FC_DENSE, 2, &c);
+    cost_fit_family(all, 9, COST_FC_DENSE, 2, 1 << 20, &c);
     ck_assert_double_eq_tol(c.c0_ms, truth.c0_ms, 1e-9);
     ck_assert_double_eq_tol(c.flop_ns, truth.flop_ns, 1e-9);
     ck_assert_double_eq_tol(c.wbyte_ns, truth.wbyte_ns, 1e-9);
+    ck_assert_double_eq_tol(c.dram_ns, truth.dram_ns, 1e-9);
     ck_assert_double_eq(c.abyte_ns, 0);
     ck_assert_double_eq_tol(c.parallel, truth.parallel, 1e-9);
-    cost_fit_family(all, 9, COST_FC_DENSE, 2, &c2);
+    cost_fit_family(all, 9, COST_FC_DENSE, 2, 1 << 20, &c2);
     ck_assert_mem_eq(&c, &c2, sizeof c);
     /* conv families: fixed cost, FLOPs and activation bytes */
-    cost_coef tc = {0.02, 0.01, 0.0, 0.003, 0.9};
+    cost_coef tc = {0.02, 0.01, 0.0, 0.003, 0.9, 0.0};
     for (int i = 0; i < 8; i++) {
         s[i].l.family = COST_CONV_SPARSE;
         s[i].t1_ms = tc.c0_ms + 1e-6 * (tc.flop_ns * s[i].l.flops + tc.abyte_ns * s[i].l.abytes);
         s[i].tn_ms = s[i].t1_ms * ((1 - tc.parallel) + tc.parallel / 4);
     }
-    cost_fit_family(s, 8, COST_CONV_SPARSE, 4, &c);
+    cost_fit_family(s, 8, COST_CONV_SPARSE, 4, 1 << 20, &c);
     ck_assert_double_eq_tol(c.c0_ms, tc.c0_ms, 1e-9);
     ck_assert_double_eq_tol(c.flop_ns, tc.flop_ns, 1e-9);
     ck_assert_double_eq(c.wbyte_ns, 0);
     ck_assert_double_eq_tol(c.abyte_ns, tc.abyte_ns, 1e-9);
     ck_assert_double_eq_tol(c.parallel, tc.parallel, 1e-9);
     /* no samples: the constants stay */
-    cost_coef keep = {1, 2, 3, 4, 0.5}, k2 = keep;
-    cost_fit_family(all, 9, COST_RNN, 2, &k2);
+    cost_coef keep = {1, 2, 3, 4, 0.5, 6}, k2 = keep;
+    cost_fit_family(all, 9, COST_RNN, 2, 1 << 20, &k2);
     ck_assert_mem_eq(&keep, &k2, sizeof keep);
     /* a term that would come out negative is dropped, the rest stays >= 0 */
     for (int i = 0; i < 8; i++) s[i].t1_ms = 0.5 - 1e-9 * s[i].l.flops * 0.01;
-    cost_fit_family(s, 8, COST_CONV_SPARSE, 1, &c);
+    cost_fit_family(s, 8, COST_CONV_SPARSE, 1, 1 << 20, &c);
     ck_assert(c.c0_ms >= 0 && c.flop_ns >= 0 && c.wbyte_ns >= 0 && c.abyte_ns >= 0);
     ck_assert_double_eq(c.flop_ns, 0);
 }
