@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/cpu/cpu.h"
 #include "backends/ref/ref.h"
@@ -300,6 +301,13 @@ static int output_writable_in_place(const ir_model *m, const cpu_state *s, const
     return 1;
 }
 
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* One run; with layer_ms (one slot per layer) each layer's wall time in ms is written there (a layer
  * fused into another's epilogue gets its own do-nothing time, close to 0). */
 static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inputs, float *const *outputs,
@@ -338,10 +346,15 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
     /* PDC_CPU_PROFILE=1: per-layer wall time of each run on stderr (a tuning aid) */
     const char *prof = getenv("PDC_CPU_PROFILE");
     int profile = prof && *prof == '1';
+    /* PDC_LAYER_CLOCK=thread-cpu: layer_ms in CPU time of the calling thread, not wall time (a
+     * measuring aid on a machine other processes load: a 1-thread run then reads about what it would
+     * take on an idle machine; a multi-thread run's other threads are not counted) */
+    const char *lc = layer_ms ? getenv("PDC_LAYER_CLOCK") : NULL;
+    int cpu_clock = lc && !strcmp(lc, "thread-cpu");
     for (size_t li = 0; li < m->n_layers && st == PDC_OK; li++) {
         const ir_layer *l = &m->layers[li];
         const cpu_layer *L = &s->layers[li];
-        double t0 = profile || layer_ms ? omp_get_wtime() : 0.0;
+        double t0 = profile || layer_ms ? omp_get_wtime() : 0.0, c0 = cpu_clock ? thread_cpu_s() : 0.0;
         /* side by side unless each layer is checked (check_finite) or timed (layer_ms) on its own */
         size_t lanes = s->chain && !check && !layer_ms ? s->chains[li] : 1;
         if (lanes > 1 && (size_t)x.threads == lanes) { /* a step of as many chains as threads: side by side */
@@ -366,7 +379,7 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
             }
         }
         if (st != PDC_OK) pdc_error_prefix(ctx, "cpu");
-        if (layer_ms) layer_ms[li] = (omp_get_wtime() - t0) * 1e3;
+        if (layer_ms) layer_ms[li] = ((cpu_clock ? thread_cpu_s() - c0 : omp_get_wtime() - t0)) * 1e3;
         if (profile)
             fprintf(stderr, "pdc-profile %3zu %-24s %9.3f ms  %s\n", li, l->name, (omp_get_wtime() - t0) * 1e3,
                     L->info);

@@ -46,7 +46,7 @@ static const cal_case cases[] = {
     {COST_RNN, "lstm", 128, 256, 16, 0, 0, 0, -1},             {COST_RNN, "lstm", 256, 512, 16, 0, 0, 0, -1},
     {COST_RNN, "lstm", 64, 128, 32, 0, 0, 0, -1},              {COST_RNN, "lstm", 512, 512, 64, 0, 0, 0, -1},
     {COST_RNN_SPARSE, "lstm", 256, 512, 64, 0, 0, 0, 0.8},     {COST_RNN_SPARSE, "lstm", 512, 512, 32, 0, 0, 0, 0.5},
-    {COST_RNN_SPARSE, "lstm", 128, 256, 16, 0, 0, 0, 0.8},
+    {COST_RNN_SPARSE, "lstm", 128, 256, 16, 0, 0, 0, 0.8},     {COST_RNN, "lstm", 1536, 1536, 8, 0, 0, 0, -1},
     {COST_FC_DENSE, "fc", 12544, 4096, 1, 0, 0, 0, -1},        {COST_FC_SPARSE, "fc", 12544, 4096, 1, 0, 0, 0, 0.8},
     {COST_CONV_1X1, "conv", 16, 96, 112, 1, 1, 1, -1},         {COST_CONV_1X1, "conv", 144, 24, 56, 1, 1, 1, -1},
     {COST_CONV_1X1, "conv", 32, 16, 112, 1, 1, 1, -1},         {COST_CONV_DW, "conv", 144, 144, 56, 3, 2, 144, -1},

@@ -9,8 +9,9 @@
  *     t1 = c0 + flop_ns * flops + wbyte_ns * weight bytes + abyte_ns * activation bytes   (ns -> ms)
  *
  * where fc and rnn layers (which stream their weights once per run) pay dram_ns instead of wbyte_ns
- * per weight byte when the weights come from memory: when the model's weights (or the layer's) do not
- * fit in the last-level cache.
+ * per weight byte when the weights come from memory: when the layer's weights do not fit in the
+ * last-level cache, or the model's take more than a quarter of it (the rest of the model and the
+ * activations share the cache).
  *
  * with four constants per family, and on N threads tN = t1 * ((1 - p) + p / N) (Amdahl, p the
  * family's parallel share). Layers the cpu target computes in a conv's or fc's epilogue cost 0.

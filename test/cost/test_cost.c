@@ -102,9 +102,14 @@ START_TEST(facts_and_arithmetic_by_hand)
     for (int i = 0; i < 5; i++) ck_assert_double_eq_tol(per2[i], 0.75 * per[i], 1e-12);
     /* an fc whose weights (or the model's) do not fit in the last-level cache pays dram_ns per weight byte */
     cost_layer big = f[4];
-    big.model_wbytes = 2.0 * (1 << 20);
+    big.model_wbytes = 0.3 * (1 << 20); /* with the others' weights, more than a quarter of the cache */
     ck_assert_int_eq(cost_layer_dram(&p, &f[4]), 0);
     ck_assert_int_eq(cost_layer_dram(&p, &big), 1);
+    cost_layer alone = big;
+    alone.model_wbytes = alone.wbytes = 0.9 * (1 << 20); /* alone, what fits stays */
+    ck_assert_int_eq(cost_layer_dram(&p, &alone), 0);
+    alone.model_wbytes = alone.wbytes = 1.1 * (1 << 20);
+    ck_assert_int_eq(cost_layer_dram(&p, &alone), 1);
     const cost_coef *c = &p.f[COST_FC_DENSE];
     ck_assert_double_eq_tol(cost_layer_ms(&p, &big, 1),
                             c->c0_ms + 1e-6 * (c->flop_ns * big.flops + c->dram_ns * big.wbytes + c->abyte_ns * big.abytes),
