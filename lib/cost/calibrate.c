@@ -50,6 +50,9 @@ static const cal_case cases[] = {
     {COST_FC_DENSE, "fc", 12544, 4096, 1, 0, 0, 0, -1},        {COST_FC_SPARSE, "fc", 12544, 4096, 1, 0, 0, 0, 0.8},
     {COST_CONV_1X1, "conv", 16, 96, 112, 1, 1, 1, -1},         {COST_CONV_1X1, "conv", 144, 24, 56, 1, 1, 1, -1},
     {COST_CONV_1X1, "conv", 32, 16, 112, 1, 1, 1, -1},         {COST_CONV_DW, "conv", 144, 144, 56, 3, 2, 144, -1},
+    {COST_CONV_BLOCK, "conv", 16, 96, 112, 1, 1, 1, 0.5},      {COST_CONV_BLOCK, "conv", 144, 24, 56, 1, 1, 1, 0.5},
+    {COST_CONV_BLOCK, "conv", 64, 256, 56, 1, 1, 1, 0.75},     {COST_CONV_BLOCK, "conv", 320, 1280, 7, 1, 1, 1, 0.5},
+    {COST_CONV_BLOCK, "conv", 576, 96, 14, 1, 1, 1, 0.5},      {COST_CONV_BLOCK, "conv", 32, 192, 28, 1, 1, 1, 0.75},
     {COST_ELTWISE, "relu", 64, 64, 112, 0, 0, 0, -1},          {COST_ELTWISE, "add", 64, 64, 56, 0, 0, 0, -1},
     {COST_ELTWISE, "add", 256, 256, 14, 0, 0, 0, -1},          {COST_ELTWISE, "relu", 512, 512, 7, 0, 0, 0, -1},
     {COST_POOL, "maxpool", 64, 64, 112, 3, 2, 0, -1},          {COST_POOL, "maxpool", 128, 128, 56, 2, 2, 0, -1},
@@ -100,7 +103,7 @@ static pdc_status build_case(pdc_context *ctx, const cal_case *c, pdc_model **ou
             !(st = pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){c->stride, c->stride})) &&
             !(st = pdc_attrs_set_int(a, "group", c->group)) && !(st = pdc_attrs_set_string(a, "activation", "relu")))
             st = pdc_model_add_layer(m, "l", "conv", 3, (const char *const[]){"x", "w", "b"}, 1, &y, a);
-        if (c->rate >= 0) pipeline = "prune-pattern,prune-connectivity";
+        if (c->rate >= 0) pipeline = c->k == 1 ? "prune-block" : "prune-pattern,prune-connectivity";
     } else if (!strcmp(c->op, "fc")) {
         int64_t xd[2] = {1, c->c}, wd[2] = {c->o, c->c}, bd[1] = {c->o};
         if (!(st = pdc_model_add_input(m, "x", 2, xd)) && !(st = add_random(m, "w", 2, wd, sqrt(3.0 / c->c), &rng)) &&
@@ -133,7 +136,10 @@ static pdc_status build_case(pdc_context *ctx, const cal_case *c, pdc_model **ou
     if (!st) st = pdc_model_mark_output(m, "y");
     if (!st && pipeline) {
         if (!(st = pdc_attrs_create(ctx, &opt)) && !(st = pdc_attrs_set_int(opt, "include_stem", 1))) {
-            if (!strcmp(c->op, "conv")) st = pdc_attrs_set_float(opt, "connectivity", (float)c->rate);
+            if (!strcmp(c->op, "conv") && c->k == 1) {
+                if (!(st = pdc_attrs_set_int(opt, "block_convs", 1)) && !(st = pdc_attrs_set_string(opt, "block", "1x4")))
+                    st = pdc_attrs_set_float(opt, "block_rate", (float)c->rate);
+            } else if (!strcmp(c->op, "conv")) st = pdc_attrs_set_float(opt, "connectivity", (float)c->rate);
             else if (!(st = pdc_attrs_set_string(opt, "block", "1x4"))) st = pdc_attrs_set_float(opt, "block_rate", (float)c->rate);
         }
         if (!st) st = pdc_model_transform(m, pipeline, opt);
@@ -156,7 +162,8 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Median time of layer 0 of m compiled with `threads` threads: at least 5 runs and ~budget_s. */
-static pdc_status time_case(pdc_context *ctx, const pdc_model *m, int threads, double budget_s, double *ms)
+static pdc_status time_case(pdc_context *ctx, const pdc_model *m, int threads, double budget_s, float *flush,
+                            size_t flush_n, double *ms)
 {
     int saved = ctx->threads;
     ctx->threads = threads;
@@ -167,6 +174,7 @@ static pdc_status time_case(pdc_context *ctx, const pdc_model *m, int threads, d
     size_t n_in = prog->model->n_inputs;
     const ir_model *pm = prog->model;
     float *in[2] = {NULL, NULL}, *out = NULL;
+    size_t in_n = n_in ? ir_tensor_numel(&pm->tensors[pm->inputs[0]]) : 0;
     double times[64];
     int runs = 0;
     for (size_t i = 0; i < n_in && i < 2; i++) {
@@ -186,6 +194,12 @@ static pdc_status time_case(pdc_context *ctx, const pdc_model *m, int threads, d
     for (int w = 0; !st && w < 2; w++) st = pdc_cpu_run_timed(prog, (const float *const *)in, &out, layer);
     while (!st && runs < 64 && (runs < 5 || omp_get_wtime() - t0 < budget_s)) {
         short_team |= pdc_cpu_team_size(threads) < threads;
+        if (flush) { /* as in a network: the input just written by the layer before, the rest out of cache */
+            for (size_t k = 0; k < flush_n; k += 16) flush[k] += 1.0f;
+            float sink = 0;
+            for (size_t k = 0; k < in_n; k += 16) sink += in[0][k];
+            flush[0] += sink * 0.0f;
+        }
         st = pdc_cpu_run_timed(prog, (const float *const *)in, &out, layer);
         times[runs++] = layer[0];
     }
@@ -213,7 +227,12 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
     q.threads = threads;
     q.calibrated = 1;
     cost_sample *s = pdc_calloc(ctx, N_CASES, sizeof *s);
-    if (!s) return PDC_ERR_OUT_OF_MEMORY;
+    size_t flush_n = (size_t)(2 * q.llc_bytes / sizeof(float));
+    float *flush = s ? pdc_calloc(ctx, flush_n, sizeof *flush) : NULL;
+    if (!s || !flush) {
+        pdc_free(s);
+        return PDC_ERR_OUT_OF_MEMORY;
+    }
     /* time per measurement: the budget over the cases, halved for compiling */
     double per = budget_s / (double)(N_CASES * (threads > 1 ? 2 : 1)) * 0.5;
     size_t busy = 0;
@@ -227,8 +246,11 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
         st = cost_model_facts(m, facts);
         s[i].l = facts[0];
         s[i].l.fused = 0;
-        if (!st) st = time_case(ctx, m, 1, per, &s[i].t1_ms);
-        if (!st && threads > 1) st = time_case(ctx, m, threads, per, &s[i].tn_ms);
+        /* memory-bound activation families (1x1, depthwise, block-sparse 1x1) run as in a network: the
+         * cache flushed, then the input read again */
+        int cold = cases[i].family == COST_CONV_1X1 || cases[i].family == COST_CONV_DW || cases[i].family == COST_CONV_BLOCK;
+        if (!st) st = time_case(ctx, m, 1, per, cold ? flush : NULL, flush_n, &s[i].t1_ms);
+        if (!st && threads > 1) st = time_case(ctx, m, threads, per, cold ? flush : NULL, flush_n, &s[i].tn_ms);
         if (!st && s[i].tn_ms < 0) {
             s[i].tn_ms = 0; /* not counted in the thread scaling: the family keeps its default p */
             busy++;
@@ -257,5 +279,6 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
         *p = q;
     }
     pdc_free(s);
+    pdc_free(flush);
     return st;
 }

@@ -19,7 +19,7 @@
 static const char *const family_names[COST_N_FAMILIES] = {
     "conv_sparse", "conv_sparse_strided", "conv_dense", "conv_1x1", "conv_grouped", "fc_sparse", "fc_dense",
     "rnn",         "eltwise",             "pool",       "softmax",  "shape",        "ref",
-    "rnn_sparse"};
+    "rnn_sparse",  "conv_block"};
 
 const char *cost_family_name(cost_family f) { return (unsigned)f < COST_N_FAMILIES ? family_names[f] : "?"; }
 
@@ -54,6 +54,7 @@ void cost_profile_defaults(cost_profile *p)
     p->f[COST_SOFTMAX] = (cost_coef){0.002, 0.5, 0.0, 0.1, 0.50, 0.0};
     p->f[COST_SHAPE] = (cost_coef){0.001, 0.0, 0.0, 0.05, 0.80, 0.0};
     p->f[COST_REF] = (cost_coef){0.002, 1.0, 0.0, 0.2, 0.0, 0.0};
+    p->f[COST_CONV_BLOCK] = (cost_coef){0.004, 0.02, 0.0, 0.020, 0.95, 0.0};
     p->f[COST_RNN_SPARSE] = (cost_coef){0.010, 0.10, 0.0, 0.10, 0.50, 0.18};
 }
 
@@ -74,8 +75,9 @@ cost_family cost_family_of(const ir_model *m, size_t li)
             strided |= p.stride[i] > 1;
             taps *= p.k[i];
         }
-        if (w->kind == IR_TENSOR_CONST && w->sparsity.kind != IR_SPARSITY_NONE)
+        if (w->kind == IR_TENSOR_CONST && w->sparsity.kind == IR_SPARSITY_PATTERN)
             return strided ? COST_CONV_SPARSE_S : COST_CONV_SPARSE;
+        if (w->kind == IR_TENSOR_CONST && w->sparsity.kind != IR_SPARSITY_NONE) return COST_CONV_BLOCK;
         return taps == 1 ? COST_CONV_1X1 : COST_CONV_DENSE;
     }
     case IR_OP_FC:

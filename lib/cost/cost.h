@@ -48,6 +48,7 @@ typedef enum cost_family {
     COST_SHAPE,            /* shape.c: concat, transpose, flatten, reshape */
     COST_REF,              /* the reference kernel (a layer no family takes) */
     COST_RNN_SPARSE,       /* rnn.c: lstm, gru with block-sparse gate matrices (<= 50% kept) */
+    COST_CONV_BLOCK,       /* conv.c: conv with block or unstructured sparsity (1x1 with block_convs) */
     COST_N_FAMILIES
 } cost_family;
 
