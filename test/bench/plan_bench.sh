@@ -1,23 +1,31 @@
 #!/bin/sh
 # plan_bench.sh BUILD DIR - the planner against its budgets (make bench-predict, docs/predict.md):
-# ResNet-18 (224x224, dense, saved by bench_predict --save DIR) timed with pdc bench on 2 threads,
-# then pdc plan at 50% and 30% of that measured time, and the planned models timed the same way.
+# ResNet-18 (224x224, dense, saved by bench_predict --save DIR) timed with pdc bench on $THREADS
+# threads (default 2), then pdc plan at 50% and 30% of that measured time, and the planned models
+# timed the same way. With PDC_LAYER_CLOCK=thread-cpu (1 thread, a loaded machine) the times are the
+# sums of the layers' CPU times (pdc predict --measure) instead of pdc bench's wall time.
 # Prints a markdown table: budget, predicted, measured, measured against the budget.
 BUILD=${1:-build}
 DIR=${2:-build/bench-predict}
 PDC="$BUILD/pdc"
 M="$DIR/resnet18-dense.pdc"
 [ -f "$M" ] || { echo "plan_bench: $M missing (bench_predict --save $DIR writes it)" >&2; exit 1; }
-median() { "$PDC" bench "$1" --threads 2 --repeat 30 --warmup 5 --json | sed 's/.*"median_ms": \([0-9.]*\).*/\1/'; }
+THREADS=${THREADS:-2}
+if [ "$PDC_LAYER_CLOCK" = thread-cpu ]; then
+    median() { "$PDC" predict "$1" --threads "$THREADS" --measure --repeat 21 --json 2>/dev/null | tail -n 1 |
+               sed 's/.*"measured_total_ms": \([0-9.e-]*\).*/\1/'; }
+else
+    median() { "$PDC" bench "$1" --threads "$THREADS" --repeat 30 --warmup 5 --json | sed 's/.*"median_ms": \([0-9.]*\).*/\1/'; }
+fi
 dense=$(median "$M")
-echo "ResNet-18 dense, 2 threads: $dense ms measured (pdc bench, median of 30)"
+echo "ResNet-18 dense, $THREADS thread(s): $dense ms measured${PDC_LAYER_CLOCK:+ (CPU time of the layers)}"
 echo
 echo "| budget | budget ms | plan predicted ms | measured ms | measured vs budget |"
 echo "|---|---:|---:|---:|---:|"
 for share in 0.5 0.3; do
     budget=$(awk -v d="$dense" -v s="$share" 'BEGIN { printf "%.3f", d * s }')
     out="$DIR/resnet18-plan-$share.pdc"
-    "$PDC" plan "$M" --latency-ms "$budget" --threads 2 --no-measure -o "$out" >"$DIR/plan-$share.txt" 2>&1 ||
+    "$PDC" plan "$M" --latency-ms "$budget" --threads "$THREADS" --no-measure -o "$out" >"$DIR/plan-$share.txt" 2>&1 ||
         { echo "| $share | $budget | (no plan: see $DIR/plan-$share.txt) | | |"; continue; }
     pred=$(sed -n 's/^predicted: \([0-9.]*\) ms.*/\1/p' "$DIR/plan-$share.txt")
     meas=$(median "$out")
