@@ -53,6 +53,8 @@ static const cal_case cases[] = {
     {COST_CONV_BLOCK, "conv", 16, 96, 112, 1, 1, 1, 0.5},      {COST_CONV_BLOCK, "conv", 144, 24, 56, 1, 1, 1, 0.5},
     {COST_CONV_BLOCK, "conv", 64, 256, 56, 1, 1, 1, 0.75},     {COST_CONV_BLOCK, "conv", 320, 1280, 7, 1, 1, 1, 0.5},
     {COST_CONV_BLOCK, "conv", 576, 96, 14, 1, 1, 1, 0.5},      {COST_CONV_BLOCK, "conv", 32, 192, 28, 1, 1, 1, 0.75},
+    {COST_CONV_BLOCK, "conv", 96, 576, 14, 1, 1, 1, 0.5},      {COST_CONV_BLOCK, "conv", 160, 960, 7, 1, 1, 1, 0.5},
+    {COST_CONV_BLOCK, "conv", 24, 144, 56, 1, 1, 1, 0.5},      {COST_CONV_BLOCK, "conv", 64, 384, 14, 1, 1, 1, 0.5},
     {COST_ELTWISE, "relu", 64, 64, 112, 0, 0, 0, -1},          {COST_ELTWISE, "add", 64, 64, 56, 0, 0, 0, -1},
     {COST_ELTWISE, "add", 256, 256, 14, 0, 0, 0, -1},          {COST_ELTWISE, "relu", 512, 512, 7, 0, 0, 0, -1},
     {COST_POOL, "maxpool", 64, 64, 112, 3, 2, 0, -1},          {COST_POOL, "maxpool", 128, 128, 56, 2, 2, 0, -1},
