@@ -919,6 +919,9 @@ expect_rc 2
 run "$PDC" plan "$T/dense.pdcir" --latency-ms 1
 expect_rc 2
 expect_err "missing -o OUT"
+run "$PDC" plan "$T/dense.pdcir" --latency-ms 1 --refine 11 -o "$T/plan.pdc"
+expect_rc 2
+expect_err "--refine expects 0..10, got '11'"
 expect_no_file "$T/plan.pdc"
 end
 

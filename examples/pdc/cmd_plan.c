@@ -13,10 +13,10 @@
 
 const char cli_plan_synopsis[] =
     "pdc plan MODEL --latency-ms X -o OUT.pdc|OUT.onnx|OUT.pdcir [--target cpu] [--threads N] [--profile FILE] "
-    "[--repeat N] [--no-measure] [--shape NAME=DIMS]...";
+    "[--repeat N] [--no-measure] [--refine N] [--shape NAME=DIMS]...";
 const char cli_plan_help[] =
     "usage: pdc plan MODEL --latency-ms X -o OUT.pdc|OUT.onnx|OUT.pdcir [--target cpu] [--threads N]\n"
-    "                [--profile FILE] [--repeat N] [--no-measure] [--shape NAME=DIMS]...\n"
+    "                [--profile FILE] [--repeat N] [--no-measure] [--refine N] [--shape NAME=DIMS]...\n"
     "\n"
     "Chooses per layer how to prune MODEL so that its predicted time on the cpu target meets the\n"
     "budget while removing the least weight magnitude (pdc_model_plan, docs/predict.md): 3x3 convs\n"
@@ -34,14 +34,17 @@ const char cli_plan_help[] =
     "  --profile FILE     use this latency profile instead of this host's (pdc calibrate)\n"
     "  -n, --repeat N     timed runs of the result (default 10)\n"
     "  --no-measure       do not compile and time the result\n"
+    "  --refine N         while the result measures over the budget, plan again (up to N times, 0..10,\n"
+    "                     default 0) for the budget scaled by budget / measured (at least 0.85)\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME; may be repeated\n"
     "  -h, --help         show this help\n";
 
-enum { OPT_LATENCY = 1, OPT_OUTPUT, OPT_TARGET, OPT_THREADS, OPT_PROFILE, OPT_REPEAT, OPT_NO_MEASURE };
+enum { OPT_LATENCY = 1, OPT_OUTPUT, OPT_TARGET, OPT_THREADS, OPT_PROFILE, OPT_REPEAT, OPT_NO_MEASURE, OPT_REFINE };
 static const cli_opt plan_opts[] = {{"latency-ms", 0, 1, OPT_LATENCY}, {"output", 'o', 1, OPT_OUTPUT},
                                     {"target", 't', 1, OPT_TARGET},    {"threads", 0, 1, OPT_THREADS},
                                     {"profile", 0, 1, OPT_PROFILE},    {"repeat", 'n', 1, OPT_REPEAT},
                                     {"no-measure", 0, 0, OPT_NO_MEASURE}, {"shape", 0, 1, CLI_OPT_SHAPE},
+                                    {"refine", 0, 1, OPT_REFINE},
                                     {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("plan", cli_plan_synopsis, __VA_ARGS__)
@@ -167,7 +170,7 @@ int cmd_plan(int argc, char **argv)
     cli_parser_init(&p, argc, argv, "plan", cli_plan_synopsis, cli_plan_help, plan_opts);
     cli_model_args a = {0};
     const char *target = "cpu", *out_path = NULL, *profile = NULL, *v, *latency = NULL;
-    long threads = 0, repeat = 10;
+    long threads = 0, repeat = 10, refine = 0;
     int measure = 1, id;
     while ((id = cli_next_model_arg(&p, &a, &v)) > 0) {
         switch (id) {
@@ -190,6 +193,13 @@ int cmd_plan(int argc, char **argv)
             break;
         }
         case OPT_NO_MEASURE: measure = 0; break;
+        case OPT_REFINE: {
+            char *e2;
+            errno = 0;
+            refine = strtol(v, &e2, 10);
+            if (errno || !*v || *e2 || refine < 0 || refine > 10) return USAGE("--refine expects 0..10, got '%s'", v);
+            break;
+        }
         default: break;
         }
     }
@@ -273,6 +283,38 @@ int cmd_plan(int argc, char **argv)
         if (rc == CLI_EXIT_OK)
             printf("measured: %.3f ms (median of %ld runs; %+.1f%% against the prediction, %+.1f%% against the budget)\n",
                    ms, repeat, 100.0 * (ms - planned_ms) / planned_ms, 100.0 * (ms - budget) / budget);
+        /* --refine: while the result measures over the budget, plan again for the budget scaled by
+         * budget / measured (the model's error on this model; at least 0.85), from the original model */
+        double aim = budget;
+        for (long r = 1; rc == CLI_EXIT_OK && r <= refine && ms > budget; r++) {
+            aim *= budget / ms < 0.85 ? 0.85 : budget / ms; /* at most 15% a round: one noisy run misleads less */
+            pdc_model_destroy(model);
+            model = NULL;
+            pdc_string_free(plan);
+            plan = NULL;
+            pdc_attrs_destroy(prune);
+            prune = NULL;
+            double pred2 = 0;
+            if ((rc = cli_load_model(ctx, &a, &model)) != CLI_EXIT_OK) break;
+            if ((st = pdc_model_plan(ctx, model, target, aim, opt, &plan, &pred2))) {
+                rc = cli_lib_error(ctx, st, a.path, "plan");
+                break;
+            }
+            if (pred2 > aim * (1 + 1e-9)) {
+                rc = cli_error(a.path, "refine %ld: no plan meets %.3f ms (the fastest is predicted at %.3f ms); nothing written",
+                               r, aim, pred2);
+                break;
+            }
+            if (plan[0] && ((st = pdc_attrs_create(ctx, &prune)) || (st = plan_options(ctx, plan, pipe, sizeof pipe, prune)) ||
+                            (st = pdc_model_transform(model, pipe, prune)))) {
+                rc = cli_lib_error(ctx, st, a.path, "prune");
+                break;
+            }
+            if ((rc = time_model(ctx, a.path, model, repeat, &ms)) != CLI_EXIT_OK) break;
+            printf("refine %ld: planned for %.3f ms: predicted %.3f ms, measured %.3f ms (%+.1f%% against the budget)\n", r,
+                   aim, pred2, ms, 100.0 * (ms - budget) / budget);
+            printf("plan: %s\n", plan[0] ? plan : "(dense)");
+        }
     }
     if (rc == CLI_EXIT_OK) {
         st = text ? pdc_model_save_text(model, out_path, 0) : onnx ? pdc_model_save_onnx(model, out_path) : pdc_model_save(model, out_path);
