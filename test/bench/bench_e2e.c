@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     double rt0 = bench_core_round_trip_ns();
     printf("core-to-core round trip (host.h): %.0f ns\n", rt0);
     printf("%-28s %2s %10s %10s %8s %12s\n", "model", "th", "pdc ms", "ORT ms", "x ORT", "max rel err");
-    const bench_prune pruned = {1, 0.5, 0.10};
+    const bench_prune pruned = {1, 0.5, 0.10, 0};
 
     char list[256];
     snprintf(list, sizeof list, "%s", models);

@@ -50,7 +50,7 @@ static double loadavg(void)
 static pdc_model *build(pdc_context *ctx, const config *c)
 {
     int convs = strcmp(c->model, "mobilenetv2") && strcmp(c->model, "lstm");
-    bench_prune pr = {convs && !strcmp(c->variant, "pruned"), 0.5, 0.2};
+    bench_prune pr = {convs && !strcmp(c->variant, "pruned"), 0.5, 0.2, 0};
     pdc_model *m = bench_build_model(ctx, c->model, c->hw, &pr);
     if (!m || convs || strcmp(c->variant, "pruned")) return m;
     /* MobileNetV2: 1x4 blocks of the 1x1 convs and the fc, half removed; LSTM: 80% of the gate blocks */

@@ -394,7 +394,7 @@ static pdc_model *build_named(pdc_context *ctx, const char *name, const float **
     char base[32];
     snprintf(base, sizeof base, "%s", name);
     char *dash = strchr(base, '-');
-    bench_prune pr = {0, 0.5, 0.1};
+    bench_prune pr = {0, 0.5, 0.1, 0};
     if (dash) *dash = 0, pr.prune = 1;
     return bench_build_model(ctx, base, 224, &pr);
 }
