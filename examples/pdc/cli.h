@@ -154,6 +154,17 @@ int cli_open_model(const cli_model_args *a, pdc_context **ctx_out, pdc_model **m
 /* 1 if s ends in suffix and has something before it. */
 int cli_ends_with(const char *s, const char *suffix);
 
+/* ------------------------------------------------------------------ small helpers (args.c) */
+
+/* Monotonic milliseconds. */
+double cli_now_ms(void);
+/* qsort comparison of doubles, ascending. */
+int cli_cmp_double(const void *a, const void *b);
+/* A non-negative integer option value, at most max, into *out. Returns 0, or -1 if v is not one. */
+int cli_parse_count(const char *v, long max, long *out);
+/* Prints s on stdout as a JSON string (quotes and escapes). */
+void cli_json_string(const char *s);
+
 /* ------------------------------------------------------------------ raw little-endian f32 files (rawio.c) */
 
 /* Reads exactly n floats from path. A size mismatch reports "expected B bytes (what), got G bytes".

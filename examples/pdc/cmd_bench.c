@@ -3,13 +3,11 @@
  * inputs: warm-up, then N timed runs; prints the median, min and max milliseconds (and the compile
  * time), or one JSON object with --json.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 
@@ -50,50 +48,13 @@ static const cli_opt bench_opts[] = {{"target", 't', 1, OPT_TARGET}, {"threads",
 
 #define USAGE(...) cli_usage_error("bench", cli_bench_synopsis, __VA_ARGS__)
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* A non-negative integer option value, at most max. */
-static int parse_count(const char *v, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || !*v || *end || n < 0 || n > max) return -1;
-    *out = n;
-    return 0;
-}
-
-/* Prints s as a JSON string (quotes and escapes). */
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
-
 static int bench_model(pdc_context *ctx, const char *path, const pdc_model *model, const char *target, long repeat,
                        long warmup, int json)
 {
     pdc_program *prog = NULL;
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     pdc_status st = pdc_compile(ctx, model, target, &prog);
-    double compile_ms = now_ms() - t0;
+    double compile_ms = cli_now_ms() - t0;
     if (st != PDC_OK) return cli_lib_error(ctx, st, path, "compile");
     size_t n_in = 0, n_out = 0;
     pdc_program_num_inputs(prog, &n_in);
@@ -126,16 +87,16 @@ static int bench_model(pdc_context *ctx, const char *path, const pdc_model *mode
             rc = cli_lib_error(ctx, st, path, "output");
     }
     for (long r = 0; r < warmup + repeat && rc == CLI_EXIT_OK; r++) {
-        double a = now_ms();
+        double a = cli_now_ms();
         st = pdc_program_run(prog, n_in, in, n_out, out);
-        double dt = now_ms() - a;
+        double dt = cli_now_ms() - a;
         if (st != PDC_OK) rc = cli_lib_error(ctx, st, path, "run");
         else if (r >= warmup) times[r - warmup] = dt;
     }
     if (rc == CLI_EXIT_OK) {
         double med = NAN, mn = NAN, mx = NAN;
         if (repeat > 0) {
-            qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+            qsort(times, (size_t)repeat, sizeof *times, cli_cmp_double);
             med = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
             mn = times[0];
             mx = times[repeat - 1];
@@ -147,9 +108,9 @@ static int bench_model(pdc_context *ctx, const char *path, const pdc_model *mode
         pdc_context_get_option(ctx, "threads", opt, sizeof opt);
         if (json) {
             printf("{\"model\": ");
-            json_string(path);
+            cli_json_string(path);
             printf(", \"target\": ");
-            json_string(target);
+            cli_json_string(target);
             printf(", \"threads\": %zu, \"runs\": %ld, \"compile_ms\": %.3f, \"median_ms\": %.4f, \"min_ms\": %.4f, "
                    "\"max_ms\": %.4f}\n",
                    threads, repeat, compile_ms, repeat ? med : 0.0, repeat ? mn : 0.0, repeat ? mx : 0.0);
@@ -185,10 +146,10 @@ int cmd_bench(int argc, char **argv)
             break;
         case OPT_THREADS: threads = v; break;
         case OPT_REPEAT:
-            if (parse_count(v, 1000000, &repeat)) return USAGE("--repeat expects a count 0..1000000, got '%s'", v);
+            if (cli_parse_count(v, 1000000, &repeat)) return USAGE("--repeat expects a count 0..1000000, got '%s'", v);
             break;
         case OPT_WARMUP:
-            if (parse_count(v, 1000000, &warmup)) return USAGE("--warmup expects a count 0..1000000, got '%s'", v);
+            if (cli_parse_count(v, 1000000, &warmup)) return USAGE("--warmup expects a count 0..1000000, got '%s'", v);
             break;
         case OPT_JSON: json = 1; break;
         default: break;

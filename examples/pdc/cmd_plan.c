@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 
@@ -48,19 +47,6 @@ static const cli_opt plan_opts[] = {{"latency-ms", 0, 1, OPT_LATENCY}, {"output"
                                     {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("plan", cli_plan_synopsis, __VA_ARGS__)
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static char defaults_note[1024];
 static void on_note(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
@@ -103,12 +89,12 @@ static int time_model(pdc_context *ctx, const char *path, const pdc_model *model
     double *t = calloc((size_t)repeat, sizeof *t);
     if (rc == CLI_EXIT_OK && !t) rc = cli_error(path, "out of memory");
     for (long r = 0; r < 3 + repeat && rc == CLI_EXIT_OK; r++) {
-        double a = now_ms();
+        double a = cli_now_ms();
         if ((st = pdc_program_run(prog, n_in, in, n_out, out))) rc = cli_lib_error(ctx, st, path, "run");
-        else if (r >= 3) t[r - 3] = now_ms() - a;
+        else if (r >= 3) t[r - 3] = cli_now_ms() - a;
     }
     if (rc == CLI_EXIT_OK) {
-        qsort(t, (size_t)repeat, sizeof *t, cmp_double);
+        qsort(t, (size_t)repeat, sizeof *t, cli_cmp_double);
         *ms = repeat % 2 ? t[repeat / 2] : 0.5 * (t[repeat / 2 - 1] + t[repeat / 2]);
     }
     free(t);

@@ -76,24 +76,6 @@ static int parse_long(const char *v, long lo, long hi, long *out)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
-
 /* Notes of pdc_model_predict: the PDC_NOTE_PREDICT_DEFAULTS text, kept for printing. */
 typedef struct note_box {
     char text[1024];
@@ -156,10 +138,10 @@ static int measure(pdc_context *ctx, const char *path, const pdc_model *model, l
     if (rc == CLI_EXIT_OK) {
         for (size_t l = 0; l < n_layers; l++) {
             double *v = all + l * (size_t)repeat;
-            qsort(v, (size_t)repeat, sizeof *v, cmp_double);
+            qsort(v, (size_t)repeat, sizeof *v, cli_cmp_double);
             meas[l] = repeat % 2 ? v[repeat / 2] : 0.5 * (v[repeat / 2 - 1] + v[repeat / 2]);
         }
-        qsort(tot, (size_t)repeat, sizeof *tot, cmp_double);
+        qsort(tot, (size_t)repeat, sizeof *tot, cli_cmp_double);
         *total = repeat % 2 ? tot[repeat / 2] : 0.5 * (tot[repeat / 2 - 1] + tot[repeat / 2]);
     }
     free(all);
@@ -294,7 +276,7 @@ int cmd_predict(int argc, char **argv)
             printf("\n");
         } else {
             printf("{\"model\": ");
-            json_string(a.path);
+            cli_json_string(a.path);
             printf(", \"target\": \"cpu\", \"threads\": %ld, \"profile\": \"%s\", \"total_ms\": %.6g, \"total_1thread_ms\": %.6g",
                    threads, note.text[0] ? "defaults" : "calibrated", tn, t1);
             if (do_measure) printf(", \"measured_total_ms\": %.6g", mtotal);
@@ -304,10 +286,10 @@ int cmd_predict(int argc, char **argv)
                 int64_t fl = 0, by = 0;
                 pdc_model_layer_string(model, i, PDC_FIELD_NAME, &name);
                 printf("%s{\"name\": ", i ? ", " : "");
-                json_string(name);
+                cli_json_string(name);
                 pdc_model_layer_string(model, i, PDC_FIELD_OP, &op);
                 printf(", \"op\": ");
-                json_string(op);
+                cli_json_string(op);
                 pdc_model_layer_stat(model, i, PDC_STAT_EFFECTIVE_FLOPS, &fl);
                 pdc_model_layer_stat(model, i, PDC_STAT_BYTES, &by);
                 printf(", \"predicted_ms\": %.6g, \"predicted_1thread_ms\": %.6g, \"mflops\": %.6g, \"weight_bytes\": %lld",
