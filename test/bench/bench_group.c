@@ -5,7 +5,8 @@
  *     their own layer4 and fc), one input shared;
  *   - twins: two pruned ResNet-18 with different weights everywhere (nothing shared: what the schedule
  *     gains running their layers side by side);
- *   - unrelated: ResNet-18 and VGG-16 (pruned), one input shared (nothing else in common).
+ *   - unrelated: ResNet-18 and VGG-16 (pruned), one input shared (nothing else in common);
+ *   - mobile: pruned ResNet-18 and dense MobileNetV2 (the issue's camera pair).
  * Per case: median wall time of one run of every model (group: one pdc_program_run; apart: each
  * program in turn), the two alternating so that both see the same machine; and the memory each way:
  * the memory a child process holds after compiling and running, less what its models hold (malloc's
@@ -43,6 +44,7 @@ static const bench_case cases[] = {
     {"variants", {"resnet18", "resnet18"}, {0, 1}},
     {"twins", {"resnet18", "resnet18"}, {0, -1}},
     {"unrelated", {"resnet18", "vgg16"}, {0, 0}},
+    {"mobile", {"resnet18", "mobilenetv2"}, {0, 0}},
 };
 
 /* The models of a case, pruned and planned as `pdc prune` leaves them. */

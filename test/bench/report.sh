@@ -512,6 +512,7 @@ group() {
                          f("group_mb"), f("apart_mb"), rx(f("memory_x")))
         if (f("case") == "variants") hv = hv (hv == "" ? "" : ", ") rx(f("throughput_x")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
         if (f("case") == "twins") ht = ht (ht == "" ? "" : ", ") rx(f("throughput_x")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
+        if (f("case") == "mobile") hm = hm (hm == "" ? "" : ", ") rx(f("throughput_x")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
         if (f("case") == "unrelated") hu = hu (hu == "" ? "" : ", ") rx(f("throughput_x")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
     }
     END {
@@ -519,6 +520,7 @@ group() {
         if (!n) exit
         if (hv != "") printf "- two fine-tuned variants of one pruned ResNet-18 as a group (`results_group.tsv`): throughput %s of the two programs in turn\n", hv >> H
         if (ht != "") printf "- two pruned ResNet-18 with different weights as a group, scheduled (`results_group.tsv`): throughput %s\n", ht >> H
+        if (hm != "") printf "- pruned ResNet-18 + MobileNetV2 as a group, scheduled (`results_group.tsv`): throughput %s\n", hm >> H
         if (hu != "") printf "- pruned ResNet-18 + VGG-16 as a group, scheduled (`results_group.tsv`): throughput %s\n", hu >> H
         printf "\n## %s\n\n", title
         printf "`build/bench_group`, written to `test/bench/results_group.tsv`: `pdc_compile_group` (share, schedule, plan)\n"
