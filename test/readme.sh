@@ -97,6 +97,10 @@ while :; do
     log="$WORK/$n.log"
     case "$lang" in
         sh)
+            if [ -n "$SAN" ] && grep -q 'python3' "$f"; then
+                echo "readme: block $n (line $line): SKIPPED under SANITIZE=$SANITIZE (an instrumented library cannot load into python3)"
+                continue
+            fi
             script="$WORK/$n.run.sh"
             echo 'set -e' > "$script"
             : > "$WORK/$n.skipped"
