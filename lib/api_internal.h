@@ -21,8 +21,9 @@ struct pdc_tensor {
  * the input) and the model verified. */
 pdc_status pdc_check_compilable(const pdc_model *model);
 
-/* pdc_program_run's checks of its arguments (counts, NULLs, shapes), with its messages. */
-pdc_status pdc_program_check_io(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
-                                size_t n_outputs, pdc_tensor *const *outputs);
+/* pdc_program_run's checks of its arguments (counts, NULLs, shapes), with its messages, then the
+ * tensors' data pointers in *in_out and *out_out (pdc_free both). */
+pdc_status pdc_program_io_buffers(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                  size_t n_outputs, pdc_tensor *const *outputs, const float ***in_out, float ***out_out);
 
 #endif

@@ -139,17 +139,10 @@ PDC_API pdc_status pdc_program_run_timed(const pdc_program *program, size_t n_in
     if (program->backend != &pdc_backend_cpu)
         return pdc_error(ctx, PDC_ERR_UNSUPPORTED, "%s: per-layer times need the 'cpu' target, this program is '%s'",
                          __func__, program->backend->name);
-    pdc_status st = pdc_program_check_io(program, n_inputs, inputs, n_outputs, outputs);
+    const float **in;
+    float **out;
+    pdc_status st = pdc_program_io_buffers(program, n_inputs, inputs, n_outputs, outputs, &in, &out);
     if (st) return st;
-    const float **in = pdc_calloc(ctx, n_inputs ? n_inputs : 1, sizeof *in);
-    float **out = pdc_calloc(ctx, n_outputs ? n_outputs : 1, sizeof *out);
-    if (!in || !out) {
-        pdc_free(in);
-        pdc_free(out);
-        return PDC_ERR_OUT_OF_MEMORY;
-    }
-    for (size_t i = 0; i < n_inputs; i++) in[i] = pdc_tensor_data(inputs[i]);
-    for (size_t i = 0; i < n_outputs; i++) out[i] = pdc_tensor_data(outputs[i]);
     st = pdc_cpu_run_timed(program, in, out, layer_ms);
     pdc_free(in);
     pdc_free(out);

@@ -203,8 +203,8 @@ static pdc_status check_shape(const pdc_program *p, const char *what, const pdc_
                      got);
 }
 
-pdc_status pdc_program_check_io(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
-                                size_t n_outputs, pdc_tensor *const *outputs)
+pdc_status pdc_program_io_buffers(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                  size_t n_outputs, pdc_tensor *const *outputs, const float ***in_out, float ***out_out)
 {
     const ir_model *m = program->model;
     const pdc_context *ctx = program->ctx;
@@ -218,16 +218,6 @@ pdc_status pdc_program_check_io(const pdc_program *program, size_t n_inputs, pdc
         if ((st = check_shape(program, "input", inputs[i], &m->tensors[m->inputs[i]]))) return st;
     for (size_t i = 0; i < n_outputs; i++)
         if ((st = check_shape(program, "output", outputs[i], &m->tensors[m->outputs[i]]))) return st;
-    return PDC_OK;
-}
-
-PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
-                                   size_t n_outputs, pdc_tensor *const *outputs)
-{
-    PROGRAM_CHECK(program);
-    const pdc_context *ctx = program->ctx;
-    pdc_status st = pdc_program_check_io(program, n_inputs, inputs, n_outputs, outputs);
-    if (st) return st;
     const float **in = pdc_calloc(ctx, n_inputs ? n_inputs : 1, sizeof *in);
     float **out = pdc_calloc(ctx, n_outputs ? n_outputs : 1, sizeof *out);
     if (!in || !out) {
@@ -237,6 +227,19 @@ PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, 
     }
     for (size_t i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
     for (size_t i = 0; i < n_outputs; i++) out[i] = outputs[i]->data;
+    *in_out = in;
+    *out_out = out;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                                   size_t n_outputs, pdc_tensor *const *outputs)
+{
+    PROGRAM_CHECK(program);
+    const float **in;
+    float **out;
+    pdc_status st = pdc_program_io_buffers(program, n_inputs, inputs, n_outputs, outputs, &in, &out);
+    if (st) return st;
     st = program->backend->run(program, in, out);
     pdc_free(in);
     pdc_free(out);
