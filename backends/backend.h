@@ -20,9 +20,12 @@ typedef struct pdc_backend {
     const char *description;
     /* Builds prog->state from prog->model. On failure leaves prog->state NULL (or freeable by destroy). */
     pdc_status (*compile)(pdc_program *prog);
-    /* inputs[i]/outputs[i] follow prog->model->inputs/outputs and have exactly their shapes.
+    /* inputs[i]/outputs[i] follow prog->model->inputs/outputs and have exactly their shapes. live: NULL,
+     * or one flag per layer: only the layers flagged run (ir_model_live_layers), outputs[i] is NULL for
+     * the outputs not wanted and inputs[i] NULL for inputs no flagged layer reads.
      * Must be safe to call from several threads at once; must write outputs only on success. */
-    pdc_status (*run)(const pdc_program *prog, const float *const *inputs, float *const *outputs);
+    pdc_status (*run)(const pdc_program *prog, const float *const *inputs, float *const *outputs,
+                      const uint8_t *live);
     /* Frees prog->state (may be NULL). */
     void (*destroy)(pdc_program *prog);
     /* Optional: what runs layer i (never NULL; "" if unknown). NULL: pdc_program_layer_kernel says
@@ -72,9 +75,9 @@ extern const pdc_backend pdc_backend_gpu;
 size_t pdc_cpu_program_threads(const pdc_program *prog);
 
 /* One run of a "cpu" program (as its backend's run) that also writes each layer's wall time in ms to
- * layer_ms[i] (one slot per layer of prog->model; a layer fused into another's epilogue reads ~0). */
+ * layer_ms[i] (one slot per layer of prog->model; a layer fused into another's epilogue reads ~0, one not in live 0). */
 pdc_status pdc_cpu_run_timed(const pdc_program *prog, const float *const *inputs, float *const *outputs,
-                             double *layer_ms);
+                             const uint8_t *live, double *layer_ms);
 /* The threads a "cpu" run asked for `threads` would use right now (fewer while other processes keep
  * cores busy: backends/cpu/team.c). */
 int pdc_cpu_team_size(int threads);

@@ -638,11 +638,15 @@ PDC_API pdc_status pdc_program_output_info(const pdc_program *program, size_t i,
                                            size_t *rank_out, int64_t *dims_out);
 /**
  * Runs the program: inputs and outputs in the order of the *_info calls, each of exactly that shape.
+ * An output may be NULL: it is not wanted, and only the layers the wanted outputs depend on run (one
+ * model of a group, pdc_compile_group, runs alone at its own cost); an input may then be NULL where no
+ * layer that runs reads it (on "gpu" the layers run are the same; not every output is copied back).
  * Outputs are written only when the run succeeds. An output may be an input's tensor (or share
  * memory with one): the run then computes it aside and copies it at the end; otherwise the "cpu"
  * target writes it in place (not with the option "check_finite"). NaN and infinities propagate as
  * IEEE arithmetic says, except through pruned weights, which are never multiplied (docs/reliability.md).
- * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, wrong count), PDC_ERR_SHAPE (message names the tensor,
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL arrays, wrong count, every output NULL, a NULL input a wanted
+ *         output needs: the message names it), PDC_ERR_SHAPE (message names the tensor,
  *         expected and got), PDC_ERR_OUT_OF_MEMORY, PDC_ERR_NUMERIC (option "check_finite": the message
  *         names the first layer whose output is not finite)
  * Thread-safety: one program may be run from many threads at once with distinct output tensors;

@@ -244,6 +244,10 @@ pdc_status ir_model_compact(ir_model *m, const uint8_t *drop_layer, const uint8_
 /* Puts the layers in a new order: new layer i is old layer order[i] (a permutation, which must keep
  * every layer after the producers of its inputs). */
 pdc_status ir_model_reorder_layers(ir_model *m, const size_t *order);
+/* What a run that wants only some graph outputs (want[i] != 0 for output i) must execute: live[li] = 1
+ * for the layers those outputs depend on, 0 for the rest (one flag per layer); input_needed[i] = 1 for
+ * the graph inputs they read. PDC_ERR_OUT_OF_MEMORY. */
+pdc_status ir_model_live_layers(const ir_model *m, const uint8_t *want, uint8_t *live, uint8_t *input_needed);
 
 /* ---- groups (ir/group.c) */
 /* One model holding models[0..n-1] side by side (see pdc_model_group): the layers and tensors of model k

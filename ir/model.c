@@ -636,3 +636,23 @@ pdc_status ir_model_reorder_layers(ir_model *m, const size_t *order)
     ir_model_reindex(m); /* layer names now point at other indices */
     return PDC_OK;
 }
+
+pdc_status ir_model_live_layers(const ir_model *m, const uint8_t *want, uint8_t *live, uint8_t *input_needed)
+{
+    uint8_t *needed = pdc_calloc(m->ctx, m->n_tensors ? m->n_tensors : 1, 1);
+    if (!needed) return PDC_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < m->n_outputs; i++)
+        if (want[i]) needed[m->outputs[i]] = 1;
+    /* layers are topologically sorted: walking back, a layer's readers have all been seen */
+    for (size_t li = m->n_layers; li-- > 0;) {
+        const ir_layer *l = &m->layers[li];
+        live[li] = 0;
+        for (size_t k = 0; k < l->n_outputs && !live[li]; k++)
+            if (l->outputs[k] >= 0 && needed[l->outputs[k]]) live[li] = 1;
+        for (size_t k = 0; k < l->n_inputs && live[li]; k++)
+            if (l->inputs[k] >= 0) needed[l->inputs[k]] = 1;
+    }
+    for (size_t i = 0; i < m->n_inputs; i++) input_needed[i] = needed[m->inputs[i]];
+    pdc_free(needed);
+    return PDC_OK;
+}

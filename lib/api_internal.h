@@ -21,9 +21,16 @@ struct pdc_tensor {
  * the input) and the model verified. */
 pdc_status pdc_check_compilable(const pdc_model *model);
 
-/* pdc_program_run's checks of its arguments (counts, NULLs, shapes), with its messages, then the
- * tensors' data pointers in *in_out and *out_out (pdc_free both). */
-pdc_status pdc_program_io_buffers(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
-                                  size_t n_outputs, pdc_tensor *const *outputs, const float ***in_out, float ***out_out);
+/* A run's buffers: pdc_program_run's checks of its arguments (counts, NULLs, shapes), with its messages,
+ * then the tensors' data pointers (NULL for an output not wanted and an input not needed) and, when some
+ * outputs are not wanted, the layers to run. pdc_program_io_free releases them (also after a failure). */
+typedef struct pdc_program_io {
+    const float **in;
+    float **out;
+    uint8_t *live; /* per layer, 1: runs; NULL: every layer runs */
+} pdc_program_io;
+pdc_status pdc_program_io_get(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                              size_t n_outputs, pdc_tensor *const *outputs, pdc_program_io *io);
+void pdc_program_io_free(pdc_program_io *io);
 
 #endif

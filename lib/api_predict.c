@@ -139,13 +139,11 @@ PDC_API pdc_status pdc_program_run_timed(const pdc_program *program, size_t n_in
     if (program->backend != &pdc_backend_cpu)
         return pdc_error(ctx, PDC_ERR_UNSUPPORTED, "%s: per-layer times need the 'cpu' target, this program is '%s'",
                          __func__, program->backend->name);
-    const float **in;
-    float **out;
-    pdc_status st = pdc_program_io_buffers(program, n_inputs, inputs, n_outputs, outputs, &in, &out);
+    pdc_program_io io;
+    pdc_status st = pdc_program_io_get(program, n_inputs, inputs, n_outputs, outputs, &io);
     if (st) return st;
-    st = pdc_cpu_run_timed(program, in, out, layer_ms);
-    pdc_free(in);
-    pdc_free(out);
+    st = pdc_cpu_run_timed(program, io.in, io.out, io.live, layer_ms);
+    pdc_program_io_free(&io);
     return st;
 }
 

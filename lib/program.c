@@ -193,7 +193,6 @@ PDC_API pdc_status pdc_program_layer_kernel(const pdc_program *program, size_t i
 /* The tensor must have exactly the shape of model tensor t. */
 static pdc_status check_shape(const pdc_program *p, const char *what, const pdc_tensor *x, const ir_tensor *t)
 {
-    if (!x) return pdc_error(p->ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: %s '%s' is NULL", what, t->name);
     int same = x->rank == t->rank && !memcmp(x->dims, t->dims, (size_t)t->rank * sizeof *t->dims);
     if (same) return PDC_OK;
     char want[128], got[128];
@@ -203,46 +202,80 @@ static pdc_status check_shape(const pdc_program *p, const char *what, const pdc_
                      got);
 }
 
-pdc_status pdc_program_io_buffers(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
-                                  size_t n_outputs, pdc_tensor *const *outputs, const float ***in_out, float ***out_out)
+/* A run that wants only some outputs (the others NULL) executes only the layers they depend on
+ * (ir_model_live_layers), and needs only the inputs those read. */
+static pdc_status plan_partial_run(const pdc_program *program, pdc_tensor *const *inputs,
+                                   pdc_tensor *const *outputs, pdc_program_io *io)
 {
     const ir_model *m = program->model;
-    const pdc_context *ctx = program->ctx;
+    pdc_context *ctx = program->ctx;
+    uint8_t *want = pdc_calloc(ctx, m->n_outputs + m->n_inputs + 1, 1);
+    io->live = pdc_calloc(ctx, m->n_layers ? m->n_layers : 1, 1);
+    pdc_status st = want && io->live ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
+    uint8_t *input_needed = want ? want + m->n_outputs : NULL;
+    for (size_t i = 0; i < m->n_outputs && !st; i++) want[i] = outputs[i] != NULL;
+    if (!st) st = ir_model_live_layers(m, want, io->live, input_needed);
+    for (size_t i = 0; i < m->n_inputs && !st; i++)
+        if (input_needed[i] && !inputs[i])
+            st = pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: input '%s' is NULL, but an output asked for reads it",
+                           m->tensors[m->inputs[i]].name);
+    pdc_free(want);
+    return st;
+}
+
+pdc_status pdc_program_io_get(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
+                              size_t n_outputs, pdc_tensor *const *outputs, pdc_program_io *io)
+{
+    const ir_model *m = program->model;
+    pdc_context *ctx = program->ctx;
+    memset(io, 0, sizeof *io);
     if (n_inputs != m->n_inputs || n_outputs != m->n_outputs)
         return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: got %zu inputs and %zu outputs, the model has %zu and %zu",
                          n_inputs, n_outputs, m->n_inputs, m->n_outputs);
     if ((n_inputs && !inputs) || (n_outputs && !outputs))
         return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: inputs or outputs array is NULL");
     pdc_status st;
+    size_t wanted = 0;
+    for (size_t i = 0; i < n_outputs; i++) wanted += outputs[i] != NULL;
+    if (!wanted) return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: every output is NULL: nothing to compute");
     for (size_t i = 0; i < n_inputs; i++)
-        if ((st = check_shape(program, "input", inputs[i], &m->tensors[m->inputs[i]]))) return st;
+        if (inputs[i] && (st = check_shape(program, "input", inputs[i], &m->tensors[m->inputs[i]]))) return st;
     for (size_t i = 0; i < n_outputs; i++)
-        if ((st = check_shape(program, "output", outputs[i], &m->tensors[m->outputs[i]]))) return st;
-    const float **in = pdc_calloc(ctx, n_inputs ? n_inputs : 1, sizeof *in);
-    float **out = pdc_calloc(ctx, n_outputs ? n_outputs : 1, sizeof *out);
-    if (!in || !out) {
-        pdc_free(in);
-        pdc_free(out);
-        return PDC_ERR_OUT_OF_MEMORY;
+        if (outputs[i] && (st = check_shape(program, "output", outputs[i], &m->tensors[m->outputs[i]]))) return st;
+    io->in = pdc_calloc(ctx, n_inputs ? n_inputs : 1, sizeof *io->in);
+    io->out = pdc_calloc(ctx, n_outputs ? n_outputs : 1, sizeof *io->out);
+    st = io->in && io->out ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
+    int partial = wanted < n_outputs;
+    for (size_t i = 0; i < n_inputs && !st; i++)
+        if (!inputs[i] && !partial) st = pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: input '%s' is NULL",
+                                                   m->tensors[m->inputs[i]].name);
+    if (!st && partial) st = plan_partial_run(program, inputs, outputs, io);
+    if (st) {
+        pdc_program_io_free(io);
+        return st;
     }
-    for (size_t i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
-    for (size_t i = 0; i < n_outputs; i++) out[i] = outputs[i]->data;
-    *in_out = in;
-    *out_out = out;
+    for (size_t i = 0; i < n_inputs; i++) io->in[i] = inputs[i] ? inputs[i]->data : NULL;
+    for (size_t i = 0; i < n_outputs; i++) io->out[i] = outputs[i] ? outputs[i]->data : NULL;
     return PDC_OK;
+}
+
+void pdc_program_io_free(pdc_program_io *io)
+{
+    pdc_free(io->in);
+    pdc_free(io->out);
+    pdc_free(io->live);
+    memset(io, 0, sizeof *io);
 }
 
 PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, pdc_tensor *const *inputs,
                                    size_t n_outputs, pdc_tensor *const *outputs)
 {
     PROGRAM_CHECK(program);
-    const float **in;
-    float **out;
-    pdc_status st = pdc_program_io_buffers(program, n_inputs, inputs, n_outputs, outputs, &in, &out);
+    pdc_program_io io;
+    pdc_status st = pdc_program_io_get(program, n_inputs, inputs, n_outputs, outputs, &io);
     if (st) return st;
-    st = program->backend->run(program, in, out);
-    pdc_free(in);
-    pdc_free(out);
+    st = program->backend->run(program, io.in, io.out, io.live);
+    pdc_program_io_free(&io);
     return st;
 }
 

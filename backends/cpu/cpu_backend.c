@@ -170,14 +170,15 @@ static pdc_status plan_lanes(const ir_model *m, cpu_state *s)
 /* Layers [a, b) of one step, its k chains side by side, one thread each (lane c: chain c, its own
  * scratch, private block and share slot). */
 static void run_lanes(const ir_model *m, const cpu_state *s, size_t a, size_t b, size_t k, float *const *buf,
-                      const cpu_exec *x)
+                      const uint8_t *live, const cpu_exec *x)
 {
 #pragma omp parallel num_threads((int)k)
     {
         const size_t c = (size_t)omp_get_thread_num();
         const cpu_exec lane = {1, x->scratch + c * s->scratch_floats, x->own + c, x->shares + c};
         for (size_t li = a; li < b; li++)
-            if (s->chain[li] == c) (void)s->layers[li].run(&s->layers[li], m, &m->layers[li], buf, &lane);
+            if (s->chain[li] == c && (!live || live[li]))
+                (void)s->layers[li].run(&s->layers[li], m, &m->layers[li], buf, &lane);
     }
 }
 
@@ -285,18 +286,20 @@ static int spans_overlap(const float *a, size_t na, const float *b, size_t nb)
 }
 
 /* Whether graph output i may be written by its producer straight into the caller's buffer: it is
- * produced by a layer (not a graph input or constant), is the first output naming that tensor, and
- * its buffer overlaps no input (a layer would overwrite data later layers read) and no other output. */
+ * wanted (not NULL), produced by a layer (not a graph input or constant), is the first output naming
+ * that tensor, and its buffer overlaps no input (a layer would overwrite data later layers read) and
+ * no other output. */
 static int output_writable_in_place(const ir_model *m, const cpu_state *s, const float *const *inputs,
                                     float *const *outputs, size_t i)
 {
     int t = m->outputs[i];
-    if (s->offset[t] == CPU_NO_SLOT || s->input_slot[t] != CPU_NO_SLOT) return 0;
+    if (!outputs[i] || s->offset[t] == CPU_NO_SLOT || s->input_slot[t] != CPU_NO_SLOT) return 0;
     size_t n = s->numel[t];
     for (size_t j = 0; j < m->n_inputs; j++)
-        if (spans_overlap(outputs[i], n, inputs[j], s->numel[m->inputs[j]])) return 0;
+        if (inputs[j] && spans_overlap(outputs[i], n, inputs[j], s->numel[m->inputs[j]])) return 0;
     for (size_t j = 0; j < m->n_outputs; j++)
-        if (j != i && (m->outputs[j] == t ? j < i : spans_overlap(outputs[i], n, outputs[j], s->numel[m->outputs[j]])))
+        if (j != i && outputs[j] &&
+            (m->outputs[j] == t ? j < i : spans_overlap(outputs[i], n, outputs[j], s->numel[m->outputs[j]])))
             return 0;
     return 1;
 }
@@ -308,10 +311,11 @@ static double thread_cpu_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* One run; with layer_ms (one slot per layer) each layer's wall time in ms is written there (a layer
- * fused into another's epilogue gets its own do-nothing time, close to 0). */
+/* One run of the layers in live (NULL: all); with layer_ms (one slot per layer) each layer's wall time
+ * in ms is written there (a layer fused into another's epilogue gets its own do-nothing time, close to
+ * 0; one that does not run 0). */
 static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inputs, float *const *outputs,
-                                double *layer_ms)
+                                const uint8_t *live, double *layer_ms)
 {
     const ir_model *m = prog->model;
     cpu_state *s = prog->state;
@@ -354,12 +358,16 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
     for (size_t li = 0; li < m->n_layers && st == PDC_OK; li++) {
         const ir_layer *l = &m->layers[li];
         const cpu_layer *L = &s->layers[li];
+        if (live && !live[li]) {
+            if (layer_ms) layer_ms[li] = 0;
+            continue;
+        }
         double t0 = profile || layer_ms ? omp_get_wtime() : 0.0, c0 = cpu_clock ? thread_cpu_s() : 0.0;
         /* side by side unless each layer is checked (check_finite) or timed (layer_ms) on its own */
         size_t lanes = s->chain && !check && !layer_ms ? s->chains[li] : 1;
         if (lanes > 1 && (size_t)x.threads == lanes) { /* a step of as many chains as threads: side by side */
             size_t b = step_end(m, li);
-            run_lanes(m, s, li, b, lanes, buf, &x);
+            run_lanes(m, s, li, b, lanes, buf, live, &x);
             if (profile)
                 fprintf(stderr, "pdc-profile %3zu %-24s %9.3f ms  %zu layers in %zu lanes\n", li, l->name,
                         (omp_get_wtime() - t0) * 1e3, b - li, lanes);
@@ -385,14 +393,14 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
                     L->info);
     }
     for (size_t i = 0; i < m->n_outputs && st == PDC_OK; i++)
-        if (!buf[m->outputs[i]])
+        if (outputs[i] && !buf[m->outputs[i]])
             st = pdc_error(ctx, PDC_ERR_INTERNAL, "cpu: graph output '%s' has no buffer", m->tensors[m->outputs[i]].name);
     if (st == PDC_OK)
         for (size_t i = 0; i < m->n_outputs; i++) {
             /* outputs are written only when the run succeeded: a copy over the team (a conv's 6.4 MB
              * output took a tenth of its run on one thread); skipped where written in place */
             int t = m->outputs[i];
-            cpu_copy_floats(outputs[i], buf[t], s->numel[t], x.threads);
+            if (outputs[i]) cpu_copy_floats(outputs[i], buf[t], s->numel[t], x.threads);
         }
     pdc_free(buf);
     cpu_work *expected = NULL;
@@ -400,15 +408,16 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
     return st;
 }
 
-static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, float *const *outputs)
+static pdc_status cpu_run(const pdc_program *prog, const float *const *inputs, float *const *outputs,
+                          const uint8_t *live)
 {
-    return cpu_run_timed(prog, inputs, outputs, NULL);
+    return cpu_run_timed(prog, inputs, outputs, live, NULL);
 }
 
 pdc_status pdc_cpu_run_timed(const pdc_program *prog, const float *const *inputs, float *const *outputs,
-                             double *layer_ms)
+                             const uint8_t *live, double *layer_ms)
 {
-    return cpu_run_timed(prog, inputs, outputs, layer_ms);
+    return cpu_run_timed(prog, inputs, outputs, live, layer_ms);
 }
 
 int pdc_cpu_team_size(int threads) { return cpu_team_size(threads); }

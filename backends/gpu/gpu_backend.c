@@ -110,18 +110,22 @@ static pdc_status gpu_compile(pdc_program *prog)
     return PDC_OK;
 }
 
-static pdc_status run_locked(const pdc_program *prog, gpu_state *s, const float *const *inputs, float *staging)
+/* Launches only the kernels of layers in live (NULL: all); downloads only the outputs wanted. */
+static pdc_status run_locked(const pdc_program *prog, gpu_state *s, const float *const *inputs, float *const *outputs,
+                             const uint8_t *live, float *staging)
 {
     const ir_model *m = prog->model;
     pdc_status st = gpu_device_bind(s->dev);
     if (st) return st;
     for (size_t i = 0; i < m->n_inputs && !st; i++) {
         int t = m->inputs[i];
+        if (!inputs[i]) continue; /* no layer that runs reads it */
         st = gpu_mem_upload(s->dev, s->act + (uint64_t)s->plan->tref[t].off * 4, inputs[i],
                             ir_tensor_numel(&m->tensors[t]) * sizeof(float));
     }
     for (size_t i = 0; i < s->plan->n_launches && !st; i++) {
         const gpu_launch *L = &s->plan->launches[i];
+        if (live && !live[s->plan->kernels[L->kernel].layer]) continue;
         st = gpu_launch_kernel(s->dev, s->mod, s->plan, L->kernel, s->act, s->wts, L->arg);
         if (st) pdc_error_prefix(prog->ctx, "layer '%s'", m->layers[s->plan->kernels[L->kernel].layer].name);
     }
@@ -131,6 +135,10 @@ static pdc_status run_locked(const pdc_program *prog, gpu_state *s, const float 
         int t = m->outputs[i];
         size_t n = ir_tensor_numel(&m->tensors[t]);
         gpu_ref r = s->plan->tref[t];
+        if (!outputs[i]) {
+            at += n;
+            continue;
+        }
         if (r.wts) memset(staging + at, 0, n * sizeof(float)); /* never: outputs are activations */
         else st = gpu_mem_download(s->dev, staging + at, s->act + (uint64_t)r.off * 4, n * sizeof(float));
         at += n;
@@ -139,7 +147,8 @@ static pdc_status run_locked(const pdc_program *prog, gpu_state *s, const float 
     return st;
 }
 
-static pdc_status gpu_run(const pdc_program *prog, const float *const *inputs, float *const *outputs)
+static pdc_status gpu_run(const pdc_program *prog, const float *const *inputs, float *const *outputs,
+                          const uint8_t *live)
 {
     gpu_state *s = prog->state;
     const ir_model *m = prog->model;
@@ -149,13 +158,13 @@ static pdc_status gpu_run(const pdc_program *prog, const float *const *inputs, f
     float *staging = pdc_alloc(prog->ctx, (total ? total : 1) * sizeof(float));
     if (!staging) return PDC_ERR_OUT_OF_MEMORY;
     pthread_mutex_lock(&s->lock);
-    pdc_status st = run_locked(prog, s, inputs, staging);
+    pdc_status st = run_locked(prog, s, inputs, outputs, live, staging);
     pthread_mutex_unlock(&s->lock);
     if (!st) {
         size_t at = 0;
         for (size_t i = 0; i < m->n_outputs; i++) {
             size_t n = ir_tensor_numel(&m->tensors[m->outputs[i]]);
-            memcpy(outputs[i], staging + at, n * sizeof(float));
+            if (outputs[i]) memcpy(outputs[i], staging + at, n * sizeof(float));
             at += n;
         }
     } else {

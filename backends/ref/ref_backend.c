@@ -105,7 +105,8 @@ static pdc_status ref_compile(pdc_program *prog)
     return st;
 }
 
-static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, float *const *outputs)
+static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, float *const *outputs,
+                          const uint8_t *live)
 {
     const ir_model *m = prog->model;
     const ref_state *s = prog->state;
@@ -135,6 +136,7 @@ static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, f
 
     for (size_t li = 0; li < m->n_layers && st == PDC_OK; li++) {
         const ir_layer *l = &m->layers[li];
+        if (live && !live[li]) continue;
         /* buf is indexed by tensor; the kernel checks absent (-1) operands itself */
         st = ref_run_layer(m, l, buf);
         /* option check_finite: the first layer whose output holds a NaN or an infinity fails the run
@@ -148,7 +150,7 @@ static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, f
     if (st == PDC_OK) {
         for (size_t i = 0; i < m->n_outputs; i++) {
             int t = m->outputs[i];
-            if (!buf[t]) {
+            if (outputs[i] && !buf[t]) {
                 st = pdc_error(ctx, PDC_ERR_INTERNAL, "ref: graph output '%s' has no buffer", m->tensors[t].name);
                 break;
             }
@@ -157,7 +159,7 @@ static pdc_status ref_run(const pdc_program *prog, const float *const *inputs, f
     if (st == PDC_OK) {
         for (size_t i = 0; i < m->n_outputs; i++) {
             int t = m->outputs[i];
-            memmove(outputs[i], buf[t], s->numel[t] * sizeof(float));
+            if (outputs[i]) memmove(outputs[i], buf[t], s->numel[t] * sizeof(float));
         }
     }
     pdc_free(arena);

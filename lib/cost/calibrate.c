@@ -193,7 +193,7 @@ static pdc_status time_case(pdc_context *ctx, const pdc_model *m, int threads, d
     if (!st && !layer) st = PDC_ERR_OUT_OF_MEMORY;
     double t0 = omp_get_wtime();
     int short_team = 0;
-    for (int w = 0; !st && w < 2; w++) st = pdc_cpu_run_timed(prog, (const float *const *)in, &out, layer);
+    for (int w = 0; !st && w < 2; w++) st = pdc_cpu_run_timed(prog, (const float *const *)in, &out, NULL, layer);
     while (!st && runs < 64 && (runs < 5 || omp_get_wtime() - t0 < budget_s)) {
         short_team |= pdc_cpu_team_size(threads) < threads;
         if (flush) { /* as in a network: the input just written by the layer before, the rest out of cache */
@@ -202,7 +202,7 @@ static pdc_status time_case(pdc_context *ctx, const pdc_model *m, int threads, d
             for (size_t k = 0; k < in_n; k += 16) sink += in[0][k];
             flush[0] += sink * 0.0f;
         }
-        st = pdc_cpu_run_timed(prog, (const float *const *)in, &out, layer);
+        st = pdc_cpu_run_timed(prog, (const float *const *)in, &out, NULL, layer);
         times[runs++] = layer[0];
     }
     /* a run that had fewer threads than asked (other processes kept cores busy) measures no scaling */

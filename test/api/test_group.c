@@ -232,6 +232,77 @@ START_TEST(names_and_errors)
 END_TEST
 
 /* The share pass on one model: two copies of a constant and two identical branches. */
+/* One model of a group runs alone: its output NULL, the other model's layers are skipped (they read
+ * an input left NULL) and the wanted output is bit for bit the full run's. */
+START_TEST(one_model_runs_alone)
+{
+    pdc_model *m[2] = {classifier("x", 8, 10, 0), classifier("z", 8, 20, 0)};
+    for (size_t t = 0; t < 2; t++) {
+        pdc_program *g;
+        ck_assert_ok(ctx, pdc_compile_group(ctx, (const pdc_model *const *)m, 2, targets[t], &g));
+        size_t n_in, n_out, ix, iz, o0, o1;
+        pdc_tensor **tin, **tout;
+        program_tensors(g, 7, &n_in, &tin, &n_out, &tout);
+        ck_assert_uint_eq(n_in, 2);
+        ck_assert_ok(ctx, pdc_program_find_input(g, "x", &ix));
+        ck_assert_ok(ctx, pdc_program_find_input(g, "z", &iz));
+        ck_assert_ok(ctx, pdc_program_find_output(g, "0/logits", &o0));
+        ck_assert_ok(ctx, pdc_program_find_output(g, "1/logits", &o1));
+        ck_assert_ok(ctx, pdc_program_run(g, n_in, tin, n_out, tout));
+        float full[3];
+        memcpy(full, pdc_tensor_data(tout[o0]), sizeof full);
+        memset(pdc_tensor_data(tout[o0]), 0, sizeof full);
+
+        pdc_tensor *z = tin[iz], *y1 = tout[o1];
+        tin[iz] = NULL;
+        tout[o1] = NULL;
+        ck_assert_ok(ctx, pdc_program_run(g, n_in, tin, n_out, tout));
+        ck_assert_msg(!memcmp(full, pdc_tensor_data(tout[o0]), sizeof full), "%s: model 0 alone differs", targets[t]);
+        if (!strcmp(targets[t], "cpu")) { /* model 1's layers do not run at all */
+            size_t nl = program_layers(g);
+            double *ms = calloc(nl, sizeof *ms);
+            ck_assert_ptr_nonnull(ms);
+            for (int partial = 0; partial < 2; partial++) {
+                tin[iz] = partial ? NULL : z;
+                tout[o1] = partial ? NULL : y1;
+                ck_assert_ok(ctx, pdc_program_run_timed(g, n_in, tin, n_out, tout, ms));
+                size_t ran = 0;
+                for (size_t li = 0; li < nl; li++) {
+                    const char *name;
+                    ck_assert_ok(ctx, pdc_program_layer_kernel(g, li, &name, NULL));
+                    if (!strncmp(name, "1/", 2)) ran += ms[li] > 0;
+                }
+                ck_assert_msg(partial ? ran == 0 : ran > 0, "partial %d: %zu of model 1's layers ran", partial, ran);
+            }
+            free(ms);
+            tin[iz] = NULL;
+            tout[o1] = NULL;
+        }
+        /* model 0's input is needed; nothing wanted is refused */
+        pdc_tensor *x = tin[ix];
+        tin[ix] = NULL;
+        ck_assert_status(ctx, pdc_program_run(g, n_in, tin, n_out, tout), PDC_ERR_INVALID_ARG);
+        ck_assert_error_has(ctx, "input 'x' is NULL");
+        tin[ix] = x;
+        pdc_tensor *y0 = tout[o0];
+        tout[o0] = NULL;
+        ck_assert_status(ctx, pdc_program_run(g, n_in, tin, n_out, tout), PDC_ERR_INVALID_ARG);
+        ck_assert_error_has(ctx, "every output is NULL");
+        tout[o0] = y0;
+        /* every output wanted: every input must be given */
+        tout[o1] = y1;
+        ck_assert_status(ctx, pdc_program_run(g, n_in, tin, n_out, tout), PDC_ERR_INVALID_ARG);
+        ck_assert_error_has(ctx, "input 'z' is NULL");
+        tin[iz] = z;
+        free_tensors(tin, n_in);
+        free_tensors(tout, n_out);
+        pdc_program_destroy(g);
+    }
+    pdc_model_destroy(m[0]);
+    pdc_model_destroy(m[1]);
+}
+END_TEST
+
 START_TEST(share_pass_on_one_model)
 {
     input("x", DIMS(2, 6));
@@ -270,6 +341,6 @@ int main(void)
     test_add_tcase(s, "group", setup, teardown, 60,
                    TEST_LIST(variants_share_their_backbone, a_model_twice_shares_all_but_its_output,
                              one_ulp_apart_is_not_shared, inputs_are_shared_by_name_and_shape, names_and_errors,
-                             share_pass_on_one_model));
+                             one_model_runs_alone, share_pass_on_one_model));
     return test_run_suite(s);
 }
