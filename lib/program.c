@@ -237,7 +237,8 @@ pdc_status pdc_program_io_get(const pdc_program *program, size_t n_inputs, pdc_t
     pdc_status st;
     size_t wanted = 0;
     for (size_t i = 0; i < n_outputs; i++) wanted += outputs[i] != NULL;
-    if (!wanted) return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: every output is NULL: nothing to compute");
+    if (n_outputs && !wanted)
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pdc_program_run: every output is NULL: nothing to compute");
     for (size_t i = 0; i < n_inputs; i++)
         if (inputs[i] && (st = check_shape(program, "input", inputs[i], &m->tensors[m->inputs[i]]))) return st;
     for (size_t i = 0; i < n_outputs; i++)
