@@ -226,7 +226,7 @@ test-gpu-abi: $(STLIB)
 	    $(STLIB) $(LDLIBS) && $(BUILD)/test/gpu_cuda_abi; \
 	else echo "cuda abi: skipped ($(CUDA_HOME)/include/cuda.h absent)"; fi
 
-test-cli: $(TOOL) $(DEMO_GEN)
+test-cli: $(TOOL) $(DEMO_GEN) $(TRAIN_DEMO)
 	@sh test/cli.sh $(BUILD)
 
 # Includes point down the layers only (docs/architecture.md; the rules are in test/layering.sh).

@@ -14,6 +14,9 @@
  *                   (prune-block), then 10 epochs of masked retraining   (--no-fc to skip)
  *   admm            the dense checkpoint reloaded, 12 epochs of ADMM towards pattern_conn_fc's sparsity,
  *                   hard pruning, 10 epochs of masked retraining         (--admm to run it)
+ *   planned         the dense checkpoint reloaded, pruning planned to a latency budget of F x the dense
+ *                   model's predicted 1-thread time with a calibration set (pdc_trainer_plan: the last 256
+ *                   training digits), then 10 epochs of masked retraining (--plan F to run it)
  * Each phase ends with one line of key=value fields for scripts:
  *   phase=NAME test_accuracy=X params=N compression=Y latency_ms=Z target=T ...
  * params counts kept weights (biases included), compression = all weights / kept weights, latency_ms is
@@ -21,7 +24,7 @@
  * it, else "ref"), latency_ref_ms the same on "ref"; step_ms is the mean training step time of the phase.
  *
  * usage: train_digits [--data digits.bin] [--out DIR] [--epochs N] [--retrain N] [--admm-epochs N]
- *                     [--seed S] [--threads T] [--no-fc] [--admm] [--quiet]
+ *                     [--seed S] [--threads T] [--no-fc] [--admm] [--plan F] [--quiet]
  * Writes to DIR (default build/demo): digits.pdc (the last phase's pruned model), digits-dense.pdc,
  * dense.ckpt (the checkpoint) and digit0.bin (test digit #0 as raw float32 [1,1,8,8], pixels / 16).
  */
@@ -356,6 +359,40 @@ static int prune(run *r, int with_fc, int admm_rho_milli, int admm_epochs)
     return 0;
 }
 
+/* Prunes as planned for a budget of `fraction` x the dense model's predicted time on 1 thread, each choice
+ * weighed on the last 256 training digits. */
+static int prune_planned(run *r, double fraction)
+{
+    pdc_model *m;
+    TRY(pdc_trainer_export(r->t, &m), "export");
+    pdc_attrs *one = NULL;
+    double dense_ms = 0, planned_ms = 0;
+    pdc_status st = pdc_attrs_create(ctx, &one);
+    if (!st) st = pdc_attrs_set_int(one, "threads", 1);
+    if (!st) st = pdc_model_predict(ctx, m, "cpu", one, &dense_ms, NULL);
+    pdc_model_destroy(m);
+    const size_t nc = r->train->n < 256 ? r->train->n : 256, at = r->train->n - nc;
+    const int64_t xd[4] = {(int64_t)nc, 1, 8, 8}, yd[1] = {(int64_t)nc};
+    pdc_tensor *x = NULL, *y = NULL;
+    char *plan = NULL;
+    if (!st) st = pdc_tensor_wrap(ctx, 4, xd, r->train->x + at * 64, &x);
+    if (!st) st = pdc_tensor_wrap(ctx, 1, yd, r->train->y + at, &y);
+    if (!st) st = pdc_trainer_plan(r->t, "cpu", fraction * dense_ms, one, x, y, &plan, &planned_ms);
+    pdc_tensor_destroy(x);
+    pdc_tensor_destroy(y);
+    pdc_attrs_destroy(one);
+    if (st) return fail(st, "plan");
+    printf("  %-15s budget %.4f ms (%.0f%% of dense %.4f ms), predicted %.4f ms: %s\n", "", fraction * dense_ms,
+           100 * fraction, dense_ms, planned_ms, plan[0] ? plan : "(dense)");
+    st = plan[0] ? pdc_trainer_prune(r->t, plan, NULL) : PDC_OK;
+    pdc_string_free(plan);
+    if (st) return fail(st, "prune");
+    float tl, ta;
+    if (evaluate(r, r->test, &tl, &ta)) return 1;
+    if (!r->quiet) printf("  %-15s test_accuracy %.4f before retraining\n", "", (double)ta);
+    return 0;
+}
+
 static int write_digit(const dataset *test, const char *path)
 {
     FILE *f = fopen(path, "wb");
@@ -381,6 +418,7 @@ int main(int argc, char **argv)
 {
     const char *data = "test/data/digits.bin", *out = "build/demo", *threads = NULL;
     int epochs = 20, retrain = 10, admm_epochs = 12, with_fc = 1, admm = 0, quiet = 0;
+    double plan_fraction = 0;
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -394,9 +432,11 @@ int main(int argc, char **argv)
         else if (v && !strcmp(a, "--retrain")) retrain = atoi(argv[++i]);
         else if (v && !strcmp(a, "--admm-epochs")) admm_epochs = atoi(argv[++i]);
         else if (v && !strcmp(a, "--seed")) seed = strtoull(argv[++i], NULL, 10);
+        else if (v && !strcmp(a, "--plan") && (plan_fraction = atof(argv[++i])) > 0 && plan_fraction <= 1) continue;
         else {
             fprintf(stderr, "usage: train_digits [--data digits.bin] [--out DIR] [--epochs N] [--retrain N] "
-                            "[--admm-epochs N] [--seed S] [--threads T] [--no-fc] [--admm] [--quiet]\n");
+                            "[--admm-epochs N] [--seed S] [--threads T] [--no-fc] [--admm] [--plan F (0 < F <= 1)] "
+                            "[--quiet]\n");
             return 2;
         }
     }
@@ -472,6 +512,15 @@ int main(int argc, char **argv)
         if (!rc) rc = prune(&r, with_fc, 1, admm_epochs);
         if (!rc) rc = train_epochs(&r, "admm", retrain);
         if (!rc) rc = report(&r, "admm", NULL);
+    }
+    if (!rc && plan_fraction > 0) {
+        printf("phase planned: dense checkpoint reloaded; pruning planned to %.0f%% of the dense latency with a "
+               "calibration set, %d epochs\n", 100 * plan_fraction, retrain);
+        pdc_status st = pdc_trainer_load(r.t, ckpt);
+        if (st) rc = fail(st, ckpt);
+        if (!rc) rc = prune_planned(&r, plan_fraction);
+        if (!rc) rc = train_epochs(&r, "planned", retrain);
+        if (!rc) rc = report(&r, "planned", NULL);
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/digit0.bin", out);

@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define PDC_VERSION_MAJOR 0
-#define PDC_VERSION_MINOR 3
+#define PDC_VERSION_MINOR 4
 #define PDC_VERSION_PATCH 0
 /** MAJOR*1000000 + MINOR*1000 + PATCH, as pdc_version_number() returns at run time. */
 #define PDC_VERSION_NUMBER (PDC_VERSION_MAJOR * 1000000 + PDC_VERSION_MINOR * 1000 + PDC_VERSION_PATCH)
@@ -467,11 +467,13 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  * The passes run on a copy that replaces the model only when all of them succeeded. Each pass reports its
  * progress through layers to the context's progress handler (pdc_context_set_progress_handler).
  * @param[in,out] model  changed only on success
- * @param[in] pipeline   comma-separated pass names (spaces around names are ignored); not kept
- * @param[in] options    may be NULL (all defaults); not kept
+ * @param[in] pipeline   comma-separated pass names (spaces around names are ignored), optionally followed by
+ *                       options as whitespace-separated NAME=VALUE words (what pdc_model_plan writes: "prune-block
+ *                       layers=fc1 block=1x4 block_rate=0.75"), taken as string options; not kept
+ * @param[in] options    may be NULL (all defaults); an option both here and in the pipeline is an error; not kept
  * @retval PDC_OK
  * @retval PDC_ERR_INVALID_ARG  NULL model or pipeline; an empty or unknown pass name (the message lists the known
- *         passes); an unknown option (the message lists the known ones) or a bad value: a rate outside [0, 1),
+ *         passes); a word after the pipeline's first option that is not NAME=VALUE; an option given twice; an unknown option (the message lists the known ones) or a bad value: a rate outside [0, 1),
  *         a pattern size outside 1..kh*kw of a pruned layer, more patterns than there are patterns of that size
  *         containing the centre (C(kh*kw-1, n-1)); "layers" with "skip"; a layer in "layers" that no pass of the
  *         pipeline changes; "include_stem" or "block_convs" other than 0 or 1; a "pattern_kernels" entry that is
@@ -754,7 +756,8 @@ PDC_API pdc_status pdc_calibrate(pdc_context *ctx, const char *target, const pdc
  * over the time axis in steps of latency_ms/4000 (each choice's time rounded up to a step). The model is
  * not changed. The plan is "PIPELINE OPTION=VALUE ...": pdc_model_transform's pipeline and options
  * (e.g. "prune-pattern,prune-connectivity layers=conv2,conv3 patterns=8 pattern_size=4
- * connectivity=0,conv3=0.5"); "" when the model meets the budget dense.
+ * connectivity=0,conv3=0.5"), which pdc_model_transform and pdc_trainer_prune take as their pipeline with
+ * options NULL; "" when the model meets the budget dense.
  * @param[in] latency_ms  the budget, > 0
  * @param[in] options     may be NULL; "threads", "profile" as for pdc_model_predict
  * @param[out] plan_out   the plan (free with pdc_string_free). When no plan meets the budget: the fastest
@@ -979,6 +982,22 @@ PDC_API pdc_status pdc_trainer_set_weights(pdc_trainer *trainer, const char *nam
  * Thread-safety: one thread at a time per trainer.
  */
 PDC_API pdc_status pdc_trainer_prune(pdc_trainer *trainer, const char *pipeline, const pdc_attrs *options);
+/**
+ * pdc_model_plan for the trainer's model (its current weights), with each choice's loss measured on a
+ * calibration set instead of the weight magnitude it removes: for each prunable layer and choice, the
+ * layer alone is projected as the choice prunes it, and the increase of pdc_trainer_evaluate's loss on
+ * inputs / labels is that choice's loss (a sensitivity scan, as Distiller's; the layers are taken as
+ * independent; ties are broken by magnitude). The trainer's weights are unchanged afterwards. Costs one
+ * evaluation of the set per choice (6 per conv, 5 per fc). Apply the plan with pdc_trainer_prune(trainer,
+ * plan, NULL), then retrain.
+ * @param[in] inputs, labels  the calibration set, as for pdc_trainer_evaluate (a held-out part of the
+ *                            training data)
+ * @retval as pdc_model_plan, and as pdc_trainer_evaluate for inputs and labels
+ * Thread-safety: one thread at a time per trainer; not while other calls use its context.
+ */
+PDC_API pdc_status pdc_trainer_plan(pdc_trainer *trainer, const char *target, double latency_ms,
+                                    const pdc_attrs *options, const pdc_tensor *inputs, const pdc_tensor *labels,
+                                    char **plan_out, double *predicted_ms_out);
 
 /**
  * Starts ADMM pruning (Zhang et al. 2018) towards the sparsity the pruning pipeline gives (arguments as

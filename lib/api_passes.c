@@ -18,19 +18,25 @@ PDC_API pdc_status pdc_model_transform(pdc_model *model, const char *pipeline, c
     pass_options opt;
     pass_options_init(&opt, ctx);
     opt.eval_layer = ref_run_layer; /* constant folding runs the reference kernels */
-    const ir_attrs *list = options ? &options->list : NULL;
-    pdc_status st = pass_options_set_all(ctx, &opt, list);
+    /* the options given, and those written in the pipeline text after its passes */
+    ir_attrs merged = {0, 0, NULL};
+    char *passes = NULL;
+    pdc_status st = options ? ir_attrs_copy(ctx, &merged, &options->list) : PDC_OK;
     if (!st) st = pass_pipeline_check(ctx, pipeline);
-    const ir_attr *pf = list ? ir_attrs_find(list, "print_file") : NULL;
+    if (!st) st = pass_pipeline_split(ctx, pipeline, &passes, &merged);
+    if (!st) st = pass_options_set_all(ctx, &opt, &merged);
+    const ir_attr *pf = ir_attrs_find(&merged, "print_file");
     FILE *f = NULL;
     if (!st && pf && opt.print_after) {
         if (!(f = fopen(pf->s, "a")))
             st = pdc_error(ctx, PDC_ERR_IO, "option print_file: cannot open '%s': %s", pf->s, strerror(errno));
         opt.print_to = f;
     }
-    if (!st) st = pass_pipeline_run(model, pipeline, &opt);
+    if (!st) st = pass_pipeline_run(model, passes, &opt);
     if (f && fclose(f) && !st) st = pdc_error(ctx, PDC_ERR_IO, "option print_file: writing '%s' failed", pf->s);
     pass_options_free(&opt);
+    ir_attrs_free(&merged);
+    pdc_free(passes);
     return st;
 }
 

@@ -11,6 +11,7 @@
 #include "backends/backend.h"
 #include "lib/api_internal.h"
 #include "lib/cost/plan.h"
+#include "lib/train/train.h"
 
 /* Option `name` of list as an integer (INT, or a STRING holding one); dflt if absent. */
 static pdc_status opt_int(const pdc_context *ctx, const ir_attrs *list, const char *name, int64_t lo, int64_t hi,
@@ -147,20 +148,21 @@ PDC_API pdc_status pdc_program_run_timed(const pdc_program *program, size_t n_in
     return st;
 }
 
-PDC_API pdc_status pdc_model_plan(pdc_context *ctx, const pdc_model *model, const char *target, double latency_ms,
-                                  const pdc_attrs *options, char **plan_out, double *predicted_ms_out)
+/* pdc_model_plan, and pdc_trainer_plan when trainer is given: then each choice's loss is measured on the
+ * calibration set inputs / labels (lib/cost/sensitivity.c) instead of the weight magnitude it removes. */
+static pdc_status plan_model(pdc_context *ctx, const pdc_model *model, const char *target, double latency_ms,
+                             const pdc_attrs *options, pdc_trainer *trainer, const pdc_tensor *inputs,
+                             const pdc_tensor *labels, char **plan_out, double *predicted_ms_out, const char *fn)
 {
-    PDC_CHECK_ARG(ctx, model, "model");
-    PDC_CHECK_ARG(ctx, plan_out, "plan_out");
-    pdc_status st = check_target(ctx, target, __func__);
+    pdc_status st = check_target(ctx, target, fn);
     if (st) return st;
     if (!(latency_ms > 0) || !isfinite(latency_ms))
         return pdc_error(ctx, PDC_ERR_INVALID_ARG, "%s: the latency budget must be a positive number of ms, got %g",
-                         __func__, latency_ms);
+                         fn, latency_ms);
     const ir_attrs *list = options ? &options->list : NULL;
     static const char *const known[] = {"threads", "profile", NULL};
     int64_t threads = 0;
-    if ((st = opt_check_known(ctx, list, known, __func__)) ||
+    if ((st = opt_check_known(ctx, list, known, fn)) ||
         (st = opt_int(ctx, list, "threads", 0, 4096, ctx->threads, &threads)))
         return st;
     if ((st = ir_verify(model))) return st;
@@ -170,6 +172,10 @@ PDC_API pdc_status pdc_model_plan(pdc_context *ctx, const pdc_model *model, cons
     if (why[0]) pdc_note(ctx, PDC_NOTE_PREDICT_DEFAULTS, "predict", "", "%s", why);
     cost_plan p;
     if ((st = cost_plan_build(ctx, model, &prof, threads_of((int)threads), &p))) return st;
+    if (trainer && (st = cost_plan_sensitivity(trainer, model, &p, inputs, labels))) {
+        cost_plan_free(&p);
+        return st;
+    }
     size_t *nc = pdc_calloc(ctx, p.n ? p.n : 1, sizeof *nc), *choice = pdc_calloc(ctx, p.n ? p.n : 1, sizeof *choice);
     const double **tm = pdc_calloc(ctx, p.n ? p.n : 1, sizeof *tm), **ls = pdc_calloc(ctx, p.n ? p.n : 1, sizeof *ls);
     char *text = NULL;
@@ -194,5 +200,31 @@ PDC_API pdc_status pdc_model_plan(pdc_context *ctx, const pdc_model *model, cons
     pdc_free(tm);
     pdc_free(ls);
     cost_plan_free(&p);
+    return st;
+}
+
+PDC_API pdc_status pdc_model_plan(pdc_context *ctx, const pdc_model *model, const char *target, double latency_ms,
+                                  const pdc_attrs *options, char **plan_out, double *predicted_ms_out)
+{
+    PDC_CHECK_ARG(ctx, model, "model");
+    PDC_CHECK_ARG(ctx, plan_out, "plan_out");
+    return plan_model(ctx, model, target, latency_ms, options, NULL, NULL, NULL, plan_out, predicted_ms_out, __func__);
+}
+
+PDC_API pdc_status pdc_trainer_plan(pdc_trainer *trainer, const char *target, double latency_ms,
+                                    const pdc_attrs *options, const pdc_tensor *inputs, const pdc_tensor *labels,
+                                    char **plan_out, double *predicted_ms_out)
+{
+    if (!trainer) return pdc_error(NULL, PDC_ERR_INVALID_ARG, "%s: trainer is NULL", __func__);
+    pdc_context *ctx = trainer->ctx;
+    PDC_CHECK_ARG(ctx, inputs, "inputs");
+    PDC_CHECK_ARG(ctx, labels, "labels");
+    PDC_CHECK_ARG(ctx, plan_out, "plan_out");
+    pdc_model *model;
+    pdc_status st = pdc_trainer_export(trainer, &model);
+    if (st) return st;
+    st = plan_model(ctx, model, target, latency_ms, options, trainer, inputs, labels, plan_out, predicted_ms_out,
+                    __func__);
+    pdc_model_destroy(model);
     return st;
 }

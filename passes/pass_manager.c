@@ -101,10 +101,65 @@ static int next_item(const char **s, const char **b, const char **e)
     return 1;
 }
 
-pdc_status pass_pipeline_check(const pdc_context *ctx, const char *pipeline)
+/* ------------------------------------------------------------------ pipeline texts */
+
+const char *pass_pipeline_options(const char *pipeline)
 {
-    if (!pipeline) return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pipeline is NULL");
-    const char *s = pipeline, *b, *e;
+    const char *w = pipeline;
+    for (;;) {
+        while (*w && isspace((unsigned char)*w)) w++;
+        const char *end = w;
+        while (*end && !isspace((unsigned char)*end)) end++;
+        if (w == end || memchr(w, '=', (size_t)(end - w))) return w;
+        w = end;
+    }
+}
+
+/* The passes of a pipeline text (before its options), a copy owned by the caller (pdc_free). */
+static char *passes_of(const pdc_context *ctx, const char *pipeline)
+{
+    size_t n = (size_t)(pass_pipeline_options(pipeline) - pipeline);
+    char *p = pdc_alloc(ctx, n + 1);
+    if (!p) return NULL;
+    memcpy(p, pipeline, n);
+    p[n] = 0;
+    return p;
+}
+
+pdc_status pass_pipeline_split(const pdc_context *ctx, const char *pipeline, char **passes_out, ir_attrs *options)
+{
+    char *passes = passes_of(ctx, pipeline), word[4096];
+    pdc_status st = passes ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
+    for (const char *w = pass_pipeline_options(pipeline); !st && *w;) {
+        size_t n = strcspn(w, " \t\n\r\v\f");
+        const char *eq = memchr(w, '=', n);
+        if (!eq || eq == w || n >= sizeof word)
+            st = pdc_error(ctx, PDC_ERR_INVALID_ARG, "pipeline \"%s\": '%.*s' is not an option NAME=VALUE", pipeline,
+                           (int)n, w);
+        if (!st) {
+            snprintf(word, sizeof word, "%.*s", (int)n, w);
+            word[eq - w] = 0;
+            if (ir_attrs_find(options, word))
+                st = pdc_error(ctx, PDC_ERR_INVALID_ARG, "option %s is given twice: in the pipeline \"%s\" and in the options",
+                               word, pipeline);
+            else
+                st = ir_attrs_set_string(ctx, options, word, word + (eq - w) + 1);
+        }
+        w += n;
+        while (*w && isspace((unsigned char)*w)) w++;
+    }
+    if (st) {
+        pdc_free(passes);
+        return st;
+    }
+    *passes_out = passes;
+    return PDC_OK;
+}
+
+/* The passes part of pipeline: non-empty, comma-separated known names. */
+static pdc_status check_passes(const pdc_context *ctx, const char *pipeline, const char *passes)
+{
+    const char *s = passes, *b, *e;
     size_t i = 0;
     char known[512];
     while (next_item(&s, &b, &e)) {
@@ -121,6 +176,19 @@ pdc_status pass_pipeline_check(const pdc_context *ctx, const char *pipeline)
         i++;
     }
     return PDC_OK;
+}
+
+pdc_status pass_pipeline_check(const pdc_context *ctx, const char *pipeline)
+{
+    if (!pipeline) return pdc_error(ctx, PDC_ERR_INVALID_ARG, "pipeline is NULL");
+    ir_attrs inline_options = {0, 0, NULL};
+    char *passes;
+    pdc_status st = pass_pipeline_split(ctx, pipeline, &passes, &inline_options); /* checks the options' form */
+    ir_attrs_free(&inline_options);
+    if (st) return st;
+    st = check_passes(ctx, pipeline, passes);
+    pdc_free(passes);
+    return st;
 }
 
 /* ------------------------------------------------------------------ options */
@@ -532,10 +600,22 @@ static pdc_status check_hits(const ir_model *m, const char *pipeline, const pass
     return PDC_OK;
 }
 
+static pdc_status run_passes(ir_model *m, const char *pipeline, pass_options *opt);
+
 pdc_status pass_pipeline_run_inplace(ir_model *m, const char *pipeline, pass_options *opt)
 {
     pdc_status st = pass_pipeline_check(m->ctx, pipeline);
     if (st) return st;
+    char *passes = passes_of(m->ctx, pipeline); /* the options were merged into opt by the caller */
+    if (!passes) return PDC_ERR_OUT_OF_MEMORY;
+    st = run_passes(m, passes, opt);
+    pdc_free(passes);
+    return st;
+}
+
+static pdc_status run_passes(ir_model *m, const char *pipeline, pass_options *opt)
+{
+    pdc_status st;
     for (size_t i = 0; i < opt->n_layers; i++) opt->layer_hits[i] = 0;
     const char *s = pipeline, *b, *e;
     while (next_item(&s, &b, &e)) {

@@ -91,13 +91,23 @@ pdc_status pass_options_set(const pdc_context *ctx, pass_options *opt, const ir_
 /* Sets every attribute of attrs (may be NULL). */
 pdc_status pass_options_set_all(const pdc_context *ctx, pass_options *opt, const ir_attrs *attrs);
 
-/* Checks a pipeline text: non-empty, comma-separated known pass names (spaces around names are
- * ignored). Unknown names fail with PDC_ERR_INVALID_ARG naming the pass and listing the known ones. */
+/* A pipeline text: comma-separated pass names (spaces around names are ignored), then optionally
+ * options as whitespace-separated NAME=VALUE words ("prune-block layers=fc1 block_rate=0.75": what
+ * pdc_model_plan writes). The options begin at the first word holding '='. */
+/* Where pipeline's options begin (the end of the text when it has none). */
+const char *pass_pipeline_options(const char *pipeline);
+/* Splits pipeline into its passes (*passes_out, owned: pdc_free) and its options, added to options as
+ * strings; an option already in options, or a word without '=' after the first option, is an error
+ * naming it. */
+pdc_status pass_pipeline_split(const pdc_context *ctx, const char *pipeline, char **passes_out, ir_attrs *options);
+/* Checks a pipeline text: non-empty known pass names, options of the form NAME=VALUE. Unknown names
+ * fail with PDC_ERR_INVALID_ARG naming the pass and listing the known ones. */
 pdc_status pass_pipeline_check(const pdc_context *ctx, const char *pipeline);
 /* Checks the options against the model: named layers (layers, skip, per-layer rates) must exist. */
 pdc_status pass_options_check_model(const ir_model *m, const pass_options *opt);
 
-/* Runs the pipeline on m in place (no clone): each pass, then the verifier (opt->verify), then the
+/* Runs the pipeline's passes on m in place (no clone; its options, if any, are the caller's to merge
+ * into opt first: pass_pipeline_split): each pass, then the verifier (opt->verify), then the
  * print-after hook. On failure the message is prefixed with the pass name and m is in an
  * unspecified but destroyable state. opt is not const only for layer_hits and the plan results. */
 pdc_status pass_pipeline_run_inplace(ir_model *m, const char *pipeline, pass_options *opt);

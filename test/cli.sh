@@ -1,6 +1,7 @@
 #!/bin/sh
-# cli.sh BUILD - tests of the pdc command-line tool, run by `make test-cli`. Every test checks the
-# exit status and what the tool printed. BUILD holds pdc and make_demo_model (default: build).
+# cli.sh BUILD - tests of the pdc command-line tool (and of train_digits' --plan phase), run by `make test-cli`.
+# Every test checks the exit status and what the tool printed. BUILD holds pdc, make_demo_model and
+# train_digits (default: build).
 # Ends with "cli: N passed, M failed" and exits non-zero if any test failed.
 
 BUILD=${1:-build}
@@ -951,6 +952,39 @@ eval "$cmd" >/dev/null 2>&1 || bad "the printed pdc prune line failed: $cmd"
 expect_same "$T/plan.pdc" "$T/plan2.pdc"
 run env XDG_CACHE_HOME="$T/cache" "$PDC" bench "$T/plan.pdc" --repeat 2 --warmup 0
 expect_rc 0
+end
+
+begin "plan --calib/--labels weighs each choice on a calibration set; the two go together; sizes are checked"
+label=$(od -An -tu1 -j $((115028 + 1347)) -N1 "$DIGITS" | tr -d ' ')
+set -- 00000000 3f800000 40000000 40400000 40800000 40a00000 40c00000 40e00000 41000000 41100000
+shift "$label"
+f32 "$T/calib-labels.bin" "$1"
+run env XDG_CACHE_HOME="$T/cache" "$PDC" plan "$T/dense.pdcir" --latency-ms "$mid" --threads 1 --no-measure \
+    --calib "$IN" --labels "$T/calib-labels.bin" -o "$T/plan-calib.pdc"
+expect_rc 0
+expect_out_re "^plan: prune-"
+expect_out "wrote $T/plan-calib.pdc"
+run "$PDC" plan "$T/dense.pdcir" --latency-ms 1 --calib "$IN" -o "$T/plan-calib.pdc"
+expect_rc 2
+expect_err "--calib and --labels go together"
+f32 "$T/calib-labels2.bin" 00000000 3f800000
+run env XDG_CACHE_HOME="$T/cache" "$PDC" plan "$T/dense.pdcir" --latency-ms 1 --calib "$IN" --labels "$T/calib-labels2.bin" \
+    -o "$T/plan-calib2.pdc"
+expect_rc 1
+expect_err "wrong size: expected 512 bytes (2 samples of 64 floats), got 256 bytes"
+expect_no_file "$T/plan-calib2.pdc"
+end
+
+begin "train_digits --plan 0.4: planned to 40% of the dense latency with a calibration set, retrained within 0.01 of dense"
+mkdir -p "$T/plan-demo"
+run "$BUILD/train_digits" --data "$DIGITS" --out "$T/plan-demo" --no-fc --plan 0.4 --quiet
+expect_rc 0
+expect_out_re "^phase=planned test_accuracy=0\.9[0-9]+ params="
+dense=$(sed -n 's/^phase=dense test_accuracy=\([0-9.]*\).*/\1/p' "$T/out")
+planned=$(sed -n 's/^phase=planned test_accuracy=\([0-9.]*\).*/\1/p' "$T/out")
+awk -v d="$dense" -v p="$planned" 'BEGIN { exit !(p != "" && p >= d - 0.01) }' ||
+    bad "planned accuracy $planned is not within 0.01 of dense $dense"
+expect_out_re "budget [0-9.]+ ms \(40% of dense [0-9.]+ ms\), predicted [0-9.]+ ms: prune-"
 end
 
 # ---------------------------------------------------------------- the cpu target: kernels, bench

@@ -173,6 +173,9 @@ int raw_read_f32(const char *path, float *dst, size_t n, const char *what);
 /* The same checks as raw_read_f32 without reading: path is a regular file of exactly n floats, else the
  * same message. Returns CLI_EXIT_OK or CLI_EXIT_ERROR (already reported). */
 int raw_check_f32(const char *path, size_t n, const char *what);
+/* The number of floats in path: a non-empty regular file whose size is a multiple of 4, else an error
+ * naming `what`. Returns CLI_EXIT_OK or CLI_EXIT_ERROR (already reported). */
+int raw_count_f32(const char *path, size_t *n, const char *what);
 /* Writes n floats to path (truncating). Returns CLI_EXIT_OK or CLI_EXIT_ERROR (already reported). */
 int raw_write_f32(const char *path, const float *src, size_t n);
 /* Prints up to `limit` values as "%.6g" separated by spaces, then " ..." if there are more, and a newline. */

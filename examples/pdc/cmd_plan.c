@@ -12,13 +12,15 @@
 
 const char cli_plan_synopsis[] =
     "pdc plan MODEL --latency-ms X -o OUT.pdc|OUT.onnx|OUT.pdcir [--target cpu] [--threads N] [--profile FILE] "
-    "[--repeat N] [--no-measure] [--refine N] [--shape NAME=DIMS]...";
+    "[--repeat N] [--no-measure] [--refine N] [--calib DATA.bin --labels LABELS.bin] [--shape NAME=DIMS]...";
 const char cli_plan_help[] =
     "usage: pdc plan MODEL --latency-ms X -o OUT.pdc|OUT.onnx|OUT.pdcir [--target cpu] [--threads N]\n"
-    "                [--profile FILE] [--repeat N] [--no-measure] [--refine N] [--shape NAME=DIMS]...\n"
+    "                [--profile FILE] [--repeat N] [--no-measure] [--refine N]\n"
+    "                [--calib DATA.bin --labels LABELS.bin] [--shape NAME=DIMS]...\n"
     "\n"
     "Chooses per layer how to prune MODEL so that its predicted time on the cpu target meets the\n"
-    "budget while removing the least weight magnitude (pdc_model_plan, docs/predict.md): 3x3 convs\n"
+    "budget while removing the least weight magnitude (pdc_model_plan, docs/predict.md) - or, with a\n"
+    "calibration set, raising its loss the least (pdc_trainer_plan: each choice tried layer by layer): 3x3 convs\n"
     "(not the stem) stay dense or get 8 patterns of 4 with connectivity 0-87.5%; fc, matmul, lstm and\n"
     "gru weights stay dense or lose 50-93.75% of their 1x4 blocks. Prints the plan per layer, the\n"
     "pipeline and options that pdc_model_transform (and pdc prune) take for it, the predicted time and\n"
@@ -35,15 +37,20 @@ const char cli_plan_help[] =
     "  --no-measure       do not compile and time the result\n"
     "  --refine N         while the result measures over the budget, plan again (up to N times, 0..10,\n"
     "                     default 0) for the budget scaled by budget / measured (at least 0.85)\n"
+    "  --calib DATA.bin   calibration samples: raw little-endian f32, N samples of the model input's\n"
+    "                     shape after its batch dim (the model ends in logits or a softmax)\n"
+    "  --labels L.bin     their N class indices, as f32\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME; may be repeated\n"
     "  -h, --help         show this help\n";
 
-enum { OPT_LATENCY = 1, OPT_OUTPUT, OPT_TARGET, OPT_THREADS, OPT_PROFILE, OPT_REPEAT, OPT_NO_MEASURE, OPT_REFINE };
+enum { OPT_LATENCY = 1, OPT_OUTPUT, OPT_TARGET, OPT_THREADS, OPT_PROFILE, OPT_REPEAT, OPT_NO_MEASURE, OPT_REFINE,
+       OPT_CALIB, OPT_LABELS };
 static const cli_opt plan_opts[] = {{"latency-ms", 0, 1, OPT_LATENCY}, {"output", 'o', 1, OPT_OUTPUT},
                                     {"target", 't', 1, OPT_TARGET},    {"threads", 0, 1, OPT_THREADS},
                                     {"profile", 0, 1, OPT_PROFILE},    {"repeat", 'n', 1, OPT_REPEAT},
                                     {"no-measure", 0, 0, OPT_NO_MEASURE}, {"shape", 0, 1, CLI_OPT_SHAPE},
-                                    {"refine", 0, 1, OPT_REFINE},
+                                    {"refine", 0, 1, OPT_REFINE},      {"calib", 0, 1, OPT_CALIB},
+                                    {"labels", 0, 1, OPT_LABELS},
                                     {NULL, 0, 0, 0}};
 
 #define USAGE(...) cli_usage_error("plan", cli_plan_synopsis, __VA_ARGS__)
@@ -106,26 +113,36 @@ static int time_model(pdc_context *ctx, const char *path, const pdc_model *model
     return rc;
 }
 
-/* "PIPELINE OPT=VALUE ..." -> pipeline (into pipe) and options (strings) on a. */
-static pdc_status plan_options(pdc_context *ctx, const char *plan, char *pipe, size_t cap, pdc_attrs *a)
+/* The calibration set for pdc_trainer_plan: N labels from their file's size, N samples of model input
+ * 0's shape after its batch dim. */
+static int load_calib(pdc_context *ctx, const pdc_model *model, const char *data, const char *labels, pdc_tensor **x,
+                      pdc_tensor **y)
 {
-    const char *sp = strchr(plan, ' ');
-    size_t n = sp ? (size_t)(sp - plan) : strlen(plan);
-    snprintf(pipe, cap, "%.*s", (int)n, plan);
-    pdc_status st = PDC_OK;
-    while (sp && !st) {
-        const char *tok = sp + 1;
-        sp = strchr(tok, ' ');
-        size_t len = sp ? (size_t)(sp - tok) : strlen(tok);
-        char buf[8192];
-        snprintf(buf, sizeof buf, "%.*s", (int)len, tok);
-        char *eq = strchr(buf, '=');
-        if (!eq) continue;
-        *eq = 0;
-        st = pdc_attrs_set_string(a, buf, eq + 1);
-    }
-    (void)ctx;
-    return st;
+    size_t n, rank, per = 1;
+    int64_t dims[PDC_MAX_RANK];
+    int rc = raw_count_f32(labels, &n, "class indices");
+    if (rc != CLI_EXIT_OK) return rc;
+    pdc_status st = pdc_model_input_info(model, 0, NULL, &rank, dims);
+    if (st) return cli_lib_error(ctx, st, data, "calibration set");
+    if (rank < 2) return cli_error(data, "the model's input has rank %zu: a calibration set needs a batch dim", rank);
+    dims[0] = (int64_t)n;
+    for (size_t i = 1; i < rank; i++) per *= (size_t)(dims[i] > 0 ? dims[i] : 1);
+    int64_t ldims[1] = {(int64_t)n};
+    if ((st = pdc_tensor_create(ctx, rank, dims, x)) || (st = pdc_tensor_create(ctx, 1, ldims, y)))
+        return cli_lib_error(ctx, st, data, "calibration set");
+    char what[96];
+    snprintf(what, sizeof what, "%zu samples of %zu floats", n, per);
+    if ((rc = raw_read_f32(data, pdc_tensor_data(*x), n * per, what)) != CLI_EXIT_OK) return rc;
+    return raw_read_f32(labels, pdc_tensor_data(*y), n, "class indices");
+}
+
+/* The plan for model: by weight magnitude, or measured on the calibration set through trainer. */
+static pdc_status plan_for(pdc_context *ctx, const pdc_model *model, pdc_trainer *trainer, const pdc_tensor *x,
+                           const pdc_tensor *y, const char *target, double budget, const pdc_attrs *opt, char **plan,
+                           double *predicted)
+{
+    return trainer ? pdc_trainer_plan(trainer, target, budget, opt, x, y, plan, predicted)
+                   : pdc_model_plan(ctx, model, target, budget, opt, plan, predicted);
 }
 
 /* Prints the `pdc prune` command line that gives the same model. */
@@ -155,7 +172,7 @@ int cmd_plan(int argc, char **argv)
     cli_parser p;
     cli_parser_init(&p, argc, argv, "plan", cli_plan_synopsis, cli_plan_help, plan_opts);
     cli_model_args a = {0};
-    const char *target = "cpu", *out_path = NULL, *profile = NULL, *v, *latency = NULL;
+    const char *target = "cpu", *out_path = NULL, *profile = NULL, *v, *latency = NULL, *calib = NULL, *labels = NULL;
     long threads = 0, repeat = 10, refine = 0;
     int measure = 1, id;
     while ((id = cli_next_model_arg(&p, &a, &v)) > 0) {
@@ -179,6 +196,8 @@ int cmd_plan(int argc, char **argv)
             break;
         }
         case OPT_NO_MEASURE: measure = 0; break;
+        case OPT_CALIB: calib = v; break;
+        case OPT_LABELS: labels = v; break;
         case OPT_REFINE: {
             char *e2;
             errno = 0;
@@ -202,10 +221,13 @@ int cmd_plan(int argc, char **argv)
     if (!text && !onnx && !cli_ends_with(out_path, ".pdc")) return USAGE("OUT must end in .pdc, .onnx or .pdcir: '%s'", out_path);
     if (strcmp(target, "cpu") && strcmp(target, "auto"))
         return USAGE("--target: only cpu has a latency model, got '%s'", target);
+    if (!calib != !labels) return USAGE("--calib and --labels go together");
 
     pdc_context *ctx = NULL;
     pdc_model *model = NULL;
-    pdc_attrs *opt = NULL, *prune = NULL;
+    pdc_attrs *opt = NULL;
+    pdc_trainer *trainer = NULL;
+    pdc_tensor *cx = NULL, *cy = NULL;
     char *plan = NULL;
     int rc = cli_open_model(&a, &ctx, &model);
     pdc_status st = PDC_OK;
@@ -227,15 +249,16 @@ int cmd_plan(int argc, char **argv)
     }
     if (rc == CLI_EXIT_OK && (st = pdc_model_predict(ctx, model, target, opt, &dense_ms, before)))
         rc = cli_lib_error(ctx, st, a.path, "predict");
-    if (rc == CLI_EXIT_OK && (st = pdc_model_plan(ctx, model, target, budget, opt, &plan, &predicted)))
+    if (rc == CLI_EXIT_OK && calib) {
+        if ((rc = load_calib(ctx, model, calib, labels, &cx, &cy)) == CLI_EXIT_OK &&
+            (st = pdc_trainer_create(ctx, model, &trainer)))
+            rc = cli_lib_error(ctx, st, a.path, "calibration set: trainer");
+    }
+    if (rc == CLI_EXIT_OK && (st = plan_for(ctx, model, trainer, cx, cy, target, budget, opt, &plan, &predicted)))
         rc = cli_lib_error(ctx, st, a.path, "plan");
     if (rc == CLI_EXIT_OK && defaults_note[0]) fprintf(stderr, "pdc plan: %s\n", defaults_note);
-    char pipe[256] = "";
-    if (rc == CLI_EXIT_OK && plan[0]) {
-        if ((st = pdc_attrs_create(ctx, &prune)) || (st = plan_options(ctx, plan, pipe, sizeof pipe, prune)) ||
-            (st = pdc_model_transform(model, pipe, prune)))
-            rc = cli_lib_error(ctx, st, a.path, "prune");
-    }
+    if (rc == CLI_EXIT_OK && plan[0] && (st = pdc_model_transform(model, plan, NULL)))
+        rc = cli_lib_error(ctx, st, a.path, "prune");
     if (rc == CLI_EXIT_OK && (st = pdc_model_predict(ctx, model, target, opt, &planned_ms, after)))
         rc = cli_lib_error(ctx, st, a.path, "predict");
     if (rc == CLI_EXIT_OK) {
@@ -278,11 +301,9 @@ int cmd_plan(int argc, char **argv)
             model = NULL;
             pdc_string_free(plan);
             plan = NULL;
-            pdc_attrs_destroy(prune);
-            prune = NULL;
             double pred2 = 0;
             if ((rc = cli_load_model(ctx, &a, &model)) != CLI_EXIT_OK) break;
-            if ((st = pdc_model_plan(ctx, model, target, aim, opt, &plan, &pred2))) {
+            if ((st = plan_for(ctx, model, trainer, cx, cy, target, aim, opt, &plan, &pred2))) {
                 rc = cli_lib_error(ctx, st, a.path, "plan");
                 break;
             }
@@ -291,8 +312,7 @@ int cmd_plan(int argc, char **argv)
                                r, aim, pred2);
                 break;
             }
-            if (plan[0] && ((st = pdc_attrs_create(ctx, &prune)) || (st = plan_options(ctx, plan, pipe, sizeof pipe, prune)) ||
-                            (st = pdc_model_transform(model, pipe, prune)))) {
+            if (plan[0] && (st = pdc_model_transform(model, plan, NULL))) {
                 rc = cli_lib_error(ctx, st, a.path, "prune");
                 break;
             }
@@ -311,7 +331,9 @@ int cmd_plan(int argc, char **argv)
     free(after);
     pdc_string_free(plan);
     pdc_attrs_destroy(opt);
-    pdc_attrs_destroy(prune);
+    pdc_trainer_destroy(trainer);
+    pdc_tensor_destroy(cx);
+    pdc_tensor_destroy(cy);
     pdc_model_destroy(model);
     pdc_context_destroy(ctx);
     return rc;

@@ -48,6 +48,17 @@ int raw_check_f32(const char *path, size_t n, const char *what)
     return check_file(path, &sb, n * 4, what);
 }
 
+int raw_count_f32(const char *path, size_t *n, const char *what)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) return cli_error(path, "cannot open: %s", strerror(errno));
+    if (!S_ISREG(sb.st_mode) || sb.st_size <= 0 || sb.st_size % 4)
+        return cli_error(path, "expected a non-empty regular file of raw little-endian f32 (%s), got %lld bytes", what,
+                         (long long)sb.st_size);
+    *n = (size_t)sb.st_size / 4;
+    return CLI_EXIT_OK;
+}
+
 int raw_read_f32(const char *path, float *dst, size_t n, const char *what)
 {
     size_t want = n * 4;   /* n comes from a checked shape product; callers keep it far below SIZE_MAX/4 */

@@ -343,3 +343,37 @@ pdc_status cost_plan_text(const pdc_context *ctx, const ir_model *m, const cost_
     *text_out = s;
     return PDC_OK;
 }
+
+size_t cost_plan_weights(const ir_model *m, const cost_plan_layer *pl, int *tensors)
+{
+    const ir_layer *l = &m->layers[pl->layer];
+    size_t n = 0;
+    if (l->op == IR_OP_LSTM || l->op == IR_OP_GRU) {
+        tensors[n++] = l->inputs[1];
+        tensors[n++] = l->inputs[2];
+    } else {
+        tensors[n++] = l->inputs[1];
+    }
+    return n;
+}
+
+pdc_status cost_plan_project(const ir_model *m, const cost_plan_layer *pl, size_t c, int t, float *w)
+{
+    const pdc_context *ctx = m->ctx;
+    const ir_tensor *x = &m->tensors[t];
+    char who[300];
+    snprintf(who, sizeof who, "layer '%s'", m->layers[pl->layer].name);
+    if (c == 0) return PDC_OK;
+    if (pl->kind == 1) {
+        int64_t o = x->dims[0], ci = x->dims[1], kh = x->dims[2], kw = x->dims[3];
+        uint64_t pats[8];
+        int32_t *kp = pdc_alloc(ctx, (size_t)(o * ci) * sizeof *kp);
+        pdc_status st = kp ? project_pattern(ctx, who, w, o, ci, kh, kw, 8, 4, 0, pats, kp) : PDC_ERR_OUT_OF_MEMORY;
+        if (!st && pl->rate[c] > 0) st = project_connectivity(ctx, who, w, o, ci, kh * kw, pl->rate[c], NULL);
+        pdc_free(kp);
+        return st;
+    }
+    int64_t rows, cols;
+    ir_weight_matrix_view(x, &rows, &cols);
+    return project_block(ctx, who, w, rows, cols, 1, 4, pl->rate[c], NULL);
+}

@@ -25,6 +25,19 @@ typedef struct cost_plan {
 pdc_status cost_plan_build(pdc_context *ctx, const ir_model *m, const cost_profile *prof, int threads, cost_plan *p);
 void cost_plan_free(cost_plan *p);
 
+/* The weight tensors plan layer pl prunes (1, or 2 for an lstm / gru) into tensors; returns the count. */
+size_t cost_plan_weights(const ir_model *m, const cost_plan_layer *pl, int *tensors);
+/* Projects w, a copy of weight tensor t of plan layer pl, as choice c prunes it: the projections the
+ * prune passes run for the plan's pipeline (8 patterns of 4 then connectivity, or 1x4 blocks). */
+pdc_status cost_plan_project(const ir_model *m, const cost_plan_layer *pl, size_t c, int t, float *w);
+
+/* Replaces each choice's loss (c >= 1) by what it costs on a calibration set: the increase of trainer's
+ * evaluation loss on inputs / labels when that layer alone is pruned so (clamped at 0), plus 1e-6 x its
+ * magnitude loss to break ties; m is the trainer's model (pdc_trainer_export), whose weights are put
+ * back after each trial. Progress "plan" per layer. */
+pdc_status cost_plan_sensitivity(pdc_trainer *trainer, const ir_model *m, cost_plan *p, const pdc_tensor *inputs,
+                                 const pdc_tensor *labels);
+
 /* The multiple-choice knapsack: choice[l] for each of n layers minimising the sum of loss[l][choice]
  * with the sum of time[l][choice] <= budget (times rounded up to budget/4000 steps; exact when the
  * times are whole steps). *feasible 0 (and choice = each layer's fastest) when no choice fits. */

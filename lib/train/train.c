@@ -11,6 +11,7 @@
 
 #include "lib/api_internal.h"
 #include "lib/train/train.h"
+#include "passes/pass_manager.h"
 
 /* ------------------------------------------------------------------ options */
 
@@ -516,11 +517,12 @@ PDC_API pdc_status pdc_trainer_evaluate(pdc_trainer *trainer, const pdc_tensor *
 /* The pipeline must hold pruning passes only (other passes would change the model's structure). */
 pdc_status tr_check_prune_pipeline(const pdc_context *ctx, const char *pipeline)
 {
-    const char *s = pipeline;
-    while (*s) {
+    const char *s = pipeline, *end = pass_pipeline_options(pipeline); /* options may follow the passes */
+    while (s < end) {
         while (*s == ' ' || *s == ',') s++;
+        if (s >= end) break;
         const char *e = s;
-        while (*e && *e != ',') e++;
+        while (e < end && *e != ',') e++;
         size_t len = (size_t)(e - s);
         while (len && s[len - 1] == ' ') len--;
         if (len && (len < 7 || strncmp(s, "prune-", 6)))

@@ -2,7 +2,8 @@
  * test_cost.c - the latency model (lib/cost): layer facts and the model's arithmetic on synthetic
  * profiles, computed by hand; the profile file (round trip, checksum, version, another host, missing
  * -> defaults with a note); the fit on synthetic measurements; the planner's knapsack against an
- * exhaustive search, and pdc_model_plan / pdc_model_predict / pdc_program_run_timed on bad input.
+ * exhaustive search, pdc_trainer_plan's calibration-set losses against magnitude's, and pdc_model_plan /
+ * pdc_model_predict / pdc_program_run_timed on bad input.
  * No test times anything.
  */
 #include <unistd.h>
@@ -418,28 +419,111 @@ START_TEST(plan_meets_budget_and_rejects_bad_ones)
     ck_assert_double_le(pred, budget);
     ck_assert_ptr_null(strstr(plan, "c1"));
     ck_assert_ptr_nonnull(strstr(plan, "layers="));
-    /* applying it as pdc_model_transform's pipeline and options gives that prediction */
-    char pipe[128];
-    const char *sp = strchr(plan, ' ');
-    ck_assert_ptr_nonnull(sp);
-    snprintf(pipe, sizeof pipe, "%.*s", (int)(sp - plan), plan);
-    pdc_attrs *o = attrs_new();
-    char *rest = strdup(sp + 1);
-    for (char *tok = strtok(rest, " "); tok; tok = strtok(NULL, " ")) {
-        char *eq = strchr(tok, '=');
-        ck_assert_ptr_nonnull(eq);
-        *eq = 0;
-        ck_assert_ok(ctx, pdc_attrs_set_string(o, tok, eq + 1));
-    }
-    free(rest);
-    ck_assert_ok(ctx, pdc_model_transform(m, pipe, o));
+    /* the plan is pdc_model_transform's pipeline with its options; applied, it gives that prediction */
+    ck_assert_ok(ctx, pdc_model_transform(m, plan, NULL));
     double after = 0;
     ck_assert_ok(ctx, pdc_model_predict(ctx, m, "cpu", one, &after, NULL));
     ck_assert_double_eq_tol(after, pred, 1e-9 * pred);
-    pdc_attrs_destroy(o);
     pdc_string_free(plan);
     pdc_attrs_destroy(one);
     pdc_model_destroy(m);
+}
+END_TEST
+
+/* Two fc layers whose magnitudes and usefulness disagree, [N,256] -> fc_a + fc_b -> logits [N,16]:
+ * only features 0..15 are non-zero in the data, and the labels are the argmax of fc_b's weights on them.
+ * fc_b: those weights small (0.3 scale), 64 huge blocks (100) and the rest 2.0 on the features that are
+ * always 0; fc_a: 0 on features 0..15, 1.0 elsewhere. By magnitude pruning fc_b is nearly free (its huge
+ * blocks survive); on the data it destroys the signal, while fc_a contributes nothing. */
+static pdc_model *disagreeing_model(float **x, float **y, size_t n)
+{
+    enum { C = 16, F = 256, S = 16 };
+    pdc_model *m = new_model("disagree");
+    add_input(m, "x", 2, (const int64_t[]){1, F});
+    float *wa = calloc(C * F, sizeof *wa), *wb = calloc(C * F, sizeof *wb), sig[C * S];
+    ck_assert(wa && wb);
+    test_fill_random(sig, C * S, 11);
+    for (size_t r = 0; r < C; r++)
+        for (size_t c = 0; c < F; c++) {
+            wa[r * F + c] = c < S ? 0.0f : 1.0f;
+            wb[r * F + c] = c < S ? 0.3f * sig[r * S + c] : c < S + 16 ? 100.0f : 2.0f;
+        }
+    add_values(m, "wa", 2, (const int64_t[]){C, F}, wa);
+    add_values(m, "wb", 2, (const int64_t[]){C, F}, wb);
+    add_layer(m, "fc_a", "fc", "x,wa", "ya", NULL);
+    add_layer(m, "fc_b", "fc", "x,wb", "yb", NULL);
+    add_layer(m, "sum", "add", "ya,yb", "logits", NULL);
+    add_output(m, "logits");
+    *x = calloc(n * F, sizeof **x);
+    *y = calloc(n, sizeof **y);
+    ck_assert(*x && *y);
+    for (size_t i = 0; i < n; i++) {
+        test_fill_random(*x + i * F, S, 100 + (uint32_t)i);
+        size_t best = 0;
+        double bv = -1e30;
+        for (size_t r = 0; r < C; r++) {
+            double v = 0;
+            for (size_t c = 0; c < S; c++) v += (double)sig[r * S + c] * (*x)[i * F + c];
+            if (v > bv) bv = v, best = r;
+        }
+        (*y)[i] = (float)best;
+    }
+    free(wa);
+    free(wb);
+    return m;
+}
+
+START_TEST(trainer_plan_measures_on_calibration_set)
+{
+    use_tmp_cache();
+    const size_t n = 64;
+    float *xv, *yv;
+    pdc_model *m = disagreeing_model(&xv, &yv, n);
+    pdc_attrs *one = opt_i("threads", 1);
+    double dense = 0, ms[3], pred = 0;
+    ck_assert_ok(ctx, pdc_model_predict(ctx, m, "cpu", one, &dense, ms));
+    double budget = dense - 0.3 * ms[0]; /* one of the two must be pruned */
+    char *plan = NULL;
+    ck_assert_ok(ctx, pdc_model_plan(ctx, m, "cpu", budget, one, &plan, &pred));
+    ck_assert_msg(strstr(plan, "fc_b=") && !strstr(plan, "fc_a="), "by magnitude: %s", plan);
+    pdc_string_free(plan);
+
+    pdc_trainer *tr;
+    ck_assert_ok(ctx, pdc_trainer_create(ctx, m, &tr));
+    pdc_tensor *x, *y;
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 2, (const int64_t[]){(int64_t)n, 256}, xv, &x));
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 1, (const int64_t[]){(int64_t)n}, yv, &y));
+    float loss0, acc0, loss1, acc1;
+    ck_assert_ok(ctx, pdc_trainer_evaluate(tr, x, y, &loss0, &acc0));
+    ck_assert_float_eq(acc0, 1.0f); /* the labels are what fc_b computes */
+    ck_assert_ok(ctx, pdc_trainer_plan(tr, "cpu", budget, one, x, y, &plan, &pred));
+    ck_assert_msg(strstr(plan, "fc_a=") && !strstr(plan, "fc_b="), "on the calibration set: %s", plan);
+    ck_assert_double_le(pred, budget);
+    /* the trial prunings left the trainer's weights as they were */
+    ck_assert_ok(ctx, pdc_trainer_evaluate(tr, x, y, &loss1, &acc1));
+    ck_assert_float_eq(loss0, loss1);
+    /* the plan applies as pdc_trainer_prune's pipeline; the accuracy stays */
+    ck_assert_ok(ctx, pdc_trainer_prune(tr, plan, NULL));
+    ck_assert_ok(ctx, pdc_trainer_evaluate(tr, x, y, NULL, &acc1));
+    ck_assert_float_eq(acc1, 1.0f);
+    pdc_string_free(plan);
+    /* bad input: NULL set, labels of another length */
+    plan = NULL;
+    ck_assert_status(ctx, pdc_trainer_plan(tr, "cpu", budget, one, NULL, y, &plan, &pred), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "inputs is NULL");
+    pdc_tensor *short_y;
+    ck_assert_ok(ctx, pdc_tensor_wrap(ctx, 1, (const int64_t[]){(int64_t)n - 1}, yv, &short_y));
+    ck_assert_status(ctx, pdc_trainer_plan(tr, "cpu", budget, one, x, short_y, &plan, &pred), PDC_ERR_SHAPE);
+    ck_assert_ptr_null(plan);
+    ck_assert_status(ctx, pdc_trainer_plan(NULL, "cpu", budget, one, x, y, &plan, &pred), PDC_ERR_INVALID_ARG);
+    pdc_tensor_destroy(short_y);
+    pdc_tensor_destroy(x);
+    pdc_tensor_destroy(y);
+    pdc_trainer_destroy(tr);
+    pdc_attrs_destroy(one);
+    pdc_model_destroy(m);
+    free(xv);
+    free(yv);
 }
 END_TEST
 
@@ -499,5 +583,6 @@ int main(void)
                      TEST_LIST(facts_and_arithmetic_by_hand, profile_round_trip_and_refusals,
                                predict_uses_profile_or_says_defaults, predict_bad_input, fit_recovers_constants,
                                planner_matches_exhaustive_search, plan_meets_budget_and_rejects_bad_ones,
-                               run_timed_per_layer, auto_target_chooses_cpu_and_says_why));
+                               run_timed_per_layer, auto_target_chooses_cpu_and_says_why,
+                               trainer_plan_measures_on_calibration_set));
 }

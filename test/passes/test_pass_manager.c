@@ -313,6 +313,33 @@ START_TEST(pruning_is_deterministic)
 }
 END_TEST
 
+/* Options written in the pipeline text after its passes (what pdc_model_plan writes) act as the same
+ * options given apart; their errors name them. */
+START_TEST(options_in_the_pipeline_text)
+{
+    pdc_model *a = canon_model(), *b = canon_model();
+    ck_assert_ok(ctx, transform(a, " prune-pattern , prune-connectivity  connectivity=0.6,conv4=0.3   patterns=4 ", NULL));
+    pdc_attrs *o = opt_s("connectivity", "0.6,conv4=0.3");
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "patterns", "4"));
+    ck_assert_ok(ctx, transform(b, "prune-pattern,prune-connectivity", o));
+    char *ta = model_text(a), *tb = model_text(b);
+    ck_assert_str_eq(ta, tb);
+    pdc_string_free(ta);
+    pdc_string_free(tb);
+    pdc_model_destroy(b);
+    expect_transform_error(a, "prune-connectivity connectivity=0.5 stray", NULL, PDC_ERR_INVALID_ARG,
+                           "'stray' is not an option NAME=VALUE");
+    expect_transform_error(a, "prune-connectivity connectivity=0.5 =1", NULL, PDC_ERR_INVALID_ARG,
+                           "'=1' is not an option NAME=VALUE");
+    expect_transform_error(a, "prune-connectivity connectivity=0.5", opt_s("connectivity", "0.25"), PDC_ERR_INVALID_ARG,
+                           "option connectivity is given twice");
+    expect_transform_error(a, "prune-connectivity connectivity=1.5", NULL, PDC_ERR_INVALID_ARG,
+                           "option connectivity: rate 1.5 is outside [0, 1)");
+    expect_transform_error(a, "prune-connectivity colour=red", NULL, PDC_ERR_INVALID_ARG, "colour");
+    pdc_model_destroy(a);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ out of memory */
 
 START_TEST(out_of_memory_anywhere_leaves_the_model_unchanged)
@@ -382,7 +409,7 @@ END_TEST
 int main(void)
 {
     return run_tests("pass_manager", tmpdir_setup, tmpdir_teardown, 60,
-                     TEST_LIST(plan_places_activations_without_overlap, plan_needs_concrete_shapes,
+                     TEST_LIST(plan_places_activations_without_overlap, plan_needs_concrete_shapes, options_in_the_pipeline_text,
                                full_pipeline_verifies_and_prints_after_every_pass, pass_table_and_info,
                                bad_input_has_status_and_message, pruning_is_deterministic,
                                compact_refuses_dangling_references, out_of_memory_anywhere_leaves_the_model_unchanged));
