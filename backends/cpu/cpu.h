@@ -12,8 +12,16 @@
 
 /* Function multiversioning for the few hot C loops: one clone per ISA, picked by an ifunc resolver
  * at load time. ThreadSanitizer instruments the resolver, which then runs before the TSan runtime
- * exists and crashes the process at start-up (seen with gcc 12), so sanitizer builds use one clone. */
+ * exists and crashes the process at start-up (seen with gcc 12 and clang 19), so sanitizer builds use one
+ * clone. */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define PDC_SANITIZED 1
+#elif defined(__has_feature) /* clang says it so */
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define PDC_SANITIZED 1
+#endif
+#endif
+#ifdef PDC_SANITIZED
 #define PDC_ISA_CLONES
 #define PDC_ISA_CLONES_NO_AVX512
 #else

@@ -7,8 +7,9 @@
  * These tests run one program from THREADS threads released together by a barrier, each on its
  * own inputs, and require every output to be bit-identical to the same run made sequentially
  * beforehand; they do it for every target this build compiles ("ref", and "cpu" once it exists: a
- * target that pdc_compile refuses as unknown or unavailable is skipped with a message). `make
- * test-tsan` runs this suite under ThreadSanitizer, which must report nothing.
+ * target that pdc_compile refuses as unknown or unavailable is skipped with a message), and a group
+ * whose scheduled chains run side by side. `make test-tsan` runs this suite under ThreadSanitizer,
+ * which must report nothing.
  *
  * Determinism: the same model and options give byte-identical outputs run after run, from a
  * fresh context, from the .pdc and the text form of the model, and whatever the "threads" option
@@ -26,28 +27,13 @@
 static const char *const targets[] = {"ref", "cpu"};
 #define N_TARGETS (sizeof targets / sizeof targets[0])
 
-/*
- * ThreadSanitizer cannot see the OpenMP runtime's own synchronisation (libgomp is not
- * instrumented), so it reports every parallel region of the cpu backend, e.g. a kernel's outlined
- * function reading the stack of the thread that forked it. Under TSan (make test-tsan) every
- * context therefore runs with threads = 1: TSan checks what this suite is about - runs on
- * different user threads sharing one program - and the OpenMP regions run on the calling thread.
- */
-#ifdef __SANITIZE_THREAD__
-#define UNDER_TSAN 1
-#else
-#define UNDER_TSAN 0
-#endif
-
+/* Under make test-tsan (clang + ThreadSanitizer, the OpenMP runtime's synchronisation made visible by
+ * LLVM's archer tool) every context keeps its default threads: TSan checks the runs on different user
+ * threads and the cpu backend's OpenMP regions and lanes alike. */
 static pdc_context *new_context(void)
 {
     pdc_context *c = NULL;
-    if (pdc_context_create(&c) != PDC_OK) return NULL;
-    if (UNDER_TSAN && pdc_context_set_option(c, "threads", "1") != PDC_OK) {
-        pdc_context_destroy(c);
-        return NULL;
-    }
-    return c;
+    return pdc_context_create(&c) == PDC_OK ? c : NULL;
 }
 
 static void setup(void) { ck_assert_ptr_nonnull(ctx = new_context()); }
@@ -85,7 +71,7 @@ static pdc_attrs *attrs(pdc_context *c)
  * seq [6,1,4] -> lstm (hidden 8) = states
  * Heavy enough (about 0.7 MFLOP per run) that runs on different threads overlap.
  */
-static pdc_model *build_model(pdc_context *c)
+static pdc_model *build_model_seeded(pdc_context *c, uint32_t base)
 {
     pdc_model *m;
     ck_assert_ok(c, pdc_model_create(c, "threads", &m));
@@ -97,17 +83,17 @@ static pdc_model *build_model(pdc_context *c)
     float w1[8 * 3 * 9];
     uint64_t pat[4];
     int32_t kp[24];
-    test_fill_random(w1, 216, 1);
+    test_fill_random(w1, 216, 1 + base);
     ck_assert_ok(c, pdc_prune_project_pattern(c, w1, 8, 3, 3, 3, 4, 4, 0, pat, kp));
     ck_assert_ok(c, pdc_model_add_constant(m, "w1", 4, dw1, w1));
     ck_assert_ok(c, pdc_model_set_sparsity_pattern(m, "w1", 3, 3, 4, pat, 24, kp));
-    add_const(c, m, "b1", 1, db, 2);
-    add_const(c, m, "w2", 4, dw2, 3);
-    add_const(c, m, "fw", 2, dfw, 4);
-    add_const(c, m, "fb", 1, dfb, 5);
-    add_const(c, m, "lw", 3, dlw, 6);
-    add_const(c, m, "lr", 3, dlr, 7);
-    add_const(c, m, "lb", 2, dlb, 8);
+    add_const(c, m, "b1", 1, db, 2 + base);
+    add_const(c, m, "w2", 4, dw2, 3 + base);
+    add_const(c, m, "fw", 2, dfw, 4 + base);
+    add_const(c, m, "fb", 1, dfb, 5 + base);
+    add_const(c, m, "lw", 3, dlw, 6 + base);
+    add_const(c, m, "lr", 3, dlr, 7 + base);
+    add_const(c, m, "lb", 2, dlb, 8 + base);
 
     const int64_t pads[] = {1, 1, 1, 1}, two[] = {2, 2};
     pdc_attrs *a = attrs(c);
@@ -132,6 +118,8 @@ static pdc_model *build_model(pdc_context *c)
     ck_assert_ok(c, pdc_model_mark_output(m, "states"));
     return m;
 }
+
+static pdc_model *build_model(pdc_context *c) { return build_model_seeded(c, 0); }
 
 /* ------------------------------------------------------------------ runs */
 
@@ -478,7 +466,7 @@ static void run_fresh(const char *model_text, const void *image, size_t image_si
 {
     pdc_context *c = new_context();
     ck_assert_ptr_nonnull(c);
-    if (!UNDER_TSAN) ck_assert_ok(c, pdc_context_set_option(c, "threads", threads));
+    ck_assert_ok(c, pdc_context_set_option(c, "threads", threads));
     pdc_model *m;
     if (model_text) ck_assert_ok(c, pdc_model_parse(c, model_text, strlen(model_text), &m));
     else ck_assert_ok(c, pdc_model_load_memory(c, image, image_size, &m));
@@ -535,8 +523,8 @@ START_TEST(same_model_and_options_give_identical_bytes)
                 }
             }
         }
-        printf("threads: %s: %d runs (%s; .pdc and text; fresh contexts) byte-identical\n", targets[ti], runs,
-               UNDER_TSAN ? "threads = 1 under TSan" : "threads = 1, 0, 2, 8");
+        printf("threads: %s: %d runs (threads = 1, 0, 2, 8; .pdc and text; fresh contexts) byte-identical\n",
+               targets[ti], runs);
     next_target:;
     }
     io_destroy(&want);
@@ -548,11 +536,125 @@ START_TEST(same_model_and_options_give_identical_bytes)
 }
 END_TEST
 
+/* A group of two models of that shape with other weights: the schedule pairs their chains and the cpu
+ * target runs each pair side by side, one OpenMP thread each (lanes). Every output equals the model's
+ * compiled alone, in sequential runs and in runs from THREADS user threads at once; under make test-tsan
+ * (clang, with the OpenMP runtime's synchronisation made visible to TSan by archer) this is the DAG
+ * scheduler's race check. */
+typedef struct group_worker {
+    const pdc_program *prog;
+    pdc_tensor *const *in;
+    pthread_barrier_t *start;
+    float *const *want;
+    size_t n_out, mismatches;
+    pdc_status status;
+} group_worker;
+
+static void *group_worker_main(void *arg)
+{
+    group_worker *w = arg;
+    pdc_tensor *out[4];
+    for (size_t k = 0; k < w->n_out; k++) out[k] = io_tensor(ctx, w->prog, 1, k);
+    pthread_barrier_wait(w->start);
+    for (int r = 0; r < RUNS && !w->status; r++) {
+        w->status = pdc_program_run(w->prog, 2, w->in, w->n_out, out);
+        for (size_t k = 0; k < w->n_out && !w->status; k++)
+            w->mismatches += memcmp(pdc_tensor_data(out[k]), w->want[k], 4 * pdc_tensor_size(out[k])) != 0;
+    }
+    for (size_t k = 0; k < w->n_out; k++) pdc_tensor_destroy(out[k]);
+    return NULL;
+}
+
+START_TEST(scheduled_group_lanes_match_models_alone)
+{
+    setenv("PDC_OMP_STATIC", "1", 1); /* a team of the option's 2 threads, however busy the machine */
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
+    pdc_model *m[2] = {build_model_seeded(ctx, 0), build_model_seeded(ctx, 50)};
+    pdc_program *g = NULL;
+    pdc_status st = pdc_compile_group(ctx, (const pdc_model *const *)m, 2, "cpu", &g);
+    if (st == PDC_ERR_UNKNOWN_TARGET || st == PDC_ERR_UNSUPPORTED) {
+        printf("threads: group lanes: target 'cpu' skipped: %s\n", pdc_context_last_error(ctx));
+        goto done;
+    }
+    ck_assert_ok(ctx, st);
+    size_t nl, lanes = 0, n_in, n_out;
+    ck_assert_ok(ctx, pdc_program_num_layers(g, &nl));
+    for (size_t li = 0; li < nl; li++) {
+        const char *k;
+        ck_assert_ok(ctx, pdc_program_layer_kernel(g, li, NULL, &k));
+        lanes += strstr(k, "side by side") != NULL;
+    }
+    ck_assert_msg(lanes >= 4, "%zu layers run side by side", lanes);
+    ck_assert_ok(ctx, pdc_program_num_inputs(g, &n_in));
+    ck_assert_ok(ctx, pdc_program_num_outputs(g, &n_out));
+    ck_assert_uint_eq(n_in, 2);
+    ck_assert_uint_eq(n_out, 4);
+    /* the group's inputs (shared by name: image, seq), and what each model alone makes of them */
+    pdc_tensor *in[2];
+    float *want[4];
+    for (size_t i = 0; i < 2; i++) {
+        in[i] = io_tensor(ctx, g, 0, i);
+        test_fill_random(pdc_tensor_data(in[i]), pdc_tensor_size(in[i]), 77 + (uint32_t)i);
+    }
+    for (size_t k = 0; k < 2; k++) {
+        pdc_program *alone = compile_or_skip(ctx, m[k], "cpu", "group lanes");
+        ck_assert_ptr_nonnull(alone);
+        run_io io;
+        for (size_t i = 0; i < 2; i++) {
+            const char *name;
+            size_t gi;
+            ck_assert_ok(ctx, pdc_program_input_info(alone, i, &name, NULL, NULL));
+            ck_assert_ok(ctx, pdc_program_find_input(g, name, &gi));
+            io.in[i] = in[gi];
+            io.out[i] = io_tensor(ctx, alone, 1, i);
+        }
+        ck_assert_ok(ctx, pdc_program_run(alone, 2, io.in, 2, io.out));
+        for (size_t o = 0; o < 2; o++) {
+            const char *name;
+            char gname[64];
+            size_t go;
+            ck_assert_ok(ctx, pdc_program_output_info(alone, o, &name, NULL, NULL));
+            snprintf(gname, sizeof gname, "%zu/%s", k, name);
+            ck_assert_ok(ctx, pdc_program_find_output(g, gname, &go));
+            want[go] = malloc(4 * pdc_tensor_size(io.out[o]));
+            ck_assert_ptr_nonnull(want[go]);
+            memcpy(want[go], pdc_tensor_data(io.out[o]), 4 * pdc_tensor_size(io.out[o]));
+            pdc_tensor_destroy(io.out[o]);
+        }
+        pdc_program_destroy(alone);
+    }
+    ck_assert(memcmp(want[0], want[2], 40) || memcmp(want[1], want[3], 40)); /* the models differ */
+    group_worker w[THREADS];
+    pthread_t tid[THREADS];
+    pthread_barrier_t start;
+    ck_assert_int_eq(pthread_barrier_init(&start, NULL, THREADS), 0);
+    for (size_t t = 0; t < THREADS; t++) {
+        w[t] = (group_worker){g, in, &start, want, n_out, 0, PDC_OK};
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, group_worker_main, &w[t]), 0);
+    }
+    for (size_t t = 0; t < THREADS; t++) ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+    pthread_barrier_destroy(&start);
+    for (size_t t = 0; t < THREADS; t++) {
+        ck_assert_msg(w[t].status == PDC_OK, "thread %zu: %s", t, pdc_status_string(w[t].status));
+        ck_assert_msg(w[t].mismatches == 0, "thread %zu: %zu outputs differ from the models alone", t, w[t].mismatches);
+    }
+    printf("threads: group of 2 models, %zu layers side by side: %d threads x %d runs equal the models alone\n", lanes,
+           THREADS, RUNS);
+    for (size_t i = 0; i < 2; i++) pdc_tensor_destroy(in[i]);
+    for (size_t k = 0; k < 4; k++) free(want[k]);
+    pdc_program_destroy(g);
+done:
+    unsetenv("PDC_OMP_STATIC");
+    pdc_model_destroy(m[0]);
+    pdc_model_destroy(m[1]);
+}
+END_TEST
+
 int main(void)
 {
     return run_tests("threads", setup, ctx_teardown, 120,
                      TEST_LIST(concurrent_runs_match_sequential_runs, errors_are_reported_per_thread,
                                shared_inputs_and_context_use_during_runs,
                                injected_failure_hits_exactly_one_concurrent_run, independent_contexts_in_parallel,
-                               same_model_and_options_give_identical_bytes));
+                               same_model_and_options_give_identical_bytes, scheduled_group_lanes_match_models_alone));
 }
