@@ -128,23 +128,28 @@ static char *passes_of(const pdc_context *ctx, const char *pipeline)
 
 pdc_status pass_pipeline_split(const pdc_context *ctx, const char *pipeline, char **passes_out, ir_attrs *options)
 {
-    char *passes = passes_of(ctx, pipeline), word[4096];
+    char *passes = passes_of(ctx, pipeline);
     pdc_status st = passes ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
     for (const char *w = pass_pipeline_options(pipeline); !st && *w;) {
         size_t n = strcspn(w, " \t\n\r\v\f");
         const char *eq = memchr(w, '=', n);
-        if (!eq || eq == w || n >= sizeof word)
+        char *word = eq && eq > w ? pdc_alloc(ctx, n + 1) : NULL;
+        if (!eq || eq == w)
             st = pdc_error(ctx, PDC_ERR_INVALID_ARG, "pipeline \"%s\": '%.*s' is not an option NAME=VALUE", pipeline,
                            (int)n, w);
+        else if (!word)
+            st = PDC_ERR_OUT_OF_MEMORY;
         if (!st) {
-            snprintf(word, sizeof word, "%.*s", (int)n, w);
-            word[eq - w] = 0;
+            memcpy(word, w, n);
+            word[n] = 0;
+            word[eq - w] = 0; /* word: the name, word + (eq - w) + 1: the value */
             if (ir_attrs_find(options, word))
                 st = pdc_error(ctx, PDC_ERR_INVALID_ARG, "option %s is given twice: in the pipeline \"%s\" and in the options",
                                word, pipeline);
             else
                 st = ir_attrs_set_string(ctx, options, word, word + (eq - w) + 1);
         }
+        pdc_free(word);
         w += n;
         while (*w && isspace((unsigned char)*w)) w++;
     }
