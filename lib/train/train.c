@@ -327,6 +327,16 @@ PDC_API pdc_status pdc_trainer_init_weights(pdc_trainer *trainer)
             }
             continue;
         }
+        if (l->op == IR_OP_LSTM || l->op == IR_OP_GRU) { /* PyTorch's: w, r and b uniform in +-1/sqrt(hidden) */
+            const float bound = (float)(1.0 / sqrt((double)ir_attr_int(&l->attrs, "hidden_size", 1)));
+            for (size_t s = 1; s < 4 && s < l->n_inputs; s++) {
+                const int pi = l->inputs[s] >= 0 ? net->param_of[l->inputs[s]] : -1;
+                if (pi < 0) continue;
+                float *d = m->tensors[l->inputs[s]].data;
+                for (size_t k = 0; k < net->params[pi].n; k++) d[k] = bound * tr_rng_symmetric(trainer->rng);
+            }
+            continue;
+        }
         if (l->op != IR_OP_CONV && l->op != IR_OP_FC && l->op != IR_OP_GEMM) continue;
         if (l->n_inputs < 2 || l->inputs[1] < 0 || net->param_of[l->inputs[1]] < 0) continue;
         const ir_tensor *w = &m->tensors[l->inputs[1]];
@@ -479,6 +489,16 @@ PDC_API pdc_status pdc_trainer_step(pdc_trainer *trainer, const pdc_tensor *inpu
     return PDC_OK;
 }
 
+/* Samples [at, at + chunk) of the n in inputs: where they are (batch dim 0), or gathered into tmp (sequences
+ * [T, N, F], batch dim 1; tmp holds T * chunk * F floats). */
+static const float *samples_at(const tr_net *net, const pdc_tensor *inputs, size_t n, size_t at, size_t chunk, float *tmp)
+{
+    if (net->batch_axis == 0 || chunk == n) return inputs->data + at * (inputs->numel / n);
+    const size_t T = (size_t)inputs->dims[0], F = inputs->numel / (T * n);
+    for (size_t t = 0; t < T; t++) memcpy(tmp + t * chunk * F, inputs->data + (t * n + at) * F, chunk * F * sizeof *tmp);
+    return tmp;
+}
+
 PDC_API pdc_status pdc_trainer_evaluate(pdc_trainer *trainer, const pdc_tensor *inputs, const pdc_tensor *labels,
                                         float *loss_out, float *accuracy_out)
 {
@@ -492,20 +512,27 @@ PDC_API pdc_status pdc_trainer_evaluate(pdc_trainer *trainer, const pdc_tensor *
     pdc_status st = tr_net_check_batch(net, opt, inputs, labels, &n);
     if (st) return st;
     sync_threads(trainer);
-    const size_t in_per = inputs->numel / n, lab_per = labels->numel / n;
+    const size_t lab_per = labels->numel / n;
+    float *tmp = NULL;
+    if (net->batch_axis && n > opt->batch && !(tmp = pdc_alloc(ctx, inputs->numel / n * opt->batch * sizeof *tmp)))
+        return PDC_ERR_OUT_OF_MEMORY;
     double total = 0.0;
     size_t correct = 0, per_out = 0;
     for (size_t at = 0; at < n; at += opt->batch) {
         const size_t chunk = n - at < opt->batch ? n - at : opt->batch;
         double loss;
         size_t ok;
-        if ((st = tr_net_prepare(net, chunk)) || (st = tr_net_forward(net, inputs->data + at * in_per, opt, 0)) ||
-            (st = tr_net_loss(net, opt, labels->data + at * lab_per, 0, &loss, &ok)))
+        if ((st = tr_net_prepare(net, chunk)) ||
+            (st = tr_net_forward(net, samples_at(net, inputs, n, at, chunk, tmp), opt, 0)) ||
+            (st = tr_net_loss(net, opt, labels->data + at * lab_per, 0, &loss, &ok))) {
+            pdc_free(tmp);
             return st;
+        }
         total += loss * (double)chunk;
         correct += ok;
         per_out = ir_tensor_numel(&net->exec->tensors[net->output]) / chunk;
     }
+    pdc_free(tmp);
     if (loss_out) *loss_out = (float)(total / (double)n);
     if (accuracy_out)
         *accuracy_out = opt->loss == TR_LOSS_MSE && per_out <= 1 ? NAN : (float)((double)correct / (double)n);

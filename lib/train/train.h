@@ -9,6 +9,7 @@
  *   train_conv.c        conv and fc as matrix products over the whole batch: im2col, the cpu target's dense GEMM
  *                       (cpu_train_sgemm, backends/backend.h) or the sparse kernels, col2im
  *   train_kernels.c     sparse kernels and Adam per instruction set (train_kernels.h)
+ *   train_rnn.c         lstm and gru: forward keeping the gates and cell states, backpropagation through time
  *   train_optim.c       SGD, Adam, AdamW, learning-rate schedules, masks, the ADMM proximal term
  *   train_checkpoint.c  checkpoint save/load (format documented there)
  *
@@ -85,7 +86,8 @@ typedef struct tr_layer {
     float *colp;          /* where this layer's operand is: col, or the net's shared_col (option recompute) */
     float *pre;           /* layers with a fused activation: the output before the activation */
     size_t pre_cap;
-    float *aux;           /* batchnorm: per channel batch mean and 1/sqrt(var + eps) */
+    float *aux;           /* batchnorm: per channel batch mean and 1/sqrt(var + eps); lstm/gru: gates and
+                           * states of every step (train_rnn.c) */
     size_t aux_cap;
     int col_valid;        /* col holds the current forward's operand */
     int32_t *argmax;      /* maxpool: per output, the input offset in its plane the maximum came from (-1: none) */
@@ -100,6 +102,7 @@ typedef struct tr_net {
     ir_model *model;      /* owned: the user's model as given (shapes as declared), weights being trained */
     ir_model *exec;       /* owned: a copy whose batch dim is the current batch; its constants hold no data */
     int input;            /* the data input tensor */
+    int batch_axis;       /* the input's batch dim: 1 for sequences [T, N, F] read by lstm/gru, else 0 */
     int output;           /* graph output 0 */
     int loss_in;          /* the tensor the loss reads: output, or the input of a final softmax */
     size_t n_params;
@@ -179,6 +182,8 @@ pdc_status tr_op_forward(tr_net *net, size_t li, const tr_options *opt, int trai
 pdc_status tr_op_backward(tr_net *net, size_t li, const tr_options *opt);
 pdc_status tr_dense_forward(tr_net *net, size_t li);   /* conv, fc */
 pdc_status tr_dense_backward(tr_net *net, size_t li);
+pdc_status tr_rnn_forward(tr_net *net, size_t li);     /* lstm, gru (train_rnn.c) */
+pdc_status tr_rnn_backward(tr_net *net, size_t li);
 /* Applies a layer's fused activation in place (keeping the pre-activation for backward) / takes *dy, the
  * gradient of the layer's output, back through it: *dy becomes the pre-activation buffer, overwritten
  * with the gradient before the activation (no change without one). */

@@ -205,19 +205,46 @@ pdc_status tr_net_update_sparse(tr_net *net, const tr_options *opt)
     return PDC_OK;
 }
 
+/* Sequences [T, N, F] (ONNX's layout for lstm/gru) have their batch in dim 1. */
+static int batch_axis_of(const ir_model *m, int input)
+{
+    if (m->tensors[input].rank != 3) return 0;
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const ir_layer *l = &m->layers[li];
+        if ((l->op == IR_OP_LSTM || l->op == IR_OP_GRU) && l->n_inputs > 0 && l->inputs[0] == input) return 1;
+    }
+    return 0;
+}
+
+/* The batch to build for: option batch, or the one learned initial states (constant h0/c0 [D, N, H] of an
+ * lstm/gru) fix - a model with them trains and evaluates at that batch only. */
+static size_t first_batch(const tr_net *net, const tr_options *opt)
+{
+    const ir_model *m = net->model;
+    for (size_t li = 0; li < m->n_layers; li++) {
+        const ir_layer *l = &m->layers[li];
+        if (l->op != IR_OP_LSTM && l->op != IR_OP_GRU) continue;
+        for (size_t i = 5; i < l->n_inputs; i++) {
+            const ir_tensor *s = l->inputs[i] >= 0 ? &m->tensors[l->inputs[i]] : NULL;
+            if (s && s->kind == IR_TENSOR_CONST && s->rank == 3 && s->dims[1] >= 1) return (size_t)s->dims[1];
+        }
+    }
+    return opt->batch;
+}
+
 static pdc_status check_input(const tr_net *net)
 {
     const ir_tensor *in = &net->model->tensors[net->input];
     if (in->rank < 1)
         return pdc_error(net->ctx, PDC_ERR_SHAPE, "trainer: input '%s' has rank %d (needs a batch dim)", in->name, in->rank);
-    for (int d = 1; d < in->rank; d++) {
-        if (in->dims[d] < 1) {
+    for (int d = 0; d < in->rank; d++) {
+        if (d != net->batch_axis && in->dims[d] < 1) {
             char s[128];
             ir_format_shape(in->rank, in->dims, s, sizeof s);
             return pdc_error(net->ctx, PDC_ERR_SHAPE,
-                             "trainer: input '%s' has shape %s: only the batch dim (0) may be symbolic; fix the others with "
+                             "trainer: input '%s' has shape %s: only the batch dim (%d) may be symbolic; fix the others with "
                              "pdc_model_set_input_shape",
-                             in->name, s);
+                             in->name, s, net->batch_axis);
         }
     }
     return PDC_OK;
@@ -246,7 +273,7 @@ static pdc_status check_layers(const tr_net *net)
                 return pdc_error(net->ctx, PDC_ERR_UNSUPPORTED, "trainer: layer '%s': %d-D %s has no backward pass yet",
                                  l->name, p.nsp, op);
         }
-        for (size_t o = 1; o < l->n_outputs; o++)
+        for (size_t o = 1; o < l->n_outputs && l->op != IR_OP_LSTM && l->op != IR_OP_GRU; o++)
             if (l->outputs[o] >= 0)
                 return pdc_error(net->ctx, PDC_ERR_UNSUPPORTED, "trainer: layer '%s': more than one output", l->name);
     }
@@ -287,6 +314,7 @@ pdc_status tr_net_create(pdc_context *ctx, ir_model *model, const tr_options *op
     }
     net->input = model->inputs[0];
     net->output = model->outputs[0];
+    net->batch_axis = batch_axis_of(model, net->input);
     if ((st = check_input(net))) goto fail;
 
     const size_t nt = model->n_tensors ? model->n_tensors : 1, nl = model->n_layers ? model->n_layers : 1;
@@ -372,7 +400,7 @@ pdc_status tr_net_create(pdc_context *ctx, ir_model *model, const tr_options *op
             break;
         }
     }
-    if ((st = tr_net_prepare(net, opt->batch))) goto fail;
+    if ((st = tr_net_prepare(net, first_batch(net, opt)))) goto fail;
     if ((st = check_layers(net))) goto fail;
     if ((st = tr_net_update_sparse(net, opt))) goto fail;
     *out = net;
@@ -408,13 +436,14 @@ pdc_status tr_net_prepare(tr_net *net, size_t n)
 {
     ir_model *m = net->exec;
     ir_tensor *in = &m->tensors[net->input];
-    if ((size_t)in->dims[0] != n || net->exec_n != n) {
-        const int64_t saved = in->dims[0];
-        in->dims[0] = (int64_t)n;
+    const int ax = net->batch_axis;
+    if ((size_t)in->dims[ax] != n || net->exec_n != n) {
+        const int64_t saved = in->dims[ax];
+        in->dims[ax] = (int64_t)n;
         pdc_status st = ir_model_infer_shapes(m);
         if (st) {
             pdc_error_prefix(net->ctx, "trainer: with a batch of %zu", n);
-            in->dims[0] = saved;
+            in->dims[ax] = saved;
             if (net->exec_n) ir_model_infer_shapes(m);
             return st;
         }
@@ -579,9 +608,12 @@ pdc_status tr_net_backward(tr_net *net, const tr_options *opt)
     for (size_t li = m->n_layers; li-- > 0;) {
         if (tr_net_skips(net, opt, li)) continue;
         const ir_layer *l = &m->layers[li];
-        if (l->outputs[0] < 0 || !net->needs_grad[l->outputs[0]]) continue;
-        /* a gradient nobody wrote (an output the loss does not depend on) is zero: nothing to propagate */
-        if (net->touched[l->outputs[0]] != net->epoch) continue;
+        /* a gradient nobody wrote (an output the loss does not depend on) is zero: nothing to propagate (lstm/gru:
+         * unless another output, y_h or y_c, got one) */
+        int reached = 0;
+        for (size_t o = 0; o < l->n_outputs; o++)
+            reached |= l->outputs[o] >= 0 && net->needs_grad[l->outputs[o]] && net->touched[l->outputs[o]] == net->epoch;
+        if (!reached) continue;
         pdc_status st = tr_op_backward(net, li, opt);
         if (st) return st;
     }
@@ -599,10 +631,11 @@ pdc_status tr_net_check_batch(const tr_net *net, const tr_options *opt, const pd
     const pdc_context *ctx = net->ctx;
     const ir_tensor *in = &net->model->tensors[net->input];
     char want[128], got[128];
+    const int ax = net->batch_axis;
     if (inputs->rank != in->rank) goto bad_input;
-    for (int d = 1; d < in->rank; d++)
-        if (inputs->dims[d] != in->dims[d]) goto bad_input;
-    const size_t n = (size_t)inputs->dims[0];
+    for (int d = 0; d < in->rank; d++)
+        if (d != ax && inputs->dims[d] != in->dims[d]) goto bad_input;
+    const size_t n = (size_t)inputs->dims[ax];
     /* the output's shape for this batch: the exec model's with dim 0 = n */
     const int lt = tr_net_loss_tensor(net, opt);
     const ir_tensor *ot = &net->exec->tensors[lt];
@@ -642,7 +675,7 @@ pdc_status tr_net_check_batch(const tr_net *net, const tr_options *opt, const pd
 bad_input: {
         int64_t dims[PDC_MAX_RANK];
         memcpy(dims, in->dims, sizeof dims);
-        dims[0] = -1;
+        dims[ax] = -1;
         ir_format_shape(in->rank, dims, want, sizeof want);
         ir_format_shape(inputs->rank, inputs->dims, got, sizeof got);
         return pdc_error(ctx, PDC_ERR_SHAPE, "trainer: inputs have shape %s, expected %s (N samples of input '%s')", got,

@@ -22,7 +22,7 @@
     (pdc_error((net)->ctx, (status), __VA_ARGS__),                                                              \
      pdc_error_prefix((net)->ctx, "trainer: layer '%s' (%s)", (l)->name, ir_op_get_info((l)->op)->name), (status))
 
-int tr_op_supported(ir_op op) { return op != IR_OP_LSTM && op != IR_OP_GRU && op < IR_OP_COUNT; }
+int tr_op_supported(ir_op op) { return op < IR_OP_COUNT; }
 
 static size_t numel_of(const tr_net *net, int t) { return ir_tensor_numel(&net->exec->tensors[t]); }
 
@@ -691,6 +691,7 @@ pdc_status tr_op_forward(tr_net *net, size_t li, const tr_options *opt, int trai
     if (l->op == IR_OP_BATCHNORM && training) return bn_forward_train(net, li);
     if (l->op == IR_OP_MAXPOOL && opt->kernels != TR_KERNELS_REF) return maxpool_forward(net, li, training);
     if ((l->op == IR_OP_CONV || l->op == IR_OP_FC) && opt->kernels != TR_KERNELS_REF) return tr_dense_forward(net, li);
+    if (l->op == IR_OP_LSTM || l->op == IR_OP_GRU) return tr_rnn_forward(net, li); /* keeps what backward needs */
     if (opt->kernels == TR_KERNELS_CPU && cpu_eltwise_has(net->cpu, li))
         return cpu_eltwise_run(net->cpu, net->exec, li, net->val);
     if (l->op == IR_OP_RELU && opt->kernels == TR_KERNELS_NATIVE) { /* the reference kernel's formula, vectorised */
@@ -744,6 +745,8 @@ pdc_status tr_op_backward(tr_net *net, size_t li, const tr_options *opt)
     case IR_OP_RESHAPE: return copy_backward(net, li);
     case IR_OP_TRANSPOSE: return transpose_backward(net, li);
     case IR_OP_SOFTMAX: return softmax_backward(net, li);
+    case IR_OP_LSTM:
+    case IR_OP_GRU: return tr_rnn_backward(net, li);
     default: return LAYER_ERR(net, l, PDC_ERR_UNSUPPORTED, "no backward pass");
     }
 }
