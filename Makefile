@@ -90,12 +90,13 @@ STLIB     := $(BUILD)/libpdc.a
 TOOL      := $(BUILD)/pdc
 DEMO_GEN  := $(BUILD)/make_demo_model
 TRAIN_DEMO := $(BUILD)/train_digits
+TRAIN_SEQ := $(BUILD)/train_seq
 TRAIN_BENCH := $(BUILD)/train_bench
 
 .PHONY: all deps arm-report test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
 .PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions test-tsan
 
-all: $(SHLIB) $(STLIB) $(TOOL)
+all: $(SHLIB) $(STLIB) $(TOOL) $(TRAIN_SEQ)
 
 help:
 	@echo "make            build $(SONAME), libpdc.a and the pdc tool into $(BUILD)/"
@@ -162,6 +163,8 @@ $(TOOL): $(TOOL_OBJ) $(SHLIB)
 
 # The training example and benchmark use only the public header and the shared library.
 $(TRAIN_DEMO): $(BUILD)/obj/examples/train_digits.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(TRAIN_SEQ): $(BUILD)/obj/examples/train_seq.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_BENCH): $(BUILD)/obj/test/bench/train/train_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)

@@ -803,7 +803,8 @@ PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
  * program drives - including pruning-retraining (pdc_trainer_prune), ADMM (pdc_trainer_admm_*) and
  * crash-safe checkpoints (pdc_trainer_save / _load). docs/training.md has a walk-through.
  *
- * The model has one graph input [N, ...] (the batch dim N is set by the trainer) and the loss reads
+ * The model has one graph input [N, ...] (the batch dim N is set by the trainer; [T, N, F] when an lstm/gru
+ * reads it, as ONNX lays out sequences) and the loss reads
  * graph output 0: cross-entropy over its dim 1 (shape [N, classes]; a final softmax layer is folded into
  * the loss, so the loss is taken on its input, the logits), or mean squared error against targets of the
  * output's shape. Every constant read by a layer is trained (weights, biases, batchnorm scale and bias)
@@ -811,8 +812,9 @@ PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
  * are used while training, the running ones by pdc_trainer_evaluate and compiled programs). Ops with a
  * backward pass: conv (1-D and 2-D; strides, pads, dilations, groups), fc, gemm, matmul, batchnorm, relu,
  * clip, leaky_relu, sigmoid, tanh, hardswish, hardsigmoid, add, sub, mul, div, concat, maxpool, avgpool,
- * global_avgpool, flatten, reshape, transpose, softmax, and the fused activations of conv/fc/gemm.
- * Not yet: lstm, gru and 3-D conv/pooling (pdc_trainer_create answers PDC_ERR_UNSUPPORTED naming the layer).
+ * global_avgpool, flatten, reshape, transpose, softmax, the fused activations of conv/fc/gemm, lstm and gru
+ * (every direction; initial states; outputs y, y_h, y_c). Not yet: 3-D conv/pooling (pdc_trainer_create
+ * answers PDC_ERR_UNSUPPORTED naming the layer).
  *
  * Pruned weights (a constant with a sparsity description, from pdc_model_set_sparsity_* or a pruning pass)
  * stay exactly zero, and so does their optimizer state, after every step; layers whose weights are sparse

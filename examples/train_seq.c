@@ -1,0 +1,393 @@
+/*
+ * train_seq.c - a recurrent classifier trained, pruned and retrained from a host program with pdc's public
+ * API only: the digits (the CNN demo's data file) read as sequences, each image's 8 rows one time step of 8
+ * pixels.
+ *
+ *   rows [8, N, 8] -> lstm (hidden 64) -> y_h [1, N, 64] -> reshape [N, 64] -> fc 64->10 -> softmax -> probs [N, 10]
+ *
+ * Phases (Adam, batch 32, cross-entropy):
+ *   dense   --epochs epochs (default 25, lr 0.01) from PyTorch-style initial weights
+ *   block   the lstm's gate matrices and the fc pruned to 4x fewer weights in 1x4 blocks (prune-block, 75% of
+ *           the blocks), then --retrain epochs (default 25, lr 0.01) of masked retraining
+ * Each phase ends with one line of key=value fields for scripts (train_digits' format):
+ *   phase=NAME test_accuracy=X params=N compression=Y latency_ms=Z target=T test_loss=L steps=S step_ms=M
+ * params counts kept weights (biases included), compression = all weights / kept weights, latency_ms is the
+ * median time of one inference (batch 1) of the exported model compiled for target ("cpu" when this build has
+ * it, else "ref"); step_ms is the mean training step time of the phase.
+ *
+ * usage: train_seq [--data digits.bin] [--out DIR] [--epochs N] [--retrain N] [--seed S] [--quiet]
+ * Writes DIR/seq.pdc (default build/demo): the pruned, retrained model.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pdc.h"
+
+enum { T = 8, F = 8, HIDDEN = 64, CLASSES = 10, BATCH = 32 };
+
+static pdc_context *ctx;
+
+static int fail(pdc_status st, const char *what)
+{
+    const char *msg = pdc_context_last_error(ctx);
+    fprintf(stderr, "train_seq: %s: %s (%s)\n", what, *msg ? msg : "failed", pdc_status_string(st));
+    return 1;
+}
+
+#define TRY(call, what)                                                                                              \
+    do {                                                                                                             \
+        pdc_status st_ = (call);                                                                                     \
+        if (st_ != PDC_OK) return fail(st_, what);                                                                   \
+    } while (0)
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ data */
+
+typedef struct dataset {
+    size_t n;
+    float *x; /* [T, n, F]: time step t of sample i is image row t, pixels / 16 */
+    float *y; /* n labels as floats */
+} dataset;
+
+static uint32_t le32(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Reads digits.bin (format in test/data/README.md) into a training and a test set of sequences. */
+static int load_digits(const char *path, dataset *train, dataset *test)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "train_seq: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    unsigned char hdr[20];
+    if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, "DGT1", 4) != 0) {
+        fclose(f);
+        fprintf(stderr, "train_seq: %s: not a digits file (magic DGT1)\n", path);
+        return 1;
+    }
+    const size_t n_train = le32(hdr + 4), n_test = le32(hdr + 8), total = n_train + n_test;
+    if (le32(hdr + 12) != T || le32(hdr + 16) != F || n_train == 0 || n_test == 0 || total > 1000000) {
+        fclose(f);
+        fprintf(stderr, "train_seq: %s: expected 8x8 images and non-empty sets\n", path);
+        return 1;
+    }
+    unsigned char *px = malloc(total * T * F), *lab = malloc(total);
+    train->x = malloc(n_train * T * F * sizeof(float));
+    train->y = malloc(n_train * sizeof(float));
+    test->x = malloc(n_test * T * F * sizeof(float));
+    test->y = malloc(n_test * sizeof(float));
+    train->n = n_train;
+    test->n = n_test;
+    int rc = 0;
+    if (!px || !lab || !train->x || !train->y || !test->x || !test->y) {
+        fprintf(stderr, "train_seq: out of memory\n");
+        rc = 1;
+    } else if (fread(px, 1, total * T * F, f) != total * T * F || fread(lab, 1, total, f) != total) {
+        fprintf(stderr, "train_seq: %s: truncated\n", path);
+        rc = 1;
+    }
+    for (size_t i = 0; i < total && !rc; i++) {
+        dataset *d = i < n_train ? train : test;
+        const size_t j = i < n_train ? i : i - n_train;
+        if (lab[i] > 9) {
+            fprintf(stderr, "train_seq: %s: sample %zu has label %u\n", path, i, lab[i]);
+            rc = 1;
+            break;
+        }
+        for (size_t t = 0; t < T; t++)
+            for (size_t k = 0; k < F; k++) d->x[(t * d->n + j) * F + k] = (float)px[i * T * F + t * F + k] / 16.0f;
+        d->y[j] = (float)lab[i];
+    }
+    free(px);
+    free(lab);
+    fclose(f);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the model */
+
+static int build_model(pdc_model **out)
+{
+    pdc_model *m;
+    TRY(pdc_model_create(ctx, "digits_lstm", &m), "create model");
+    *out = m;
+    static const int64_t rows[3] = {T, 1, F}, w[3] = {1, 4 * HIDDEN, F}, r[3] = {1, 4 * HIDDEN, HIDDEN},
+                         b[2] = {1, 8 * HIDDEN}, fw[2] = {CLASSES, HIDDEN}, fb[1] = {CLASSES}, shape[2] = {-1, HIDDEN};
+    static float zeros[4 * HIDDEN * HIDDEN]; /* pdc_trainer_init_weights draws the initial weights */
+    TRY(pdc_model_add_input(m, "rows", 3, rows), "input");
+    TRY(pdc_model_add_constant(m, "lstm.w", 3, w, zeros), "lstm.w");
+    TRY(pdc_model_add_constant(m, "lstm.r", 3, r, zeros), "lstm.r");
+    TRY(pdc_model_add_constant(m, "lstm.b", 2, b, zeros), "lstm.b");
+    TRY(pdc_model_add_constant(m, "fc.w", 2, fw, zeros), "fc.w");
+    TRY(pdc_model_add_constant(m, "fc.b", 1, fb, zeros), "fc.b");
+    pdc_attrs *la, *ra;
+    TRY(pdc_attrs_create(ctx, &la), "attrs");
+    pdc_status st = pdc_attrs_create(ctx, &ra);
+    if (!st) st = pdc_attrs_set_int(la, "hidden_size", HIDDEN);
+    if (!st) st = pdc_attrs_set_ints(ra, "shape", 2, shape);
+    /* the lstm's y (every step) is computed but unused: the classifier reads the last hidden state y_h */
+    const char *lin[] = {"rows", "lstm.w", "lstm.r", "lstm.b"}, *lout[] = {"lstm.y", "lstm.y_h"};
+    const char *rin[] = {"lstm.y_h"}, *rout[] = {"last"};
+    const char *fin[] = {"last", "fc.w", "fc.b"}, *fout[] = {"logits"};
+    const char *sin[] = {"logits"}, *sout[] = {"probs"};
+    if (!st) st = pdc_model_add_layer(m, "lstm", "lstm", 4, lin, 2, lout, la);
+    if (!st) st = pdc_model_add_layer(m, "last", "reshape", 1, rin, 1, rout, ra);
+    if (!st) st = pdc_model_add_layer(m, "fc", "fc", 3, fin, 1, fout, NULL);
+    if (!st) st = pdc_model_add_layer(m, "softmax", "softmax", 1, sin, 1, sout, NULL);
+    if (!st) st = pdc_model_mark_output(m, "probs");
+    pdc_attrs_destroy(la);
+    pdc_attrs_destroy(ra);
+    if (st) return fail(st, "build model");
+    return 0;
+}
+
+/* ------------------------------------------------------------------ training */
+
+typedef struct run {
+    pdc_trainer *t;
+    const dataset *train, *test;
+    float *bx, *by; /* batch buffers */
+    size_t *perm;
+    int quiet;
+    size_t steps;
+    double train_s;
+} run;
+
+static int evaluate(run *r, const dataset *d, float *loss, float *acc)
+{
+    const int64_t xd[3] = {T, (int64_t)d->n, F}, yd[1] = {(int64_t)d->n};
+    pdc_tensor *x, *y;
+    TRY(pdc_tensor_wrap(ctx, 3, xd, d->x, &x), "wrap");
+    pdc_status st = pdc_tensor_wrap(ctx, 1, yd, d->y, &y);
+    if (!st) st = pdc_trainer_evaluate(r->t, x, y, loss, acc);
+    pdc_tensor_destroy(x);
+    pdc_tensor_destroy(y);
+    return st ? fail(st, "evaluate") : 0;
+}
+
+/* One epoch over the shuffled training set, the last batch partial. */
+static int epoch(run *r, float *mean_loss)
+{
+    const dataset *d = r->train;
+    TRY(pdc_trainer_shuffle(r->t, d->n, r->perm), "shuffle");
+    double sum = 0.0;
+    const double t0 = now();
+    for (size_t at = 0; at < d->n; at += BATCH) {
+        const size_t nb = d->n - at < BATCH ? d->n - at : BATCH;
+        for (size_t t = 0; t < T; t++)
+            for (size_t i = 0; i < nb; i++)
+                memcpy(r->bx + (t * nb + i) * F, d->x + (t * d->n + r->perm[at + i]) * F, F * sizeof(float));
+        for (size_t i = 0; i < nb; i++) r->by[i] = d->y[r->perm[at + i]];
+        const int64_t xd[3] = {T, (int64_t)nb, F}, yd[1] = {(int64_t)nb};
+        pdc_tensor *x, *y;
+        TRY(pdc_tensor_wrap(ctx, 3, xd, r->bx, &x), "wrap");
+        pdc_status st = pdc_tensor_wrap(ctx, 1, yd, r->by, &y);
+        float loss = 0.0f;
+        if (!st) st = pdc_trainer_step(r->t, x, y, &loss);
+        pdc_tensor_destroy(x);
+        pdc_tensor_destroy(y);
+        if (st) return fail(st, "step");
+        sum += (double)loss * (double)nb;
+        r->steps++;
+    }
+    r->train_s += now() - t0;
+    *mean_loss = (float)(sum / (double)d->n);
+    return 0;
+}
+
+static int train_epochs(run *r, const char *phase, int epochs)
+{
+    for (int e = 1; e <= epochs; e++) {
+        float loss, tl, ta;
+        if (epoch(r, &loss) || evaluate(r, r->test, &tl, &ta)) return 1;
+        if (!r->quiet)
+            printf("  %-6s epoch %2d/%d  train_loss %.4f  test_loss %.4f  test_accuracy %.4f\n", phase, e, epochs,
+                   (double)loss, (double)tl, (double)ta);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ reporting */
+
+/* Median wall time of one batch-1 inference (the first test sample) compiled for cpu, else ref, in ms. */
+static int latency(const pdc_model *m, const dataset *test, double *ms, const char **target_out)
+{
+    static const char *const targets[] = {"cpu", "ref"};
+    pdc_program *p = NULL;
+    pdc_status st = PDC_ERR_UNSUPPORTED;
+    for (size_t i = 0; i < 2 && st; i++) {
+        st = pdc_compile(ctx, m, targets[i], &p);
+        if (!st) *target_out = targets[i];
+        else if (st != PDC_ERR_UNSUPPORTED && st != PDC_ERR_UNKNOWN_TARGET) return fail(st, "compile");
+    }
+    if (st) return fail(st, "compile");
+    float seq[T * F], out[CLASSES];
+    for (size_t t = 0; t < T; t++) memcpy(seq + t * F, test->x + t * test->n * F, F * sizeof(float));
+    const int64_t xd[3] = {T, 1, F}, yd[2] = {1, CLASSES};
+    pdc_tensor *x = NULL, *y = NULL;
+    st = pdc_tensor_wrap(ctx, 3, xd, seq, &x);
+    if (!st) st = pdc_tensor_wrap(ctx, 2, yd, out, &y);
+    enum { RUNS = 51 };
+    double t[RUNS];
+    for (int i = 0; i < RUNS + 5 && !st; i++) {
+        const double t0 = now();
+        st = pdc_program_run(p, 1, &x, 1, &y);
+        if (i >= 5) t[i - 5] = (now() - t0) * 1e3;
+    }
+    pdc_tensor_destroy(x);
+    pdc_tensor_destroy(y);
+    pdc_program_destroy(p);
+    if (st) return fail(st, "run");
+    for (int i = 1; i < RUNS; i++) /* insertion sort, then the median */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            const double s = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = s;
+        }
+    *ms = t[RUNS / 2];
+    return 0;
+}
+
+static int report(run *r, const char *phase, const char *save_as)
+{
+    pdc_model *m;
+    TRY(pdc_trainer_export(r->t, &m), "export");
+    int64_t weights = 0, kept = 0;
+    size_t nl = 0;
+    pdc_status st = pdc_model_num_layers(m, &nl);
+    for (size_t i = 0; i < nl && !st; i++) {
+        int64_t w, k;
+        st = pdc_model_layer_stat(m, i, PDC_STAT_WEIGHTS, &w);
+        if (!st) st = pdc_model_layer_stat(m, i, PDC_STAT_KEPT_WEIGHTS, &k);
+        weights += w;
+        kept += k;
+    }
+    float loss, acc;
+    double ms = 0.0;
+    const char *target = "?";
+    int rc = st ? fail(st, "layer statistics") : 0;
+    if (!rc) rc = evaluate(r, r->test, &loss, &acc);
+    if (!rc) rc = latency(m, r->test, &ms, &target);
+    if (!rc && save_as && (st = pdc_model_save(m, save_as))) rc = fail(st, save_as);
+    pdc_model_destroy(m);
+    if (rc) return rc;
+    printf("phase=%s test_accuracy=%.4f params=%lld compression=%.2f latency_ms=%.4f target=%s test_loss=%.4f "
+           "steps=%zu step_ms=%.3f\n",
+           phase, (double)acc, (long long)kept, (double)weights / (double)(kept ? kept : 1), ms, target, (double)loss,
+           r->steps, r->steps ? r->train_s * 1e3 / (double)r->steps : 0.0);
+    fflush(stdout);
+    r->steps = 0;
+    r->train_s = 0.0;
+    return 0;
+}
+
+/* 4x fewer weights: 75% of the 1x4 blocks of the lstm's gate matrices (w and r) and of the fc. */
+static int prune(run *r)
+{
+    pdc_attrs *a;
+    TRY(pdc_attrs_create(ctx, &a), "attrs");
+    pdc_status st = pdc_attrs_set_string(a, "block", "1x4");
+    if (!st) st = pdc_attrs_set_float(a, "block_rate", 0.75f);
+    if (!st) st = pdc_trainer_prune(r->t, "prune-block", a);
+    pdc_attrs_destroy(a);
+    if (st) return fail(st, "prune");
+    float tl, ta;
+    if (evaluate(r, r->test, &tl, &ta)) return 1;
+    if (!r->quiet) printf("  pruned with prune-block 1x4 at 75%%: test_accuracy %.4f before retraining\n", (double)ta);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = "test/data/digits.bin", *out = "build/demo";
+    int epochs = 25, retrain = 25, quiet = 0;
+    unsigned long long seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (v && !strcmp(a, "--data")) data = argv[++i];
+        else if (v && !strcmp(a, "--out")) out = argv[++i];
+        else if (v && !strcmp(a, "--epochs")) epochs = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--retrain")) retrain = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--seed")) seed = strtoull(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: train_seq [--data digits.bin] [--out DIR] [--epochs N] [--retrain N] [--seed S] "
+                            "[--quiet]\n");
+            return 2;
+        }
+    }
+    dataset train = {0, NULL, NULL}, test = {0, NULL, NULL};
+    int rc = load_digits(data, &train, &test);
+    if (!rc && pdc_context_create(&ctx) != PDC_OK) rc = 1;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.train = &train;
+    r.test = &test;
+    r.quiet = quiet;
+    r.bx = malloc(BATCH * T * F * sizeof(float));
+    r.by = malloc(BATCH * sizeof(float));
+    r.perm = malloc((train.n ? train.n : 1) * sizeof *r.perm);
+    pdc_model *m = NULL;
+    if (!rc && (!r.bx || !r.by || !r.perm)) {
+        fprintf(stderr, "train_seq: out of memory\n");
+        rc = 1;
+    }
+    if (!rc) rc = build_model(&m);
+    if (!rc) {
+        pdc_status st = pdc_trainer_create(ctx, m, &r.t);
+        char seed_s[32];
+        snprintf(seed_s, sizeof seed_s, "%llu", seed);
+        if (!st) st = pdc_trainer_set_option(r.t, "seed", seed_s);
+        if (!st) st = pdc_trainer_set_option(r.t, "optimizer", "adam");
+        if (!st) st = pdc_trainer_set_option(r.t, "lr", "0.01");
+        if (!st) st = pdc_trainer_set_option(r.t, "batch", "32");
+        if (!st) st = pdc_trainer_init_weights(r.t);
+        if (st) rc = fail(st, "trainer");
+    }
+    if (!rc) {
+        printf("train_seq: %zu training and %zu test digits as %d steps of %d pixels; lstm hidden %d, Adam, batch %d, "
+               "seed %llu\n", train.n, test.n, T, F, HIDDEN, BATCH, seed);
+        printf("phase dense: %d epochs, lr 0.01\n", epochs);
+        rc = train_epochs(&r, "dense", epochs);
+    }
+    if (!rc) rc = report(&r, "dense", NULL);
+    if (!rc) {
+        printf("phase block: 75%% of the 1x4 blocks of lstm.w, lstm.r and fc.w, %d epochs of masked retraining, lr "
+               "0.01\n", retrain);
+        rc = prune(&r);
+    }
+    if (!rc) {
+        pdc_status st = pdc_trainer_set_option(r.t, "lr", "0.01");
+        if (st) rc = fail(st, "lr");
+    }
+    if (!rc) rc = train_epochs(&r, "block", retrain);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/seq.pdc", out);
+    if (!rc) rc = report(&r, "block", path);
+    if (!rc && !quiet) printf("train_seq: wrote %s (the pruned, retrained model)\n", path);
+    pdc_trainer_destroy(r.t);
+    pdc_model_destroy(m);
+    pdc_context_destroy(ctx);
+    free(r.bx);
+    free(r.by);
+    free(r.perm);
+    free(train.x);
+    free(train.y);
+    free(test.x);
+    free(test.y);
+    return rc;
+}
