@@ -7,8 +7,9 @@
  *
  * Phases (Adam, batch 32, cross-entropy):
  *   dense   --epochs epochs (default 25, lr 0.01) from PyTorch-style initial weights
- *   block   the lstm's gate matrices and the fc pruned to 4x fewer weights in 1x4 blocks (prune-block, 75% of
- *           the blocks), then --retrain epochs (default 25, lr 0.01) of masked retraining
+ *   bcr     the lstm's gate matrices and the fc pruned to 4x fewer weights with block column-row pruning
+ *           (prune-bcr: 8x8 blocks, half the columns and half the rows of every block removed), then --retrain
+ *           epochs (default 40, lr 0.01) of masked retraining
  * Each phase ends with one line of key=value fields for scripts (train_digits' format):
  *   phase=NAME test_accuracy=X params=N compression=Y latency_ms=Z target=T test_loss=L steps=S step_ms=M
  * params counts kept weights (biases included), compression = all weights / kept weights, latency_ms is the
@@ -295,26 +296,30 @@ static int report(run *r, const char *phase, const char *save_as)
     return 0;
 }
 
-/* 4x fewer weights: 75% of the 1x4 blocks of the lstm's gate matrices (w and r) and of the fc. */
+/* 4x fewer weights in the lstm's gate matrices (w and r) and the fc: every 8x8 block keeps 4 of its columns and
+ * 4 of its rows (prune-bcr). */
 static int prune(run *r)
 {
     pdc_attrs *a;
     TRY(pdc_attrs_create(ctx, &a), "attrs");
-    pdc_status st = pdc_attrs_set_string(a, "block", "1x4");
-    if (!st) st = pdc_attrs_set_float(a, "block_rate", 0.75f);
-    if (!st) st = pdc_trainer_prune(r->t, "prune-block", a);
+    pdc_status st = pdc_attrs_set_string(a, "bcr_block", "8x8");
+    if (!st) st = pdc_attrs_set_float(a, "bcr_col_rate", 0.5f);
+    if (!st) st = pdc_attrs_set_float(a, "bcr_row_rate", 0.5f);
+    if (!st) st = pdc_trainer_prune(r->t, "prune-bcr", a);
     pdc_attrs_destroy(a);
     if (st) return fail(st, "prune");
     float tl, ta;
     if (evaluate(r, r->test, &tl, &ta)) return 1;
-    if (!r->quiet) printf("  pruned with prune-block 1x4 at 75%%: test_accuracy %.4f before retraining\n", (double)ta);
+    if (!r->quiet)
+        printf("  pruned with prune-bcr, 8x8 blocks keeping 4 columns x 4 rows: test_accuracy %.4f before retraining\n",
+               (double)ta);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     const char *data = "test/data/digits.bin", *out = "build/demo";
-    int epochs = 25, retrain = 25, quiet = 0;
+    int epochs = 25, retrain = 40, quiet = 0;
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -366,18 +371,18 @@ int main(int argc, char **argv)
     }
     if (!rc) rc = report(&r, "dense", NULL);
     if (!rc) {
-        printf("phase block: 75%% of the 1x4 blocks of lstm.w, lstm.r and fc.w, %d epochs of masked retraining, lr "
-               "0.01\n", retrain);
+        printf("phase bcr: lstm.w, lstm.r and fc.w block column-row pruned to 1/4, %d epochs of masked retraining, "
+               "lr 0.01\n", retrain);
         rc = prune(&r);
     }
     if (!rc) {
         pdc_status st = pdc_trainer_set_option(r.t, "lr", "0.01");
         if (st) rc = fail(st, "lr");
     }
-    if (!rc) rc = train_epochs(&r, "block", retrain);
+    if (!rc) rc = train_epochs(&r, "bcr", retrain);
     char path[4096];
     snprintf(path, sizeof path, "%s/seq.pdc", out);
-    if (!rc) rc = report(&r, "block", path);
+    if (!rc) rc = report(&r, "bcr", path);
     if (!rc && !quiet) printf("train_seq: wrote %s (the pruned, retrained model)\n", path);
     pdc_trainer_destroy(r.t);
     pdc_model_destroy(m);

@@ -93,7 +93,8 @@ typedef enum ir_sparsity_kind {
     IR_SPARSITY_NONE = 0,
     IR_SPARSITY_PATTERN = 1,      /* conv weights: pattern set + per-kernel pattern id (-1 = pruned kernel) */
     IR_SPARSITY_BLOCK = 2,        /* matrix view in blocks of bh x bw, row-major block mask */
-    IR_SPARSITY_UNSTRUCTURED = 3  /* per-element mask */
+    IR_SPARSITY_UNSTRUCTURED = 3, /* per-element mask */
+    IR_SPARSITY_BCR = 4           /* block column-row: matrix view in blocks of bh x bw, per block kept rows and columns */
 } ir_sparsity_kind;
 
 #define IR_MAX_PATTERN_WINDOW 64  /* kh*kw must fit in a uint64 bitmask */
@@ -110,6 +111,10 @@ typedef struct ir_sparsity {
     int64_t bh, bw;
     size_t n_blocks;
     uint8_t *block_mask;       /* 1 = kept */
+    /* BCR (bh, bw, n_blocks as BLOCK, blocks row-major): block b keeps element (i, j) of its bh x bw window when
+     * bcr_keep[b*(bh+bw) + i] (row i) and bcr_keep[b*(bh+bw) + bh + j] (column j) are both 1; flags of rows or
+     * columns past the matrix edge are 0 */
+    uint8_t *bcr_keep;
     /* UNSTRUCTURED */
     size_t n_mask;
     uint8_t *mask;             /* 1 = kept, one per element */
@@ -119,6 +124,8 @@ void ir_sparsity_free(ir_sparsity *s);
 pdc_status ir_sparsity_copy(const pdc_context *ctx, ir_sparsity *dst, const ir_sparsity *src);
 /* 1 if a and b describe the same sparsity (kind, shapes, patterns, masks). */
 int ir_sparsity_equal(const ir_sparsity *a, const ir_sparsity *b);
+/* Entries of a BCR description's bcr_keep (n_blocks * (bh + bw)); 0 for other kinds. */
+size_t ir_sparsity_bcr_len(const ir_sparsity *s);
 /* The matrix view used by block sparsity (see pdc_model_set_sparsity_block). */
 void ir_weight_matrix_view(const struct ir_tensor *w, int64_t *rows, int64_t *cols);
 /* The transpose [cols, rows] of constant matrix t with its block or unstructured sparsity (blocks

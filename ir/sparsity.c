@@ -13,6 +13,7 @@ void ir_sparsity_free(ir_sparsity *s)
     pdc_free(s->patterns);
     pdc_free(s->kernel_pattern);
     pdc_free(s->block_mask);
+    pdc_free(s->bcr_keep);
     pdc_free(s->mask);
     memset(s, 0, sizeof *s);
 }
@@ -26,6 +27,11 @@ static void *dup_array(const pdc_context *ctx, const void *src, size_t n, size_t
     return d;
 }
 
+size_t ir_sparsity_bcr_len(const ir_sparsity *s)
+{
+    return s->kind == IR_SPARSITY_BCR && s->bh > 0 && s->bw > 0 ? s->n_blocks * (size_t)(s->bh + s->bw) : 0;
+}
+
 pdc_status ir_sparsity_copy(const pdc_context *ctx, ir_sparsity *dst, const ir_sparsity *src)
 {
     pdc_status st = PDC_OK;
@@ -33,6 +39,7 @@ pdc_status ir_sparsity_copy(const pdc_context *ctx, ir_sparsity *dst, const ir_s
     t.patterns = dup_array(ctx, src->patterns, src->n_patterns, sizeof *t.patterns, &st);
     t.kernel_pattern = dup_array(ctx, src->kernel_pattern, src->n_kernels, sizeof *t.kernel_pattern, &st);
     t.block_mask = dup_array(ctx, src->block_mask, src->n_blocks, sizeof *t.block_mask, &st);
+    t.bcr_keep = dup_array(ctx, src->bcr_keep, ir_sparsity_bcr_len(src), 1, &st);
     t.mask = dup_array(ctx, src->mask, src->n_mask, sizeof *t.mask, &st);
     if (st) {
         ir_sparsity_free(&t);
@@ -53,7 +60,8 @@ int ir_sparsity_equal(const ir_sparsity *a, const ir_sparsity *b)
            a->n_kernels == b->n_kernels && a->bh == b->bh && a->bw == b->bw && a->n_blocks == b->n_blocks &&
            a->n_mask == b->n_mask && same_array(a->patterns, b->patterns, a->n_patterns, sizeof *a->patterns) &&
            same_array(a->kernel_pattern, b->kernel_pattern, a->n_kernels, sizeof *a->kernel_pattern) &&
-           same_array(a->block_mask, b->block_mask, a->n_blocks, sizeof *a->block_mask) &&
+           same_array(a->block_mask, b->block_mask, a->kind == IR_SPARSITY_BLOCK ? a->n_blocks : 0, 1) &&
+           same_array(a->bcr_keep, b->bcr_keep, ir_sparsity_bcr_len(a), 1) &&
            same_array(a->mask, b->mask, a->n_mask, sizeof *a->mask);
 }
 
@@ -94,11 +102,27 @@ pdc_status ir_matrix_transpose(const pdc_context *ctx, const ir_tensor *t, ir_te
         if ((d.sparsity.block_mask = pdc_alloc(ctx, s->n_blocks ? s->n_blocks : 1)))
             for (size_t i = 0; i < nbr; i++)
                 for (size_t j = 0; j < nbc; j++) d.sparsity.block_mask[j * nbr + i] = s->block_mask[i * nbc + j];
+    } else if (s->kind == IR_SPARSITY_BCR) {
+        /* the block grid transposes, and each block's kept rows become its kept columns */
+        const size_t nbr = (size_t)((r + s->bh - 1) / s->bh), nbc = (size_t)((c + s->bw - 1) / s->bw);
+        const size_t per = (size_t)(s->bh + s->bw);
+        d.sparsity.bh = s->bw;
+        d.sparsity.bw = s->bh;
+        d.sparsity.n_blocks = s->n_blocks;
+        if ((d.sparsity.bcr_keep = pdc_alloc(ctx, s->n_blocks ? s->n_blocks * per : 1)))
+            for (size_t i = 0; i < nbr; i++)
+                for (size_t j = 0; j < nbc; j++) {
+                    const uint8_t *from = s->bcr_keep + (i * nbc + j) * per;
+                    uint8_t *to = d.sparsity.bcr_keep + (j * nbr + i) * per;
+                    memcpy(to, from + s->bh, (size_t)s->bw);
+                    memcpy(to + s->bw, from, (size_t)s->bh);
+                }
     } else if (s->kind == IR_SPARSITY_UNSTRUCTURED) {
         d.sparsity.n_mask = n;
         d.sparsity.mask = pdc_alloc(ctx, n ? n : 1);
     }
     if (!d.data || (s->kind == IR_SPARSITY_BLOCK && !d.sparsity.block_mask) ||
+        (s->kind == IR_SPARSITY_BCR && !d.sparsity.bcr_keep) ||
         (s->kind == IR_SPARSITY_UNSTRUCTURED && !d.sparsity.mask)) {
         ir_matrix_transpose_free(&d);
         return PDC_ERR_OUT_OF_MEMORY;
@@ -140,6 +164,13 @@ int ir_sparsity_keeps(const ir_tensor *t, size_t index)
         return s->block_mask[(r / s->bh) * bcols + c / s->bw] != 0;
     }
     case IR_SPARSITY_UNSTRUCTURED: return s->mask[index] != 0;
+    case IR_SPARSITY_BCR: {
+        int64_t rows, cols;
+        ir_weight_matrix_view(t, &rows, &cols);
+        const int64_t r = (int64_t)index / cols, c = (int64_t)index % cols, bcols = (cols + s->bw - 1) / s->bw;
+        const uint8_t *k = s->bcr_keep + (size_t)((r / s->bh) * bcols + c / s->bw) * (size_t)(s->bh + s->bw);
+        return k[r % s->bh] && k[s->bh + c % s->bw];
+    }
     }
     return 1;
 }
@@ -175,6 +206,18 @@ void ir_sparsity_mask_range(const ir_tensor *t, const ir_sparsity *s, size_t fir
     case IR_SPARSITY_UNSTRUCTURED:
         for (size_t i = 0; i < n; i++) keep[i] = s->mask[first + i] != 0;
         return;
+    case IR_SPARSITY_BCR: {
+        int64_t rows, cols;
+        ir_weight_matrix_view(t, &rows, &cols);
+        const int64_t bcols = (cols + s->bw - 1) / s->bw, per = s->bh + s->bw;
+        int64_t r = (int64_t)(first / (size_t)cols), c = (int64_t)(first % (size_t)cols);
+        for (size_t i = 0; i < n; i++) {
+            const uint8_t *k = s->bcr_keep + ((r / s->bh) * bcols + c / s->bw) * per;
+            keep[i] = k[r % s->bh] && k[s->bh + c % s->bw];
+            if (++c == cols) c = 0, r++;
+        }
+        return;
+    }
     case IR_SPARSITY_NONE: break;
     }
     memset(keep, 1, n);
@@ -246,6 +289,33 @@ static pdc_status check_shape(const pdc_context *ctx, const ir_tensor *t, const 
                              "tensor '%s': block mask has %zu entries, expected %zu (%" PRId64 "x%" PRId64
                              " matrix in %" PRId64 "x%" PRId64 " blocks)",
                              name, s->n_blocks, blocks, rows, cols, s->bh, s->bw);
+        return PDC_OK;
+    }
+    case IR_SPARSITY_BCR: {
+        if (s->bh < 1 || s->bw < 1 || s->bh > IR_DIM_MAX || s->bw > IR_DIM_MAX || t->rank < 1)
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': BCR block shape %" PRId64 "x%" PRId64 " is invalid",
+                             name, s->bh, s->bw);
+        int64_t rows, cols;
+        ir_weight_matrix_view(t, &rows, &cols);
+        const int64_t nbr = (rows + s->bh - 1) / s->bh, nbc = (cols + s->bw - 1) / s->bw;
+        if (s->n_blocks != (size_t)(nbr * nbc) || !s->bcr_keep)
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                             "tensor '%s': BCR description has %zu blocks, expected %" PRId64 " (%" PRId64 "x%" PRId64
+                             " matrix in %" PRId64 "x%" PRId64 " blocks)",
+                             name, s->n_blocks, nbr * nbc, rows, cols, s->bh, s->bw);
+        /* flags of rows and columns past the matrix edge are 0: one description per sparsity */
+        for (int64_t b = 0; b < nbr * nbc; b++) {
+            const uint8_t *k = s->bcr_keep + b * (s->bh + s->bw);
+            int64_t past = -1;
+            for (int64_t i = rows - (b / nbc) * s->bh; i < s->bh && past < 0; i++)
+                if (k[i]) past = i;
+            for (int64_t j = cols - (b % nbc) * s->bw; j < s->bw && past < 0; j++)
+                if (k[s->bh + j]) past = s->bh + j;
+            if (past >= 0)
+                return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                                 "tensor '%s': BCR block %" PRId64 " keeps %s %" PRId64 ", past the matrix edge", name, b,
+                                 past < s->bh ? "row" : "column", past < s->bh ? past : past - s->bh);
+        }
         return PDC_OK;
     }
     case IR_SPARSITY_UNSTRUCTURED:

@@ -141,6 +141,14 @@ static void describe(const ir_tensor *t, char *buf, size_t cap)
         break;
     }
     case IR_SPARSITY_UNSTRUCTURED: snprintf(buf, cap, "unstructured: %.1f%% kept", pct); break;
+    case IR_SPARSITY_BCR: {
+        /* rows and columns kept per block, from the first block (the pass keeps the same counts in every block) */
+        size_t rows = 0, cols = 0;
+        for (int64_t i = 0; s->n_blocks && i < s->bh + s->bw; i++) *(i < s->bh ? &rows : &cols) += s->bcr_keep[i] != 0;
+        snprintf(buf, cap, "bcr %lldx%lld: %zu rows x %zu columns per block, %.1f%% kept", (long long)s->bh,
+                 (long long)s->bw, rows, cols, pct);
+        break;
+    }
     }
     /* Stored zeros inside what the sparsity keeps (stray zeros of an imported model): say how full the
      * kept entries are, since the kernels compute them all. */

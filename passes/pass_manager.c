@@ -34,6 +34,11 @@ static const pass_info table[] = {
      "first, blocks numbered row-major in the [out, in] layout",
      "fc weights, constant right operands of gemm and matmul (2-D), lstm/gru gate matrices, and 1x1 conv weights "
      "with block_convs=1; dense or block-sparse; not the stem unless include_stem=1", pass_prune_block},
+    {"prune-bcr", "weights that are constants",
+     "each eligible weight matrix has BCR sparsity: cut into bcr_block blocks, every block keeps the same number of "
+     "whole columns (floor(bcr_col_rate x columns) removed, smallest norms first) and of whole rows among them "
+     "(floor(bcr_row_rate x rows) removed)",
+     "the layers prune-block takes, dense or BCR-sparse; not the stem unless include_stem=1", pass_prune_bcr},
     {"prune-unstructured", "weights that are constants",
      "each eligible weight has unstructured sparsity with floor(rate x weights) of its smallest weights removed",
      "the weights of conv, fc, gemm, matmul, lstm and gru that are dense or unstructured-sparse; not the stem "
@@ -208,6 +213,8 @@ void pass_options_init(pass_options *opt, const pdc_context *ctx)
     opt->block_h = 1;
     opt->block_w = 4;
     opt->block_rate.global = 0.5;
+    opt->bcr_h = opt->bcr_w = 8;
+    opt->bcr_col_rate.global = 0.5;
     opt->unstructured.global = 0.5;
     opt->n_pattern_kernels = 1;
     opt->pattern_kernels[0][0] = opt->pattern_kernels[0][1] = 3;
@@ -237,14 +244,17 @@ void pass_options_free(pass_options *opt)
     pdc_free(opt->layer_hits);
     free_rates(&opt->connectivity);
     free_rates(&opt->block_rate);
+    free_rates(&opt->bcr_col_rate);
+    free_rates(&opt->bcr_row_rate);
     free_rates(&opt->unstructured);
     pdc_free(opt->print_after);
     memset(opt, 0, sizeof *opt);
 }
 
 static const char known_options[] =
-    "patterns, pattern_size, connectivity, block, block_rate, unstructured_rate, layers, skip, include_stem, "
-    "pattern_kernels, block_convs, lanes, print_after, print_file, print_weights";
+    "patterns, pattern_size, connectivity, block, block_rate, bcr_block, bcr_col_rate, bcr_row_rate, "
+    "unstructured_rate, layers, skip, include_stem, pattern_kernels, block_convs, lanes, print_after, print_file, "
+    "print_weights";
 
 /* An attribute as text (strings as they are, numbers formatted), for uniform parsing. */
 static const char *attr_text(const ir_attr *a, char *buf, size_t cap)
@@ -394,11 +404,13 @@ static pdc_status names_option(const pdc_context *ctx, const ir_attr *a, char **
     return PDC_OK;
 }
 
-/* "RxC" or "RxC:RATE" */
-static pdc_status block_option(const pdc_context *ctx, pass_options *opt, const ir_attr *a)
+/* "RxC" or "RxC:RATE" (option block; bcr_block takes no rate: *rate_out NULL) */
+static pdc_status block_option(const pdc_context *ctx, const char *name, const ir_attr *a, int64_t *h, int64_t *w,
+                               pass_rates *rate_out)
 {
+    const char *form = rate_out ? "ROWSxCOLS[:RATE]" : "ROWSxCOLS";
     if (a->type != IR_ATTR_STRING)
-        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option block: expected a string ROWSxCOLS[:RATE], e.g. \"1x4\"");
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option %s: expected a string %s, e.g. \"1x4\"", name, form);
     const char *s = a->s;
     char *end;
     errno = 0;
@@ -410,19 +422,19 @@ static pdc_status block_option(const pdc_context *ctx, pass_options *opt, const 
     } else {
         r = 0;
     }
-    if (!r || errno || c < 1 || c > IR_DIM_MAX || (*end && *end != ':'))
+    if (!r || errno || c < 1 || c > IR_DIM_MAX || (*end && (*end != ':' || !rate_out)))
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
-                         "option block: \"%s\" is not a block shape ROWSxCOLS[:RATE] with dims in 1..%d (e.g. \"1x4\", "
-                         "\"4x4:0.8\")", s, IR_DIM_MAX);
+                         "option %s: \"%s\" is not a block shape %s with dims in 1..%d (e.g. \"1x4\"%s)", name, s, form,
+                         IR_DIM_MAX, rate_out ? ", \"4x4:0.8\"" : "");
     if (*end == ':') {
         double v;
-        pdc_status st = parse_rate(ctx, "block", end + 1, end + strlen(end), &v);
+        pdc_status st = parse_rate(ctx, name, end + 1, end + strlen(end), &v);
         if (st) return st;
-        free_rates(&opt->block_rate);
-        opt->block_rate.global = v;
+        free_rates(rate_out);
+        rate_out->global = v;
     }
-    opt->block_h = r;
-    opt->block_w = c;
+    *h = r;
+    *w = c;
     return PDC_OK;
 }
 
@@ -486,9 +498,15 @@ pdc_status pass_options_set(const pdc_context *ctx, pass_options *opt, const ir_
     } else if (!strcmp(n, "connectivity")) {
         return rates_option(ctx, a, &opt->connectivity);
     } else if (!strcmp(n, "block")) {
-        return block_option(ctx, opt, a);
+        return block_option(ctx, "block", a, &opt->block_h, &opt->block_w, &opt->block_rate);
     } else if (!strcmp(n, "block_rate")) {
         return rates_option(ctx, a, &opt->block_rate);
+    } else if (!strcmp(n, "bcr_block")) {
+        return block_option(ctx, "bcr_block", a, &opt->bcr_h, &opt->bcr_w, NULL);
+    } else if (!strcmp(n, "bcr_col_rate")) {
+        return rates_option(ctx, a, &opt->bcr_col_rate);
+    } else if (!strcmp(n, "bcr_row_rate")) {
+        return rates_option(ctx, a, &opt->bcr_row_rate);
     } else if (!strcmp(n, "unstructured_rate")) {
         return rates_option(ctx, a, &opt->unstructured);
     } else if (!strcmp(n, "layers")) {
@@ -558,9 +576,10 @@ pdc_status pass_options_check_model(const ir_model *m, const pass_options *opt)
         if ((st = check_layer_exists(m, "layers", opt->layers[i]))) return st;
     for (size_t i = 0; i < opt->n_skip; i++)
         if ((st = check_layer_exists(m, "skip", opt->skip[i]))) return st;
-    const pass_rates *rates[] = {&opt->connectivity, &opt->block_rate, &opt->unstructured};
-    const char *names[] = {"connectivity", "block_rate", "unstructured_rate"};
-    for (size_t k = 0; k < 3; k++)
+    const pass_rates *rates[] = {&opt->connectivity, &opt->block_rate, &opt->unstructured, &opt->bcr_col_rate,
+                                 &opt->bcr_row_rate};
+    const char *names[] = {"connectivity", "block_rate", "unstructured_rate", "bcr_col_rate", "bcr_row_rate"};
+    for (size_t k = 0; k < 5; k++)
         for (size_t i = 0; i < rates[k]->n; i++)
             if ((st = check_layer_exists(m, names[k], rates[k]->items[i].layer))) return st;
     return PDC_OK;

@@ -39,6 +39,10 @@ typedef struct pass_options {
     /* block pruning */
     int64_t block_h, block_w;   /* block shape in the [out, in] matrix layout (default 1x4) */
     pass_rates block_rate;      /* share of blocks removed (default 0.5) */
+    /* block column-row pruning (prune-bcr) */
+    int64_t bcr_h, bcr_w;       /* block shape in the [out, in] matrix layout (default 8x8) */
+    pass_rates bcr_col_rate;    /* share of each block's columns removed (default 0.5) */
+    pass_rates bcr_row_rate;    /* share of each block's rows removed (default 0) */
     /* unstructured pruning */
     pass_rates unstructured;    /* share of weights removed (default 0.5) */
     /* safe defaults of the pruning passes (see pass_default_skip); a layer named in `layers` is exempt */

@@ -13,6 +13,10 @@ pdc_status pass_share(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_pattern(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_block(ir_model *m, const pass_options *opt);
+pdc_status pass_prune_bcr(ir_model *m, const pass_options *opt);
+/* The weight matrices (at most 2) prune-block and prune-bcr take from layer l whose sparsity is none or
+ * `kind`: input slots[i], transposed[i] = 1 where the matrix is stored [in, out] (matmul, gemm transB = 0). */
+size_t pass_matrix_slots(const ir_model *m, const ir_layer *l, ir_sparsity_kind kind, size_t *slots, int *transposed);
 pdc_status pass_prune_unstructured(ir_model *m, const pass_options *opt);
 pdc_status pass_reorder(ir_model *m, const pass_options *opt);
 pdc_status pass_schedule(ir_model *m, const pass_options *opt);

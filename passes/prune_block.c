@@ -13,8 +13,7 @@
 
 #include "passes/project.h"
 
-/* Up to two weight matrices of layer l eligible for block pruning: slots[i], transposed[i]. */
-static size_t block_slots(const ir_model *m, const ir_layer *l, size_t *slots, int *transposed)
+size_t pass_matrix_slots(const ir_model *m, const ir_layer *l, ir_sparsity_kind kind, size_t *slots, int *transposed)
 {
     const ir_tensor *w = pass_const_input(m, l, 1);
     size_t n = 0;
@@ -43,15 +42,20 @@ static size_t block_slots(const ir_model *m, const ir_layer *l, size_t *slots, i
         break;
     default: break;
     }
-    /* only dense or block-sparse weights */
+    /* only dense weights or those of the kind asked for */
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const ir_tensor *t = &m->tensors[l->inputs[slots[i]]];
-        if (t->sparsity.kind != IR_SPARSITY_NONE && t->sparsity.kind != IR_SPARSITY_BLOCK) continue;
+        if (t->sparsity.kind != IR_SPARSITY_NONE && t->sparsity.kind != kind) continue;
         slots[k] = slots[i];
         transposed[k++] = transposed[i];
     }
     return k;
+}
+
+static size_t block_slots(const ir_model *m, const ir_layer *l, size_t *slots, int *transposed)
+{
+    return pass_matrix_slots(m, l, IR_SPARSITY_BLOCK, slots, transposed);
 }
 
 static pdc_status prune_matrix(ir_model *m, const ir_layer *l, int t, int transposed, const pass_options *opt)

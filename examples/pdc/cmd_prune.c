@@ -51,7 +51,7 @@ const char cli_prune_help[] =
     "  --passes LIST            run this pass pipeline instead, e.g.\n"
     "                           canonicalize,prune-pattern,prune-connectivity,reorder,plan\n"
     "                           (passes: canonicalize, prune-pattern, prune-connectivity, prune-block,\n"
-    "                           prune-unstructured, reorder, share, schedule, plan)\n"
+    "                           prune-bcr, prune-unstructured, reorder, share, schedule, plan)\n"
     "  --print-after PASS|all   print the IR text (weights elided) to stderr after that pass\n"
     "  --shape NAME=DIMS        fix the shape of graph input NAME first; may be repeated\n"
     "  --max-memory BYTES       the largest single allocation (suffix K, M, G; 0 = no limit; default 4G,\n"

@@ -775,13 +775,26 @@ static pdc_status stmt_sparsity(parser *p, size_t kw_at)
         st = parse_pair(p, "the block shape (BHxBW)", &sp->bh, &sp->bw);
         if (!st) st = parse_mask(p, &sp->block_mask, &sp->n_blocks);
         if (st) return st;
+    } else if (n && word_is(p, start, n, "bcr")) {
+        /* mask="..." holds bh row flags then bw column flags per block */
+        sp->kind = IR_SPARSITY_BCR;
+        size_t flags = 0;
+        st = parse_pair(p, "the BCR block shape (BHxBW)", &sp->bh, &sp->bw);
+        if (st) return st;
+        skip_ws(p);
+        const size_t at = p->pos;
+        if ((st = parse_mask(p, &sp->bcr_keep, &flags))) return st;
+        if (sp->bh < 1 || sp->bw < 1 || flags % (size_t)(sp->bh + sp->bw))
+            return err_at(p, at, "%zu BCR flags are not whole blocks of %" PRId64 " row and %" PRId64 " column flags",
+                          flags, sp->bh, sp->bw);
+        sp->n_blocks = flags / (size_t)(sp->bh + sp->bw);
     } else if (n && word_is(p, start, n, "unstructured")) {
         sp->kind = IR_SPARSITY_UNSTRUCTURED;
         st = parse_mask(p, &sp->mask, &sp->n_mask);
         if (st) return st;
     } else {
         p->pos = start;
-        return expected(p, "a sparsity kind (pattern, block or unstructured)");
+        return expected(p, "a sparsity kind (pattern, block, unstructured or bcr)");
     }
     /* Trailing junk is a syntax error, reported before the builder checks the description. */
     skip_ws(p);

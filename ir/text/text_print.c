@@ -198,6 +198,11 @@ static void print_sparsity(sbuf *b, const ir_sparsity *s)
         sb_mask(b, s->n_mask, s->mask);
         sb_putc(b, '\n');
         return;
+    case IR_SPARSITY_BCR:
+        sb_printf(b, "  sparsity bcr %" PRId64 "x%" PRId64 " mask=", s->bh, s->bw);
+        sb_mask(b, ir_sparsity_bcr_len(s), s->bcr_keep);
+        sb_putc(b, '\n');
+        return;
     }
     if (b->st == PDC_OK)
         b->st = pdc_error(b->ctx, PDC_ERR_INTERNAL, "ir_print: unknown sparsity kind %d", (int)s->kind);

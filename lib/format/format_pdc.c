@@ -1,13 +1,14 @@
 /*
  * format_pdc.c - the native binary model format, ".pdc".
  *
- * Layout, version 1. All integers are little-endian; f32 is the IEEE-754 bit pattern stored as a
- * u32; str is a u32 byte length followed by that many bytes (UTF-8, no NUL inside, no terminator);
- * a tensor reference is an i32 index into the tensor table (0-based), -1 meaning "absent".
+ * Layout, versions 1 and 2 (2 = 1 plus sparsity kind 4, bcr; written only when a constant uses it). All
+ * integers are little-endian; f32 is the IEEE-754 bit pattern stored as a u32; str is a u32 byte length
+ * followed by that many bytes (UTF-8, no NUL inside, no terminator); a tensor reference is an i32 index
+ * into the tensor table (0-based), -1 meaning "absent".
  *
  *   offset  size  field
  *   0       8     magic "PDCMODEL"
- *   8       4     u32 format version (1)
+ *   8       4     u32 format version (1, or 2 when a constant has bcr sparsity)
  *   12      4     u32 flags (0; files with unknown flags are refused)
  *   16      8     u64 payload length P
  *   24      P     payload (below)
@@ -24,11 +25,13 @@
  *     -- constants only --
  *     u64         element count N (must equal the product of dims)
  *     f32 x N     data, row-major
- *     u8          sparsity kind: 0 none, 1 pattern, 2 block, 3 unstructured
+ *     u8          sparsity kind: 0 none, 1 pattern, 2 block, 3 unstructured, 4 bcr (version 2)
  *       pattern:      i64 kh, i64 kw, u64 n_patterns, u64 x n_patterns bitmasks over the kh*kw window,
  *                     u64 n_kernels, i32 x n_kernels pattern ids (-1 = kernel pruned)
  *       block:        i64 bh, i64 bw, u64 n_blocks, u8 x n_blocks mask (nonzero = block kept)
  *       unstructured: u64 n, u8 x n mask (nonzero = element kept)
+ *       bcr:          i64 bh, i64 bw, u64 n_blocks, u8 x n_blocks*(bh+bw): per block its bh row flags, then its
+ *                     bw column flags (nonzero = kept)
  *   u32         number of layers L, then L layer records (in topological order):
  *     str         name
  *     str         op name ("conv", "fc", "lstm", ...; a name, not a number, so renumbering ops
@@ -110,6 +113,14 @@ pdc_status pdc_format_put_sparsity(pdc_buf *b, const ir_sparsity *s, const char 
             return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': mask missing", tensor);
         pdc_buf_put_u64(b, s->n_mask);
         pdc_buf_put_bytes(b, s->mask, s->n_mask);
+        break;
+    case IR_SPARSITY_BCR:
+        if (s->n_blocks && !s->bcr_keep)
+            return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': BCR flags missing", tensor);
+        pdc_buf_put_i64(b, s->bh);
+        pdc_buf_put_i64(b, s->bw);
+        pdc_buf_put_u64(b, s->n_blocks);
+        pdc_buf_put_bytes(b, s->bcr_keep, ir_sparsity_bcr_len(s));
         break;
     default:
         return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s' has sparsity kind %d", tensor, (int)s->kind);
@@ -212,7 +223,10 @@ pdc_status pdc_format_save(const ir_model *m, pdc_buf *out)
 
     size_t start = out->len;
     pdc_buf_put_bytes(out, PDC_FORMAT_MAGIC, PDC_FORMAT_MAGIC_SIZE);
-    pdc_buf_put_u32(out, PDC_FORMAT_VERSION);
+    uint32_t version = 1;
+    for (size_t i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].sparsity.kind == IR_SPARSITY_BCR) version = PDC_FORMAT_VERSION_BCR;
+    pdc_buf_put_u32(out, version);
     pdc_buf_put_u32(out, 0); /* flags */
     pdc_buf_put_u64(out, 0); /* payload length, patched below */
     size_t payload = out->len;
@@ -268,6 +282,7 @@ typedef struct loader {
     int32_t *in, *out;
     ir_model *m;
     size_t next_layer; /* rebuild: first file layer not yet added to m */
+    uint32_t version;  /* of the file */
 } loader;
 
 static void loader_free(loader *L)
@@ -326,6 +341,27 @@ static pdc_status read_refs(loader *L, size_t *n_out, int32_t **refs_out)
     return PDC_OK;
 }
 
+pdc_status pdc_format_get_bcr(pdc_reader *r, ir_sparsity *s)
+{
+    pdc_status st;
+    size_t n;
+    const uint8_t *p;
+    s->kind = IR_SPARSITY_BCR;
+    if ((st = pdc_reader_get_i64(r, &s->bh)) || (st = pdc_reader_get_i64(r, &s->bw))) return st;
+    if (s->bh < 1 || s->bw < 1 || s->bh > PDC_FORMAT_MAX_BLOCK_DIM || s->bw > PDC_FORMAT_MAX_BLOCK_DIM) {
+        r->pos -= 16;
+        return pdc_reader_corrupt(r, "BCR block shape %" PRId64 "x%" PRId64 " is outside 1..2^40", s->bh, s->bw);
+    }
+    /* the flags follow: n_blocks * (bh + bw) bytes, which the reader bounds by what is left */
+    if ((st = pdc_reader_get_count(r, 1, (size_t)(s->bh + s->bw), &n))) return st;
+    const size_t len = n * (size_t)(s->bh + s->bw);
+    if ((st = pdc_reader_get_bytes(r, len, &p))) return st;
+    if (!(s->bcr_keep = pdc_alloc(r->ctx, len ? len : 1))) return PDC_ERR_OUT_OF_MEMORY;
+    s->n_blocks = n;
+    if (len) memcpy(s->bcr_keep, p, len);
+    return PDC_OK;
+}
+
 static pdc_status read_sparsity(loader *L, ftensor *t)
 {
     pdc_reader *r = &L->r;
@@ -334,7 +370,7 @@ static pdc_status read_sparsity(loader *L, ftensor *t)
     reading(L, "sparsity of tensor '%.100s'", t->name);
     pdc_status st = pdc_reader_get_u8(r, &kind);
     if (st) return st;
-    if (kind > IR_SPARSITY_UNSTRUCTURED) {
+    if (kind > IR_SPARSITY_BCR || (kind == IR_SPARSITY_BCR && L->version < PDC_FORMAT_VERSION_BCR)) {
         r->pos--;
         return pdc_reader_corrupt(r, "unknown sparsity kind %u", (unsigned)kind);
     }
@@ -374,6 +410,8 @@ static pdc_status read_sparsity(loader *L, ftensor *t)
         pdc_reader_get_bytes(r, n, &p);
         if (n) memcpy(s->mask, p, n);
         return PDC_OK;
+    case IR_SPARSITY_BCR:
+        return pdc_format_get_bcr(r, s);
     }
     return PDC_OK;
 }
@@ -741,6 +779,7 @@ pdc_status pdc_format_load(pdc_context *ctx, const void *data, size_t size, ir_m
     loader L;
     memset(&L, 0, sizeof L);
     L.ctx = ctx;
+    L.version = version;
     pdc_reader_init(&L.r, ctx, p + PDC_FORMAT_HEADER_SIZE, (size_t)plen, PDC_FORMAT_HEADER_SIZE, "payload");
     pdc_status st = read_payload(&L);
     if (!st) st = rebuild(&L);

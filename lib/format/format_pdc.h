@@ -14,7 +14,9 @@
 
 #define PDC_FORMAT_MAGIC "PDCMODEL"   /* 8 bytes, no terminator in the file */
 #define PDC_FORMAT_MAGIC_SIZE 8
-#define PDC_FORMAT_VERSION 1u          /* the newest version this pdc reads and the one it writes */
+#define PDC_FORMAT_VERSION 2u          /* the newest version this pdc reads */
+#define PDC_FORMAT_VERSION_BCR 2u      /* the first with sparsity kind 4 (bcr): written only by models using it, so
+                                        * every other model's file stays version 1, readable by older pdc */
 #define PDC_FORMAT_HEADER_SIZE 24      /* magic, version, flags, payload length */
 #define PDC_FORMAT_TRAILER_SIZE 4      /* CRC-32 */
 
@@ -48,6 +50,9 @@ pdc_status pdc_format_load(pdc_context *ctx, const void *data, size_t size, ir_m
  */
 pdc_status pdc_format_put_sparsity(pdc_buf *b, const ir_sparsity *s, const char *tensor);
 pdc_status pdc_format_put_attrs(pdc_buf *b, const ir_attrs *attrs, const char *layer);
+/* Reads the body of a bcr sparsity description (after its kind byte) into s (kind set; free with
+ * ir_sparsity_free). @retval PDC_OK, PDC_ERR_CORRUPT, PDC_ERR_OUT_OF_MEMORY */
+pdc_status pdc_format_get_bcr(pdc_reader *r, ir_sparsity *s);
 
 /* 1 if data starts with the .pdc magic (size >= 8), else 0. Never reads past size. */
 int pdc_format_is_pdc(const void *data, size_t size);

@@ -209,6 +209,7 @@ pdc_status onnx_recognise_sparsity(ir_model *m);
 #define ONNX_UNSTRUCTURED_MIN_ZERO_PCT 50
 pdc_status onnx_detect_pattern(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
 pdc_status onnx_detect_block(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
+pdc_status onnx_detect_bcr(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
 pdc_status onnx_detect_unstructured(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
 
 #endif

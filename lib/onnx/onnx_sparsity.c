@@ -21,6 +21,14 @@
  * removed block would send a 1x4-pruned layer with two stray zeros to the unstructured kernels. The
  * largest fitting block wins (ties: the higher fill, then the earlier in that list).
  *
+ * BCR (block column-row, prune-bcr's structure; tried before block, on the same weights): the candidate
+ * block shapes 32x32, 16x16, 8x8, 4x4, 16x8, 8x16, 8x4, 4x8 (edge blocks smaller). In each block a column is
+ * kept when it holds a non-zero in the block's rows, a row when it holds one in the block's columns. A shape
+ * fits when there are at least two full blocks, every full block keeps the same numbers of rows and columns,
+ * fewer than all of them, and the kept
+ * entries (kept rows x kept columns) are filled to at least sparsity_min_fill. The largest fitting shape wins
+ * (ties: the earlier in the list).
+ *
  * Unstructured: otherwise, a per-element mask when at least ONNX_UNSTRUCTURED_MIN_ZERO_PCT% of the
  * weights are zero. Below that the weight stays dense.
  */
@@ -180,6 +188,67 @@ pdc_status onnx_detect_block(const pdc_context *ctx, const ir_tensor *w, ir_spar
     return PDC_OK;
 }
 
+/* BCR flags of w's rows x cols matrix view in bh x bw blocks into flags (n_blocks * (bh + bw)); 1 if the shape fits
+ * (see the header comment). */
+static int bcr_fits(const pdc_context *ctx, const float *a, int64_t rows, int64_t cols, int64_t bh, int64_t bw,
+                    uint8_t *flags)
+{
+    const int64_t nbr = (rows + bh - 1) / bh, nbc = (cols + bw - 1) / bw;
+    size_t kept = 0, nonzeros = 0, full = 0;
+    int64_t want_r = -1, want_c = -1;
+    memset(flags, 0, (size_t)(nbr * nbc * (bh + bw)));
+    for (int64_t br = 0; br < nbr; br++)
+        for (int64_t bc = 0; bc < nbc; bc++) {
+            const int64_t r0 = br * bh, c0 = bc * bw;
+            const int64_t h = rows - r0 < bh ? rows - r0 : bh, w = cols - c0 < bw ? cols - c0 : bw;
+            uint8_t *rk = flags + (br * nbc + bc) * (bh + bw), *ck = rk + bh;
+            int64_t nr = 0, nc = 0;
+            for (int64_t i = 0; i < h; i++)
+                for (int64_t j = 0; j < w; j++)
+                    if (a[(r0 + i) * cols + c0 + j] != 0.0f) { /* NaN is a non-zero */
+                        rk[i] = ck[j] = 1;
+                        nonzeros++;
+                    }
+            for (int64_t i = 0; i < h; i++) nr += rk[i];
+            for (int64_t j = 0; j < w; j++) nc += ck[j];
+            kept += (size_t)(nr * nc);
+            if (h < bh || w < bw) continue; /* edge blocks: their own counts */
+            full++;
+            if (want_r < 0) want_r = nr, want_c = nc;
+            if (nr != want_r || nc != want_c) return 0;
+        }
+    return full >= 2 && want_r * want_c < bh * bw && (double)nonzeros >= ctx->sparsity_min_fill * (double)kept;
+}
+
+pdc_status onnx_detect_bcr(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out)
+{
+    static const int64_t shapes[][2] = {{32, 32}, {16, 16}, {8, 8}, {4, 4}, {16, 8}, {8, 16}, {8, 4}, {4, 8}};
+    memset(out, 0, sizeof *out);
+    if (w->rank < 1 || !w->data) return PDC_OK;
+    int64_t rows, cols;
+    ir_weight_matrix_view(w, &rows, &cols);
+    int best = -1;
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++) {
+        const int64_t bh = shapes[s][0], bw = shapes[s][1];
+        if (bh > rows || bw > cols || (best >= 0 && bh * bw <= shapes[best][0] * shapes[best][1])) continue;
+        const size_t n = (size_t)(((rows + bh - 1) / bh) * ((cols + bw - 1) / bw) * (bh + bw));
+        uint8_t *flags = pdc_alloc(ctx, n);
+        if (!flags) {
+            ir_sparsity_free(out);
+            return PDC_ERR_OUT_OF_MEMORY;
+        }
+        if (!bcr_fits(ctx, w->data, rows, cols, bh, bw, flags)) {
+            pdc_free(flags);
+            continue;
+        }
+        ir_sparsity_free(out);
+        *out = (ir_sparsity){.kind = IR_SPARSITY_BCR, .bh = bh, .bw = bw, .n_blocks = n / (size_t)(bh + bw),
+                             .bcr_keep = flags};
+        best = s;
+    }
+    return PDC_OK;
+}
+
 pdc_status onnx_detect_unstructured(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out)
 {
     memset(out, 0, sizeof *out);
@@ -231,8 +300,9 @@ pdc_status onnx_recognise_sparsity(ir_model *m)
             if (!kind) continue;
             done[t] = 1;
             ir_sparsity s;
-            st = kind == 'p' ? onnx_detect_pattern(m->ctx, w, &s) : kind == 'b' ? onnx_detect_block(m->ctx, w, &s)
+            st = kind == 'p' ? onnx_detect_pattern(m->ctx, w, &s) : kind == 'b' ? onnx_detect_bcr(m->ctx, w, &s)
                                                                               : onnx_detect_unstructured(m->ctx, w, &s);
+            if (!st && s.kind == IR_SPARSITY_NONE && kind == 'b') st = onnx_detect_block(m->ctx, w, &s);
             if (!st && s.kind == IR_SPARSITY_NONE && kind != 'u') st = onnx_detect_unstructured(m->ctx, w, &s);
             if (!st && s.kind != IR_SPARSITY_NONE) st = ir_model_set_sparsity(m, t, &s);
         }

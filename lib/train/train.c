@@ -555,7 +555,7 @@ pdc_status tr_check_prune_pipeline(const pdc_context *ctx, const char *pipeline)
         if (len && (len < 7 || strncmp(s, "prune-", 6)))
             return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                              "trainer: pass '%.*s' is not a pruning pass (the trainer runs prune-pattern, "
-                             "prune-connectivity, prune-block and prune-unstructured only)",
+                             "prune-connectivity, prune-block, prune-bcr and prune-unstructured only)",
                              (int)len, s);
         s = e;
     }

@@ -27,9 +27,10 @@
  *     u8          rank, i64 x rank dims                 checked on load against the model
  *     u8          flags: bit 0 trained by gradients (optimizer state follows), bit 1 ADMM state follows
  *     f32 x N     values (N = product of dims)
- *     u8          sparsity kind 0 none | 1 pattern | 2 block | 3 unstructured, then as in a .pdc file:
+ *     u8          sparsity kind 0 none | 1 pattern | 2 block | 3 unstructured | 4 bcr, then as in a .pdc file:
  *                 pattern i64 kh, i64 kw, u64 n, u64 x n masks, u64 k, i32 x k pattern ids;
- *                 block i64 bh, i64 bw, u64 n, u8 x n; unstructured u64 n, u8 x n
+ *                 block i64 bh, i64 bw, u64 n, u8 x n; unstructured u64 n, u8 x n; 4 bcr i64 bh, i64 bw, u64 n,
+ *                 u8 x n*(bh+bw)
  *     bit 0:      f32 x N first moment / momentum, f32 x N second moment
  *     bit 1:      f32 x N ADMM Z, f32 x N ADMM U
  *
@@ -249,6 +250,7 @@ static pdc_status get_sparsity(pdc_reader *r, const ir_tensor *t, ir_sparsity *s
         s->n_mask = n;
         break;
     }
+    case IR_SPARSITY_BCR: return pdc_format_get_bcr(r, s);
     default: return pdc_reader_corrupt(r, "sparsity kind %u of constant '%s'", (unsigned)kind, t->name);
     }
     return PDC_OK;

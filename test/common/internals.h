@@ -120,6 +120,12 @@ static inline void test_assert_sparsity_equal(const ir_sparsity *a, const ir_spa
         else
             for (size_t i = 0; i < a->n_mask; i++) ck_assert_int_eq(!a->mask[i], !b->mask[i]);
         break;
+    case IR_SPARSITY_BCR:
+        ck_assert_int_eq(a->bh, b->bh);
+        ck_assert_int_eq(a->bw, b->bw);
+        ck_assert_uint_eq(a->n_blocks, b->n_blocks);
+        for (size_t i = 0; i < ir_sparsity_bcr_len(a); i++) ck_assert_int_eq(!a->bcr_keep[i], !b->bcr_keep[i]);
+        break;
     }
 }
 

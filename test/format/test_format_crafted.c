@@ -31,7 +31,7 @@
     X(BAD_ATTR_TYPE, PDC_ERR_CORRUPT, "unknown attribute type 9")                \
     X(PRUNED_NONZERO, PDC_ERR_INVALID_MODEL, "pruned weights must be 0")         \
     X(SPARSITY_SHAPE, PDC_ERR_INVALID_MODEL, "mask has 3 entries")               \
-    X(BAD_SPARSITY_KIND, PDC_ERR_CORRUPT, "unknown sparsity kind 4")             \
+    X(BAD_SPARSITY_KIND, PDC_ERR_CORRUPT, "unknown sparsity kind 5")             \
     X(BLOCK_TOO_BIG, PDC_ERR_CORRUPT, "block shape")                             \
     X(TRAILING, PDC_ERR_CORRUPT, "3 unexpected bytes")                           \
     X(BAD_KIND, PDC_ERR_CORRUPT, "unknown tensor kind 7")                        \
@@ -134,7 +134,7 @@ static uint8_t *craft_file(int v, size_t *size)
         pdc_buf_put_u8(&b, 3);
         pdc_buf_put_u64(&b, (uint64_t)1 << 62);
         break;
-    case CRAFT_BAD_SPARSITY_KIND: pdc_buf_put_u8(&b, 4); break;
+    case CRAFT_BAD_SPARSITY_KIND: pdc_buf_put_u8(&b, 5); break;
     case CRAFT_BLOCK_TOO_BIG:
         pdc_buf_put_u8(&b, 2);
         pdc_buf_put_i64(&b, INT64_MAX);

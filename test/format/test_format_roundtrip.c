@@ -267,10 +267,10 @@ START_TEST(test_newer_version)
     ir_model *m = build_lstm();
     size_t n;
     uint8_t *f = save_bytes(m, &n);
-    pdc_store_u32le(f + 8, 2);
+    pdc_store_u32le(f + 8, 3);
     fix_crc(f, n);
     ck_assert_status(ctx, try_load(f, n), PDC_ERR_CORRUPT);
-    ck_assert_error_has(ctx, "format version 2 is newer than this pdc supports (1)");
+    ck_assert_error_has(ctx, "format version 3 is newer than this pdc supports (2)");
     /* also when the rest of the header is foreign to this version */
     pdc_store_u32le(f + 8, 77);
     pdc_store_u64le(f + 16, 123456789);

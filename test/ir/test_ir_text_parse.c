@@ -304,7 +304,7 @@ static const bad_case bad_cases[] = {
     {H "const w : f32[4] = [1,0,0,1]\n sparsity unstructured mask=\"0111\"\n", PDC_ERR_INVALID_MODEL, "line 3:",
      "element 0 is 1 but its sparsity prunes it"},
     {H "const w : f32[4] = [1,0,0,1]\n sparsity random mask=\"1011\"\n", PDC_ERR_PARSE, "line 3, column 11:",
-     "expected a sparsity kind (pattern, block or unstructured), found 'random'"},
+     "expected a sparsity kind (pattern, block, unstructured or bcr), found 'random'"},
     {H "const w : f32[2,4] = dense<elided>\n sparsity block 1y4 mask=\"11\"\n", PDC_ERR_PARSE, "line 3, column 18:",
      "expected 'x' (as in 3x3)"},
     {H "const w : f32[2,4] = dense<elided>\n sparsity block 1x mask=\"11\"\n", PDC_ERR_PARSE, "line 3, column 19:",

@@ -152,7 +152,7 @@ START_TEST(pass_table_and_info)
 {
     size_t n;
     const pass_info *t = pass_table(&n);
-    ck_assert_uint_eq(n, 9);
+    ck_assert_uint_eq(n, 10);
     for (size_t i = 0; i < n; i++) {
         const char *name, *req, *gua;
         ck_assert_ok(ctx, pdc_pass_info(i, &name, &req, &gua));
@@ -184,7 +184,7 @@ START_TEST(bad_input_has_status_and_message)
     /* pipelines */
     expect_transform_error(m, "canonicalize,prune-patern", NULL, PDC_ERR_INVALID_ARG,
                            "unknown pass 'prune-patern' in pipeline \"canonicalize,prune-patern\" (known passes: "
-                           "canonicalize, prune-pattern, prune-connectivity, prune-block, prune-unstructured, reorder, share, schedule, plan)");
+                           "canonicalize, prune-pattern, prune-connectivity, prune-block, prune-bcr, prune-unstructured, reorder, share, schedule, plan)");
     expect_transform_error(m, "", NULL, PDC_ERR_INVALID_ARG, "pass 1 is empty");
     expect_transform_error(m, "prune-pattern,,plan", NULL, PDC_ERR_INVALID_ARG, "pass 2 is empty");
     ck_assert_status(ctx, pdc_model_transform(m, NULL, NULL), PDC_ERR_INVALID_ARG);

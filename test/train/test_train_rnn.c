@@ -207,16 +207,24 @@ START_TEST(classifier_gradients_match_finite_differences)
 }
 END_TEST
 
-/* lstm and gru gate matrices pruned in blocks: the kept weights' gradients match finite differences; after
- * Adam steps every pruned weight and its optimizer state are exactly zero. */
+/* lstm gate matrices pruned in blocks, gru's block column-row: the kept weights' gradients match finite
+ * differences; after Adam steps every pruned weight and its optimizer state are exactly zero. */
 START_TEST(pruned_gate_weights_stay_zero)
 {
     for (int lstm = 1; lstm >= 0; lstm--) {
         pdc_model *m = classifier_model(lstm ? "lstm" : "gru", "bidirectional", 5, 4, 4, 8, 3);
         fill_constants(m, 29, 0.5f);
-        ck_assert_ok(ctx, transform(m, "prune-block", opt_s("block", "1x4:0.5")));
-        ck_assert_int_eq(tensor(m, "w")->sparsity.kind, IR_SPARSITY_BLOCK);
-        ck_assert_int_eq(tensor(m, "r")->sparsity.kind, IR_SPARSITY_BLOCK);
+        pdc_model *dense = clone(m);
+        if (lstm) {
+            ck_assert_ok(ctx, transform(m, "prune-block", opt_s("block", "1x4:0.5")));
+        } else {
+            pdc_attrs *o = opt_s("bcr_block", "4x4");
+            ck_assert_ok(ctx, pdc_attrs_set_string(o, "bcr_row_rate", "0.5"));
+            ck_assert_ok(ctx, transform(m, "prune-bcr", o));
+        }
+        const ir_sparsity_kind kind = lstm ? IR_SPARSITY_BLOCK : IR_SPARSITY_BCR;
+        ck_assert_int_eq(tensor(m, "w")->sparsity.kind, kind);
+        ck_assert_int_eq(tensor(m, "r")->sparsity.kind, kind);
         fd_check(m, "cross_entropy", 4);
         pdc_trainer *t = trainer_for(m, "cross_entropy");
         ck_assert_ok(ctx, pdc_trainer_set_option(t, "optimizer", "adam"));
@@ -242,6 +250,15 @@ START_TEST(pruned_gate_weights_stay_zero)
             }
         }
         ck_assert_uint_gt(pruned, 100);
+        /* a checkpoint brings the sparsity (block or bcr) back into a trainer of the dense model */
+        pdc_trainer *back = trainer_for(dense, "cross_entropy");
+        ck_assert_ok(ctx, pdc_trainer_save(t, tmp_path("pruned.ckpt")));
+        ck_assert_ok(ctx, pdc_trainer_load(back, tmp_path("pruned.ckpt")));
+        const ir_tensor *wa = tensor(t->net->model, "r"), *wb = tensor(back->net->model, "r");
+        ck_assert(ir_sparsity_equal(&wa->sparsity, &wb->sparsity));
+        ck_assert_mem_eq(wa->data, wb->data, ir_tensor_numel(wa) * sizeof(float));
+        pdc_trainer_destroy(back);
+        pdc_model_destroy(dense);
         pdc_tensor_destroy(xt);
         pdc_tensor_destroy(lt);
         pdc_trainer_destroy(t);
