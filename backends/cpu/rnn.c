@@ -12,7 +12,9 @@
  * the batch, or of all time steps for the input projection). Every product of RNN_PAR_MIN
  * multiply-adds or more is split over the threads (dense ones by cpu_sgemm_nt_threads; block-sparse
  * ones from the same size on, by cpu_bsr_product). Each of
- * the matrices chooses on its own; pdc inspect says which did. Arithmetic is float (the reference
+ * the matrices chooses on its own; pdc inspect says which did. A BCR-pruned w or r (prune-bcr; slices on
+ * block-rows) goes through bcr.c's product: per block its kept inputs gathered once, its kept rows
+ * accumulated as full vectors, one thread. Arithmetic is float (the reference
  * uses double): results agree to rounding.
  */
 #include <cblas.h>
@@ -31,6 +33,7 @@ typedef struct rnn_state {
     /* per direction, JIT'd forms (block-sparse or packed dense; not cpu_bsr_ready: OpenBLAS): w's
      * gates; r's gates (lstm) or r's z and r gates (gru); gru's h gate of r */
     cpu_bsr w[2], r[2], rh[2];
+    cpu_bcr bw[2], br[2], brh[2]; /* the same matrices where BCR-pruned (then the cpu_bsr ones stay empty) */
     int64_t pad;            /* floats of the block-sparse products' scratch (cpu_bsr_scratch_floats) */
     cpu_unary_fn sig, tanh; /* the gates' activations, JIT'd over whole vectors (eltwise.c) */
 } rnn_state;
@@ -43,6 +46,9 @@ static void rnn_free(void *p)
         cpu_bsr_release(&s->w[d]);
         cpu_bsr_release(&s->r[d]);
         cpu_bsr_release(&s->rh[d]);
+        cpu_bcr_release(&s->bw[d]);
+        cpu_bcr_release(&s->br[d]);
+        cpu_bcr_release(&s->brh[d]);
     }
     pdc_free(s);
 }
@@ -80,7 +86,10 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
         const float *wb = bias ? bias + d * 2 * ngh : NULL, *rb = bias ? wb + ngh : NULL;
         /* xw = x w^ns + Wb (+ Rb except GRU's h gate, whose Rb sits inside the reset product) */
         for (int64_t j = 0; j < ngh; j++) bsum[j] = (wb ? wb[j] : 0.0f) + (rb && (s->lstm || j < 2 * nh) ? rb[j] : 0.0f);
-        if (cpu_bsr_ready(&s->w[d])) {
+        if (cpu_bcr_ready(&s->bw[d])) {
+            for (int64_t q = 0; q < ns * nb; q++) memcpy(xw + q * ngh, bsum, (size_t)ngh * sizeof *xw);
+            cpu_bcr_product(&s->bw[d], ns * nb, xin, ni, xw, ngh, 1, pad);
+        } else if (cpu_bsr_ready(&s->w[d])) {
             cpu_bsr_product(&s->w[d], ns * nb, xin, ni, bsum, xw, ngh, pad, x->own, x->threads, NULL);
         } else {
             for (int64_t q = 0; q < ns * nb; q++) memcpy(xw + q * ngh, bsum, (size_t)ngh * sizeof *xw);
@@ -95,7 +104,9 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
             const int64_t t = rev ? ns - 1 - step : step;
             /* recurrent products h r^ns for every gate (GRU: z and r only) */
             int64_t nrec = s->lstm ? ngh : 2 * nh;
-            if (cpu_bsr_ready(&s->r[d]))
+            if (cpu_bcr_ready(&s->br[d]))
+                cpu_bcr_product(&s->br[d], nb, h, nh, hr, ngh, 0, pad);
+            else if (cpu_bsr_ready(&s->r[d]))
                 cpu_bsr_product(&s->r[d], nb, h, nh, NULL, hr, ngh, pad, x->own, x->threads, NULL);
             else
                 rows_times_wt((int)nb, (int)nrec, (int)nh, h, rd, hr, (int)ngh, x->threads);
@@ -123,7 +134,9 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
                         rh[b * nh + k] = p->linear_before_reset ? h[b * nh + k] : ar[nh + k] * h[b * nh + k];
                 }
                 /* (r*h) Rh^ns or h Rh^ns into hr's third block */
-                if (cpu_bsr_ready(&s->rh[d]))
+                if (cpu_bcr_ready(&s->brh[d]))
+                    cpu_bcr_product(&s->brh[d], nb, rh, nh, hr + 2 * nh, ngh, 0, pad);
+                else if (cpu_bsr_ready(&s->rh[d]))
                     cpu_bsr_product(&s->rh[d], nb, rh, nh, NULL, hr + 2 * nh, ngh, pad, x->own, x->threads, NULL);
                 else
                     rows_times_wt((int)nb, (int)nh, (int)nh, rh, rd + 2 * nh * nh, hr + 2 * nh, (int)ngh, x->threads);
@@ -149,12 +162,14 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     return PDC_OK;
 }
 
-/* Rows [row0, row0 + rows) of wt for products of nx rows on gemm.c's kernels (cpu_bsr_plan); b left
- * zeroed (OpenBLAS) where they do not take it. */
+/* Rows [row0, row0 + rows) of wt for products of nx rows: bcr.c's product where BCR-pruned (bc), else
+ * gemm.c's kernels (cpu_bsr_plan, b); both left zeroed (OpenBLAS) where neither takes it. */
 static pdc_status plan_matrix(const cpu_compile *cc, const ir_tensor *wt, int64_t row0, int64_t rows, int64_t nx,
-                              cpu_bsr *b)
+                              cpu_bsr *b, cpu_bcr *bc)
 {
-    pdc_status st = cpu_bsr_plan(cc, wt, row0, rows, nx, b);
+    pdc_status st = cpu_bcr_plan(cc->ctx, wt, row0, rows, bc);
+    if (st != PDC_ERR_UNSUPPORTED) return st;
+    st = cpu_bsr_plan(cc, wt, row0, rows, nx, b);
     return st == PDC_ERR_UNSUPPORTED ? PDC_OK : st;
 }
 
@@ -185,12 +200,12 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
     const ir_tensor *wt = &m->tensors[l->inputs[1]], *rt = &m->tensors[l->inputs[2]];
     /* JIT'd forms where the weights allow (PDC_ERR_UNSUPPORTED: that matrix stays on OpenBLAS) */
     for (int64_t d = 0; d < p.dirs && st == PDC_OK; d++) {
-        st = plan_matrix(cc, wt, d * gh, gh, p.seq * p.batch, &s->w[d]);
+        st = plan_matrix(cc, wt, d * gh, gh, p.seq * p.batch, &s->w[d], &s->bw[d]);
         if (!st && s->lstm) {
-            st = plan_matrix(cc, rt, d * gh, gh, p.batch, &s->r[d]);
+            st = plan_matrix(cc, rt, d * gh, gh, p.batch, &s->r[d], &s->br[d]);
         } else if (!st) {
-            st = plan_matrix(cc, rt, d * gh, 2 * nh, p.batch, &s->r[d]);
-            if (!st) st = plan_matrix(cc, rt, d * gh + 2 * nh, nh, p.batch, &s->rh[d]);
+            st = plan_matrix(cc, rt, d * gh, 2 * nh, p.batch, &s->r[d], &s->br[d]);
+            if (!st) st = plan_matrix(cc, rt, d * gh + 2 * nh, nh, p.batch, &s->rh[d], &s->brh[d]);
         }
     }
     const ir_fused_params sig = {.act = IR_ACT_SIGMOID}, th = {.act = IR_ACT_TANH};
@@ -201,9 +216,17 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
         return st;
     }
     /* per group (0: w, 1: r), matrices block-sparse and their weights, matrices JIT'd dense */
-    int sparse[2] = {0, 0}, dense[2] = {0, 0};
+    int sparse[2] = {0, 0}, dense[2] = {0, 0}, bcr[2] = {0, 0};
     size_t kept[2] = {0, 0}, total[2] = {0, 0};
     for (int64_t d = 0; d < p.dirs; d++) {
+        const cpu_bcr *bs[3] = {&s->bw[d], &s->br[d], &s->brh[d]};
+        for (int j = 0; j < 3; j++) {
+            if (!cpu_bcr_ready(bs[j])) continue;
+            if (bs[j]->max_nr > s->pad) s->pad = bs[j]->max_nr; /* the product's accumulators */
+            kept[j > 0] += bs[j]->kept;
+            total[j > 0] += bs[j]->total;
+            bcr[j > 0]++;
+        }
         const cpu_bsr *ms[3] = {&s->w[d], &s->r[d], &s->rh[d]};
         for (int j = 0; j < 3; j++) {
             if (!cpu_bsr_ready(ms[j])) continue;
@@ -231,7 +254,9 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
         const char *nm = q ? "r" : "w", *note = (q ? sparse_r : sparse_w) ? unused : "";
         const int slices = (q && !s->lstm ? 2 : 1) * (int)p.dirs; /* GRU's r: the z/r gates and the h gate */
         const int64_t rows = q ? p.batch : p.seq * p.batch;
-        if (sparse[q])
+        if (bcr[q])
+            snprintf(part[q], sizeof part[q], "%s bcr (%.0f%% kept)", nm, 100.0 * (double)kept[q] / (double)total[q]);
+        else if (sparse[q])
             snprintf(part[q], sizeof part[q], "%s jit block-sparse (%.0f%% kept)", nm, 100.0 * (double)kept[q] / (double)total[q]);
         else if (dense[q] == slices)
             snprintf(part[q], sizeof part[q], "%s jit dense for %" PRId64 " rows%s", nm, rows, note);
@@ -241,7 +266,7 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
         else
             snprintf(part[q], sizeof part[q], "%s OpenBLAS%s", nm, note);
     }
-    if (!sparse[0] && !sparse[1] && !dense[0] && !dense[1])
+    if (!sparse[0] && !sparse[1] && !dense[0] && !dense[1] && !bcr[0] && !bcr[1])
         snprintf(L->info, sizeof L->info, "%s: OpenBLAS GEMMs for input (all steps at once) and recurrent projections%s",
                  name, sparse_w || sparse_r ? " (weight sparsity not used: too dense or blocks misaligned)" : "");
     else

@@ -213,7 +213,22 @@ static float *run_on(const pdc_model *m, const char *target, uint32_t seed, size
     return y;
 }
 
-/* The pruned model computes what its weights do as dense ones, on ref and (where built) cpu. */
+/* The kernel line of layer `name` in p. */
+static const char *kernel_of(const pdc_program *p, const char *name)
+{
+    size_t n;
+    ck_assert_ok(ctx, pdc_program_num_layers(p, &n));
+    for (size_t i = 0; i < n; i++) {
+        const char *ln, *k;
+        ck_assert_ok(ctx, pdc_program_layer_kernel(p, i, &ln, &k));
+        if (!strcmp(ln, name)) return k;
+    }
+    ck_abort_msg("no layer %s", name);
+    return NULL;
+}
+
+/* The pruned model computes what its weights do as dense ones, on ref and (where built) cpu, whose lstm and
+ * gru take the BCR products (bcr.c). */
 START_TEST(bcr_models_run_like_their_dense_weights)
 {
     pdc_model *m = bcr_model();
@@ -228,6 +243,12 @@ START_TEST(bcr_models_run_like_their_dense_weights)
         pdc_status st = pdc_compile(ctx, m, targets[i], &p);
         if (st == PDC_ERR_UNSUPPORTED || st == PDC_ERR_UNKNOWN_TARGET) continue; /* a build without cpu */
         ck_assert_ok(ctx, st);
+        if (i == 1) {
+            ck_assert_msg(strstr(kernel_of(p, "lstm"), "w bcr") && strstr(kernel_of(p, "lstm"), "r bcr"), "lstm: %s",
+                          kernel_of(p, "lstm"));
+            ck_assert_msg(strstr(kernel_of(p, "gru"), "w bcr") && strstr(kernel_of(p, "gru"), "r bcr"), "gru: %s",
+                          kernel_of(p, "gru"));
+        }
         pdc_program_destroy(p);
         float *got = run_on(m, targets[i], 5, &n2);
         ck_assert_uint_eq(n1, n2);
@@ -237,6 +258,43 @@ START_TEST(bcr_models_run_like_their_dense_weights)
     free(want);
     pdc_model_destroy(dense);
     pdc_model_destroy(m);
+}
+END_TEST
+
+/* lstm and gru on the cpu target's BCR products against ref: every direction, gru's linear_before_reset both
+ * ways, batch 1 and 3, edge blocks (input 12 in 8-wide blocks), bias and initial states. */
+START_TEST(bcr_rnn_kernels_match_ref)
+{
+    static const char *const dirs[] = {"forward", "reverse", "bidirectional"};
+    for (int lstm = 0; lstm < 2; lstm++)
+        for (int di = 0; di < 3; di++)
+            for (int64_t batch = 1; batch <= 3; batch += 2) {
+                const int64_t T = 5, I = 12, H = 16, D = di == 2 ? 2 : 1, G = lstm ? 4 : 3;
+                pdc_model *m = new_model("rnn");
+                add_input(m, "x", 3, (int64_t[]){T, batch, I});
+                add_random(m, "w", 3, (int64_t[]){D, G * H, I}, 31, -0.5f, 0.5f);
+                add_random(m, "r", 3, (int64_t[]){D, G * H, H}, 32, -0.5f, 0.5f);
+                add_random(m, "b", 2, (int64_t[]){D, 2 * G * H}, 33, -0.5f, 0.5f);
+                add_random(m, "h0", 3, (int64_t[]){D, batch, H}, 34, -0.5f, 0.5f);
+                pdc_attrs *a = opt_i("hidden_size", H);
+                ck_assert_ok(ctx, pdc_attrs_set_string(a, "direction", dirs[di]));
+                if (!lstm) ck_assert_ok(ctx, pdc_attrs_set_int(a, "linear_before_reset", batch == 1));
+                add_layer(m, "cell", lstm ? "lstm" : "gru", "x,w,r,b,-,h0", "y", a);
+                add_output(m, "y");
+                ck_assert_ok(ctx, transform(m, "prune-bcr", bcr_options("8x8", 0.5f, 0.5f)));
+                size_t n1, n2;
+                float *want = run_on(m, "ref", 7, &n1), *got = run_on(m, "cpu", 7, &n2);
+                ck_assert_uint_eq(n1, n2);
+                ck_assert_floats_near(got, want, n1, 2e-5f);
+                pdc_program *p;
+                ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
+                ck_assert_msg(strstr(kernel_of(p, "cell"), "w bcr (25% kept)") && strstr(kernel_of(p, "cell"), "r bcr"),
+                              "%s", kernel_of(p, "cell"));
+                pdc_program_destroy(p);
+                free(want);
+                free(got);
+                pdc_model_destroy(m);
+            }
 }
 END_TEST
 
@@ -290,5 +348,5 @@ int main(void)
 {
     return run_tests("prune_bcr", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(bcr_blocks_keep_whole_rows_and_columns, bcr_round_trips,
-                               bcr_models_run_like_their_dense_weights, bcr_recognised_at_onnx_import, bcr_bad_options));
+                               bcr_models_run_like_their_dense_weights, bcr_rnn_kernels_match_ref, bcr_recognised_at_onnx_import, bcr_bad_options));
 }
