@@ -380,6 +380,7 @@ bench-train: all $(TRAIN_BENCH)
 BENCH_CONV := $(BUILD)/bench_conv
 BENCH_E2E  := $(BUILD)/bench_e2e
 BENCH_BATCH := $(BUILD)/bench_batch
+BENCH_RNN := $(BUILD)/bench_rnn
 BENCH_SCALING := $(BUILD)/bench_scaling
 BENCH_GROUP := $(BUILD)/bench_group
 BENCH_PREDICT := $(BUILD)/bench_predict
@@ -402,6 +403,8 @@ $(BENCH_PREDICT): $(BUILD)/obj/test/bench/bench_predict.o $(BUILD)/obj/test/benc
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_BATCH): $(BUILD)/obj/test/bench/bench_batch.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(BENCH_RNN): $(BUILD)/obj/test/bench/bench_rnn.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 .PHONY: bench deps-bench
 deps-bench:
@@ -410,7 +413,7 @@ deps-bench:
 	@[ -d test/bench/ort/node_modules/onnxruntime-node ] || npm install --prefix test/bench/ort --no-audit --no-fund \
 	    --ignore-scripts onnxruntime-node@1.30.0 || echo "bench: no onnxruntime-node: the ONNX Runtime comparison is skipped"
 
-bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH) $(BENCH_GROUP)
+bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH) $(BENCH_GROUP) $(BENCH_RNN)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
 	    --out test/bench/results.tsv
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
@@ -420,6 +423,7 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_BATCH) \
 	    --out test/bench/results_batch.tsv
 	$(BENCH_GROUP) --out test/bench/results_group.tsv
+	$(BENCH_RNN) --out test/bench/results_rnn.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 	@if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then $(MAKE) --no-print-directory bench-torchvision-run; \
 	else echo "bench: no python3-torch/python3-torchvision: the torchvision models are skipped (make bench-torchvision)"; fi
 	sh test/bench/report.sh

@@ -1,12 +1,15 @@
 /*
  * bcr.c - products by block column-row (BCR) pruned weights (IR_SPARSITY_BCR, the prune-bcr pass) for the
- * cpu target, GRIM's scheme: a block of the weight's [out, in] view keeps nr whole rows and nc whole columns,
- * so its kept weights are a dense nr x nc matrix. The plan packs each block's kept weights column by column
- * (nc columns of nr consecutive floats) with the indices of its kept rows and columns; the product then, per
- * block and sample, gathers the nc kept inputs once, accumulates nr outputs as full vectors (one vector
- * multiply-add per kept column: nr = 8 fills an AVX register, 16 an AVX-512 one) and scatters them to the
- * kept rows. Each block's weights are read once for every sample of the call (all time steps of an RNN's
- * input projection). One thread; the loops are C compiled once per ISA (PDC_ISA_CLONES).
+ * cpu target. The blocks of one block-row of the weight's [out, in] view cover disjoint columns, so the
+ * block-row keeps a list of whole columns: the plan stores, per block-row, the input index of every kept
+ * column and that column's bh weights (zeros in the rows its block pruned and past the matrix edge). The
+ * product then computes each block-row as one gathered GEMV: bh accumulators (a full vector at bh = 8 or
+ * 16; kept in registers for the whole row, for up to BCR_TILE samples at once, which share each load of
+ * the weights) take one multiply-add of a column's weights by its gathered input per kept column, and
+ * are stored once. Pruned columns cost nothing; pruned rows inside a kept column
+ * are computed as zeros (a cpu kernel gains from column pruning: prune-bcr's bcr_col_rate). Each block-row's
+ * weights are read once for every sample of the call (all time steps of an RNN's input projection).
+ * One thread; the loops are C compiled once per ISA (PDC_ISA_CLONES).
  */
 #include <string.h>
 
@@ -14,8 +17,8 @@
 
 void cpu_bcr_release(cpu_bcr *b)
 {
-    pdc_free(b->blk);
-    pdc_free(b->idx);
+    pdc_free(b->rowptr);
+    pdc_free(b->col);
     pdc_free(b->wpk);
     memset(b, 0, sizeof *b);
 }
@@ -27,74 +30,105 @@ pdc_status cpu_bcr_plan(pdc_context *ctx, const ir_tensor *wt, int64_t row0, int
     if (wt->kind != IR_TENSOR_CONST || !wt->data || s->kind != IR_SPARSITY_BCR) return PDC_ERR_UNSUPPORTED;
     int64_t all_rows, cols;
     ir_weight_matrix_view(wt, &all_rows, &cols);
-    const int64_t bh = s->bh, bw = s->bw, nbc = (cols + bw - 1) / bw;
+    const int64_t bh = s->bh, bw = s->bw, nbc = (cols + bw - 1) / bw, per = bh + bw;
     /* the slice must start on a block-row and end on one or at the matrix's end */
-    if (row0 % bh || (rows % bh && row0 + rows != all_rows) || row0 + rows > all_rows || rows < 1 || bh > INT32_MAX ||
-        bw > INT32_MAX)
+    if (row0 % bh || (rows % bh && row0 + rows != all_rows) || row0 + rows > all_rows || rows < 1 || cols > INT32_MAX)
         return PDC_ERR_UNSUPPORTED;
-    const int64_t br0 = row0 / bh, nbr = (rows + bh - 1) / bh, per = bh + bw;
+    const int64_t br0 = row0 / bh, nbr = (rows + bh - 1) / bh;
     b->rows = rows;
     b->cols = cols;
-    b->n_blocks = nbr * nbc;
-    size_t n_idx = 0, n_w = 0;
-    for (int64_t k = 0; k < b->n_blocks; k++) {
+    b->bh = bh;
+    b->nbr = nbr;
+    size_t n_cols = 0;
+    for (int64_t k = 0; k < nbr * nbc; k++) {
         const uint8_t *f = s->bcr_keep + ((br0 + k / nbc) * nbc + k % nbc) * per;
         size_t nr = 0, nc = 0;
         for (int64_t i = 0; i < bh; i++) nr += f[i] != 0;
         for (int64_t j = 0; j < bw; j++) nc += f[bh + j] != 0;
-        n_idx += nr + nc;
-        n_w += nr * nc;
-        if ((int64_t)nr > b->max_nr) b->max_nr = (int64_t)nr;
+        n_cols += nc;
+        b->kept += nr * nc;
     }
-    b->blk = pdc_calloc(ctx, (size_t)(b->n_blocks ? b->n_blocks : 1), sizeof *b->blk);
-    b->idx = pdc_alloc(ctx, (n_idx ? n_idx : 1) * sizeof *b->idx);
-    b->wpk = pdc_alloc_aligned(ctx, n_w ? n_w : 1, sizeof *b->wpk);
-    if (!b->blk || !b->idx || !b->wpk) {
+    b->rowptr = pdc_alloc(ctx, (size_t)(nbr + 1) * sizeof *b->rowptr);
+    b->col = pdc_alloc(ctx, (n_cols ? n_cols : 1) * sizeof *b->col);
+    b->wpk = pdc_calloc(ctx, n_cols ? n_cols * (size_t)bh : 1, sizeof *b->wpk);
+    if (!b->rowptr || !b->col || !b->wpk) {
         cpu_bcr_release(b);
         return PDC_ERR_OUT_OF_MEMORY;
     }
-    size_t at_idx = 0, at_w = 0;
-    for (int64_t k = 0; k < b->n_blocks; k++) {
-        const int64_t br = k / nbc, bc = k % nbc;
-        const uint8_t *f = s->bcr_keep + ((br0 + br) * nbc + bc) * per;
-        cpu_bcr_block *blk = &b->blk[k];
-        blk->r0 = (int32_t)(br * bh);
-        blk->c0 = (int32_t)(bc * bw);
-        blk->idx = (int64_t)at_idx;
-        blk->w = (int64_t)at_w;
-        for (int64_t i = 0; i < bh; i++)
-            if (f[i]) b->idx[at_idx++] = (int32_t)i, blk->nr++;
-        for (int64_t j = 0; j < bw; j++)
-            if (f[bh + j]) b->idx[at_idx++] = (int32_t)j, blk->nc++;
-        const int32_t *ri = b->idx + blk->idx, *ci = ri + blk->nr;
-        for (int32_t j = 0; j < blk->nc; j++)
-            for (int32_t i = 0; i < blk->nr; i++)
-                b->wpk[at_w++] = wt->data[(row0 + blk->r0 + ri[i]) * cols + blk->c0 + ci[j]];
+    int64_t at = 0;
+    for (int64_t br = 0; br < nbr; br++) {
+        b->rowptr[br] = at;
+        const int64_t r0 = br * bh, h = rows - r0 < bh ? rows - r0 : bh;
+        for (int64_t bc = 0; bc < nbc; bc++) {
+            const uint8_t *f = s->bcr_keep + ((br0 + br) * nbc + bc) * per;
+            for (int64_t j = 0; j < bw && bc * bw + j < cols; j++) {
+                if (!f[bh + j]) continue;
+                const int64_t c = bc * bw + j;
+                b->col[at] = (int32_t)c;
+                for (int64_t i = 0; i < h; i++)
+                    if (f[i]) b->wpk[at * bh + i] = wt->data[(row0 + r0 + i) * cols + c];
+                at++;
+            }
+        }
     }
-    b->kept = n_w;
+    b->rowptr[nbr] = at;
     b->total = (size_t)(rows * cols);
     return PDC_OK;
 }
 
+/* One block-row of nl = bh rows for samples [n0, n0 + ns): y[n][0, h) (+)= sum over kept columns k of
+ * w[k] x[n][col[k]]; ns <= BCR_TILE samples share each load of a column's weights. */
+#define BCR_TILE 4
+#define BCR_ROW(nl, ns)                                                                                          \
+    do {                                                                                                         \
+        float acc[BCR_TILE][nl] = {{0}};                                                                         \
+        for (int64_t k = k0; k < k1; k++) {                                                                      \
+            const float *wk = w + k * (nl);                                                                      \
+            for (int q = 0; q < (ns); q++) {                                                                     \
+                const float xv = x[(n0 + q) * ldx + col[k]];                                                     \
+                _Pragma("omp simd") for (int i = 0; i < (nl); i++) acc[q][i] += wk[i] * xv;                      \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int q = 0; q < (ns); q++) {                                                                         \
+            float *yn = y + (n0 + q) * ldy + r0;                                                                 \
+            if (accumulate)                                                                                      \
+                for (int64_t i = 0; i < h; i++) yn[i] += acc[q][i];                                              \
+            else                                                                                                 \
+                for (int64_t i = 0; i < h; i++) yn[i] = acc[q][i];                                               \
+        }                                                                                                        \
+    } while (0)
+
 PDC_ISA_CLONES void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x, int64_t ldx, float *y, int64_t ldy,
-                                    int accumulate, float *acc)
+                                    int accumulate, float *scratch)
 {
-    if (!accumulate)
-        for (int64_t n = 0; n < nx; n++) memset(y + n * ldy, 0, (size_t)b->rows * sizeof *y);
-    for (int64_t k = 0; k < b->n_blocks; k++) {
-        const cpu_bcr_block *blk = &b->blk[k];
-        const int32_t nr = blk->nr, nc = blk->nc, *ri = b->idx + blk->idx, *ci = ri + nr;
-        const float *w = b->wpk + blk->w;
-        for (int64_t n = 0; n < nx; n++) {
-            const float *xb = x + n * ldx + blk->c0;
-            float *yb = y + n * ldy + blk->r0;
-            for (int32_t i = 0; i < nr; i++) acc[i] = 0.0f;
-            for (int32_t j = 0; j < nc; j++) {
-                const float xv = xb[ci[j]], *wj = w + (int64_t)j * nr;
-#pragma omp simd
-                for (int32_t i = 0; i < nr; i++) acc[i] += wj[i] * xv;
+    const int64_t bh = b->bh;
+    const int32_t *col = b->col;
+    const float *w = b->wpk;
+    for (int64_t br = 0; br < b->nbr; br++) {
+        const int64_t k0 = b->rowptr[br], k1 = b->rowptr[br + 1], r0 = br * bh, h = b->rows - r0 < bh ? b->rows - r0 : bh;
+        if (bh == 16 || bh == 8) {
+            int64_t n0 = 0;
+            for (; n0 + BCR_TILE <= nx; n0 += BCR_TILE) {
+                if (bh == 16) BCR_ROW(16, BCR_TILE);
+                else BCR_ROW(8, BCR_TILE);
             }
-            for (int32_t i = 0; i < nr; i++) yb[ri[i]] += acc[i];
+            for (; n0 < nx; n0++) {
+                if (bh == 16) BCR_ROW(16, 1);
+                else BCR_ROW(8, 1);
+            }
+        } else {
+            for (int64_t n = 0; n < nx; n++) {
+                const float *xn = x + n * ldx;
+                float *acc = scratch;
+                memset(acc, 0, (size_t)bh * sizeof *acc);
+                for (int64_t k = k0; k < k1; k++) {
+                    const float xv = xn[col[k]], *wk = w + k * bh;
+#pragma omp simd
+                    for (int64_t i = 0; i < bh; i++) acc[i] += wk[i] * xv;
+                }
+                float *yn = y + n * ldy + r0;
+                for (int64_t i = 0; i < h; i++) yn[i] = (accumulate ? yn[i] : 0.0f) + acc[i];
+            }
         }
     }
 }

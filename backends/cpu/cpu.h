@@ -156,30 +156,24 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
 
 /* ------------------------------------------------------------------ block column-row products (bcr.c) */
 
-typedef struct cpu_bcr_block {
-    int32_t r0, c0;              /* first row (in the slice) and column of the block */
-    int32_t nr, nc;              /* kept rows and columns */
-    int64_t idx;                 /* its kept rows' offsets in idx, then its kept columns' */
-    int64_t w;                   /* its kept weights in wpk: nc columns of nr floats */
-} cpu_bcr_block;
-
-/* Rows of a BCR-pruned constant weight's matrix view, every block's kept rows x columns packed dense. */
+/* Rows of a BCR-pruned constant weight's matrix view: per block-row, its kept columns (the blocks'), each
+ * with its bh weights (zeros where its block pruned the row). */
 typedef struct cpu_bcr {
-    int64_t rows, cols, n_blocks, max_nr;
-    cpu_bcr_block *blk;
-    int32_t *idx;
-    float *wpk;
+    int64_t rows, cols, bh, nbr; /* rows and columns of the slice, block height, block-rows */
+    int64_t *rowptr;             /* per block-row: its first kept column in col/wpk, nbr + 1 entries */
+    int32_t *col;                /* per kept column: the input index */
+    float *wpk;                  /* per kept column: bh weights */
     size_t kept, total;          /* weights kept, weights in the slice */
 } cpu_bcr;
 
 /* Packs rows [row0, row0 + rows) of wt: PDC_ERR_UNSUPPORTED (b zeroed, nothing on ctx) unless wt is
  * BCR-sparse and the slice starts on a block-row and ends on one or at the matrix's end. */
 pdc_status cpu_bcr_plan(pdc_context *ctx, const ir_tensor *wt, int64_t row0, int64_t rows, cpu_bcr *b);
-/* y[n][0, rows) (+)= w x[n] for nx rows of x (ldx, ldy apart); accumulate 0 overwrites. acc: max_nr floats. */
+/* y[n][0, rows) (+)= w x[n] for nx rows of x (ldx, ldy apart); accumulate 0 overwrites. scratch: bh floats. */
 void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x, int64_t ldx, float *y, int64_t ldy,
                      int accumulate, float *acc);
 void cpu_bcr_release(cpu_bcr *b);
-static inline int cpu_bcr_ready(const cpu_bcr *b) { return b->blk != NULL; }
+static inline int cpu_bcr_ready(const cpu_bcr *b) { return b->rowptr != NULL; }
 
 /* ------------------------------------------------------------------ block-sparse products (gemm.c) */
 

@@ -13,8 +13,8 @@
  * multiply-adds or more is split over the threads (dense ones by cpu_sgemm_nt_threads; block-sparse
  * ones from the same size on, by cpu_bsr_product). Each of
  * the matrices chooses on its own; pdc inspect says which did. A BCR-pruned w or r (prune-bcr; slices on
- * block-rows) goes through bcr.c's product: per block its kept inputs gathered once, its kept rows
- * accumulated as full vectors, one thread. Arithmetic is float (the reference
+ * block-rows) goes through bcr.c's product: each block-row a GEMV over its kept columns only, gathered
+ * from the input, with its rows as vector lanes; one thread. Arithmetic is float (the reference
  * uses double): results agree to rounding.
  */
 #include <cblas.h>
@@ -222,7 +222,7 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
         const cpu_bcr *bs[3] = {&s->bw[d], &s->br[d], &s->brh[d]};
         for (int j = 0; j < 3; j++) {
             if (!cpu_bcr_ready(bs[j])) continue;
-            if (bs[j]->max_nr > s->pad) s->pad = bs[j]->max_nr; /* the product's accumulators */
+            if (bs[j]->bh > s->pad) s->pad = bs[j]->bh; /* the product's accumulators */
             kept[j > 0] += bs[j]->kept;
             total[j > 0] += bs[j]->total;
             bcr[j > 0]++;
