@@ -76,25 +76,30 @@ pdc_status cpu_bcr_plan(pdc_context *ctx, const ir_tensor *wt, int64_t row0, int
     return PDC_OK;
 }
 
-/* One block-row of nl = bh rows for samples [n0, n0 + ns): y[n][0, h) (+)= sum over kept columns k of
- * w[k] x[n][col[k]]; ns <= BCR_TILE samples share each load of a column's weights. */
-#define BCR_TILE 4
-#define BCR_ROW(nl, ns)                                                                                          \
+/* One block-row of nl = bh rows (8 or 16: one vector, of type V) for samples [n0, n0 + ns): y[n][0, h) (+)=
+ * sum over kept columns k of w[k] x[n][col[k]]; ns <= BCR_TILE samples share each load of a column's weights
+ * (per column: one weight load, then per sample one broadcast input and one vector multiply-add). The
+ * accumulators are vector variables (GCC's vector extension) in loops unrolled whole, so they stay in registers. */
+typedef float bcr_v8 __attribute__((vector_size(32)));
+typedef float bcr_v16 __attribute__((vector_size(64)));
+#define BCR_TILE 8
+#define BCR_ROW(V, nl, ns)                                                                                       \
     do {                                                                                                         \
-        float acc[BCR_TILE][nl] = {{0}};                                                                         \
+        V acc[BCR_TILE];                                                                                         \
+        _Pragma("GCC unroll 8") for (int q = 0; q < (ns); q++) acc[q] = (V){0};                                  \
         for (int64_t k = k0; k < k1; k++) {                                                                      \
-            const float *wk = w + k * (nl);                                                                      \
-            for (int q = 0; q < (ns); q++) {                                                                     \
-                const float xv = x[(n0 + q) * ldx + col[k]];                                                     \
-                _Pragma("omp simd") for (int i = 0; i < (nl); i++) acc[q][i] += wk[i] * xv;                      \
-            }                                                                                                    \
+            V wv;                                                                                                \
+            memcpy(&wv, w + k * (nl), sizeof wv);                                                                \
+            const float *xk = x + n0 * ldx + col[k];                                                             \
+            _Pragma("GCC unroll 8") for (int q = 0; q < (ns); q++) acc[q] += wv * xk[q * ldx];                   \
         }                                                                                                        \
         for (int q = 0; q < (ns); q++) {                                                                         \
-            float *yn = y + (n0 + q) * ldy + r0;                                                                 \
+            float out[nl], *yn = y + (n0 + q) * ldy + r0;                                                        \
+            memcpy(out, &acc[q], sizeof out);                                                                    \
             if (accumulate)                                                                                      \
-                for (int64_t i = 0; i < h; i++) yn[i] += acc[q][i];                                              \
+                for (int64_t i = 0; i < h; i++) yn[i] += out[i];                                                 \
             else                                                                                                 \
-                for (int64_t i = 0; i < h; i++) yn[i] = acc[q][i];                                               \
+                for (int64_t i = 0; i < h; i++) yn[i] = out[i];                                                  \
         }                                                                                                        \
     } while (0)
 
@@ -109,12 +114,12 @@ PDC_ISA_CLONES void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x
         if (bh == 16 || bh == 8) {
             int64_t n0 = 0;
             for (; n0 + BCR_TILE <= nx; n0 += BCR_TILE) {
-                if (bh == 16) BCR_ROW(16, BCR_TILE);
-                else BCR_ROW(8, BCR_TILE);
+                if (bh == 16) BCR_ROW(bcr_v16, 16, BCR_TILE);
+                else BCR_ROW(bcr_v8, 8, BCR_TILE);
             }
             for (; n0 < nx; n0++) {
-                if (bh == 16) BCR_ROW(16, 1);
-                else BCR_ROW(8, 1);
+                if (bh == 16) BCR_ROW(bcr_v16, 16, 1);
+                else BCR_ROW(bcr_v8, 8, 1);
             }
         } else {
             for (int64_t n = 0; n < nx; n++) {
