@@ -92,6 +92,7 @@ DEMO_GEN  := $(BUILD)/make_demo_model
 TRAIN_DEMO := $(BUILD)/train_digits
 TRAIN_SEQ := $(BUILD)/train_seq
 TRAIN_BENCH := $(BUILD)/train_bench
+TRAIN_RNN_BENCH := $(BUILD)/train_rnn_bench
 
 .PHONY: all deps arm-report test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
 .PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions test-tsan
@@ -113,8 +114,9 @@ help:
 	@echo "make bench-python  per-call overhead of the Python bindings over the C call"
 	@echo "make test-python   the Python bindings' suite (python/tests; /usr/bin/python3, numpy, pytest)"
 	@echo "make bench-train   training step time (digits CNN, ResNet-18, VGG-16, MobileNetV2): pdc dense vs sparse vs PyTorch (/usr/bin/python3, python3-torch)"
+	@echo "make bench-train-rnn   training step time of an LSTM 512 classifier: pdc dense and BCR-pruned vs PyTorch dense and masked"
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
-	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS"
+	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS, BCR LSTM/GRU vs ONNX Runtime"
 	@echo "make bench-predict  the latency model (pdc predict) against measured times, after pdc calibrate"
 	@echo "make perf-report docs/performance.md from the recorded test/bench/*.tsv"
 	@echo "make bench-gpu  the gpu target vs cuDNN on the 3x3 layers, whole models gpu vs cpu (needs a GPU and cuDNN)"
@@ -165,6 +167,8 @@ $(TOOL): $(TOOL_OBJ) $(SHLIB)
 $(TRAIN_DEMO): $(BUILD)/obj/examples/train_digits.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_SEQ): $(BUILD)/obj/examples/train_seq.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(TRAIN_RNN_BENCH): $(BUILD)/obj/test/bench/train/train_rnn_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_BENCH): $(BUILD)/obj/test/bench/train/train_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
@@ -364,6 +368,10 @@ test-tsan:
 
 demo: all $(TRAIN_DEMO)
 	@sh examples/demo.sh $(BUILD)
+
+.PHONY: bench-train-rnn
+bench-train-rnn: all $(TRAIN_RNN_BENCH)
+	/usr/bin/python3 test/bench/train/train_rnn_torch.py --pdc $(TRAIN_RNN_BENCH)
 
 .PHONY: bench-train
 bench-train: all $(TRAIN_BENCH)

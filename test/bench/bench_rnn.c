@@ -119,6 +119,19 @@ static double time_ort(const pdc_model *m, const float *x, size_t nx, int64_t ba
     return atof(mk + 12);
 }
 
+/* A "# load average ..." line: the host is shared, so the recording says how busy it was. */
+static void note_load(FILE *out, const char *when)
+{
+    char line[128] = "?";
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (!fgets(line, sizeof line, f)) snprintf(line, sizeof line, "?");
+        fclose(f);
+    }
+    line[strcspn(line, "\n")] = '\0';
+    fprintf(out, "# load average %s: %s\n", when, line);
+}
+
 int main(int argc, char **argv)
 {
     const char *out_path = "test/bench/results_rnn.tsv";
@@ -141,6 +154,7 @@ int main(int argc, char **argv)
         return 1;
     }
     fprintf(out, "case\tbatch\tcompression\tpdc_ms\tort_ms\tvs_ort\tvs_dense\tmax_rel_err\n");
+    note_load(out, "before");
     printf("%-10s %5s %11s %9s %9s %7s %8s %11s\n", "case", "batch", "compression", "pdc_ms", "ort_ms", "vs_ort",
            "vs_dense", "max_rel_err");
     static const int batches[] = {1, 8}, compressions[] = {1, 4, 8};
@@ -188,6 +202,7 @@ int main(int argc, char **argv)
             free(xv);
             free(oy);
         }
+    note_load(out, "after");
     fclose(out);
     pdc_context_destroy(ctx);
     return 0;

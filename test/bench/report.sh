@@ -374,6 +374,43 @@ batch() {
     }' "$f" >> "$T/tables"
 }
 
+# ------------------------------------------------------------------ LSTM/GRU, BCR (bench_rnn)
+rnn() {
+    f=$BENCH/results_rnn.tsv
+    title='LSTM and GRU, block column-row pruned, against ONNX Runtime (`bench_rnn`)'
+    if [ ! -f "$f" ]; then
+        not_recorded results_rnn.tsv bench_rnn "$title"
+        return 0
+    fi
+    awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
+    {
+        n++
+        L = f("case"); c = f("compression")
+        row[n] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |", L, f("batch"), comp(c), tm(f("pdc_ms")), tm(f("ort_ms")),
+                         rx(f("vs_ort")), rx(f("vs_dense")), er(f("max_rel_err")))
+        if (isnum(c) && c + 0 > 1 && isnum(f("vs_ort")))
+            hl[++nh] = sprintf("%s %s batch %s %s", L, comp(c), f("batch"), rx(f("vs_ort")))
+    }
+    END {
+        if (!n) {
+            printf "\n## %s\n\n`test/bench/results_rnn.tsv` has no rows.\n", title
+            print "- `test/bench/results_rnn.tsv` (bench_rnn): no rows" >> R
+            exit
+        }
+        printf "- `test/bench/results_rnn.tsv` (bench_rnn): %d row%s\n", n, (n == 1 ? "" : "s") >> R
+        for (i = 1; i <= nnotes; i++) printf "  - %s\n", note[i] >> R
+        s = ""
+        for (i = 1; i <= nh; i++) s = s (i > 1 ? "; " : "") hl[i]
+        if (nh) printf "- LSTM/GRU BCR (`results_rnn.tsv`, 1 thread), ONNX Runtime on the dense model / pdc: %s\n", s >> H
+        printf "\n## %s\n\n", title
+        printf "`build/bench_rnn`, written to `test/bench/results_rnn.tsv`. Times in ms (medians, 1 thread); x ONNX Runtime =\n"
+        printf "ONNX Runtime on the dense model / pdc, x dense = dense pdc / pdc: above 1, pdc is faster.\n"
+        printf "\n| case | batch | pdc | pdc ms | ONNX Runtime ms | x ONNX Runtime | x dense | max rel err |\n"
+        printf "|---|---:|---|---:|---:|---:|---:|---:|\n"
+        for (i = 1; i <= n; i++) print row[i]
+    }' "$f" >> "$T/tables"
+}
+
 # ------------------------------------------------------------------ the gpu target (gpu_bench)
 gpu() {
     f=$BENCH/results_gpu.tsv
@@ -539,13 +576,14 @@ scaling
 e2e
 torchvision
 batch
+rnn
 group
 schedule
 gpu
 
 # ------------------------------------------------------------------ the document
 # "# host: ...", "# date: ...", "# commit: ..." lines of the TSVs (any of them, each line once)
-META=$(for t in results.tsv results_cold.tsv results_scaling.tsv results_e2e.tsv results_batch.tsv results_torchvision.tsv results_group.tsv results_schedule.tsv results_gpu.tsv; do
+META=$(for t in results.tsv results_cold.tsv results_scaling.tsv results_e2e.tsv results_batch.tsv results_rnn.tsv results_torchvision.tsv results_group.tsv results_schedule.tsv results_gpu.tsv; do
            [ -f "$BENCH/$t" ] && sed -n 's/^[[:space:]]*#[[:space:]]*//p' "$BENCH/$t"
        done | grep -iE '^(host|cpu|machine|date|time|commit|build|recorded)[[:space:]]*[:=]' | awk '!seen[$0]++' |
        awk 'BEGIN { ORS = "" } { print (NR > 1 ? "; " : "") $0 }')
@@ -667,6 +705,11 @@ The benchmarks.
 - fc and LSTM (`build/bench_batch`, `results_batch.tsv`): fc 512 -> 2048 + relu and an LSTM with
   hidden size 512 over 32 steps at batch 1, 8 and 32, dense and block-pruned (`prune-block`, 4x16
   blocks, 75% removed: 4x fewer multiply-adds); at least 11 runs and 0.5 s each.
+- LSTM and GRU (`build/bench_rnn`, `results_rnn.tsv`): input and hidden 512, 32 steps, bias, one
+  direction, batch 1 and 8, 1 thread; dense and `prune-bcr` in 16x16 blocks keeping 4 (4x) or 2 (8x) of
+  each block's 16 columns; ONNX Runtime (onnxruntime-node, `ort_bench.js`, 1 intra-op thread) on the dense
+  model, and on each pruned model's own export to check its outputs (max rel err). At least 11 runs
+  and 0.5 s each.
 - gpu target (`build/gpu_bench`, `make bench-gpu`, `results_gpu.tsv`, only where a GPU and cuDNN
   are present): the same 3x3 layers on pdc's `gpu` target, "run" (`pdc_program_run` with the
   copies) and "kern" (device execution only), against cuDNN's fastest algorithm (true fp32, no TF32)
