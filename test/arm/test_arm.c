@@ -576,6 +576,31 @@ START_TEST(sparse_rnn_match_ref)
 }
 END_TEST
 
+/* Block column-row pruned (prune-bcr) lstm and gru: the AArch64 emitter has no BCR kernel, so it runs these
+ * weights as dense ones (the pruned entries are zeros) - and must match ref. */
+START_TEST(bcr_rnn_match_ref)
+{
+    const int64_t T = 4, B = 2, I = 16, H = 8;
+    input("x", DIMS(T, B, I));
+    constant_rand("w", DIMS(2, 4 * H, I), 0.5f, 1);
+    constant_rand("r", DIMS(2, 4 * H, H), 0.5f, 2);
+    constant_rand("b", DIMS(2, 8 * H), 0.5f, 3);
+    rnn_layer("lstm", "lstm", H, "bidirectional", -1, NAMES("x", "w", "r", "b"), NAMES("y", "yh"));
+    constant_rand("gw", DIMS(1, 3 * H, I), 0.5f, 4);
+    constant_rand("gr", DIMS(1, 3 * H, H), 0.5f, 5);
+    rnn_layer("gru", "gru", H, "reverse", 1, NAMES("x", "gw", "gr"), NAMES("gy"));
+    const char *outs[] = {"y", "yh", "gy"};
+    for (size_t i = 0; i < 3; i++) output(outs[i]);
+    pdc_attrs *a;
+    ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "bcr_block", "8x8"));
+    ck_assert_ok(ctx, pdc_attrs_set_float(a, "bcr_row_rate", 0.5f));
+    ck_assert_ok(ctx, pdc_model_transform(mdl, "prune-bcr", a));
+    pdc_attrs_destroy(a);
+    check_arm_matches_ref("bcrrnn", NULL, "BCR-pruned lstm + gru", 61);
+}
+END_TEST
+
 START_TEST(sparse_fc_stores_no_zeros)
 {
     /* 90% of the 4x4 blocks of a 128x256 fc pruned: the library holds the kept blocks (and their
@@ -888,7 +913,7 @@ int main(void)
     tcase_add_loop_test(tc, onnx_models_match_ref, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
     test_add_tests(tc, TEST_LIST(nonfinite_inputs_classified_like_ref, conv_variants_dense, conv_variants_pruned_reordered, other_ops_match_ref,
                                  rnn_cells_match_ref, sparse_fc_gemm_match_ref, sparse_matmul_matches_ref,
-                                 sparse_rnn_match_ref, sparse_fc_stores_no_zeros, two_models_link_into_one_program,
+                                 sparse_rnn_match_ref, bcr_rnn_match_ref, sparse_fc_stores_no_zeros, two_models_link_into_one_program,
                                  archive_and_code, odd_names_and_no_inputs, bad_input_fails_cleanly));
     return test_run_suite(s);
 }
