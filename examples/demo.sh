@@ -2,7 +2,9 @@
 # demo.sh BUILD - pdc's demo, run by `make demo`: trains the digits CNN from a C host program, prunes it
 # (pattern + connectivity on the convs, 1x4 blocks on the fc) and retrains it (examples/train_digits.c),
 # then inspects the trained, pruned model, runs it on a test digit with the reference target and
-# converts it to IR text. BUILD is the build folder holding pdc and train_digits (default: build).
+# converts it to IR text; then trains an LSTM on the digits as sequences, prunes it with block column-row
+# pruning and retrains it (examples/train_seq.c). BUILD is the build folder holding pdc, train_digits and
+# train_seq (default: build).
 set -e
 
 BUILD=${1:-build}
@@ -10,7 +12,7 @@ PDC="$BUILD/pdc"
 OUT="$BUILD/demo"
 DATA=test/data/digits.bin
 
-for f in "$PDC" "$BUILD/train_digits" "$DATA"; do
+for f in "$PDC" "$BUILD/train_digits" "$BUILD/train_seq" "$DATA"; do
     if [ ! -e "$f" ]; then
         echo "demo.sh: $f is missing (run 'make demo' from the repository root)" >&2
         exit 1
@@ -53,6 +55,12 @@ else
     echo "demo.sh: outputs of digits.pdc and digits.pdcir differ" >&2
     exit 1
 fi
+
+heading "6. A recurrent model: an LSTM on the digits as 8-step sequences, BCR-pruned and retrained ($BUILD/train_seq)"
+echo "\$ $BUILD/train_seq --data $DATA --out $OUT --quiet"
+"$BUILD/train_seq" --data "$DATA" --out "$OUT" --quiet
+echo "\$ $PDC inspect $OUT/seq.pdc"
+"$PDC" inspect "$OUT/seq.pdc"
 
 heading "Done: files in $OUT/"
 ls -l "$OUT"
