@@ -280,6 +280,22 @@ PDC_API pdc_status pdc_model_set_sparsity_pattern(pdc_model *model, const char *
                                                   size_t n_patterns, const uint64_t *patterns, size_t n_kernels,
                                                   const int32_t *kernel_pattern);
 /**
+ * Describes constant `weight` (a 3-D conv weight [O, C/groups, kd, kh, kw]) as pattern-sparse with kernel
+ * groups (RT3D's kernel-group sparsity, KGS): patterns[i] is a bitmask over the kd*kh*kw window (bit
+ * p = (depth*kh + row)*kw + col is kept), kernel_pattern[o*(C/groups)+c] a pattern index or -1 (kernel
+ * removed). The [O, C/groups] kernel grid is cut into group_out x group_in tiles (edge tiles may be partial)
+ * whose kernels all have the same pattern index or -1; 0x0 means no groups (plain 3-D patterns). Weights
+ * outside the mask must be 0. Since 0.4.
+ * @retval PDC_OK, PDC_ERR_NOT_FOUND (no constant `weight`), PDC_ERR_INVALID_ARG (NULL arrays, kd < 1),
+ *         PDC_ERR_INVALID_MODEL (window not the weight's kernel, a group outside the grid or mixing two
+ *         patterns, a nonzero outside the mask; the message names the tensor), PDC_ERR_UNSUPPORTED (window
+ *         over 64 positions), PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: as any call on model: one thread at a time.
+ */
+PDC_API pdc_status pdc_model_set_sparsity_kgs(pdc_model *model, const char *weight, int64_t kd, int64_t kh, int64_t kw,
+                                              int64_t group_out, int64_t group_in, size_t n_patterns,
+                                              const uint64_t *patterns, size_t n_kernels, const int32_t *kernel_pattern);
+/**
  * Describes constant `weight` as block-sparse. The weight is viewed as a matrix: rank >= 4 (conv)
  * weights as [O, C/groups*kernel], lower ranks as [prod(leading dims), last dim]. Blocks of bh x bw are numbered
  * row-major (edge blocks may be partial); mask[i] != 0 keeps block i.

@@ -91,18 +91,23 @@ int ir_attr_name_valid(const char *name);
 /* ---- sparsity of a constant tensor: a tagged description, never just zeros */
 typedef enum ir_sparsity_kind {
     IR_SPARSITY_NONE = 0,
-    IR_SPARSITY_PATTERN = 1,      /* conv weights: pattern set + per-kernel pattern id (-1 = pruned kernel) */
+    IR_SPARSITY_PATTERN = 1,      /* 2-D/3-D conv weights: pattern set + per-kernel pattern id (-1 = pruned
+                                     kernel), optionally kernel groups that share one pattern (3-D KGS) */
     IR_SPARSITY_BLOCK = 2,        /* matrix view in blocks of bh x bw, row-major block mask */
     IR_SPARSITY_UNSTRUCTURED = 3, /* per-element mask */
     IR_SPARSITY_BCR = 4           /* block column-row: matrix view in blocks of bh x bw, per block kept rows and columns */
 } ir_sparsity_kind;
 
-#define IR_MAX_PATTERN_WINDOW 64  /* kh*kw must fit in a uint64 bitmask */
+#define IR_MAX_PATTERN_WINDOW 64  /* kd*kh*kw must fit in a uint64 bitmask */
 
 typedef struct ir_sparsity {
     ir_sparsity_kind kind;
-    /* PATTERN: kh x kw window; bit p = row*kw + col of patterns[i] is kept */
-    int64_t kh, kw;
+    /* PATTERN: kh x kw window (2-D conv, kd = 0) or kd x kh x kw (3-D conv, kd >= 1); bit
+     * p = (depth*kh + row)*kw + col of patterns[i] is kept */
+    int64_t kd, kh, kw;
+    /* Kernel groups (0x0: none): the [O, C/group] kernel grid is cut into go x gc tiles (edge tiles may
+     * be partial) whose kernels all have the same pattern id or -1 - RT3D's kernel-group sparsity. */
+    int64_t go, gc;
     size_t n_patterns;
     uint64_t *patterns;
     size_t n_kernels;          /* O * (C/group) */
@@ -133,6 +138,10 @@ void ir_weight_matrix_view(const struct ir_tensor *w, int64_t *rows, int64_t *co
  * ir_matrix_transpose_free). PDC_ERR_UNSUPPORTED unless t is a constant of rank 2 without patterns. */
 pdc_status ir_matrix_transpose(const pdc_context *ctx, const struct ir_tensor *t, struct ir_tensor *dst);
 void ir_matrix_transpose_free(struct ir_tensor *t);
+/* Positions of a pattern window: kh*kw, times kd for a 3-D window. */
+size_t ir_sparsity_window(const ir_sparsity *s);
+/* "3x3" or "3x3x3": the pattern window as text, into buf. */
+void ir_sparsity_window_text(const ir_sparsity *s, char *buf, size_t cap);
 /* 1 if element `index` of tensor t is kept by its sparsity (always 1 when dense). */
 int ir_sparsity_keeps(const struct ir_tensor *t, size_t index);
 /* keep[i] = 1 if element first + i (i < n) of constant t is kept by sparsity s (t's own or one about to be

@@ -4,6 +4,7 @@
  * exactly zero; kept weights may also be zero, e.g. a kernel with fewer non-zeros than its pattern).
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ir/ir.h"
@@ -56,7 +57,8 @@ static int same_array(const void *a, const void *b, size_t n, size_t size)
 
 int ir_sparsity_equal(const ir_sparsity *a, const ir_sparsity *b)
 {
-    return a->kind == b->kind && a->kh == b->kh && a->kw == b->kw && a->n_patterns == b->n_patterns &&
+    return a->kind == b->kind && a->kd == b->kd && a->kh == b->kh && a->kw == b->kw && a->go == b->go &&
+           a->gc == b->gc && a->n_patterns == b->n_patterns &&
            a->n_kernels == b->n_kernels && a->bh == b->bh && a->bw == b->bw && a->n_blocks == b->n_blocks &&
            a->n_mask == b->n_mask && same_array(a->patterns, b->patterns, a->n_patterns, sizeof *a->patterns) &&
            same_array(a->kernel_pattern, b->kernel_pattern, a->n_kernels, sizeof *a->kernel_pattern) &&
@@ -143,8 +145,21 @@ void ir_matrix_transpose_free(ir_tensor *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Pattern sparsity: window size and kernel count implied by the weight's shape. */
-static size_t pattern_window(const ir_tensor *t) { return (size_t)(t->dims[2] * t->dims[3]); }
+size_t ir_sparsity_window(const ir_sparsity *s) { return (size_t)((s->kd > 0 ? s->kd : 1) * s->kh * s->kw); }
+
+void ir_sparsity_window_text(const ir_sparsity *s, char *buf, size_t cap)
+{
+    if (s->kd > 0) snprintf(buf, cap, "%" PRId64 "x%" PRId64 "x%" PRId64, s->kd, s->kh, s->kw);
+    else snprintf(buf, cap, "%" PRId64 "x%" PRId64, s->kh, s->kw);
+}
+
+/* Pattern sparsity: window size implied by the weight's shape ([O, C/g, k...]: the product of k). */
+static size_t pattern_window(const ir_tensor *t)
+{
+    size_t win = 1;
+    for (int i = 2; i < t->rank; i++) win *= (size_t)t->dims[i];
+    return win;
+}
 
 int ir_sparsity_keeps(const ir_tensor *t, size_t index)
 {
@@ -236,6 +251,72 @@ size_t ir_sparsity_kept(const ir_tensor *t)
     return kept;
 }
 
+/* Pattern sparsity: window against the weight's kernel, pattern masks, kernel ids, kernel groups. */
+static pdc_status check_pattern(const pdc_context *ctx, const ir_tensor *t, const ir_sparsity *s)
+{
+    const char *name = t->name;
+    char win_text[64];
+    ir_sparsity_window_text(s, win_text, sizeof win_text);
+    if (s->kd < 0 || (s->kd == 0 && t->rank != 4) || (s->kd > 0 && t->rank != 5))
+        return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                         "tensor '%s': a %s pattern window needs a %s conv weight [O,C,%s], got rank %d", name, win_text,
+                         s->kd > 0 ? "3-D" : "2-D", s->kd > 0 ? "kd,kh,kw" : "kh,kw", t->rank);
+    const int sp = t->rank - 2; /* spatial dims */
+    if ((sp == 3 && s->kd != t->dims[2]) || s->kh != t->dims[sp] || s->kw != t->dims[sp + 1]) {
+        char ker[64];
+        if (sp == 3) snprintf(ker, sizeof ker, "%" PRId64 "x%" PRId64 "x%" PRId64, t->dims[2], t->dims[3], t->dims[4]);
+        else snprintf(ker, sizeof ker, "%" PRId64 "x%" PRId64, t->dims[2], t->dims[3]);
+        return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': pattern window %s does not match kernel %s", name,
+                         win_text, ker);
+    }
+    const size_t win = pattern_window(t);
+    if (win > IR_MAX_PATTERN_WINDOW)
+        return pdc_error(ctx, PDC_ERR_UNSUPPORTED, "tensor '%s': pattern window %s exceeds %d positions", name,
+                         win_text, IR_MAX_PATTERN_WINDOW);
+    size_t kernels = (size_t)(t->dims[0] * t->dims[1]);
+    if (s->n_kernels != kernels)
+        return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': pattern sparsity has %zu kernel ids, expected %zu",
+                         name, s->n_kernels, kernels);
+    uint64_t valid = win == 64 ? ~0ull : ((1ull << win) - 1);
+    for (size_t i = 0; i < s->n_patterns; i++) {
+        if (!s->patterns[i] || (s->patterns[i] & ~valid))
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                             "tensor '%s': pattern %zu (0x%" PRIx64 ") is empty or outside the %s window", name, i,
+                             s->patterns[i], win_text);
+    }
+    for (size_t k = 0; k < kernels; k++) {
+        int32_t p = s->kernel_pattern[k];
+        if (p < -1 || (p >= 0 && (size_t)p >= s->n_patterns))
+            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                             "tensor '%s': kernel %zu has pattern id %d, expected -1 (pruned) or an index below %zu",
+                             name, k, (int)p, s->n_patterns);
+    }
+    if (!s->go && !s->gc) return PDC_OK;
+    const int64_t o = t->dims[0], c = t->dims[1];
+    if (s->go < 1 || s->gc < 1 || s->go > o || s->gc > c)
+        return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                         "tensor '%s': kernel group %" PRId64 "x%" PRId64 " is not within the %" PRId64 "x%" PRId64
+                         " kernel grid (0x0 for none)",
+                         name, s->go, s->gc, o, c);
+    /* every kernel of a group has the group's one pattern id, or -1 */
+    for (int64_t g0 = 0; g0 < o; g0 += s->go)
+        for (int64_t g1 = 0; g1 < c; g1 += s->gc) {
+            int32_t id = -1;
+            for (int64_t i = g0; i < o && i < g0 + s->go; i++)
+                for (int64_t j = g1; j < c && j < g1 + s->gc; j++) {
+                    int32_t p = s->kernel_pattern[i * c + j];
+                    if (p < 0) continue;
+                    if (id >= 0 && p != id)
+                        return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
+                                         "tensor '%s': kernel group at (%" PRId64 ", %" PRId64 ") mixes patterns %d and "
+                                         "%d (a group's kernels share one pattern or are pruned)",
+                                         name, g0, g1, (int)id, (int)p);
+                    id = p;
+                }
+        }
+    return PDC_OK;
+}
+
 /* Checks shape agreement of a sparsity description with tensor t (not yet attached). */
 static pdc_status check_shape(const pdc_context *ctx, const ir_tensor *t, const ir_sparsity *s)
 {
@@ -243,40 +324,7 @@ static pdc_status check_shape(const pdc_context *ctx, const ir_tensor *t, const 
     size_t numel = ir_tensor_numel(t);
     switch (s->kind) {
     case IR_SPARSITY_NONE: return PDC_OK;
-    case IR_SPARSITY_PATTERN: {
-        if (t->rank != 4)
-            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
-                             "tensor '%s': pattern sparsity needs a 2-D conv weight [O,C,kh,kw], got rank %d", name,
-                             t->rank);
-        if (s->kh != t->dims[2] || s->kw != t->dims[3])
-            return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
-                             "tensor '%s': pattern window %" PRId64 "x%" PRId64 " does not match kernel %" PRId64
-                             "x%" PRId64,
-                             name, s->kh, s->kw, t->dims[2], t->dims[3]);
-        if (s->kh * s->kw > IR_MAX_PATTERN_WINDOW)
-            return pdc_error(ctx, PDC_ERR_UNSUPPORTED, "tensor '%s': pattern window %" PRId64 "x%" PRId64
-                             " exceeds %d positions", name, s->kh, s->kw, IR_MAX_PATTERN_WINDOW);
-        size_t kernels = (size_t)(t->dims[0] * t->dims[1]);
-        if (s->n_kernels != kernels)
-            return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': pattern sparsity has %zu kernel ids, expected %zu",
-                             name, s->n_kernels, kernels);
-        uint64_t valid = s->kh * s->kw == 64 ? ~0ull : ((1ull << (s->kh * s->kw)) - 1);
-        for (size_t i = 0; i < s->n_patterns; i++) {
-            if (!s->patterns[i] || (s->patterns[i] & ~valid))
-                return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
-                                 "tensor '%s': pattern %zu (0x%" PRIx64 ") is empty or outside the %" PRId64 "x%" PRId64
-                                 " window",
-                                 name, i, s->patterns[i], s->kh, s->kw);
-        }
-        for (size_t k = 0; k < kernels; k++) {
-            int32_t p = s->kernel_pattern[k];
-            if (p < -1 || (p >= 0 && (size_t)p >= s->n_patterns))
-                return pdc_error(ctx, PDC_ERR_INVALID_MODEL,
-                                 "tensor '%s': kernel %zu has pattern id %d, expected -1 (pruned) or an index below %zu",
-                                 name, k, (int)p, s->n_patterns);
-        }
-        return PDC_OK;
-    }
+    case IR_SPARSITY_PATTERN: return check_pattern(ctx, t, s);
     case IR_SPARSITY_BLOCK: {
         if (s->bh < 1 || s->bw < 1 || s->bh > IR_DIM_MAX || s->bw > IR_DIM_MAX || t->rank < 1)
             return pdc_error(ctx, PDC_ERR_INVALID_MODEL, "tensor '%s': block shape %" PRId64 "x%" PRId64 " is invalid",

@@ -128,9 +128,11 @@ static void describe(const ir_tensor *t, char *buf, size_t cap)
     case IR_SPARSITY_PATTERN: {
         size_t live = 0;
         for (size_t k = 0; k < s->n_kernels; k++) live += s->kernel_pattern[k] >= 0;
-        snprintf(buf, cap, "pattern %lldx%lld: %zu patterns, %.0f%% kernels kept, %.1f%% weights kept", (long long)s->kh,
-                 (long long)s->kw, s->n_patterns, s->n_kernels ? 100.0 * (double)live / (double)s->n_kernels : 0.0,
-                 pct);
+        char win[64], groups[64] = "";
+        ir_sparsity_window_text(s, win, sizeof win);
+        if (s->go || s->gc) snprintf(groups, sizeof groups, ", kernel groups %lldx%lld", (long long)s->go, (long long)s->gc);
+        snprintf(buf, cap, "pattern %s: %zu patterns%s, %.0f%% kernels kept, %.1f%% weights kept", win, s->n_patterns,
+                 groups, s->n_kernels ? 100.0 * (double)live / (double)s->n_kernels : 0.0, pct);
         break;
     }
     case IR_SPARSITY_BLOCK: {
@@ -186,7 +188,9 @@ void ir_layer_patterns_text(const ir_model *m, size_t li, char *buf, size_t cap)
         const ir_tensor *t = in_t(m, l, i);
         if (!t || t->kind != IR_TENSOR_CONST || t->sparsity.kind != IR_SPARSITY_PATTERN) continue;
         const ir_sparsity *s = &t->sparsity;
-        int w = snprintf(buf + pos, cap - pos, "%s%lldx%lld", pos ? "; " : "", (long long)s->kh, (long long)s->kw);
+        char win[64];
+        ir_sparsity_window_text(s, win, sizeof win);
+        int w = snprintf(buf + pos, cap - pos, "%s%s", pos ? "; " : "", win);
         for (size_t p = 0; w >= 0 && (size_t)w < cap - pos && p < s->n_patterns; p++) {
             pos += (size_t)w;
             w = snprintf(buf + pos, cap - pos, " 0x%llx", (unsigned long long)s->patterns[p]);

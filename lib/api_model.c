@@ -2,6 +2,7 @@
  * api_model.c - the public pdc_model_* functions: argument checks, then the IR (ir/), the text
  * form and the .pdc format. A model handle is an ir_model.
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "ir/ir.h"
@@ -115,17 +116,19 @@ static void *dup_or_null(const pdc_context *ctx, const void *src, size_t n, size
     return d;
 }
 
-PDC_API pdc_status pdc_model_set_sparsity_pattern(pdc_model *model, const char *weight, int64_t kh, int64_t kw,
-                                                  size_t n_patterns, const uint64_t *patterns, size_t n_kernels,
-                                                  const int32_t *kernel_pattern)
+static pdc_status set_pattern(pdc_model *model, const char *fn, const char *weight, const ir_sparsity *shape,
+                              size_t n_patterns, const uint64_t *patterns, size_t n_kernels,
+                              const int32_t *kernel_pattern)
 {
-    MODEL_CHECK(model);
     int t;
-    pdc_status st = find_weight(model, __func__, weight, &t);
+    pdc_status st = find_weight(model, fn, weight, &t);
     if (st) return st;
     if ((n_patterns && !patterns) || !kernel_pattern)
-        return pdc_error(model->ctx, PDC_ERR_INVALID_ARG, "%s: patterns or kernel_pattern is NULL", __func__);
-    ir_sparsity s = {.kind = IR_SPARSITY_PATTERN, .kh = kh, .kw = kw, .n_patterns = n_patterns, .n_kernels = n_kernels};
+        return pdc_error(model->ctx, PDC_ERR_INVALID_ARG, "%s: patterns or kernel_pattern is NULL", fn);
+    ir_sparsity s = *shape;
+    s.kind = IR_SPARSITY_PATTERN;
+    s.n_patterns = n_patterns;
+    s.n_kernels = n_kernels;
     s.patterns = dup_or_null(model->ctx, patterns, n_patterns, sizeof *patterns, &st);
     s.kernel_pattern = dup_or_null(model->ctx, kernel_pattern, n_kernels, sizeof *kernel_pattern, &st);
     if (st) {
@@ -133,6 +136,27 @@ PDC_API pdc_status pdc_model_set_sparsity_pattern(pdc_model *model, const char *
         return st;
     }
     return ir_model_set_sparsity(model, t, &s);
+}
+
+PDC_API pdc_status pdc_model_set_sparsity_pattern(pdc_model *model, const char *weight, int64_t kh, int64_t kw,
+                                                  size_t n_patterns, const uint64_t *patterns, size_t n_kernels,
+                                                  const int32_t *kernel_pattern)
+{
+    MODEL_CHECK(model);
+    const ir_sparsity shape = {.kh = kh, .kw = kw};
+    return set_pattern(model, __func__, weight, &shape, n_patterns, patterns, n_kernels, kernel_pattern);
+}
+
+PDC_API pdc_status pdc_model_set_sparsity_kgs(pdc_model *model, const char *weight, int64_t kd, int64_t kh, int64_t kw,
+                                              int64_t group_out, int64_t group_in, size_t n_patterns,
+                                              const uint64_t *patterns, size_t n_kernels, const int32_t *kernel_pattern)
+{
+    MODEL_CHECK(model);
+    if (kd < 1)
+        return pdc_error(model->ctx, PDC_ERR_INVALID_ARG, "%s: window depth kd is %" PRId64 ", expected >= 1",
+                         __func__, kd);
+    const ir_sparsity shape = {.kd = kd, .kh = kh, .kw = kw, .go = group_out, .gc = group_in};
+    return set_pattern(model, __func__, weight, &shape, n_patterns, patterns, n_kernels, kernel_pattern);
 }
 
 PDC_API pdc_status pdc_model_set_sparsity_block(pdc_model *model, const char *weight, int64_t bh, int64_t bw,

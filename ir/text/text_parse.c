@@ -30,9 +30,11 @@
  *   const NAME : TYPE = dense<elided>   zero-filled (ir_print with PDC_PRINT_ELIDE_WEIGHTS).
  *   sparsity ...           describes the const on the line just before (blank and comment lines may
  *                          come between); at most one per const. Forms:
- *                            sparsity pattern KHxKW patterns=[P, ...] kernels=[K, ...]
+ *                            sparsity pattern KHxKW [groups=GOxGC] patterns=[P, ...] kernels=[K, ...]
  *                              P: bitmask over the KHxKW window (printed in hex), K: pattern index
- *                              per kernel (o*(C/group)+c) or -1 for a pruned kernel;
+ *                              per kernel (o*(C/group)+c) or -1 for a pruned kernel; a 3-D conv's
+ *                              window is KDxKHxKW (KD >= 1); groups: kernel groups of GO output x GC
+ *                              input channels that share one pattern (kernel-group sparsity);
  *                            sparsity block BHxBW mask="0110..."   (blocks of the matrix view);
  *                            sparsity unstructured mask="0110..."  (one per element).
  *   layer NAME = OP(IN, ...) -> (OUT [: TYPE], ...) [{ATTR=VALUE, ...}]
@@ -727,7 +729,23 @@ static pdc_status stmt_sparsity(parser *p, size_t kw_at)
     if (n && word_is(p, start, n, "pattern")) {
         sp->kind = IR_SPARSITY_PATTERN;
         size_t cap_pat = 0, cap_ker = 0;
-        st = parse_pair(p, "the pattern window (KHxKW)", &sp->kh, &sp->kw);
+        st = parse_pair(p, "the pattern window (KHxKW or KDxKHxKW)", &sp->kh, &sp->kw);
+        if (!st && peek(p) == 'x') { /* a 3-D window: the pair read was KDxKH */
+            p->pos++;
+            sp->kd = sp->kh;
+            sp->kh = sp->kw;
+            st = parse_digits(p, "the pattern window (KDxKHxKW)", &sp->kw);
+            if (!st && sp->kd < 1) return err_at(p, kw_at, "pattern window depth KD must be at least 1");
+        }
+        if (st) return st;
+        size_t gstart, gn = read_word(p, &gstart);
+        if (gn && word_is(p, gstart, gn, "groups")) { /* kernel groups (RT3D KGS) */
+            st = expect_char(p, '=', "'=' after groups");
+            if (!st) st = parse_pair(p, "the kernel group (GOxGC)", &sp->go, &sp->gc);
+            if (!st && (sp->go < 1 || sp->gc < 1)) return err_at(p, gstart, "kernel group GOxGC must be at least 1x1");
+        } else {
+            p->pos = gstart;
+        }
         if (!st) st = expect_word(p, "patterns", "patterns=[...]");
         if (!st) st = expect_char(p, '=', "'=' after patterns");
         if (!st) st = expect_char(p, '[', "'[' and the pattern masks");

@@ -182,7 +182,10 @@ static void print_sparsity(sbuf *b, const ir_sparsity *s)
     switch (s->kind) {
     case IR_SPARSITY_NONE: return;
     case IR_SPARSITY_PATTERN:
-        sb_printf(b, "  sparsity pattern %" PRId64 "x%" PRId64 " patterns=[", s->kh, s->kw);
+        if (s->kd > 0) sb_printf(b, "  sparsity pattern %" PRId64 "x%" PRId64 "x%" PRId64, s->kd, s->kh, s->kw);
+        else sb_printf(b, "  sparsity pattern %" PRId64 "x%" PRId64, s->kh, s->kw);
+        if (s->go || s->gc) sb_printf(b, " groups=%" PRId64 "x%" PRId64, s->go, s->gc);
+        sb_puts(b, " patterns=[");
         for (size_t i = 0; i < s->n_patterns; i++) sb_printf(b, "%s0x%" PRIx64, i ? ", " : "", s->patterns[i]);
         sb_puts(b, "] kernels=[");
         for (size_t i = 0; i < s->n_kernels; i++) sb_printf(b, "%s%" PRId32, i ? ", " : "", s->kernel_pattern[i]);

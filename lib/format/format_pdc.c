@@ -1,14 +1,15 @@
 /*
  * format_pdc.c - the native binary model format, ".pdc".
  *
- * Layout, versions 1 and 2 (2 = 1 plus sparsity kind 4, bcr; written only when a constant uses it). All
- * integers are little-endian; f32 is the IEEE-754 bit pattern stored as a u32; str is a u32 byte length
- * followed by that many bytes (UTF-8, no NUL inside, no terminator); a tensor reference is an i32 index
- * into the tensor table (0-based), -1 meaning "absent".
+ * Layout, versions 1 and 2 (2 = 1 plus sparsity records 4, bcr, and 5, a pattern with a 3-D window or
+ * kernel groups; a file is version 2 only when a constant needs one of them). All integers are
+ * little-endian; f32 is the IEEE-754 bit pattern stored as a u32; str is a u32 byte length followed by
+ * that many bytes (UTF-8, no NUL inside, no terminator); a tensor reference is an i32 index into the
+ * tensor table (0-based), -1 meaning "absent".
  *
  *   offset  size  field
  *   0       8     magic "PDCMODEL"
- *   8       4     u32 format version (1, or 2 when a constant has bcr sparsity)
+ *   8       4     u32 format version (1, or 2 when a sparsity record 4 or 5 is present)
  *   12      4     u32 flags (0; files with unknown flags are refused)
  *   16      8     u64 payload length P
  *   24      P     payload (below)
@@ -25,9 +26,12 @@
  *     -- constants only --
  *     u64         element count N (must equal the product of dims)
  *     f32 x N     data, row-major
- *     u8          sparsity kind: 0 none, 1 pattern, 2 block, 3 unstructured, 4 bcr (version 2)
+ *     u8          sparsity kind: 0 none, 1 pattern, 2 block, 3 unstructured, 4 bcr (version 2), 5 pattern
+ *                 with a 3-D window or kernel groups (version 2)
  *       pattern:      i64 kh, i64 kw, u64 n_patterns, u64 x n_patterns bitmasks over the kh*kw window,
  *                     u64 n_kernels, i32 x n_kernels pattern ids (-1 = kernel pruned)
+ *       5:            i64 kd (0: 2-D window), i64 kh, i64 kw, i64 go, i64 gc (kernel group, 0x0: none),
+ *                     then as pattern from u64 n_patterns on
  *       block:        i64 bh, i64 bw, u64 n_blocks, u8 x n_blocks mask (nonzero = block kept)
  *       unstructured: u64 n, u8 x n mask (nonzero = element kept)
  *       bcr:          i64 bh, i64 bw, u64 n_blocks, u8 x n_blocks*(bh+bw): per block its bh row flags, then its
@@ -87,14 +91,20 @@ static int shape_numel(int rank, const int64_t *dims, size_t *n)
 pdc_status pdc_format_put_sparsity(pdc_buf *b, const ir_sparsity *s, const char *tensor)
 {
     const pdc_context *ctx = b->ctx;
-    pdc_buf_put_u8(b, (uint8_t)s->kind);
+    const int v2 = pdc_format_sparsity_pattern_v2(s);
+    pdc_buf_put_u8(b, v2 ? PDC_FORMAT_SPARSITY_PATTERN_V2 : (uint8_t)s->kind);
     switch (s->kind) {
     case IR_SPARSITY_NONE: break;
     case IR_SPARSITY_PATTERN:
         if ((s->n_patterns && !s->patterns) || (s->n_kernels && !s->kernel_pattern))
             return pdc_error(ctx, PDC_ERR_INTERNAL, "save: constant '%s': pattern arrays missing", tensor);
+        if (v2) pdc_buf_put_i64(b, s->kd);
         pdc_buf_put_i64(b, s->kh);
         pdc_buf_put_i64(b, s->kw);
+        if (v2) {
+            pdc_buf_put_i64(b, s->go);
+            pdc_buf_put_i64(b, s->gc);
+        }
         pdc_buf_put_u64(b, s->n_patterns);
         for (size_t k = 0; k < s->n_patterns; k++) pdc_buf_put_u64(b, s->patterns[k]);
         pdc_buf_put_u64(b, s->n_kernels);
@@ -223,9 +233,10 @@ pdc_status pdc_format_save(const ir_model *m, pdc_buf *out)
 
     size_t start = out->len;
     pdc_buf_put_bytes(out, PDC_FORMAT_MAGIC, PDC_FORMAT_MAGIC_SIZE);
-    uint32_t version = 1;
+    uint32_t version = PDC_FORMAT_VERSION_V1;
     for (size_t i = 0; i < m->n_tensors; i++)
-        if (m->tensors[i].sparsity.kind == IR_SPARSITY_BCR) version = PDC_FORMAT_VERSION_BCR;
+        if (m->tensors[i].kind == IR_TENSOR_CONST && pdc_format_sparsity_v2(&m->tensors[i].sparsity))
+            version = PDC_FORMAT_VERSION;
     pdc_buf_put_u32(out, version);
     pdc_buf_put_u32(out, 0); /* flags */
     pdc_buf_put_u64(out, 0); /* payload length, patched below */
@@ -282,7 +293,7 @@ typedef struct loader {
     int32_t *in, *out;
     ir_model *m;
     size_t next_layer; /* rebuild: first file layer not yet added to m */
-    uint32_t version;  /* of the file */
+    uint32_t version;  /* of the file: records 4 and 5 only from 2 on */
 } loader;
 
 static void loader_free(loader *L)
@@ -370,17 +381,20 @@ static pdc_status read_sparsity(loader *L, ftensor *t)
     reading(L, "sparsity of tensor '%.100s'", t->name);
     pdc_status st = pdc_reader_get_u8(r, &kind);
     if (st) return st;
-    if (kind > IR_SPARSITY_BCR || (kind == IR_SPARSITY_BCR && L->version < PDC_FORMAT_VERSION_BCR)) {
+    const int v2 = kind == PDC_FORMAT_SPARSITY_PATTERN_V2 && L->version >= 2;
+    if ((kind > IR_SPARSITY_UNSTRUCTURED && L->version < 2) || (kind > IR_SPARSITY_BCR && !v2)) {
         r->pos--;
         return pdc_reader_corrupt(r, "unknown sparsity kind %u", (unsigned)kind);
     }
-    s->kind = (ir_sparsity_kind)kind;
+    s->kind = v2 ? IR_SPARSITY_PATTERN : (ir_sparsity_kind)kind;
     size_t n;
     const uint8_t *p;
     switch (s->kind) {
     case IR_SPARSITY_NONE: return PDC_OK;
     case IR_SPARSITY_PATTERN:
+        if (v2 && (st = pdc_reader_get_i64(r, &s->kd))) return st;
         if ((st = pdc_reader_get_i64(r, &s->kh)) || (st = pdc_reader_get_i64(r, &s->kw))) return st;
+        if (v2 && ((st = pdc_reader_get_i64(r, &s->go)) || (st = pdc_reader_get_i64(r, &s->gc)))) return st;
         if ((st = pdc_reader_get_count(r, 1, 8, &n))) return st;
         if (!(s->patterns = pdc_calloc(L->ctx, n ? n : 1, sizeof *s->patterns))) return PDC_ERR_OUT_OF_MEMORY;
         s->n_patterns = n;

@@ -15,8 +15,10 @@
 #define PDC_FORMAT_MAGIC "PDCMODEL"   /* 8 bytes, no terminator in the file */
 #define PDC_FORMAT_MAGIC_SIZE 8
 #define PDC_FORMAT_VERSION 2u          /* the newest version this pdc reads */
-#define PDC_FORMAT_VERSION_BCR 2u      /* the first with sparsity kind 4 (bcr): written only by models using it, so
-                                        * every other model's file stays version 1, readable by older pdc */
+/* The writer writes the oldest version that holds the model: 1 unless a weight has bcr sparsity or a
+ * 3-D pattern window or kernel groups (sparsity records 4 and 5, new in version 2), so older pdc builds
+ * read the rest. */
+#define PDC_FORMAT_VERSION_V1 1u
 #define PDC_FORMAT_HEADER_SIZE 24      /* magic, version, flags, payload length */
 #define PDC_FORMAT_TRAILER_SIZE 4      /* CRC-32 */
 
@@ -49,6 +51,18 @@ pdc_status pdc_format_load(pdc_context *ctx, const void *data, size_t size, ir_m
  * @retval PDC_OK, PDC_ERR_OVERFLOW, PDC_ERR_INTERNAL (the description breaks an IR invariant)
  */
 pdc_status pdc_format_put_sparsity(pdc_buf *b, const ir_sparsity *s, const char *tensor);
+/* Sparsity record 5 (version 2): a pattern with a 3-D window or kernel groups (record 4 is bcr). */
+#define PDC_FORMAT_SPARSITY_PATTERN_V2 5u
+/* 1 if s needs record 5. */
+static inline int pdc_format_sparsity_pattern_v2(const ir_sparsity *s)
+{
+    return s->kind == IR_SPARSITY_PATTERN && (s->kd || s->go || s->gc);
+}
+/* 1 if s needs format version 2 (record 4 or 5). */
+static inline int pdc_format_sparsity_v2(const ir_sparsity *s)
+{
+    return s->kind == IR_SPARSITY_BCR || pdc_format_sparsity_pattern_v2(s);
+}
 pdc_status pdc_format_put_attrs(pdc_buf *b, const ir_attrs *attrs, const char *layer);
 /* Reads the body of a bcr sparsity description (after its kind byte) into s (kind set; free with
  * ir_sparsity_free). @retval PDC_OK, PDC_ERR_CORRUPT, PDC_ERR_OUT_OF_MEMORY */

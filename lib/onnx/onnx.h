@@ -199,8 +199,8 @@ pdc_status onnx_load_memory(pdc_context *ctx, const void *data, size_t size, ir_
 
 /* ------------------------------------------------------------------ sparsity (onnx_sparsity.c) */
 
-/* Describes the zeros of every layer weight that has no sparsity yet: conv kernels (kh x kw > 1) as
- * patterns, FC / MatMul / Gemm / 1x1-conv / LSTM / GRU matrices as blocks, else unstructured when at
+/* Describes the zeros of every layer weight that has no sparsity yet: 3-D conv kernels as kernel groups
+ * or patterns, conv kernels (kh x kw > 1) as patterns, FC / MatMul / Gemm / 1x1-conv / LSTM / GRU matrices as blocks, else unstructured when at
  * least half the weights are zero. Weights with no zeros stay dense. */
 pdc_status onnx_recognise_sparsity(ir_model *m);
 /* The detectors, on a weight tensor; out->kind stays NONE when the structure is not found. */
@@ -210,6 +210,9 @@ pdc_status onnx_recognise_sparsity(ir_model *m);
 pdc_status onnx_detect_pattern(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
 pdc_status onnx_detect_block(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
 pdc_status onnx_detect_bcr(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
+/* Kernel groups of a 3-D conv weight (onnx_kgs.c): the largest power-of-two group shape whose groups'
+ * masks describe the zeros (see there). */
+pdc_status onnx_detect_kgs(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
 pdc_status onnx_detect_unstructured(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out);
 
 #endif

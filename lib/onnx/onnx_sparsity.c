@@ -4,7 +4,9 @@
  * the IR's sparsity description so that passes and backends exploit it and `pdc inspect` reports
  * the compression.
  *
- * Pattern (conv kernels of kh x kw > 1, 2-D convs): each kernel's non-zero positions form a mask.
+ * Kernel groups (3-D convs, onnx_kgs.c) are tried before patterns.
+ *
+ * Pattern (conv kernels of kh x kw > 1 or kd x kh x kw > 1, 2-D and 3-D convs): each kernel's non-zero positions form a mask.
  * The layer's patterns are the maximal masks (those not contained in another kernel's mask), in
  * the order their first kernel appears. A kernel takes the smallest pattern that covers its
  * non-zeros (ties: the lower index) - so a kernel that happens to have fewer non-zeros than its
@@ -55,9 +57,9 @@ static int cmp_pop_desc(const void *a, const void *b)
 pdc_status onnx_detect_pattern(const pdc_context *ctx, const ir_tensor *w, ir_sparsity *out)
 {
     memset(out, 0, sizeof *out);
-    if (w->rank != 4 || !w->data) return PDC_OK;
-    int64_t kh = w->dims[2], kw = w->dims[3];
-    size_t win = (size_t)(kh * kw), nk = (size_t)(w->dims[0] * w->dims[1]);
+    if ((w->rank != 4 && w->rank != 5) || !w->data) return PDC_OK;
+    int64_t kd = w->rank == 5 ? w->dims[2] : 0, kh = w->dims[w->rank - 2], kw = w->dims[w->rank - 1];
+    size_t win = (size_t)((kd ? kd : 1) * kh * kw), nk = (size_t)(w->dims[0] * w->dims[1]);
     if (win < 2 || win > IR_MAX_PATTERN_WINDOW || nk == 0) return PDC_OK;
     uint64_t *mask = pdc_alloc(ctx, nk * sizeof *mask);
     uint64_t *distinct = pdc_alloc(ctx, nk * sizeof *distinct);
@@ -123,6 +125,7 @@ pdc_status onnx_detect_pattern(const pdc_context *ctx, const ir_tensor *w, ir_sp
         return PDC_OK;
     }
     out->kind = IR_SPARSITY_PATTERN;
+    out->kd = kd;
     out->kh = kh;
     out->kw = kw;
     out->n_patterns = np;
@@ -265,7 +268,8 @@ pdc_status onnx_detect_unstructured(const pdc_context *ctx, const ir_tensor *w, 
     return PDC_OK;
 }
 
-/* Which detector a weight gets: 'p' pattern, 'b' block, 'u' unstructured only. */
+/* Which detector a weight gets: 'k' kernel groups then pattern (3-D), 'p' pattern, 'b' block, 'u'
+ * unstructured only. */
 static char weight_kind(const ir_layer *l, size_t input, const ir_tensor *w)
 {
     switch (l->op) {
@@ -274,7 +278,7 @@ static char weight_kind(const ir_layer *l, size_t input, const ir_tensor *w)
         int ones = 1;
         for (int i = 2; i < w->rank; i++) ones &= w->dims[i] == 1;
         if (ones && w->rank >= 4) return 'b';
-        return w->rank == 4 ? 'p' : 'u';
+        return w->rank == 4 ? 'p' : w->rank == 5 ? 'k' : 'u';
     }
     case IR_OP_FC:
     case IR_OP_GEMM:
@@ -300,8 +304,12 @@ pdc_status onnx_recognise_sparsity(ir_model *m)
             if (!kind) continue;
             done[t] = 1;
             ir_sparsity s;
-            st = kind == 'p' ? onnx_detect_pattern(m->ctx, w, &s) : kind == 'b' ? onnx_detect_bcr(m->ctx, w, &s)
-                                                                              : onnx_detect_unstructured(m->ctx, w, &s);
+            st = kind == 'k' ? onnx_detect_kgs(m->ctx, w, &s) : PDC_OK;
+            if (!st && kind == 'k' && s.kind == IR_SPARSITY_NONE) kind = 'p';
+            if (!st && kind != 'k')
+                st = kind == 'p'   ? onnx_detect_pattern(m->ctx, w, &s)
+                     : kind == 'b' ? onnx_detect_bcr(m->ctx, w, &s)
+                                   : onnx_detect_unstructured(m->ctx, w, &s);
             if (!st && s.kind == IR_SPARSITY_NONE && kind == 'b') st = onnx_detect_block(m->ctx, w, &s);
             if (!st && s.kind == IR_SPARSITY_NONE && kind != 'u') st = onnx_detect_unstructured(m->ctx, w, &s);
             if (!st && s.kind != IR_SPARSITY_NONE) st = ir_model_set_sparsity(m, t, &s);

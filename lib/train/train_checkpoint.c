@@ -27,7 +27,8 @@
  *     u8          rank, i64 x rank dims                 checked on load against the model
  *     u8          flags: bit 0 trained by gradients (optimizer state follows), bit 1 ADMM state follows
  *     f32 x N     values (N = product of dims)
- *     u8          sparsity kind 0 none | 1 pattern | 2 block | 3 unstructured | 4 bcr, then as in a .pdc file:
+ *     u8          sparsity kind 0 none | 1 pattern | 2 block | 3 unstructured | 4 bcr | 5 pattern (3-D window
+ *                 or kernel groups), then as in a .pdc file:
  *                 pattern i64 kh, i64 kw, u64 n, u64 x n masks, u64 k, i32 x k pattern ids;
  *                 block i64 bh, i64 bw, u64 n, u8 x n; unstructured u64 n, u8 x n; 4 bcr i64 bh, i64 bw, u64 n,
  *                 u8 x n*(bh+bw)
@@ -214,9 +215,15 @@ static pdc_status get_sparsity(pdc_reader *r, const ir_tensor *t, ir_sparsity *s
     switch (kind) {
     case IR_SPARSITY_NONE: return PDC_OK;
     case IR_SPARSITY_PATTERN:
+    case PDC_FORMAT_SPARSITY_PATTERN_V2: /* a 3-D window or kernel groups */
         s->kind = IR_SPARSITY_PATTERN;
+        if (kind == PDC_FORMAT_SPARSITY_PATTERN_V2 && (st = pdc_reader_get_i64(r, &s->kd))) return st;
         if ((st = pdc_reader_get_i64(r, &s->kh)) || (st = pdc_reader_get_i64(r, &s->kw))) return st;
-        if (s->kh < 1 || s->kw < 1 || s->kh > CKPT_MAX_PATTERN_DIM || s->kw > CKPT_MAX_PATTERN_DIM)
+        if (kind == PDC_FORMAT_SPARSITY_PATTERN_V2 &&
+            ((st = pdc_reader_get_i64(r, &s->go)) || (st = pdc_reader_get_i64(r, &s->gc))))
+            return st;
+        if (s->kh < 1 || s->kw < 1 || s->kh > CKPT_MAX_PATTERN_DIM || s->kw > CKPT_MAX_PATTERN_DIM || s->kd < 0 ||
+            s->kd > CKPT_MAX_PATTERN_DIM || s->go < 0 || s->gc < 0)
             return pdc_reader_corrupt(r, "pattern window %" PRId64 "x%" PRId64, s->kh, s->kw);
         if ((st = pdc_reader_get_count(r, 1, 8, &n))) return st;
         if (!(s->patterns = pdc_alloc(r->ctx, (n ? n : 1) * sizeof *s->patterns))) return PDC_ERR_OUT_OF_MEMORY;

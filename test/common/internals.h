@@ -99,6 +99,9 @@ static inline void test_assert_sparsity_equal(const ir_sparsity *a, const ir_spa
     switch (a->kind) {
     case IR_SPARSITY_NONE: break;
     case IR_SPARSITY_PATTERN:
+        ck_assert_int_eq(a->kd, b->kd);
+        ck_assert_int_eq(a->go, b->go);
+        ck_assert_int_eq(a->gc, b->gc);
         ck_assert_int_eq(a->kh, b->kh);
         ck_assert_int_eq(a->kw, b->kw);
         ck_assert_uint_eq(a->n_patterns, b->n_patterns);
