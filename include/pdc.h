@@ -186,7 +186,7 @@ typedef enum pdc_note_kind {
                                           directly or through layers without weights); option include_stem */
     PDC_NOTE_SKIPPED_KERNEL = 3,     /**< prune-pattern / prune-connectivity left a conv alone because its
                                           kernel size is not in option pattern_kernels; the text starts with
-                                          the size, "KHxKW kernels: " */
+                                          the size, "KHxKW kernels: " ("KDxKHxKW kernels: " for 3-D) */
     PDC_NOTE_SKIPPED_BLOCK_CONV = 4, /**< prune-block left a 1x1 conv alone; option block_convs */
     PDC_NOTE_PREDICT_DEFAULTS = 5,   /**< pdc_model_predict / pdc_model_plan found no usable latency profile
                                           (none for this host, made on another host, other version, damaged)
@@ -428,12 +428,16 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *                        following activation into conv/fc/gemm, removes identity layers, evaluates layers
  *                        whose inputs are all constants, removes dead layers and unused constants. Outputs
  *                        are unchanged up to float rounding.
- *  - prune-pattern       each eligible conv (2-D, group 1, odd kernel of at least 3x3 whose size
+ *  - prune-pattern       each eligible conv (2-D or 3-D, group 1, odd kernel of at least 3x3 whose size
  *                        "pattern_kernels" lists: by default 3x3 only) gets a set of "patterns" patterns of
  *                        "pattern_size" entries and every kernel is projected onto one of them
  *                        (pdc_prune_project_pattern, which documents the tie-breaks).
  *  - prune-connectivity  removes the floor(rate x kernels) kernels of smallest norm of each conv prune-pattern
  *                        would take (pdc_prune_project_connectivity).
+ *  - prune-kgs           kernel-group sparsity of each 3-D conv (window of 2..64 entries): its kernel grid in
+ *                        "kgs_group" tiles, each keeping the same window positions, those of largest group
+ *                        norm (pdc_prune_project_kgs, which documents the tie-breaks); the patterns are the
+ *                        distinct group masks in the order of their first group (groups row-major).
  *  - prune-block         block sparsity of fc weights, of constant right operands of gemm and matmul, of
  *                        lstm/gru gate matrices and, with "block_convs", of 1x1 conv weights, in the [out, in]
  *                        layout (pdc_prune_project_block).
@@ -460,6 +464,10 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *  - "connectivity": float = 0.5         share of kernels removed. Every rate option also takes a
  *                                        string of comma-separated entries RATE (global) and LAYER=RATE
  *                                        (that layer), e.g. "0.5,conv2=0.7"
+ *  - "kgs_group": string = "4x4"         prune-kgs kernel group OUTxIN (output x input channels); a group
+ *                                        larger than a layer's kernel grid is cut to it
+ *  - "kgs_keep": int = 0                 window positions each group keeps (1..window); 0: from kgs_rate
+ *  - "kgs_rate": float = 0.5             share of window positions each group removes, floor(rate x window)
  *  - "block": string = "1x4"             block shape ROWSxCOLS in the [out, in] layout; "1x4:0.8" also sets
  *                                        block_rate
  *  - "block_rate": float = 0.5           share of blocks removed
@@ -472,8 +480,8 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *  - "skip": string                      comma-separated layer names they leave alone (not with "layers")
  *  - "include_stem": int = 0             1: the pruning passes prune the stem too
  *  - "pattern_kernels": string = "3x3"   kernel sizes prune-pattern and prune-connectivity take, KHxKW
- *                                        separated by commas (each odd, at least 3x3, at most 64 entries),
- *                                        e.g. "3x3,5x5,7x7"; or "all"
+ *                                        or KDxKHxKW separated by commas (each odd, at least 3x3, at most 64
+ *                                        entries), e.g. "3x3,5x5,7x7,3x3x3"; or "all"
  *  - "block_convs": int = 0              1: prune-block takes 1x1 convs too
  *  - "print_after": string               a pass name of the pipeline or "all": the IR text form is written
  *                                        after that pass (weights elided), headed "# IR after pass 'NAME'"
@@ -493,7 +501,8 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *         a pattern size outside 1..kh*kw of a pruned layer, more patterns than there are patterns of that size
  *         containing the centre (C(kh*kw-1, n-1)); "layers" with "skip"; a layer in "layers" that no pass of the
  *         pipeline changes; "include_stem" or "block_convs" other than 0 or 1; a "pattern_kernels" entry that is
- *         not KHxKW or is a size pattern pruning cannot take (the message names the option and the value)
+ *         not KHxKW / KDxKHxKW or is a size pattern pruning cannot take; "kgs_group" not OUTxIN; "kgs_keep"
+ *         above a pruned layer's window (the message names the option and the value)
  * @retval PDC_ERR_NOT_FOUND    a layer named in layers, skip or a per-layer rate is not in the model
  * @retval PDC_ERR_INVALID_MODEL, PDC_ERR_SHAPE  a pass needs what the model lacks, or the verifier rejected a
  *         pass's result (the message names the pass)
@@ -568,6 +577,28 @@ PDC_API pdc_status pdc_prune_project_pattern(pdc_context *ctx, float *weights, i
 PDC_API pdc_status pdc_prune_project_connectivity(pdc_context *ctx, float *weights, int64_t out_channels,
                                                   int64_t in_channels, int64_t kernel_size, double rate,
                                                   uint8_t *kernel_keep);
+/**
+ * Kernel-group projection (RT3D's KGS) of a conv weight [out_channels, in_channels, kernel_size] (a 3-D
+ * conv's kernel_size = kd*kh*kw, in place): the projection of the prune-kgs pass. The kernel grid is cut
+ * into group_out x group_in groups, numbered row-major (groups at the bottom and right edges may be
+ * partial). In each group, position p of the window has the norm sum of w[k][p]^2 over the group's kept
+ * kernels k in increasing index k = o*in_channels + c (double precision); the `keep` positions of largest
+ * norm are kept (on equal norms the lower position), every other position of every kernel of the group
+ * becomes 0. Kernels with kernel_keep[k] == 0 become 0 entirely and take no part in the norms.
+ * @param[in,out] weights     not kept
+ * @param[in] keep            kept positions per group, 1..kernel_size
+ * @param[in] kernel_keep     out_channels*in_channels entries (0: kernel removed), or NULL (all kept); not kept
+ * @param[out] group_masks    one bitmask of kept positions per group (0 for a group whose kernels are all
+ *                            removed), or NULL
+ * @retval PDC_OK
+ * @retval PDC_ERR_INVALID_ARG  NULL ctx or weights, a channel count < 1, kernel_size outside 1..64, a group
+ *         outside 1..the grid, keep outside 1..kernel_size (the message names the value)
+ * @retval PDC_ERR_OVERFLOW  On failure nothing is written.
+ * Since 0.4. Thread-safety: as any call on ctx.
+ */
+PDC_API pdc_status pdc_prune_project_kgs(pdc_context *ctx, float *weights, int64_t out_channels, int64_t in_channels,
+                                         int64_t kernel_size, int64_t group_out, int64_t group_in, size_t keep,
+                                         const uint8_t *kernel_keep, uint64_t *group_masks);
 /**
  * Block projection of a row-major matrix [rows, cols] in the ONNX/PyTorch [out, in] layout (an fc weight, a
  * gemm operand with transB = 1; transpose an [in, out] operand first), in place: the matrix is cut into

@@ -29,6 +29,12 @@ static const pass_info table[] = {
      "2-D convs with group 1, a constant weight, an odd kernel of at least 3x3 whose size option pattern_kernels "
      "lists (default 3x3), dense or pattern-sparse; not the stem unless include_stem=1",
      pass_prune_connectivity},
+    {"prune-kgs", "3-D conv weights that are constants",
+     "each eligible 3-D conv's weight has kernel-group sparsity: its kernel grid cut into kgs_group tiles, each "
+     "tile keeping the same kgs_keep window positions (or all but floor(kgs_rate x window)), those of largest "
+     "group norm",
+     "3-D convs with a constant weight whose window has 2..64 entries, dense or pattern-sparse; not the stem "
+     "unless include_stem=1", pass_prune_kgs},
     {"prune-block", "weights that are constants",
      "each eligible weight matrix has block sparsity with floor(rate x blocks) blocks removed, the smallest norms "
      "first, blocks numbered row-major in the [out, in] layout",
@@ -210,6 +216,8 @@ void pass_options_init(pass_options *opt, const pdc_context *ctx)
     opt->patterns = 8;
     opt->pattern_size = 4;
     opt->connectivity.global = 0.5;
+    opt->kgs_go = opt->kgs_gc = 4;
+    opt->kgs_rate.global = 0.5;
     opt->block_h = 1;
     opt->block_w = 4;
     opt->block_rate.global = 0.5;
@@ -217,7 +225,7 @@ void pass_options_init(pass_options *opt, const pdc_context *ctx)
     opt->bcr_col_rate.global = 0.5;
     opt->unstructured.global = 0.5;
     opt->n_pattern_kernels = 1;
-    opt->pattern_kernels[0][0] = opt->pattern_kernels[0][1] = 3;
+    opt->pattern_kernels[0][1] = opt->pattern_kernels[0][2] = 3;
     snprintf(opt->pattern_kernels_text, sizeof opt->pattern_kernels_text, "3x3");
     opt->print_flags = PDC_PRINT_ELIDE_WEIGHTS;
     opt->lanes = 2;
@@ -243,6 +251,7 @@ void pass_options_free(pass_options *opt)
     free_names(opt->skip, opt->n_skip);
     pdc_free(opt->layer_hits);
     free_rates(&opt->connectivity);
+    free_rates(&opt->kgs_rate);
     free_rates(&opt->block_rate);
     free_rates(&opt->bcr_col_rate);
     free_rates(&opt->bcr_row_rate);
@@ -254,7 +263,7 @@ void pass_options_free(pass_options *opt)
 static const char known_options[] =
     "patterns, pattern_size, connectivity, block, block_rate, bcr_block, bcr_col_rate, bcr_row_rate, "
     "unstructured_rate, layers, skip, include_stem, pattern_kernels, block_convs, lanes, print_after, print_file, "
-    "print_weights";
+    "print_weights, kgs_group, kgs_keep, kgs_rate";
 
 /* An attribute as text (strings as they are, numbers formatted), for uniform parsing. */
 static const char *attr_text(const ir_attr *a, char *buf, size_t cap)
@@ -438,10 +447,11 @@ static pdc_status block_option(const pdc_context *ctx, const char *name, const i
     return PDC_OK;
 }
 
-/* "KHxKW,KHxKW,..." (odd sizes, at least 3x3, at most 64 entries) or "all". */
+/* "KHxKW,KDxKHxKW,..." (odd sizes, at least 3x3 / 3x3x3, at most 64 entries) or "all". */
 static pdc_status pattern_kernels_option(const pdc_context *ctx, pass_options *opt, const ir_attr *a)
 {
-    static const char want[] = "expected \"all\" or kernel sizes KHxKW separated by commas, e.g. \"3x3,5x5,7x7\"";
+    static const char want[] =
+        "expected \"all\" or kernel sizes KHxKW or KDxKHxKW separated by commas, e.g. \"3x3,5x5,3x3x3\"";
     if (a->type != IR_ATTR_STRING) return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option pattern_kernels: %s", want);
     const char *s = a->s, *b, *e;
     if (next_item(&s, &b, &e) && !s && e - b == 3 && !memcmp(b, "all", 3)) {
@@ -450,37 +460,69 @@ static pdc_status pattern_kernels_option(const pdc_context *ctx, pass_options *o
         snprintf(opt->pattern_kernels_text, sizeof opt->pattern_kernels_text, "all");
         return PDC_OK;
     }
-    int64_t sizes[PASS_MAX_KERNEL_SIZES][2] = {{0}};
+    int64_t sizes[PASS_MAX_KERNEL_SIZES][3] = {{0}};
     size_t n = 0;
     char text[sizeof opt->pattern_kernels_text] = "";
     size_t len = 0;
     s = a->s;
     while (next_item(&s, &b, &e)) {
-        /* digits 'x' digits, nothing else; values past 99 are simply too large */
+        /* 2 or 3 runs of digits joined by 'x', nothing else; values past 99 are simply too large */
         const char *p = b;
-        int64_t kh = 0, kw = 0;
-        int dh = 0, dw = 0;
-        for (; p < e && isdigit((unsigned char)*p); p++, dh++) kh = dh < 3 ? kh * 10 + (*p - '0') : 1000;
-        int x = p < e && *p == 'x';
-        for (p += x; p < e && isdigit((unsigned char)*p); p++, dw++) kw = dw < 3 ? kw * 10 + (*p - '0') : 1000;
-        if (!dh || !x || !dw || p != e)
+        int64_t k[3] = {0, 0, 0};
+        int parts = 0, ok = 1;
+        while (ok && parts < 3) {
+            int digits = 0;
+            for (; p < e && isdigit((unsigned char)*p); p++, digits++)
+                k[parts] = digits < 3 ? k[parts] * 10 + (*p - '0') : 1000;
+            ok = digits > 0;
+            parts += ok;
+            if (!ok || p == e || *p != 'x') break;
+            p++;
+        }
+        if (!ok || parts < 2 || p != e)
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option pattern_kernels: \"%.*s\" in \"%s\" is not a kernel "
                              "size (%s)", (int)(e - b), b, a->s, want);
-        if (kh < 3 || kw < 3 || kh % 2 == 0 || kw % 2 == 0 || kh * kw > IR_MAX_PATTERN_WINDOW)
+        int64_t kd = parts == 3 ? k[0] : 0, kh = k[parts - 2], kw = k[parts - 1];
+        if (kh < 3 || kw < 3 || kh % 2 == 0 || kw % 2 == 0 || (parts == 3 && (kd < 3 || kd % 2 == 0)) ||
+            (kd ? kd : 1) * kh * kw > IR_MAX_PATTERN_WINDOW)
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option pattern_kernels: %.*s in \"%s\" cannot be "
                              "pattern-pruned (kernel sizes must be odd, at least 3x3 and at most %d entries)",
                              (int)(e - b), b, a->s, IR_MAX_PATTERN_WINDOW);
         int dup = 0;
-        for (size_t i = 0; i < n; i++) dup |= sizes[i][0] == kh && sizes[i][1] == kw;
+        for (size_t i = 0; i < n; i++) dup |= sizes[i][0] == kd && sizes[i][1] == kh && sizes[i][2] == kw;
         if (dup) continue;
-        sizes[n][0] = kh; /* at most PASS_MAX_KERNEL_SIZES distinct valid sizes exist */
-        sizes[n++][1] = kw;
-        len += (size_t)snprintf(text + len, sizeof text - len, "%s%" PRId64 "x%" PRId64, len ? "," : "", kh, kw);
+        if (n == PASS_MAX_KERNEL_SIZES)
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option pattern_kernels: more than %d sizes in \"%s\"",
+                             PASS_MAX_KERNEL_SIZES, a->s);
+        sizes[n][0] = kd;
+        sizes[n][1] = kh;
+        sizes[n++][2] = kw;
+        if (kd) len += (size_t)snprintf(text + len, sizeof text - len, "%s%" PRId64 "x", len ? "," : "", kd);
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s%" PRId64 "x%" PRId64, len && !kd ? "," : "", kh, kw);
     }
     memcpy(opt->pattern_kernels, sizes, sizeof sizes);
     opt->n_pattern_kernels = n;
     opt->pattern_kernels_all = 0;
     memcpy(opt->pattern_kernels_text, text, sizeof text);
+    return PDC_OK;
+}
+
+/* "GOxGC": the kernel group of prune-kgs. */
+static pdc_status kgs_group_option(const pdc_context *ctx, pass_options *opt, const ir_attr *a)
+{
+    long long go = 0, gc = 0;
+    const char *s = a->type == IR_ATTR_STRING ? a->s : "";
+    char *end = NULL;
+    errno = 0;
+    if (isdigit((unsigned char)*s)) go = strtoll(s, &end, 10);
+    if (go >= 1 && !errno && *end == 'x' && isdigit((unsigned char)end[1])) gc = strtoll(end + 1, &end, 10);
+    if (go < 1 || gc < 1 || errno || go > IR_DIM_MAX || gc > IR_DIM_MAX || *end)
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG,
+                         "option kgs_group: %s%s%s is not a kernel group OUTxIN with sides in 1..%d (e.g. \"4x4\")",
+                         a->type == IR_ATTR_STRING ? "\"" : "", a->type == IR_ATTR_STRING ? a->s : "a number",
+                         a->type == IR_ATTR_STRING ? "\"" : "", IR_DIM_MAX);
+    opt->kgs_go = go;
+    opt->kgs_gc = gc;
     return PDC_OK;
 }
 
@@ -497,6 +539,13 @@ pdc_status pass_options_set(const pdc_context *ctx, pass_options *opt, const ir_
         opt->pattern_size = (size_t)v;
     } else if (!strcmp(n, "connectivity")) {
         return rates_option(ctx, a, &opt->connectivity);
+    } else if (!strcmp(n, "kgs_group")) {
+        return kgs_group_option(ctx, opt, a);
+    } else if (!strcmp(n, "kgs_keep")) {
+        if ((st = int_option(ctx, a, 0, IR_MAX_PATTERN_WINDOW, &v))) return st;
+        opt->kgs_keep = (size_t)v;
+    } else if (!strcmp(n, "kgs_rate")) {
+        return rates_option(ctx, a, &opt->kgs_rate);
     } else if (!strcmp(n, "block")) {
         return block_option(ctx, "block", a, &opt->block_h, &opt->block_w, &opt->block_rate);
     } else if (!strcmp(n, "block_rate")) {
@@ -577,9 +626,9 @@ pdc_status pass_options_check_model(const ir_model *m, const pass_options *opt)
     for (size_t i = 0; i < opt->n_skip; i++)
         if ((st = check_layer_exists(m, "skip", opt->skip[i]))) return st;
     const pass_rates *rates[] = {&opt->connectivity, &opt->block_rate, &opt->unstructured, &opt->bcr_col_rate,
-                                 &opt->bcr_row_rate};
-    const char *names[] = {"connectivity", "block_rate", "unstructured_rate", "bcr_col_rate", "bcr_row_rate"};
-    for (size_t k = 0; k < 5; k++)
+                                 &opt->bcr_row_rate, &opt->kgs_rate};
+    const char *names[] = {"connectivity", "block_rate", "unstructured_rate", "bcr_col_rate", "bcr_row_rate", "kgs_rate"};
+    for (size_t k = 0; k < sizeof rates / sizeof rates[0]; k++)
         for (size_t i = 0; i < rates[k]->n; i++)
             if ((st = check_layer_exists(m, names[k], rates[k]->items[i].layer))) return st;
     return PDC_OK;

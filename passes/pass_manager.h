@@ -27,7 +27,7 @@ typedef struct pass_rates {
     pass_rate *items;
 } pass_rates;
 
-/* Most kernel sizes option pattern_kernels lists (odd sizes of at most 64 entries: 29 exist). */
+/* Most kernel sizes option pattern_kernels lists (odd 2-D and 3-D sizes of at most 64 entries). */
 #define PASS_MAX_KERNEL_SIZES 32
 
 typedef struct pass_options {
@@ -36,6 +36,10 @@ typedef struct pass_options {
     size_t patterns;            /* K: patterns per layer (default 8) */
     size_t pattern_size;        /* n: kept entries per pattern, centre included (default 4) */
     pass_rates connectivity;    /* share of kernels removed (default 0.5) */
+    /* kernel-group pruning of 3-D convs (prune-kgs) */
+    int64_t kgs_go, kgs_gc;     /* kernel group: output x input channels (default 4x4) */
+    size_t kgs_keep;            /* window positions kept per group; 0: from kgs_rate (default 0) */
+    pass_rates kgs_rate;        /* share of window positions removed per group (default 0.5) */
     /* block pruning */
     int64_t block_h, block_w;   /* block shape in the [out, in] matrix layout (default 1x4) */
     pass_rates block_rate;      /* share of blocks removed (default 0.5) */
@@ -49,8 +53,8 @@ typedef struct pass_options {
     int include_stem;           /* 1: the stem (a conv reading a graph input) is pruned too (default 0) */
     int pattern_kernels_all;    /* 1: pattern_kernels is "all" (default 0) */
     size_t n_pattern_kernels;   /* kernel sizes prune-pattern/-connectivity take (default one: 3x3) */
-    int64_t pattern_kernels[PASS_MAX_KERNEL_SIZES][2];
-    char pattern_kernels_text[PASS_MAX_KERNEL_SIZES * 8]; /* as given, normalised: "3x3,5x5" or "all" */
+    int64_t pattern_kernels[PASS_MAX_KERNEL_SIZES][3]; /* kd (0 for a 2-D size), kh, kw */
+    char pattern_kernels_text[PASS_MAX_KERNEL_SIZES * 12]; /* as given, normalised: "3x3,3x3x3" or "all" */
     int block_convs;            /* 1: prune-block takes 1x1 convs too (default 0) */
     int lanes;                  /* schedule: most layers side by side in one step (default 2) */
     /* which layers the pruning passes and reorder touch: only `layers` if set, else all but `skip` */

@@ -88,13 +88,17 @@ int pass_default_skip(const ir_model *m, const pass_options *opt, const uint8_t 
         return 1;
     }
     const ir_tensor *w = l->op == IR_OP_CONV ? pass_const_input(m, l, 1) : NULL;
-    if (family == PASS_FAMILY_PATTERN && w && w->rank == 4 && !opt->pattern_kernels_all) {
+    if (family == PASS_FAMILY_PATTERN && w && (w->rank == 4 || w->rank == 5) && !opt->pattern_kernels_all) {
+        const int64_t kd = w->rank == 5 ? w->dims[2] : 0, kh = w->dims[w->rank - 2], kw = w->dims[w->rank - 1];
         int listed = 0;
         for (size_t i = 0; i < opt->n_pattern_kernels; i++)
-            listed |= opt->pattern_kernels[i][0] == w->dims[2] && opt->pattern_kernels[i][1] == w->dims[3];
+            listed |= opt->pattern_kernels[i][0] == kd && opt->pattern_kernels[i][1] == kh &&
+                      opt->pattern_kernels[i][2] == kw;
         if (!listed) {
+            char size[64] = "";
+            if (kd) snprintf(size, sizeof size, "%" PRId64 "x", kd);
             pdc_note(m->ctx, PDC_NOTE_SKIPPED_KERNEL, pass, l->name,
-                     "%" PRId64 "x%" PRId64 " kernels: not in option pattern_kernels \"%s\"", w->dims[2], w->dims[3],
+                     "%s%" PRId64 "x%" PRId64 " kernels: not in option pattern_kernels \"%s\"", size, kh, kw,
                      opt->pattern_kernels_text);
             return 1;
         }
@@ -216,11 +220,14 @@ int pass_pattern_eligible(const ir_model *m, const ir_layer *l, const char **why
     if (l->op != IR_OP_CONV) *why = "not a conv";
     const ir_tensor *w = *why ? NULL : pass_const_input(m, l, 1);
     if (!*why && !w) *why = "its weight is not a constant";
-    if (!*why && w->rank != 4) *why = "not a 2-D conv";
+    if (!*why && w->rank != 4 && w->rank != 5) *why = "not a 2-D or 3-D conv";
     if (!*why && ir_attr_int(&l->attrs, "group", 1) != 1) *why = "group is not 1";
-    if (!*why && (w->dims[2] < 3 || w->dims[3] < 3 || w->dims[2] % 2 == 0 || w->dims[3] % 2 == 0))
-        *why = "its kernel is not odd and at least 3x3";
-    if (!*why && w->dims[2] * w->dims[3] > IR_MAX_PATTERN_WINDOW) *why = "its kernel window exceeds 64 entries";
+    int64_t win = 1;
+    for (int i = 2; !*why && i < w->rank; i++) {
+        if (w->dims[i] < 3 || w->dims[i] % 2 == 0) *why = "its kernel is not odd and at least 3x3 (3x3x3)";
+        win *= w->dims[i];
+    }
+    if (!*why && win > IR_MAX_PATTERN_WINDOW) *why = "its kernel window exceeds 64 entries";
     if (!*why && w->sparsity.kind != IR_SPARSITY_NONE && w->sparsity.kind != IR_SPARSITY_PATTERN)
         *why = "its weight already has block or unstructured sparsity";
     return *why == NULL;

@@ -12,6 +12,7 @@ pdc_status pass_canonicalize(ir_model *m, const pass_options *opt);
 pdc_status pass_share(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_pattern(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_connectivity(ir_model *m, const pass_options *opt);
+pdc_status pass_prune_kgs(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_block(ir_model *m, const pass_options *opt);
 pdc_status pass_prune_bcr(ir_model *m, const pass_options *opt);
 /* The weight matrices (at most 2) prune-block and prune-bcr take from layer l whose sparsity is none or
@@ -34,7 +35,7 @@ int pass_layer_listed(const pass_options *opt, const char *name);
  * *stems_out: n_layers bytes (at least 1), pdc_free. */
 pdc_status pass_find_stems(const ir_model *m, uint8_t **stems_out);
 /* The pruning families, for pass_default_skip. */
-typedef enum pass_family { PASS_FAMILY_PATTERN, PASS_FAMILY_BLOCK, PASS_FAMILY_UNSTRUCTURED } pass_family;
+typedef enum pass_family { PASS_FAMILY_PATTERN, PASS_FAMILY_BLOCK, PASS_FAMILY_UNSTRUCTURED, PASS_FAMILY_KGS } pass_family;
 /* The safe defaults: 1 if pass `pass` (of `family`) must leave layer li alone although it could prune it
  * - the stem (unless include_stem), for every family; a conv kernel size not in pattern_kernels, for
  * PASS_FAMILY_PATTERN; a conv (1x1) for PASS_FAMILY_BLOCK unless block_convs - and then gives the
@@ -75,8 +76,9 @@ pdc_status pass_private_constant(ir_model *m, size_t li, size_t slot, int *t_out
 /* The constant tensor in input slot i of l, or NULL (absent or not a constant). */
 ir_tensor *pass_const_input(const ir_model *m, const ir_layer *l, size_t i);
 
-/* Pattern/connectivity eligibility: a 2-D conv (weight [O,C,kh,kw] constant), group 1, kh and kw odd
- * and >= 3, kh*kw <= 64, weight dense or already pattern-sparse. Returns 1, or 0 and a reason. */
+/* Pattern/connectivity eligibility: a 2-D or 3-D conv (weight [O,C,kh,kw] or [O,C,kd,kh,kw] constant),
+ * group 1, every kernel side odd and >= 3, window <= 64 entries, weight dense or already pattern-sparse.
+ * Returns 1, or 0 and a reason. */
 int pass_pattern_eligible(const ir_model *m, const ir_layer *l, const char **why);
 
 /* The same squared-L2-norm ranking every projection uses: sorts n keys ascending, ties by index. */

@@ -2,8 +2,9 @@
  * prune_connectivity.c - the prune-connectivity pass: for each eligible conv, remove the
  * floor(rate x kernels) kernels of smallest norm (project_connectivity, the code behind
  * pdc_prune_project_connectivity). A pattern-sparse weight gets those kernels' ids set to -1; a dense
- * weight becomes pattern-sparse with one pattern, the full window, and -1 for the removed kernels.
- * By default the stem and kernel sizes other than 3x3 are left alone (pass_default_skip).
+ * weight becomes pattern-sparse with one pattern, the full window, and -1 for the removed kernels
+ * (2-D and 3-D convs alike; kernel groups stay valid, a group may hold pruned kernels). By default
+ * the stem and kernel sizes other than 3x3 are left alone (pass_default_skip).
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +26,8 @@ static pdc_status prune_kernels(ir_model *m, const ir_layer *l, int t, int flag,
     (void)flag;
     const double rate = pass_rate_for(&opt->connectivity, l->name);
     ir_tensor *w = &m->tensors[t];
-    size_t kernels = (size_t)(w->dims[0] * w->dims[1]), win = (size_t)(w->dims[2] * w->dims[3]);
+    size_t kernels = (size_t)(w->dims[0] * w->dims[1]), win = 1;
+    for (int i = 2; i < w->rank; i++) win *= (size_t)w->dims[i];
     uint8_t *keep = pdc_alloc(m->ctx, kernels);
     if (!keep) return PDC_ERR_OUT_OF_MEMORY;
     char who[300];
@@ -37,8 +39,8 @@ static pdc_status prune_kernels(ir_model *m, const ir_layer *l, int t, int flag,
         for (size_t k = 0; k < kernels; k++)
             if (!keep[k]) w->sparsity.kernel_pattern[k] = -1;
     } else if (!st && removed) {
-        ir_sparsity s = {.kind = IR_SPARSITY_PATTERN, .kh = w->dims[2], .kw = w->dims[3], .n_patterns = 1,
-                         .n_kernels = kernels};
+        ir_sparsity s = {.kind = IR_SPARSITY_PATTERN, .kd = w->rank == 5 ? w->dims[2] : 0, .kh = w->dims[w->rank - 2],
+                         .kw = w->dims[w->rank - 1], .n_patterns = 1, .n_kernels = kernels};
         s.patterns = pdc_alloc(m->ctx, sizeof *s.patterns);
         s.kernel_pattern = pdc_alloc(m->ctx, kernels * sizeof *s.kernel_pattern);
         if (!s.patterns || !s.kernel_pattern) {

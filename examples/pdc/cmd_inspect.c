@@ -211,8 +211,9 @@ static int inspect_model(pdc_context *ctx, const char *path, const pdc_model *mo
     return CLI_EXIT_OK;
 }
 
-/* Prints each pattern-sparse layer's pattern set: the bitmasks (bit p = row*kw + col) and, for
- * windows up to 5x5, the patterns drawn side by side ('#' kept, '.' pruned). */
+/* Prints each pattern-sparse layer's pattern set: the bitmasks (bit p = row*kw + col; for a 3-D
+ * window (depth*kh + row)*kw + col) and, for windows up to 5x5 (5x5x5), the patterns drawn side by
+ * side ('#' kept, '.' pruned; a 3-D pattern as its depth slices joined by '|'). */
 static void print_pattern_sets(const pdc_model *model, size_t n_layers)
 {
     int header = 0;
@@ -226,11 +227,14 @@ static void print_pattern_sets(const pdc_model *model, size_t n_layers)
         }
         if (!header++) printf("\npattern sets (bit p = row*kw + col):\n");
         printf("  %s: %s\n", name, copy);
-        int kh = 0, kw = 0, off = 0;
+        int kd = 1, kh = 0, kw = 0, off = 0;
         unsigned long long mask[64];
         int n = 0;
-        if (sscanf(copy, "%dx%d%n", &kh, &kw, &off) == 2 && kh > 0 && kw > 0 && kh <= 5 && kw <= 5 &&
-            !strchr(copy, ';')) {
+        if (sscanf(copy, "%dx%dx%d%n", &kd, &kh, &kw, &off) != 3) {
+            kd = 1;
+            if (sscanf(copy, "%dx%d%n", &kh, &kw, &off) != 2) kh = 0;
+        }
+        if (kd > 0 && kd <= 5 && kh > 0 && kw > 0 && kh <= 5 && kw <= 5 && !strchr(copy, ';')) {
             const char *q = copy + off;
             int used;
             while (n < 64 && sscanf(q, " 0x%llx%n", &mask[n], &used) == 1) {
@@ -241,7 +245,10 @@ static void print_pattern_sets(const pdc_model *model, size_t n_layers)
                 printf("   ");
                 for (int k = 0; k < n; k++) {
                     printf("  ");
-                    for (int c = 0; c < kw; c++) putchar(mask[k] >> (r * kw + c) & 1 ? '#' : '.');
+                    for (int d = 0; d < kd; d++) {
+                        if (d) putchar('|');
+                        for (int c = 0; c < kw; c++) putchar(mask[k] >> ((d * kh + r) * kw + c) & 1 ? '#' : '.');
+                    }
                 }
                 putchar('\n');
             }

@@ -46,12 +46,12 @@ const char cli_prune_help[] =
     "  --skip NAME,...          prune all eligible layers but these\n"
     "  --include-stem           prune the stem too (default: left dense)\n"
     "  --pattern-kernels LIST   conv kernel sizes pattern and connectivity pruning take, e.g.\n"
-    "                           3x3,5x5,7x7, or all (default 3x3)\n"
+    "                           3x3,5x5,7x7,3x3x3, or all (default 3x3)\n"
     "  --block-convs            block pruning takes 1x1 convs too\n"
     "  --passes LIST            run this pass pipeline instead, e.g.\n"
     "                           canonicalize,prune-pattern,prune-connectivity,reorder,plan\n"
-    "                           (passes: canonicalize, prune-pattern, prune-connectivity, prune-block,\n"
-    "                           prune-bcr, prune-unstructured, reorder, share, schedule, plan)\n"
+    "                           (passes: canonicalize, prune-pattern, prune-connectivity, prune-kgs,\n"
+    "                           prune-block, prune-bcr, prune-unstructured, reorder, share, schedule, plan)\n"
     "  --print-after PASS|all   print the IR text (weights elided) to stderr after that pass\n"
     "  --shape NAME=DIMS        fix the shape of graph input NAME first; may be repeated\n"
     "  --max-memory BYTES       the largest single allocation (suffix K, M, G; 0 = no limit; default 4G,\n"
@@ -162,14 +162,14 @@ static void append_once(char *buf, size_t cap, const char *sep, const char *text
 /* Why a default left a layer alone, with the pdc prune flag that prunes it. */
 static void skip_reason(const prune_note *e, const char *pattern_kernels, char *buf, size_t cap)
 {
-    int kh = 0, kw = 0;
+    char size[32];
     switch (e->kind) {
     case PDC_NOTE_SKIPPED_STEM: snprintf(buf, cap, "stem: reads the graph input; --include-stem prunes it"); return;
     case PDC_NOTE_SKIPPED_BLOCK_CONV: snprintf(buf, cap, "1x1 conv: --block-convs prunes it"); return;
     case PDC_NOTE_SKIPPED_KERNEL:
-        /* the text starts with the size, "KHxKW kernels: " (pdc.h) */
-        if (sscanf(e->text, "%dx%d", &kh, &kw) == 2) {
-            snprintf(buf, cap, "%dx%d kernels: --pattern-kernels %s,%dx%d prunes them", kh, kw, pattern_kernels, kh, kw);
+        /* the text starts with the size, "KHxKW kernels: " or "KDxKHxKW kernels: " (pdc.h) */
+        if (sscanf(e->text, "%31[0-9x] kernels", size) == 1) {
+            snprintf(buf, cap, "%s kernels: --pattern-kernels %s,%s prunes them", size, pattern_kernels, size);
             return;
         }
         break;

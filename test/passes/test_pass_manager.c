@@ -184,7 +184,7 @@ START_TEST(bad_input_has_status_and_message)
     /* pipelines */
     expect_transform_error(m, "canonicalize,prune-patern", NULL, PDC_ERR_INVALID_ARG,
                            "unknown pass 'prune-patern' in pipeline \"canonicalize,prune-patern\" (known passes: "
-                           "canonicalize, prune-pattern, prune-connectivity, prune-block, prune-bcr, prune-unstructured, reorder, share, schedule, plan)");
+                           "canonicalize, prune-pattern, prune-connectivity, prune-kgs, prune-block, prune-bcr, prune-unstructured, reorder, share, schedule, plan)");
     expect_transform_error(m, "", NULL, PDC_ERR_INVALID_ARG, "pass 1 is empty");
     expect_transform_error(m, "prune-pattern,,plan", NULL, PDC_ERR_INVALID_ARG, "pass 2 is empty");
     ck_assert_status(ctx, pdc_model_transform(m, NULL, NULL), PDC_ERR_INVALID_ARG);
@@ -229,11 +229,11 @@ START_TEST(bad_input_has_status_and_message)
                            "option pattern_kernels: 9x9 in \"9x9\" cannot be pattern-pruned");
     expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3x3,,5x5"), PDC_ERR_INVALID_ARG,
                            "option pattern_kernels: \"\" in \"3x3,,5x5\" is not a kernel size (expected \"all\" or "
-                           "kernel sizes KHxKW separated by commas, e.g. \"3x3,5x5,7x7\")");
+                           "kernel sizes KHxKW or KDxKHxKW separated by commas, e.g. \"3x3,5x5,3x3x3\")");
     expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3"), PDC_ERR_INVALID_ARG,
                            "option pattern_kernels: \"3\" in \"3\" is not a kernel size");
-    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3x3x3"), PDC_ERR_INVALID_ARG,
-                           "\"3x3x3\" in \"3x3x3\" is not a kernel size");
+    expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "3x3x3x3"), PDC_ERR_INVALID_ARG,
+                           "\"3x3x3x3\" in \"3x3x3x3\" is not a kernel size");
     expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "All"), PDC_ERR_INVALID_ARG,
                            "\"All\" in \"All\" is not a kernel size");
     expect_transform_error(m, "prune-pattern", opt_s("pattern_kernels", "all,3x3"), PDC_ERR_INVALID_ARG,
