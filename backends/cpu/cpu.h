@@ -136,6 +136,9 @@ typedef pdc_status (*cpu_plan_fn)(const cpu_compile *cc, const ir_model *m, cons
 
 pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                          size_t why_cap);
+/* 3-D convs through the 2-D conv planner, one output depth plane at a time (conv3d.c). */
+pdc_status cpu_plan_conv3d(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
+                           size_t why_cap);
 pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                          size_t why_cap);
 pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,

@@ -90,8 +90,8 @@ static cpu_work *work_new(pdc_context *ctx, const cpu_state *s)
     return w;
 }
 
-static const cpu_plan_fn planners[] = {cpu_plan_conv, cpu_plan_gemm, cpu_plan_eltwise, cpu_plan_pool, cpu_plan_rnn,
-                                     cpu_plan_softmax, cpu_plan_shape};
+static const cpu_plan_fn planners[] = {cpu_plan_conv,     cpu_plan_conv3d, cpu_plan_gemm,  cpu_plan_eltwise,
+                                       cpu_plan_pool,     cpu_plan_rnn,    cpu_plan_softmax, cpu_plan_shape};
 #define N_PLANNERS (sizeof planners / sizeof planners[0])
 
 static void cpu_destroy(pdc_program *prog)

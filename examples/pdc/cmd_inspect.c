@@ -285,7 +285,7 @@ static void describe_kernel(const char *kernel, size_t set_size, char *buf, size
     size_t used = (size_t)strtoull(num, NULL, 10);
     const char *rest = at + strlen(" pattern");
     if (*rest == 's') rest++;
-    if (used == set_size) return;
+    if (used >= set_size) return; /* more: a 3-D set's kernel counts its 2-D depth slices */
     snprintf(buf, cap, "%.*s%zu of %zu patterns used%s", (int)(num - kernel), kernel, used, set_size, rest);
 }
 
