@@ -1,5 +1,6 @@
 /*
- * train_conv.c - forward and backward of conv (1-D and 2-D) and fc as matrix products.
+ * train_conv.c - forward and backward of conv (1-D, 2-D and 3-D: the depth axis in train_conv3d.c) and fc
+ * as matrix products.
  *
  * conv: the input is unrolled (im2col) into col [C*KH*KW, P], P = N*OH*OW, row (c, kr, kc), column
  * (n, oh, ow), row stride ld (conv_geom); kept for the backward pass. Per group g (K = C/group*KH*KW rows of col,
@@ -18,10 +19,13 @@
 #include <string.h>
 
 #include "lib/train/train.h"
+#include "lib/train/train_conv3d.h"
 
 typedef struct conv_geom {
     size_t n, c, o, group, cg, og;
     size_t h, w, oh, ow, kh, kw;
+    size_t kd;    /* 3-D: the kernel depth (v3 the whole window; ohw counts output depth too); 0 for 1-D/2-D */
+    tr_vol3 v3;
     ptrdiff_t sh, sw, ph, pw, dh, dw;
     size_t K, ohw, P, rows;
     size_t ld; /* row stride of col, dcol and the [O, P] matrices: P padded (see conv_geom_get) */
@@ -42,19 +46,31 @@ static pdc_status conv_geom_get(const ir_model *m, const ir_layer *l, conv_geom 
         g->w = (size_t)p.in[0], g->ow = (size_t)p.out[0], g->kw = (size_t)p.k[0];
         g->sw = p.stride[0], g->pw = p.pad_begin[0], g->dw = p.dil[0];
     } else {
-        g->h = (size_t)p.in[0], g->w = (size_t)p.in[1], g->oh = (size_t)p.out[0], g->ow = (size_t)p.out[1];
-        g->kh = (size_t)p.k[0], g->kw = (size_t)p.k[1];
-        g->sh = p.stride[0], g->sw = p.stride[1], g->ph = p.pad_begin[0], g->pw = p.pad_begin[1];
-        g->dh = p.dil[0], g->dw = p.dil[1];
+        const int a = p.nsp - 2; /* rows and columns are the last two axes */
+        g->h = (size_t)p.in[a], g->w = (size_t)p.in[a + 1], g->oh = (size_t)p.out[a], g->ow = (size_t)p.out[a + 1];
+        g->kh = (size_t)p.k[a], g->kw = (size_t)p.k[a + 1];
+        g->sh = p.stride[a], g->sw = p.stride[a + 1], g->ph = p.pad_begin[a], g->pw = p.pad_begin[a + 1];
+        g->dh = p.dil[a], g->dw = p.dil[a + 1];
     }
-    g->K = g->cg * g->kh * g->kw;
-    g->ohw = g->oh * g->ow;
+    const size_t kd = p.nsp == 3 ? (size_t)p.k[0] : 1, od = p.nsp == 3 ? (size_t)p.out[0] : 1;
+    if (p.nsp == 3) {
+        g->kd = kd;
+        tr_vol3 *v = &g->v3;
+        v->n = g->n, v->c = g->c;
+        for (int i = 0; i < 3; i++) {
+            v->in[i] = (size_t)p.in[i], v->out[i] = (size_t)p.out[i], v->k[i] = (size_t)p.k[i];
+            v->s[i] = p.stride[i], v->pb[i] = p.pad_begin[i], v->d[i] = p.dil[i];
+        }
+    }
+    g->K = g->cg * kd * g->kh * g->kw;
+    g->ohw = od * g->oh * g->ow;
     g->P = g->n * g->ohw;
     /* whole vectors, and never a multiple of 2 KB: rows 8 KB apart (P = 2048) all fall into the same L1 set and
      * evict each other while the sparse kernels walk down a column tile */
     g->ld = (g->P + 15) / 16 * 16;
     if (g->ld % 512 == 0) g->ld += 16;
-    g->rows = g->c * g->kh * g->kw;
+    g->v3.ld = g->ld;
+    g->rows = g->c * kd * g->kh * g->kw;
     return PDC_OK;
 }
 
@@ -102,6 +118,10 @@ static size_t padded_floats(const conv_geom *g) { return g->n * g->c * padded_h(
  * r = (c*kh + kr)*kw + kc; xp: padded_floats(g) floats of scratch. */
 static void im2col(const tr_net *net, const conv_geom *g, const float *x, float *col, float *xp)
 {
+    if (g->kd) {
+        tr_im2col3d(&g->v3, x, col, threads_for(net, g->rows * g->P));
+        return;
+    }
     const size_t hp = padded_h(g), wp = padded_w(g), planes = g->n * g->c, ow = g->ow;
     const size_t sh = (size_t)g->sh, sw = (size_t)g->sw, dh = (size_t)g->dh, dw = (size_t)g->dw;
     const int nt = threads_for(net, g->rows * g->P);
@@ -146,6 +166,10 @@ static void im2col(const tr_net *net, const conv_geom *g, const float *x, float 
  * plane (xp: padded_floats(g) floats of scratch), one thread per plane (n, c), then cropped into dx. */
 static void col2im_add(const tr_net *net, const conv_geom *g, const float *dcol, float *dx, float *xp, int accumulate)
 {
+    if (g->kd) {
+        tr_col2im3d(&g->v3, dcol, dx, accumulate, threads_for(net, g->rows * g->P));
+        return;
+    }
     const size_t hp = padded_h(g), wp = padded_w(g), planes = g->n * g->c, ow = g->ow;
     const size_t sh = (size_t)g->sh, sw = (size_t)g->sw, dh = (size_t)g->dh, dw = (size_t)g->dw;
     const int nt = threads_for(net, g->rows * g->P);
@@ -362,7 +386,7 @@ static void gather_dy(const tr_net *net, const conv_geom *g, const float *dy, fl
  * 171 ms a step vs 147 ms without; the digits CNN (8x8, 16 -> 32 channels) 0.76 ms with vs 0.92 ms without. */
 static int sparse_dx_direct_pays(const conv_geom *g)
 {
-    if (g->sh != 1 || g->sw != 1) return 0;
+    if (g->sh != 1 || g->sw != 1 || g->kd) return 0; /* its taps are 2-D */
     return g->ohw >= 256 || (g->ohw >= 64 && g->rows <= 256);
 }
 

@@ -266,13 +266,6 @@ static pdc_status check_layers(const tr_net *net)
             return pdc_error(net->ctx, PDC_ERR_UNSUPPORTED,
                              "trainer: layer '%s' has reordered filters (out_perm, the reorder pass): train before reordering",
                              l->name);
-        if (l->op == IR_OP_CONV || l->op == IR_OP_MAXPOOL || l->op == IR_OP_AVGPOOL) {
-            ir_window_params p;
-            if ((st = ir_window_params_get(m, l, &p))) return st;
-            if (p.nsp > 2)
-                return pdc_error(net->ctx, PDC_ERR_UNSUPPORTED, "trainer: layer '%s': %d-D %s has no backward pass yet",
-                                 l->name, p.nsp, op);
-        }
         for (size_t o = 1; o < l->n_outputs && l->op != IR_OP_LSTM && l->op != IR_OP_GRU; o++)
             if (l->outputs[o] >= 0)
                 return pdc_error(net->ctx, PDC_ERR_UNSUPPORTED, "trainer: layer '%s': more than one output", l->name);

@@ -147,6 +147,20 @@ static const op_case op_cases[] = {
     {"conv + fused tanh", HDR "input x : f32[2,2,4,4]\nconst w : f32[3,2,3,3] = dense<elided>\n"
      "const b : f32[3] = dense<elided>\nlayer c = conv(x, w, b) -> (y) {pads=[1,1,1,1], activation=\"tanh\"}\noutput y\n",
      "mse", 1e-2, 0},
+    {"conv 3-D pad 1 + bias", HDR "input x : f32[2,2,3,4,3]\nconst w : f32[3,2,3,3,3] = dense<elided>\n"
+     "const b : f32[3] = dense<elided>\nlayer c = conv(x, w, b) -> (y) {pads=[1,1,1,1,1,1]}\noutput y\n", "mse", 1e-2,
+     0},
+    {"conv 3-D strides dilations uneven pads, no bias", HDR "input x : f32[1,2,5,6,4]\n"
+     "const w : f32[2,2,2,3,2] = dense<elided>\nlayer c = conv(x, w) -> (y) {strides=[2,1,2], dilations=[2,1,1], "
+     "pads=[1,0,1,0,2,1]}\noutput y\n", "mse", 1e-2, 0},
+    {"conv 3-D groups 2", HDR "input x : f32[2,4,3,3,3]\nconst w : f32[4,2,3,1,3] = dense<elided>\n"
+     "layer c = conv(x, w) -> (y) {pads=[1,0,1,1,0,1], group=2}\noutput y\n", "mse", 1e-2, 0},
+    {"maxpool 3-D", HDR "input x : f32[2,2,4,5,5]\n"
+     "layer p = maxpool(x) -> (y) {kernel_shape=[2,2,2], strides=[2,2,2], pads=[0,0,0,0,1,1]}\noutput y\n", "mse",
+     1e-4, 0},
+    {"avgpool 3-D count_include_pad", HDR "input x : f32[2,2,3,4,4]\n"
+     "layer p = avgpool(x) -> (y) {kernel_shape=[3,3,3], strides=[1,2,2], pads=[1,1,1,1,1,1], "
+     "count_include_pad=1}\noutput y\n", "mse", 1e-2, 0},
     {"fc of a 4-D input", HDR "input x : f32[3,2,2,3]\nconst w : f32[5,12] = dense<elided>\n"
      "const b : f32[5] = dense<elided>\nlayer f = fc(x, w, b) -> (y)\noutput y\n", "mse", 1e-2, 0},
     {"fc + fused sigmoid, cross-entropy", HDR "input x : f32[4,6]\nconst w : f32[3,6] = dense<elided>\n"
@@ -273,6 +287,33 @@ START_TEST(sparse_kernel_gradients_match_finite_differences)
         fill_constants(m, 3, 0.5f);
         prune_model(m, 1);
         grad_check_model(m, "cross_entropy", modes[i], 1e-2, 0);
+        pdc_model_destroy(m);
+    }
+}
+END_TEST
+
+/* A small 3-D CNN pruned by prune-kgs (4x4 kernel groups, 9 of 27 positions) and prune-connectivity: every
+ * kept weight's gradient against finite differences, on the sparse kernels and on the dense ones. */
+START_TEST(kgs_gradients_match_finite_differences)
+{
+    static const char *const modes[] = {"on", "off"};
+    for (int i = 0; i < 2; i++) {
+        pdc_model *m = parse_model(HDR "input x : f32[2,4,3,4,4]\n"
+                                       "const w1 : f32[8,4,3,3,3] = dense<elided>\nconst b1 : f32[8] = dense<elided>\n"
+                                       "const w2 : f32[4,8,3,3,3] = dense<elided>\n"
+                                       "layer c1 = conv(x, w1, b1) -> (a) {pads=[1,1,1,1,1,1]}\nlayer t = tanh(a) -> (b)\n"
+                                       "layer c2 = conv(b, w2) -> (c) {pads=[1,1,1,1,1,1], strides=[1,2,2]}\n"
+                                       "layer p = avgpool(c) -> (y) {kernel_shape=[1,2,2]}\noutput y\n");
+        fill_constants(m, 5, 0.5f);
+        pdc_attrs *a;
+        ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "include_stem", 1));
+        ck_assert_ok(ctx, pdc_attrs_set_int(a, "kgs_keep", 9));
+        ck_assert_ok(ctx, pdc_attrs_set_string(a, "pattern_kernels", "3x3x3"));
+        ck_assert_ok(ctx, pdc_attrs_set_float(a, "connectivity", 0.25f));
+        ck_assert_ok(ctx, pdc_model_transform(m, "prune-kgs,prune-connectivity", a));
+        pdc_attrs_destroy(a);
+        grad_check_model(m, "mse", modes[i], 1e-2, 0);
         pdc_model_destroy(m);
     }
 }
@@ -416,7 +457,7 @@ int main(void)
     TCase *tc = test_add_tcase(s, "core", ctx_setup, ctx_teardown, 120, NULL);
     tcase_add_loop_test(tc, op_gradients_match_finite_differences, 0, (int)N_OP_CASES);
     test_add_tests(tc, TEST_LIST(whole_net_gradients_match_finite_differences,
-                                 sparse_kernel_gradients_match_finite_differences, gradients_match_pytorch,
+                                 sparse_kernel_gradients_match_finite_differences, kgs_gradients_match_finite_differences, gradients_match_pytorch,
                                  kernels_agree_across_instruction_sets));
     return test_run_suite(s);
 }
