@@ -91,13 +91,14 @@ TOOL      := $(BUILD)/pdc
 DEMO_GEN  := $(BUILD)/make_demo_model
 TRAIN_DEMO := $(BUILD)/train_digits
 TRAIN_SEQ := $(BUILD)/train_seq
+TRAIN_CLIPS := $(BUILD)/train_clips3d
 TRAIN_BENCH := $(BUILD)/train_bench
 TRAIN_RNN_BENCH := $(BUILD)/train_rnn_bench
 
 .PHONY: all deps arm-report test test-unit test-cli test-headers test-exports test-example test-install test-valgrind demo install uninstall clean help
 .PHONY: fuzz fuzz-build fuzz-targets test-fuzz-regressions test-tsan
 
-all: $(SHLIB) $(STLIB) $(TOOL) $(TRAIN_SEQ)
+all: $(SHLIB) $(STLIB) $(TOOL) $(TRAIN_SEQ) $(TRAIN_CLIPS)
 
 help:
 	@echo "make            build $(SONAME), libpdc.a and the pdc tool into $(BUILD)/"
@@ -168,6 +169,8 @@ $(TRAIN_DEMO): $(BUILD)/obj/examples/train_digits.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_SEQ): $(BUILD)/obj/examples/train_seq.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(TRAIN_CLIPS): $(BUILD)/obj/examples/train_clips3d.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_RNN_BENCH): $(BUILD)/obj/test/bench/train/train_rnn_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_BENCH): $(BUILD)/obj/test/bench/train/train_bench.o $(SHLIB)
@@ -186,7 +189,12 @@ $(BUILD)/test/%: test/%.c $(TEST_HDRS) $(STLIB)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
 test: test-layering test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install \
-      test-readme test-python
+      test-readme test-python test-clips3d
+
+# The 3-D CNN example (examples/train_clips3d.c): KGS-pruned and retrained, within 0.01 of its dense accuracy.
+.PHONY: test-clips3d
+test-clips3d: $(TRAIN_CLIPS)
+	@out=$$($(TRAIN_CLIPS) --quiet --threads 1) || { echo "$$out"; exit 1; }; echo "$$out" | tail -1
 
 # The Python bindings (python/pdc, pure Python over the C ABI): Debian's /usr/bin/python3 with python3-numpy
 # and python3-pytest (installed by .ci/install-deps); the pdc.torch tests skip themselves without python3-torch.
