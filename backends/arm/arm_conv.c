@@ -9,9 +9,11 @@
  * calling the right variant for every filter, and the activation the tile code does not inline.
  *
  * Dense layers use the same generator with one full-window pattern (the multi-filter dense family
- * of conv_dense.c is not retargeted). One thread: every tile runs all filters in one call.
+ * of conv_dense.c is not retargeted). One thread: every tile runs all filters in one call. A 3-D conv
+ * runs as the 2-D conv of each output depth plane (emit_conv3d), as on the cpu target.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "backends/arm/arm.h"
 #include "backends/cpu/conv/conv.h"
@@ -62,75 +64,153 @@ static void emit_pack(arm_gen *G, const conv_geom *g, LLVMValueRef x, LLVMValueR
     arm_zero(G, pdc_irb_gepc(&G->irb, G->irb.f32, xp, g->c * g->ps), g->tail);
 }
 
-pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
+/* A conv's plan and what the module holds of it: the tile functions and the packed arrays. */
+typedef struct arm_conv {
+    cpu_conv_plan P;
+    LLVMValueRef tile[CONV_MAX_VARIANTS];
+    LLVMTypeRef tty;
+    LLVMValueRef meta, cidx, wpk, bias, ochan;
+} arm_conv;
+
+/* Plans conv l of model m (the module's, or a 2-D stand-in) and emits its tile functions and arrays;
+ * release C->P either way. */
+static pdc_status conv_prepare(arm_gen *G, const ir_model *m, const ir_layer *l, arm_conv *C)
 {
     char why[200] = "";
-    cpu_conv_plan P;
-    pdc_status st = cpu_conv_plan_init(G->ctx, G->m, l, &P, why, sizeof why);
-    if (!st) st = cpu_conv_plan_pack(G->ctx, &G->t, 0, 1, &P);
-    if (st == PDC_ERR_UNSUPPORTED) {
-        cpu_conv_plan_release(&P);
-        return arm_unsupported(G, l, why[0] ? why : "not supported by the conv generator");
-    }
-    if (st) {
-        cpu_conv_plan_release(&P);
-        return st;
-    }
-    const conv_geom *g = &P.g;
-    const conv_key *k = &P.key;
+    pdc_status st = cpu_conv_plan_init(G->ctx, m, l, &C->P, why, sizeof why);
+    if (!st) st = cpu_conv_plan_pack(G->ctx, &G->t, 0, 1, &C->P);
+    if (st == PDC_ERR_UNSUPPORTED) return arm_unsupported(G, l, why[0] ? why : "not supported by the conv generator");
+    if (st) return st;
     /* the tile functions, internal to the module */
     char prefix[32];
     snprintf(prefix, sizeof prefix, "L%zu", G->li);
     LLVMBasicBlockRef here = LLVMGetInsertBlock(G->irb.b);
-    if ((st = cpu_conv_emit_tiles(&P.key, G->ctx, &G->t, G->irb.c, G->irb.m, prefix))) {
-        cpu_conv_plan_release(&P);
-        return st;
-    }
+    if ((st = cpu_conv_emit_tiles(&C->P.key, G->ctx, &G->t, G->irb.c, G->irb.m, prefix))) return st;
     LLVMPositionBuilderAtEnd(G->irb.b, here);
-    LLVMValueRef tile[CONV_MAX_VARIANTS];
-    LLVMTypeRef tty = NULL;
-    for (int v = 0; v < k->n_var; v++) {
+    for (int v = 0; v < C->P.key.n_var; v++) {
         char name[64];
         snprintf(name, sizeof name, "%s_tile%d", prefix, v);
-        tile[v] = LLVMGetNamedFunction(G->irb.m, name);
-        LLVMSetLinkage(tile[v], LLVMInternalLinkage);
-        tty = LLVMGlobalGetValueType(tile[v]);
+        C->tile[v] = LLVMGetNamedFunction(G->irb.m, name);
+        LLVMSetLinkage(C->tile[v], LLVMInternalLinkage);
+        C->tty = LLVMGlobalGetValueType(C->tile[v]);
     }
-    LLVMValueRef meta = arm_const_bytes(G, P.meta, P.n_meta * sizeof *P.meta, "meta");
-    LLVMValueRef cidx = arm_const_bytes(G, P.cidx, P.n_cidx * sizeof *P.cidx, "cidx");
-    LLVMValueRef wpk = arm_const_bytes(G, P.wpk, P.n_wpk * sizeof *P.wpk, "wpk");
-    LLVMValueRef bias = arm_const_bytes(G, P.bias, (size_t)g->o * sizeof *P.bias, "bias");
-    LLVMValueRef ochan = arm_const_bytes(G, P.ochan, (size_t)g->o * sizeof *P.ochan, "ochan");
+    const cpu_conv_plan *P = &C->P;
+    C->meta = arm_const_bytes(G, P->meta, P->n_meta * sizeof *P->meta, "meta");
+    C->cidx = arm_const_bytes(G, P->cidx, P->n_cidx * sizeof *P->cidx, "cidx");
+    C->wpk = arm_const_bytes(G, P->wpk, P->n_wpk * sizeof *P->wpk, "wpk");
+    C->bias = arm_const_bytes(G, P->bias, (size_t)P->g.o * sizeof *P->bias, "bias");
+    C->ochan = arm_const_bytes(G, P->ochan, (size_t)P->g.o * sizeof *P->ochan, "ochan");
+    return PDC_OK;
+}
+
+/* Floats of scratch conv_image packs into. */
+static int64_t conv_packed_floats(const arm_conv *C) { return C->P.g.c * C->P.g.ps + C->P.g.tail; }
+
+/* One image: x (c*h*w floats) packed into xp, every tile of y (o*oh*ow floats) computed. */
+static void conv_image(arm_gen *G, const arm_conv *C, LLVMValueRef x, LLVMValueRef xp, LLVMValueRef y)
+{
+    const conv_geom *g = &C->P.g;
+    const conv_key *k = &C->P.key;
+    emit_pack(G, g, x, xp);
+    /* tiles: rows [0, nty-1) and the last row tile, columns likewise; each region one variant */
+    for (int r = 0; r < 2; r++)
+        for (int cx = 0; cx < 2; cx++) {
+            int64_t ty0 = r ? g->nty - 1 : 0, nty = r ? 1 : g->nty - 1;
+            int64_t tx0 = cx ? g->ntx - 1 : 0, ntx = cx ? 1 : g->ntx - 1;
+            if (nty <= 0 || ntx <= 0) continue;
+            int v = C->P.var_of[r][cx];
+            arm_loop Ly, Lx;
+            LLVMValueRef tyi = arm_addc(G, arm_loop_begin(G, nty, &Ly), ty0);
+            LLVMValueRef txi = arm_addc(G, arm_loop_begin(G, ntx, &Lx), tx0);
+            LLVMValueRef y0 = arm_mulc(G, tyi, g->ty), x0 = arm_mulc(G, txi, g->tx * k->vec);
+            LLVMValueRef xt = pdc_irb_gep(&G->irb, G->irb.f32, xp, arm_add(G, arm_mulc(G, y0, g->sy * g->wq), x0));
+            LLVMValueRef yt = pdc_irb_gep(&G->irb, G->irb.f32, y, arm_add(G, arm_mulc(G, y0, g->ow), x0));
+            LLVMValueRef args[10] = {xt, C->meta, C->cidx, C->wpk, C->bias, C->ochan, yt,
+                                     LLVMConstNull(G->irb.ptr), /* no residual */
+                                     arm_i64(G, 0), arm_i64(G, g->o)};
+            LLVMBuildCall2(G->irb.b, C->tty, C->tile[v], args, 10, "");
+            arm_loop_end(G, &Lx);
+            arm_loop_end(G, &Ly);
+        }
+}
+
+/*
+ * A 3-D conv: output depth plane od is the 2-D conv cpu_conv3d_as_2d describes over the C*KD input
+ * planes it reads (backends/cpu/conv3d.c). Per image and plane (unrolled: depths are few), those planes
+ * are gathered into scratch (zeros for a depth outside the input), the 2-D tiles run, and the result is
+ * scattered into the plane.
+ */
+static pdc_status emit_conv3d(arm_gen *G, const ir_layer *l)
+{
+    ir_window_params p;
+    pdc_status st = ir_window_params_get(G->m, l, &p);
+    if (st) return st;
+    const ir_tensor *wt = &G->m->tensors[l->inputs[1]];
+    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &G->m->tensors[l->inputs[2]] : NULL;
+    if (wt->kind != IR_TENSOR_CONST || (bt && bt->kind != IR_TENSOR_CONST))
+        return arm_unsupported(G, l, "3-D conv with a weight or bias computed at run time");
+    ir_model *m2 = NULL;
+    if ((st = cpu_conv3d_as_2d(G->ctx, G->m, l, wt->data, bt ? bt->data : NULL, 0, &m2))) return st;
+    arm_conv C;
+    memset(&C, 0, sizeof C);
+    st = conv_prepare(G, m2, &m2->layers[0], &C);
     LLVMValueRef x, y;
-    if ((st = arm_tensor_ptr(G, l->inputs[0], &x)) || (st = arm_tensor_ptr(G, l->outputs[0], &y))) {
-        cpu_conv_plan_release(&P);
-        return st;
-    }
-    LLVMValueRef xp = arm_scratch(G, (size_t)(g->c * g->ps + g->tail));
-    for (int64_t n = 0; n < g->n; n++) {
-        LLVMValueRef xn = pdc_irb_gepc(&G->irb, G->irb.f32, x, n * g->c * g->h * g->w);
-        LLVMValueRef yn = pdc_irb_gepc(&G->irb, G->irb.f32, y, n * g->o * g->oh * g->ow);
-        emit_pack(G, g, xn, xp);
-        /* tiles: rows [0, nty-1) and the last row tile, columns likewise; each region one variant */
-        for (int r = 0; r < 2; r++)
-            for (int cx = 0; cx < 2; cx++) {
-                int64_t ty0 = r ? g->nty - 1 : 0, nty = r ? 1 : g->nty - 1;
-                int64_t tx0 = cx ? g->ntx - 1 : 0, ntx = cx ? 1 : g->ntx - 1;
-                if (nty <= 0 || ntx <= 0) continue;
-                int v = P.var_of[r][cx];
-                arm_loop Ly, Lx;
-                LLVMValueRef tyi = arm_addc(G, arm_loop_begin(G, nty, &Ly), ty0);
-                LLVMValueRef txi = arm_addc(G, arm_loop_begin(G, ntx, &Lx), tx0);
-                LLVMValueRef y0 = arm_mulc(G, tyi, g->ty), x0 = arm_mulc(G, txi, g->tx * k->vec);
-                LLVMValueRef xt = pdc_irb_gep(&G->irb, G->irb.f32, xp, arm_add(G, arm_mulc(G, y0, g->sy * g->wq), x0));
-                LLVMValueRef yt = pdc_irb_gep(&G->irb, G->irb.f32, yn, arm_add(G, arm_mulc(G, y0, g->ow), x0));
-                LLVMValueRef args[10] = {xt, meta, cidx, wpk, bias, ochan, yt, LLVMConstNull(G->irb.ptr), /* no residual */
-                                         arm_i64(G, 0), arm_i64(G, g->o)};
-                LLVMBuildCall2(G->irb.b, tty, tile[v], args, 10, "");
-                arm_loop_end(G, &Lx);
-                arm_loop_end(G, &Ly);
+    if (!st) st = arm_tensor_ptr(G, l->inputs[0], &x);
+    if (!st) st = arm_tensor_ptr(G, l->outputs[0], &y);
+    if (!st) {
+        const int64_t kd = p.k[0], plane = p.in[1] * p.in[2], oplane = p.out[1] * p.out[2];
+        const int64_t packed = conv_packed_floats(&C), gathered = p.c * kd * plane;
+        LLVMValueRef xp = arm_scratch(G, (size_t)(packed + gathered + p.o * oplane));
+        LLVMValueRef xg = pdc_irb_gepc(&G->irb, G->irb.f32, xp, packed);
+        LLVMValueRef yg = pdc_irb_gepc(&G->irb, G->irb.f32, xg, gathered);
+        for (int64_t n = 0; n < p.n; n++)
+            for (int64_t od = 0; od < p.out[0]; od++) {
+                for (int64_t k = 0; k < kd; k++) {
+                    const int64_t id = od * p.stride[0] + k * p.dil[0] - p.pad_begin[0];
+                    arm_loop Lc;
+                    LLVMValueRef c = arm_loop_begin(G, p.c, &Lc);
+                    LLVMValueRef dst = pdc_irb_gep(&G->irb, G->irb.f32, xg, arm_affine(G, c, kd * plane, NULL, 0, k * plane));
+                    if (id < 0 || id >= p.in[0]) {
+                        arm_zero(G, dst, plane);
+                    } else {
+                        LLVMValueRef src = pdc_irb_gep(&G->irb, G->irb.f32, x,
+                                                       arm_affine(G, c, p.in[0] * plane, NULL, 0,
+                                                                  (n * p.c * p.in[0] + id) * plane));
+                        arm_move(G, dst, src, plane);
+                    }
+                    arm_loop_end(G, &Lc);
+                }
+                conv_image(G, &C, xg, xp, yg);
+                arm_loop Lo;
+                LLVMValueRef o = arm_loop_begin(G, p.o, &Lo);
+                arm_move(G,
+                         pdc_irb_gep(&G->irb, G->irb.f32, y,
+                                     arm_affine(G, o, p.out[0] * oplane, NULL, 0, (n * p.o * p.out[0] + od) * oplane)),
+                         pdc_irb_gep(&G->irb, G->irb.f32, yg, arm_mulc(G, o, oplane)), oplane);
+                arm_loop_end(G, &Lo);
             }
     }
-    cpu_conv_plan_release(&P);
-    return PDC_OK;
+    cpu_conv_plan_release(&C.P);
+    ir_model_destroy(m2);
+    return st;
+}
+
+pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
+{
+    if (G->m->tensors[l->inputs[1]].rank == 5) return emit_conv3d(G, l);
+    arm_conv C;
+    memset(&C, 0, sizeof C);
+    pdc_status st = conv_prepare(G, G->m, l, &C);
+    LLVMValueRef x, y;
+    if (!st) st = arm_tensor_ptr(G, l->inputs[0], &x);
+    if (!st) st = arm_tensor_ptr(G, l->outputs[0], &y);
+    if (!st) {
+        const conv_geom *g = &C.P.g;
+        LLVMValueRef xp = arm_scratch(G, (size_t)conv_packed_floats(&C));
+        for (int64_t n = 0; n < g->n; n++)
+            conv_image(G, &C, pdc_irb_gepc(&G->irb, G->irb.f32, x, n * g->c * g->h * g->w), xp,
+                       pdc_irb_gepc(&G->irb, G->irb.f32, y, n * g->o * g->oh * g->ow));
+    }
+    cpu_conv_plan_release(&C.P);
+    return st;
 }

@@ -84,54 +84,52 @@ static pdc_status conv3d_run(const cpu_layer *L, const ir_model *m, const ir_lay
     return PDC_OK;
 }
 
-/* The 2-D model of 3-D conv l (weights and bias: w3, b3, already batchnorm-folded if so). */
-static pdc_status build_2d(pdc_context *ctx, const ir_model *m, const ir_layer *l, const ir_window_params *p,
-                           const float *w3, const float *b3, int residual, conv3d_state *s)
+pdc_status cpu_conv3d_as_2d(pdc_context *ctx, const ir_model *m, const ir_layer *l, const float *w3, const float *b3,
+                           int residual, ir_model **out)
 {
-    const ir_tensor *wt = &m->tensors[l->inputs[1]];
-    const int64_t cg = p->c / p->group, kd = p->k[0];
-    const size_t nw = (size_t)(p->o * cg * kd * p->k[1] * p->k[2]);
-    pdc_status st = ir_model_create(ctx, "conv3d_as_2d", &s->m2);
+    ir_window_params p;
+    pdc_status st = ir_window_params_get(m, l, &p);
     if (st) return st;
-    ir_model *m2 = s->m2;
+    const ir_tensor *wt = &m->tensors[l->inputs[1]];
+    const int64_t cg = p.c / p.group, kd = p.k[0];
+    const size_t nw = (size_t)(p.o * cg * kd * p.k[1] * p.k[2]);
+    ir_model *m2;
+    if ((st = ir_model_create(ctx, "conv3d_as_2d", &m2))) return st;
     float *w = pdc_alloc(ctx, nw * sizeof *w), *b = NULL;
-    if (!w) return PDC_ERR_OUT_OF_MEMORY;
-    memcpy(w, w3, nw * sizeof *w);
-    if ((st = ir_model_add_input(m2, "x2", 4, (int64_t[]){1, p->c * kd, p->in[1], p->in[2]}))) {
-        pdc_free(w);
-        return st;
+    if (!w) st = PDC_ERR_OUT_OF_MEMORY;
+    else memcpy(w, w3, nw * sizeof *w);
+    if (!st && (st = ir_model_add_input(m2, "x2", 4, (int64_t[]){1, p.c * kd, p.in[1], p.in[2]}))) pdc_free(w);
+    if (!st) st = ir_model_add_constant_owned(m2, "w2", 4, (int64_t[]){p.o, cg * kd, p.k[1], p.k[2]}, w);
+    if (!st && b3) {
+        if (!(b = pdc_alloc(ctx, (size_t)p.o * sizeof *b))) st = PDC_ERR_OUT_OF_MEMORY;
+        else memcpy(b, b3, (size_t)p.o * sizeof *b);
+        if (!st) st = ir_model_add_constant_owned(m2, "b2", 1, (int64_t[]){p.o}, b);
     }
-    if ((st = ir_model_add_constant_owned(m2, "w2", 4, (int64_t[]){p->o, cg * kd, p->k[1], p->k[2]}, w))) return st;
-    if (b3) {
-        if (!(b = pdc_alloc(ctx, (size_t)p->o * sizeof *b))) return PDC_ERR_OUT_OF_MEMORY;
-        memcpy(b, b3, (size_t)p->o * sizeof *b);
-        if ((st = ir_model_add_constant_owned(m2, "b2", 1, (int64_t[]){p->o}, b))) return st;
-    }
-    if (residual && (st = ir_model_add_input(m2, "r2", 4, (int64_t[]){1, p->o, p->out[1], p->out[2]}))) return st;
+    if (!st && residual) st = ir_model_add_input(m2, "r2", 4, (int64_t[]){1, p.o, p.out[1], p.out[2]});
     /* the 3-D sparsity, element for element (the order is the same), as a mask */
-    if (wt->sparsity.kind != IR_SPARSITY_NONE) {
+    if (!st && wt->sparsity.kind != IR_SPARSITY_NONE) {
         ir_sparsity sp = {.kind = IR_SPARSITY_UNSTRUCTURED, .n_mask = nw};
-        if (!(sp.mask = pdc_alloc(ctx, nw))) return PDC_ERR_OUT_OF_MEMORY;
-        ir_sparsity_mask_range(wt, &wt->sparsity, 0, nw, sp.mask);
-        if ((st = ir_model_set_sparsity(m2, ir_model_find_tensor(m2, "w2"), &sp))) return st;
+        if (!(sp.mask = pdc_alloc(ctx, nw))) st = PDC_ERR_OUT_OF_MEMORY;
+        if (!st) ir_sparsity_mask_range(wt, &wt->sparsity, 0, nw, sp.mask);
+        if (!st) st = ir_model_set_sparsity(m2, ir_model_find_tensor(m2, "w2"), &sp);
     }
     ir_attrs a = {0};
-    st = ir_attrs_copy(ctx, &a, &l->attrs);
-    if (!st) st = ir_attrs_set_ints(ctx, &a, "strides", 2, (int64_t[]){p->stride[1], p->stride[2]});
-    if (!st) st = ir_attrs_set_ints(ctx, &a, "dilations", 2, (int64_t[]){p->dil[1], p->dil[2]});
+    if (!st) st = ir_attrs_copy(ctx, &a, &l->attrs);
+    if (!st) st = ir_attrs_set_ints(ctx, &a, "strides", 2, (int64_t[]){p.stride[1], p.stride[2]});
+    if (!st) st = ir_attrs_set_ints(ctx, &a, "dilations", 2, (int64_t[]){p.dil[1], p.dil[2]});
     if (!st)
-        st = ir_attrs_set_ints(ctx, &a, "pads", 4,
-                               (int64_t[]){p->pad_begin[1], p->pad_begin[2], p->pad_end[1], p->pad_end[2]});
+        st = ir_attrs_set_ints(ctx, &a, "pads", 4, (int64_t[]){p.pad_begin[1], p.pad_begin[2], p.pad_end[1], p.pad_end[2]});
     if (!st) ir_attrs_remove(&a, "kernel_shape");
     if (!st) ir_attrs_remove(&a, "auto_pad");
     const char *ins[] = {"x2", "w2", "b2"}, *outs[] = {"y2"};
     if (!st) st = ir_model_add_layer(m2, l->name, IR_OP_CONV, b3 ? 3 : 2, ins, 1, outs, &a);
     ir_attrs_free(&a);
     if (!st) st = ir_model_mark_output(m2, "y2");
-    if (st) return st;
-    s->x2 = ir_model_find_tensor(m2, "x2");
-    s->y2 = ir_model_find_tensor(m2, "y2");
-    s->r2 = residual ? ir_model_find_tensor(m2, "r2") : -1;
+    if (st) {
+        ir_model_destroy(m2);
+        return st;
+    }
+    *out = m2;
     return PDC_OK;
 }
 
@@ -155,8 +153,13 @@ pdc_status cpu_plan_conv3d(const cpu_compile *cc, const ir_model *m, const ir_la
     s->p = p;
     const ir_epilogue *e = cc->fuse;
     const int folded = e && e->bn >= 0 && cc->fold_w;
-    st = build_2d(ctx, m, l, &p, folded ? cc->fold_w : wt->data, folded ? cc->fold_b : bt ? bt->data : NULL,
-                  e && e->residual >= 0, s);
+    st = cpu_conv3d_as_2d(ctx, m, l, folded ? cc->fold_w : wt->data, folded ? cc->fold_b : bt ? bt->data : NULL,
+                          e && e->residual >= 0, &s->m2);
+    if (!st) {
+        s->x2 = ir_model_find_tensor(s->m2, "x2");
+        s->y2 = ir_model_find_tensor(s->m2, "y2");
+        s->r2 = ir_model_find_tensor(s->m2, "r2"); /* -1 without a residual */
+    }
     /* the 2-D layer takes the epilogue with its own tensors: the batchnorm is in its weights already */
     ir_epilogue e2;
     cpu_compile cc2 = *cc;

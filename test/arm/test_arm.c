@@ -367,6 +367,44 @@ START_TEST(conv_variants_pruned_reordered)
 }
 END_TEST
 
+/* 3-D convs (dense: strides, dilation, uneven pads, groups, bias, activation; then KGS- and
+ * connectivity-pruned) and 3-D pooling over one clip input, each a separate output. */
+static void conv3d_zoo(void)
+{
+    input("x", DIMS(2, 4, 5, 7, 6));
+    constant_rand("w1", DIMS(6, 4, 3, 3, 3), 0.5f, 21);
+    constant_rand("b1", DIMS(6), 0.5f, 22);
+    layer("conv", set_string(set_ints(attrs(), "pads", 6, (int64_t[]){1, 1, 1, 1, 1, 1}), "activation", "relu"),
+          "c1", NAMES("x", "w1", "b1"));
+    constant_rand("w2", DIMS(5, 4, 2, 3, 1), 0.5f, 23);
+    pdc_attrs *a = set_ints(attrs(), "strides", 3, (int64_t[]){2, 1, 2});
+    set_ints(a, "dilations", 3, (int64_t[]){1, 2, 1});
+    layer("conv", set_ints(a, "pads", 6, (int64_t[]){0, 1, 0, 1, 2, 0}), "c2", NAMES("x", "w2"));
+    constant_rand("w3", DIMS(4, 2, 3, 1, 3), 0.5f, 24);
+    layer("conv", set_int(set_ints(attrs(), "pads", 6, (int64_t[]){1, 0, 1, 1, 0, 1}), "group", 2), "c3",
+          NAMES("x", "w3"));
+    layer("maxpool", set_ints(set_ints(attrs(), "kernel_shape", 3, (int64_t[]){2, 2, 2}), "strides", 3,
+                              (int64_t[]){2, 2, 2}), "mp", NAMES("c1"));
+    layer("avgpool", set_ints(attrs(), "kernel_shape", 3, (int64_t[]){3, 3, 3}), "ap", NAMES("c1"));
+    const char *outs[] = {"c2", "c3", "mp", "ap"};
+    for (size_t i = 0; i < 4; i++) output(outs[i]);
+}
+
+START_TEST(conv3d_matches_ref)
+{
+    conv3d_zoo();
+    check_arm_matches_ref("conv3d", NULL, "3-D convs and pools, dense", 31);
+    if (quick()) return;
+    fresh_model("conv3d_kgs");
+    conv3d_zoo();
+    pdc_attrs *opt = set_string(set_int(attrs(), "include_stem", 1), "pattern_kernels", "all");
+    set_string(set_string(opt, "kgs_rate", "0.6"), "kgs_group", "2x2");
+    ck_assert_ok(ctx, pdc_model_transform(mdl, "prune-kgs,prune-connectivity", opt));
+    pdc_attrs_destroy(opt);
+    check_arm_matches_ref("conv3d_kgs", "cortex-a55", "3-D convs KGS + connectivity pruned", 32);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ every other op */
 
 /* Symbols of tmp/libNAME.a whose nm line matches the extended regex re, or -1 without the cross nm. */
@@ -873,17 +911,17 @@ START_TEST(bad_input_fails_cleanly)
     ck_assert_int_eq(dir_entries(fdir), 1);
     unlink(fifo);
     rmdir(fdir);
-    /* an op the emitter cannot emit: a 3-D convolution */
+    /* a layer the emitter cannot emit: a 3-D convolution whose weights are an input */
     fresh_model("vol");
     input("v", DIMS(1, 2, 4, 5, 6));
-    constant_rand("w3", DIMS(3, 2, 3, 3, 3), 0.5f, 1);
+    input("w3", DIMS(3, 2, 3, 3, 3));
     layer("conv", NULL, "vy", NAMES("v", "w3"));
     output("vy");
     char sub[600];
     snprintf(sub, sizeof sub, "%s/new", tmp);
     ck_assert_status(ctx, emit_opts(TARGET, NULL, sub), PDC_ERR_UNSUPPORTED);
     ck_assert_error_has(ctx, "layer 'vy' (op conv)");
-    ck_assert_error_has(ctx, "3-D conv");
+    ck_assert_error_has(ctx, "3-D conv with a weight or bias computed at run time");
     ck_assert_int_eq(access(sub, F_OK), -1); /* the directory was not even made */
     ck_assert_status(ctx, emit_opts(TARGET, NULL, tmp), PDC_ERR_UNSUPPORTED);
     ck_assert_int_eq(dir_entries(tmp), 1);
@@ -911,7 +949,7 @@ int main(void)
     Suite *s = suite_create("arm");
     TCase *tc = test_add_tcase(s, "core", setup, teardown, 300, NULL);
     tcase_add_loop_test(tc, onnx_models_match_ref, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
-    test_add_tests(tc, TEST_LIST(nonfinite_inputs_classified_like_ref, conv_variants_dense, conv_variants_pruned_reordered, other_ops_match_ref,
+    test_add_tests(tc, TEST_LIST(nonfinite_inputs_classified_like_ref, conv_variants_dense, conv_variants_pruned_reordered, conv3d_matches_ref, other_ops_match_ref,
                                  rnn_cells_match_ref, sparse_fc_gemm_match_ref, sparse_matmul_matches_ref,
                                  sparse_rnn_match_ref, bcr_rnn_match_ref, sparse_fc_stores_no_zeros, two_models_link_into_one_program,
                                  archive_and_code, odd_names_and_no_inputs, bad_input_fails_cleanly));
