@@ -468,6 +468,8 @@ PDC_API pdc_status pdc_model_output_info(const pdc_model *model, size_t i, const
  *                                        larger than a layer's kernel grid is cut to it
  *  - "kgs_keep": int = 0                 window positions each group keeps (1..window); 0: from kgs_rate
  *  - "kgs_rate": float = 0.5             share of window positions each group removes, floor(rate x window)
+ *  - "kgs_masks": int = 0                prune-kgs: 0 every group its own mask; K > 0 at most K distinct masks
+ *                                        per layer (the K most frequent; see pdc_prune_project_kgs)
  *  - "block": string = "1x4"             block shape ROWSxCOLS in the [out, in] layout; "1x4:0.8" also sets
  *                                        block_rate
  *  - "block_rate": float = 0.5           share of blocks removed
@@ -585,20 +587,25 @@ PDC_API pdc_status pdc_prune_project_connectivity(pdc_context *ctx, float *weigh
  * kernels k in increasing index k = o*in_channels + c (double precision); the `keep` positions of largest
  * norm are kept (on equal norms the lower position), every other position of every kernel of the group
  * becomes 0. Kernels with kernel_keep[k] == 0 become 0 entirely and take no part in the norms.
+ * With n_masks > 0 the layer's masks are limited (so that code generated per mask stays small): those
+ * natural masks are the candidates, the n_masks most frequent (higher count first, then the smaller
+ * bitmask; at most 64) form the set, and each group keeps the set's mask with the largest sum of its
+ * position norms (the earlier mask on equal sums).
  * @param[in,out] weights     not kept
  * @param[in] keep            kept positions per group, 1..kernel_size
+ * @param[in] n_masks         0: every group its own mask; else the most distinct masks of the layer
  * @param[in] kernel_keep     out_channels*in_channels entries (0: kernel removed), or NULL (all kept); not kept
  * @param[out] group_masks    one bitmask of kept positions per group (0 for a group whose kernels are all
  *                            removed), or NULL
  * @retval PDC_OK
  * @retval PDC_ERR_INVALID_ARG  NULL ctx or weights, a channel count < 1, kernel_size outside 1..64, a group
  *         outside 1..the grid, keep outside 1..kernel_size (the message names the value)
- * @retval PDC_ERR_OVERFLOW  On failure nothing is written.
+ * @retval PDC_ERR_OVERFLOW, PDC_ERR_OUT_OF_MEMORY  On failure nothing is written.
  * Since 0.4. Thread-safety: as any call on ctx.
  */
 PDC_API pdc_status pdc_prune_project_kgs(pdc_context *ctx, float *weights, int64_t out_channels, int64_t in_channels,
                                          int64_t kernel_size, int64_t group_out, int64_t group_in, size_t keep,
-                                         const uint8_t *kernel_keep, uint64_t *group_masks);
+                                         size_t n_masks, const uint8_t *kernel_keep, uint64_t *group_masks);
 /**
  * Block projection of a row-major matrix [rows, cols] in the ONNX/PyTorch [out, in] layout (an fc weight, a
  * gemm operand with transB = 1; transpose an [in, out] operand first), in place: the matrix is cut into

@@ -263,7 +263,7 @@ void pass_options_free(pass_options *opt)
 static const char known_options[] =
     "patterns, pattern_size, connectivity, block, block_rate, bcr_block, bcr_col_rate, bcr_row_rate, "
     "unstructured_rate, layers, skip, include_stem, pattern_kernels, block_convs, lanes, print_after, print_file, "
-    "print_weights, kgs_group, kgs_keep, kgs_rate";
+    "print_weights, kgs_group, kgs_keep, kgs_rate, kgs_masks";
 
 /* An attribute as text (strings as they are, numbers formatted), for uniform parsing. */
 static const char *attr_text(const ir_attr *a, char *buf, size_t cap)
@@ -544,6 +544,9 @@ pdc_status pass_options_set(const pdc_context *ctx, pass_options *opt, const ir_
     } else if (!strcmp(n, "kgs_keep")) {
         if ((st = int_option(ctx, a, 0, IR_MAX_PATTERN_WINDOW, &v))) return st;
         opt->kgs_keep = (size_t)v;
+    } else if (!strcmp(n, "kgs_masks")) {
+        if ((st = int_option(ctx, a, 0, IR_MAX_PATTERN_WINDOW, &v))) return st;
+        opt->kgs_masks = (size_t)v;
     } else if (!strcmp(n, "kgs_rate")) {
         return rates_option(ctx, a, &opt->kgs_rate);
     } else if (!strcmp(n, "block")) {

@@ -40,6 +40,7 @@ typedef struct pass_options {
     int64_t kgs_go, kgs_gc;     /* kernel group: output x input channels (default 4x4) */
     size_t kgs_keep;            /* window positions kept per group; 0: from kgs_rate (default 0) */
     pass_rates kgs_rate;        /* share of window positions removed per group (default 0.5) */
+    size_t kgs_masks;           /* at most this many distinct group masks per layer; 0: no limit (default) */
     /* block pruning */
     int64_t block_h, block_w;   /* block shape in the [out, in] matrix layout (default 1x4) */
     pass_rates block_rate;      /* share of blocks removed (default 0.5) */

@@ -14,7 +14,8 @@ pdc_status project_pattern(const pdc_context *ctx, const char *who, float *w, in
 pdc_status project_connectivity(const pdc_context *ctx, const char *who, float *w, int64_t o, int64_t c,
                                 int64_t kernel_size, double rate, uint8_t *keep);
 pdc_status project_kgs(const pdc_context *ctx, const char *who, float *w, int64_t o, int64_t c, int64_t kernel_size,
-                       int64_t go, int64_t gc, size_t keep, const uint8_t *kernel_keep, uint64_t *group_masks);
+                       int64_t go, int64_t gc, size_t keep, size_t n_masks, const uint8_t *kernel_keep,
+                       uint64_t *group_masks);
 pdc_status project_block(const pdc_context *ctx, const char *who, float *a, int64_t rows, int64_t cols, int64_t bh,
                          int64_t bw, double rate, uint8_t *keep);
 pdc_status project_unstructured(const pdc_context *ctx, const char *who, float *w, size_t n, double rate,

@@ -2,7 +2,8 @@
  * prune_kgs.c - the prune-kgs pass: kernel-group sparsity (RT3D's KGS) for 3-D convs. Each eligible
  * weight's kernel grid is cut into kgs_group tiles (a tile larger than the grid is cut to it), each
  * tile keeps the same kgs_keep window positions - or all but floor(kgs_rate x window) - of largest
- * group norm (project_kgs, the code behind pdc_prune_project_kgs). The result is pattern sparsity with
+ * group norm, from at most kgs_masks masks per layer if set (project_kgs, the code behind
+ * pdc_prune_project_kgs). The result is pattern sparsity with
  * a 3-D window and kernel groups: the patterns are the distinct group masks in the order their first
  * group appears (groups row-major), every kernel has its group's pattern. Kernels an earlier
  * connectivity pass removed stay removed and take no part in the norms. The stem is left alone by
@@ -64,7 +65,8 @@ static pdc_status prune_groups(ir_model *m, const ir_layer *l, int t, int flag, 
     }
     char who[300];
     snprintf(who, sizeof who, "layer '%.256s'", l->name);
-    if (!st) st = project_kgs(m->ctx, who, w->data, o, c, (int64_t)win, go, gc, keep, kernel_keep, masks);
+    if (!st)
+        st = project_kgs(m->ctx, who, w->data, o, c, (int64_t)win, go, gc, keep, opt->kgs_masks, kernel_keep, masks);
     size_t g = 0;
     for (int64_t g0 = 0; !st && g0 < o; g0 += go)
         for (int64_t g1 = 0; g1 < c; g1 += gc, g++) {

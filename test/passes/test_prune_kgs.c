@@ -23,7 +23,7 @@ START_TEST(projection_keeps_largest_group_norms)
         -1, 1, 1, 1, /* o2 c1: group 1 norms 26, 26, 2, 2 */
     };
     uint64_t masks[2] = {7, 7};
-    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, w, 3, 2, 4, 2, 2, 2, NULL, masks));
+    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, w, 3, 2, 4, 2, 2, 2, 0, NULL, masks));
     /* group 0: p2 (10) then p1 (4); group 1: p0 and p1 (equal norms, lower positions first) */
     ck_assert_uint_eq(masks[0], 0x6);
     ck_assert_uint_eq(masks[1], 0x3);
@@ -31,16 +31,25 @@ START_TEST(projection_keeps_largest_group_norms)
     ck_assert_mem_eq(w, want, sizeof w);
     /* equal norms everywhere: the lowest positions are kept */
     float flat[2 * 4] = {1, 1, 1, 1, 1, 1, 1, 1};
-    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, flat, 1, 2, 4, 1, 2, 3, NULL, masks));
+    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, flat, 1, 2, 4, 1, 2, 3, 0, NULL, masks));
     ck_assert_uint_eq(masks[0], 0x7);
     /* removed kernels are zeroed and do not vote: o0 c0's big p3 is ignored */
     float v[2 * 4] = {0, 0, 0, 9, 1, 2, 0, 0};
-    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, v, 1, 2, 4, 1, 2, 1, (const uint8_t[]){0, 1}, masks));
+    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, v, 1, 2, 4, 1, 2, 1, 0, (const uint8_t[]){0, 1}, masks));
     ck_assert_uint_eq(masks[0], 0x2);
     static const float vwant[2 * 4] = {0, 0, 0, 0, 0, 2, 0, 0};
     ck_assert_mem_eq(v, vwant, sizeof v);
+    /* a set of one mask: the most frequent natural mask, 0x6 (groups 0 and 1 both choose p1, p2) */
+    float m3[3 * 1 * 4] = {0, 2, 3, 0, 0, 3, 2, 0, 5, 0, 0, 4};
+    uint64_t gm[3];
+    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, m3, 3, 1, 4, 1, 1, 2, 1, NULL, gm));
+    ck_assert_uint_eq(gm[0], 0x6);
+    ck_assert_uint_eq(gm[1], 0x6);
+    ck_assert_uint_eq(gm[2], 0x6); /* its own would be 0x9: projected onto the set */
+    static const float m3want[3 * 4] = {0, 2, 3, 0, 0, 3, 2, 0, 0, 0, 0, 0};
+    ck_assert_mem_eq(m3, m3want, sizeof m3);
     /* a group whose kernels are all removed has mask 0 */
-    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, v, 2, 1, 4, 1, 1, 1, (const uint8_t[]){0, 1}, masks));
+    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, v, 2, 1, 4, 1, 1, 1, 0, (const uint8_t[]){0, 1}, masks));
     ck_assert_uint_eq(masks[0], 0);
     ck_assert_uint_eq(masks[1], 0x2);
 }
@@ -64,14 +73,14 @@ START_TEST(projection_bad_arguments)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_status(ctx, pdc_prune_project_kgs(ctx, w, bad[i].o, bad[i].c, bad[i].win, bad[i].go, bad[i].gc,
-                                                    bad[i].keep, NULL, NULL),
+                                                    bad[i].keep, 0, NULL, NULL),
                          PDC_ERR_INVALID_ARG);
         ck_assert_error_has(ctx, bad[i].needle);
         ck_assert_mem_eq(w, before, sizeof w); /* nothing written */
     }
-    ck_assert_status(ctx, pdc_prune_project_kgs(ctx, NULL, 2, 2, 27, 1, 1, 4, NULL, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_prune_project_kgs(ctx, NULL, 2, 2, 27, 1, 1, 4, 0, NULL, NULL), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "pdc_prune_project_kgs: weights is NULL");
-    ck_assert_int_eq(pdc_prune_project_kgs(NULL, w, 2, 2, 27, 1, 1, 4, NULL, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_int_eq(pdc_prune_project_kgs(NULL, w, 2, 2, 27, 1, 1, 4, 0, NULL, NULL), PDC_ERR_INVALID_ARG);
 }
 END_TEST
 
@@ -128,7 +137,7 @@ START_TEST(prune_kgs_matches_the_projection)
     float *w = malloc(ir_tensor_numel(w0) * sizeof *w);
     memcpy(w, w0->data, ir_tensor_numel(w0) * sizeof *w);
     uint64_t masks[3 * 2];
-    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, w, O2, C2, 27, 4, 4, 9, NULL, masks));
+    ck_assert_ok(ctx, pdc_prune_project_kgs(ctx, w, O2, C2, 27, 4, 4, 9, 0, NULL, masks));
     ck_assert_mem_eq(weight_of(m, "c3")->data, w, ir_tensor_numel(w0) * sizeof *w);
     const ir_sparsity *s = &weight_of(m, "c3")->sparsity;
     for (int g = 0; g < 6; g++) ck_assert_uint_eq(s->patterns[s->kernel_pattern[(g / 2) * 4 * C2 + (g % 2) * 4]], masks[g]);
@@ -159,6 +168,18 @@ START_TEST(prune_kgs_rates_groups_and_stem)
     m = video_model();
     ck_assert_ok(ctx, transform(m, "prune-kgs", opt_s("kgs_rate", "0.2,c3=0.75")));
     check_kgs(weight_of(m, "c3"), 4, 4, 7);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+START_TEST(prune_kgs_limited_masks)
+{
+    pdc_model *m = video_model();
+    pdc_attrs *o = opt_i("kgs_masks", 2);
+    ck_assert_ok(ctx, pdc_attrs_set_string(o, "kgs_group", "2x2"));
+    ck_assert_ok(ctx, transform(m, "prune-kgs", o));
+    check_kgs(weight_of(m, "c3"), 2, 2, 14);
+    ck_assert_uint_le(weight_of(m, "c3")->sparsity.n_patterns, 2);
     pdc_model_destroy(m);
 }
 END_TEST
@@ -238,6 +259,6 @@ int main(void)
     return run_tests("prune_kgs", ctx_setup, ctx_teardown, 0,
                      TEST_LIST(projection_keeps_largest_group_norms, projection_bad_arguments,
                                prune_kgs_matches_the_projection, prune_kgs_rates_groups_and_stem,
-                               prune_kgs_then_connectivity, prune_pattern_takes_3d_kernels_when_listed,
+                               prune_kgs_limited_masks, prune_kgs_then_connectivity, prune_pattern_takes_3d_kernels_when_listed,
                                bad_options_have_status_and_message));
 }
