@@ -9,6 +9,7 @@
 #   results_torchvision.tsv  bench_torchvision.py: torchvision models pruned in PyTorch, pdc vs ONNX Runtime
 #   results_schedule.tsv bench_torchvision.py: GoogLeNet and ResNet-18, sequential vs the DAG schedule
 #   results_group.tsv    bench_group: groups of models (shared work, DAG schedule) vs the models in turn
+#   results_conv3d.tsv   bench_conv3d: r3d_18's 3x3x3 layers, dense and KGS-pruned, vs oneDNN direct
 #   results_gpu.tsv      gpu_bench: the gpu target vs cuDNN (only where make bench-gpu ran)
 # A missing TSV gets a line saying it was not recorded. Columns are found by their header names,
 # lines starting with '#' are notes (host, date, commit, ...) and are listed in the report.
@@ -570,6 +571,39 @@ group() {
     }' "$f" >> "$T/tables"
 }
 
+# ------------------------------------------------------------------ 3-D convs (bench_conv3d)
+conv3d() {
+    f=$BENCH/results_conv3d.tsv
+    title='3x3x3 layers of r3d_18 (`bench_conv3d`)'
+    if [ ! -f "$f" ]; then
+        not_recorded results_conv3d.tsv bench_conv3d "$title"
+        return 0
+    fi
+    awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
+    {
+        n++
+        row[n] = sprintf("| %s | %s | %s | %s | %s | %s | %s |", f("layer"), f("method"), f("kept_weights"), f("compression"),
+                         tm(f("median_ms")), rx(f("speedup_vs_onednn")), f("max_rel_err"))
+        m = f("method")
+        if (m != "oneDNN direct") list[m] = list[m] (list[m] == "" ? "" : ", ") rx(f("speedup_vs_onednn"))
+    }
+    END {
+        printf "- `test/bench/results_conv3d.tsv` (bench_conv3d): %d row%s\n", n, (n == 1 ? "" : "s") >> R
+        if (!n) exit
+        printf "- r3d_18 3x3x3 layers (`results_conv3d.tsv`), oneDNN direct / pdc at 1 thread, layer by layer: dense %s; KGS 7/27 %s; KGS 3/27 %s\n",
+               list["pdc dense"], list["pdc kgs 7/27"], list["pdc kgs 3/27"] >> H
+        printf "\n## %s\n\n", title
+        printf "`build/bench_conv3d`, written to `test/bench/results_conv3d.tsv`: the 3x3x3 pad-1 convs of torchvision r3d_18 at a\n"
+        printf "1x3x8x112x112 clip, batch 1, 1 thread; pdc dense, pdc pruned by `prune-kgs` (4x4 groups, 7 or 3 of 27 positions,\n"
+        printf "`kgs_masks` 8) and oneDNN direct 3-D conv on the dense weights (its preferred layouts, reorders outside the timing),\n"
+        printf "interleaved in a shuffled order, median of the repetitions; vs oneDNN = oneDNN time / method time; rel. err of pdc\n"
+        printf "against oneDNN on the same weights.\n"
+        printf "\n| layer | method | kept weights | compression | median ms | vs oneDNN | max rel err |\n"
+        printf "|---|---|---:|---:|---:|---:|---:|\n"
+        for (i = 1; i <= n; i++) print row[i]
+    }' "$f" >> "$T/tables"
+}
+
 conv results.tsv warm '3x3 layers, activations warm (`bench_conv`)'
 conv results_cold.tsv cold '3x3 layers, activations cold (`bench_conv --cold`)'
 scaling
@@ -580,6 +614,7 @@ rnn
 group
 schedule
 gpu
+conv3d
 
 # ------------------------------------------------------------------ the document
 # "# host: ...", "# date: ...", "# commit: ..." lines of the TSVs (any of them, each line once)
