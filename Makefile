@@ -401,6 +401,7 @@ BENCH_SCALING := $(BUILD)/bench_scaling
 BENCH_GROUP := $(BUILD)/bench_group
 BENCH_PREDICT := $(BUILD)/bench_predict
 BENCH_CONV3D := $(BUILD)/bench_conv3d
+BENCH_R3D18 := $(BUILD)/bench_r3d18
 $(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/test/bench/bench_conv.o: | deps-bench
 $(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/layers.o \
@@ -421,6 +422,8 @@ $(BENCH_PREDICT): $(BUILD)/obj/test/bench/bench_predict.o $(BUILD)/obj/test/benc
 $(BUILD)/obj/test/bench/bench_conv3d.o: | deps-bench
 $(BENCH_CONV3D): $(BUILD)/obj/test/bench/bench_conv3d.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
+$(BENCH_R3D18): $(BUILD)/obj/test/bench/bench_r3d18.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_BATCH): $(BUILD)/obj/test/bench/bench_batch.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_RNN): $(BUILD)/obj/test/bench/bench_rnn.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
@@ -434,7 +437,7 @@ deps-bench:
 	    --ignore-scripts onnxruntime-node@1.30.0 || echo "bench: no onnxruntime-node: the ONNX Runtime comparison is skipped"
 
 bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH) $(BENCH_GROUP) $(BENCH_RNN) \
-       $(BENCH_CONV3D)
+       $(BENCH_CONV3D) $(BENCH_R3D18)
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
 	    --out test/bench/results.tsv
 	OPENBLAS_CORETYPE=$$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell) $(BENCH_CONV) \
@@ -446,6 +449,7 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	$(BENCH_GROUP) --out test/bench/results_group.tsv
 	$(BENCH_RNN) --out test/bench/results_rnn.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 	$(BENCH_CONV3D) --out test/bench/results_conv3d.tsv
+	$(BENCH_R3D18) --out test/bench/results_r3d18.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 	@if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then $(MAKE) --no-print-directory bench-torchvision-run; \
 	else echo "bench: no python3-torch/python3-torchvision: the torchvision models are skipped (make bench-torchvision)"; fi
 	sh test/bench/report.sh

@@ -10,6 +10,7 @@
 #   results_schedule.tsv bench_torchvision.py: GoogLeNet and ResNet-18, sequential vs the DAG schedule
 #   results_group.tsv    bench_group: groups of models (shared work, DAG schedule) vs the models in turn
 #   results_conv3d.tsv   bench_conv3d: r3d_18's 3x3x3 layers, dense and KGS-pruned, vs oneDNN direct
+#   results_r3d18.tsv    bench_r3d18: a KGS-pruned r3d_18 end to end vs ONNX Runtime
 #   results_gpu.tsv      gpu_bench: the gpu target vs cuDNN (only where make bench-gpu ran)
 # A missing TSV gets a line saying it was not recorded. Columns are found by their header names,
 # lines starting with '#' are notes (host, date, commit, ...) and are listed in the report.
@@ -604,6 +605,36 @@ conv3d() {
     }' "$f" >> "$T/tables"
 }
 
+# ------------------------------------------------------------------ r3d_18 end to end (bench_r3d18)
+r3d18() {
+    f=$BENCH/results_r3d18.tsv
+    title='A pruned r3d_18 end to end (`bench_r3d18`)'
+    if [ ! -f "$f" ]; then
+        not_recorded results_r3d18.tsv bench_r3d18 "$title"
+        return 0
+    fi
+    awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
+    {
+        n++
+        row[n] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |", f("model"), f("threads"), f("kept") " of " f("weights"),
+                         tm(f("pdc_dense_ms")), tm(f("pdc_ms")), tm(f("ort_ms")), rx(f("speedup_vs_ort")), f("max_rel_err"))
+        hl = hl (hl == "" ? "" : ", ") rx(f("speedup_vs_ort")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
+    }
+    END {
+        printf "- `test/bench/results_r3d18.tsv` (bench_r3d18): %d row%s\n", n, (n == 1 ? "" : "s") >> R
+        if (!n) exit
+        printf "- KGS-pruned r3d_18 at 1x3x8x112x112 (`results_r3d18.tsv`), ONNX Runtime / pdc: %s\n", hl >> H
+        printf "\n## %s\n\n", title
+        printf "`build/bench_r3d18`, written to `test/bench/results_r3d18.tsv`: torchvision r3d_18 built layer for layer\n"
+        printf "with random weights, batchnorms folded (canonicalize), every 3x3x3 conv but the stem pruned by `prune-kgs`\n"
+        printf "(4x4 groups, 7 of 27 positions, `kgs_masks` 8); pdc on `cpu` against ONNX Runtime on the same pruned model\n"
+        printf "saved as ONNX (zeros included); medians; pdc dense for reference.\n"
+        printf "\n| model | threads | kept weights | pdc dense ms | pdc ms | ORT ms | ORT / pdc | max rel err |\n"
+        printf "|---|---:|---:|---:|---:|---:|---:|---:|\n"
+        for (i = 1; i <= n; i++) print row[i]
+    }' "$f" >> "$T/tables"
+}
+
 conv results.tsv warm '3x3 layers, activations warm (`bench_conv`)'
 conv results_cold.tsv cold '3x3 layers, activations cold (`bench_conv --cold`)'
 scaling
@@ -615,6 +646,7 @@ group
 schedule
 gpu
 conv3d
+r3d18
 
 # ------------------------------------------------------------------ the document
 # "# host: ...", "# date: ...", "# commit: ..." lines of the TSVs (any of them, each line once)
