@@ -864,11 +864,10 @@ PDC_API size_t pdc_tensor_size(const pdc_tensor *tensor);
  * output's shape. Every constant read by a layer is trained (weights, biases, batchnorm scale and bias)
  * except batchnorm mean and var, which hold running statistics updated in training mode (batch statistics
  * are used while training, the running ones by pdc_trainer_evaluate and compiled programs). Ops with a
- * backward pass: conv (1-D and 2-D; strides, pads, dilations, groups), fc, gemm, matmul, batchnorm, relu,
- * clip, leaky_relu, sigmoid, tanh, hardswish, hardsigmoid, add, sub, mul, div, concat, maxpool, avgpool,
- * global_avgpool, flatten, reshape, transpose, softmax, the fused activations of conv/fc/gemm, lstm and gru
- * (every direction; initial states; outputs y, y_h, y_c). Not yet: 3-D conv/pooling (pdc_trainer_create
- * answers PDC_ERR_UNSUPPORTED naming the layer).
+ * backward pass: conv (1-D, 2-D and 3-D; strides, pads, dilations, groups), fc, gemm, matmul, batchnorm,
+ * relu, clip, leaky_relu, sigmoid, tanh, hardswish, hardsigmoid, add, sub, mul, div, concat, maxpool, avgpool
+ * (2-D and 3-D), global_avgpool, flatten, reshape, transpose, softmax, the fused activations of conv/fc/gemm,
+ * lstm and gru (every direction; initial states; outputs y, y_h, y_c).
  *
  * Pruned weights (a constant with a sparsity description, from pdc_model_set_sparsity_* or a pruning pass)
  * stay exactly zero, and so does their optimizer state, after every step; layers whose weights are sparse
