@@ -181,7 +181,7 @@ START_TEST(pdc_format_round_trips_as_version_2)
     uint8_t *f1 = make_file(f + PDC_FORMAT_HEADER_SIZE, n - PDC_FORMAT_HEADER_SIZE - PDC_FORMAT_TRAILER_SIZE, 1, 0, &n1);
     ir_model *none = NULL;
     ck_assert_status(ctx, pdc_format_load(ctx, f1, n1, &none), PDC_ERR_CORRUPT);
-    ck_assert_error_has(ctx, "unknown sparsity kind 4");
+    ck_assert_error_has(ctx, "unknown sparsity kind 5");
     ck_assert_ptr_null(none);
     pdc_free(f1);
     pdc_free(f);

@@ -152,7 +152,7 @@ START_TEST(pass_table_and_info)
 {
     size_t n;
     const pass_info *t = pass_table(&n);
-    ck_assert_uint_eq(n, 10);
+    ck_assert_uint_eq(n, 11);
     for (size_t i = 0; i < n; i++) {
         const char *name, *req, *gua;
         ck_assert_ok(ctx, pdc_pass_info(i, &name, &req, &gua));
