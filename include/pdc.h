@@ -929,6 +929,10 @@ PDC_API void pdc_trainer_destroy(pdc_trainer *trainer);
  *  - "recompute"       0 (default) or 1: conv layers do not keep their unrolled input (im2col: 9x a 3x3 conv's
  *                      input) from the forward pass but rebuild it in the backward pass, in one buffer shared by
  *                      all of them (less memory, one more unrolling per conv; the same results bit for bit)
+ *  - "micro_batch"     0 (default) or 1..65536: pdc_trainer_step runs the forward and backward passes over
+ *                      micro-batches of this many samples and adds their gradients in a fixed pairwise order
+ *                      (see pdc_trainer_set_reducer), so that the gradient of a batch does not depend on how
+ *                      its micro-batches are spread over processes; batchnorm uses each micro-batch's statistics
  * "loss" and "optimizer" cannot change after the first step (PDC_ERR_INVALID_STATE). Read-only values for
  * pdc_trainer_get_option: "step" (steps taken), "current_lr" (the rate of the next step), "isa" (the
  * kernels' instruction set).
@@ -1110,6 +1114,33 @@ PDC_API pdc_status pdc_trainer_load(pdc_trainer *trainer, const char *path);
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL), PDC_ERR_OUT_OF_MEMORY
  */
 PDC_API pdc_status pdc_trainer_export(const pdc_trainer *trainer, pdc_model **model_out);
+
+/**
+ * Gradient reducer for data-parallel training (docs/training.md, "Data-parallel training"; libpdc_mpi,
+ * include/pdc_mpi.h, is one over MPI). pdc_trainer_step calls it on every process after the backward passes
+ * with `parts` vectors of `n` floats one after the other in grads: part i is the gradient of the SUM of the
+ * losses of this process's micro-batch i (option micro_batch; one part for the whole batch when it is 0),
+ * packed: for every trainable constant in model order (pdc_trainer_weight_info), its kept entries only (pruned
+ * weights never travel; n = the sum of their kept counts). *samples holds this process's samples.
+ * The reducer leaves in grads[0..n) the sum of the parts of every process and in *samples the sum of the
+ * samples of every process; the trainer divides the sum by it (the gradient of the mean loss) and updates.
+ * A single process sums its parts with the pairwise tree: the sum of parts [a, a + c) is, for c > 1, the sum
+ * of [a, a + h) plus the sum of [a + h, a + c), h the largest power of two below c. A reducer that sums the
+ * parts of all processes in their global order (process 0's first) with the same tree gives the same bits as
+ * one process running the whole batch with the same micro_batch.
+ * Return PDC_OK, or a status with a NUL-terminated message in msg (msg_cap bytes): the step then fails with
+ * that status, "trainer: step N: gradient reduction: MESSAGE", and changes nothing.
+ */
+typedef pdc_status (*pdc_gradient_reducer)(void *user, float *grads, size_t n, size_t parts, double *samples,
+                                           char *msg, size_t msg_cap);
+/**
+ * Sets (reducer non-NULL) or removes (NULL) the trainer's gradient reducer. While one is set, pdc_trainer_step
+ * also accepts inputs and labels both NULL: this process has no samples in that step (parts = 0) but takes
+ * part in the reduction, as every process must in every step.
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (trainer NULL)
+ * Thread-safety: one thread at a time per trainer.
+ */
+PDC_API pdc_status pdc_trainer_set_reducer(pdc_trainer *trainer, pdc_gradient_reducer reducer, void *user);
 
 #ifdef __cplusplus
 }

@@ -57,6 +57,7 @@ static const opt_def opt_defs[] = {
     {"sparse", OT_CHOICE, OFF(sparse), 0, 0, 0, 0, sparse_names},
     {"sparse_threshold", OT_DOUBLE, OFF(sparse_threshold), 0, 1, 0, 0, NULL},
     {"recompute", OT_INT, OFF(recompute), 0, 1, 0, 0, NULL},
+    {"micro_batch", OT_U64, OFF(micro_batch), 0, 65536, 0, 0, NULL},
 };
 #undef OFF
 #define N_OPTS (sizeof opt_defs / sizeof opt_defs[0])
@@ -64,7 +65,7 @@ static const opt_def opt_defs[] = {
 const char *const tr_option_names[] = {"loss", "optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1",
                                        "beta2", "eps", "lr_schedule", "lr_step", "lr_gamma", "lr_total_steps",
                                        "lr_min", "batch", "seed", "bn_momentum", "threads", "kernels", "sparse",
-                                       "sparse_threshold", "recompute", NULL};
+                                       "sparse_threshold", "recompute", "micro_batch", NULL};
 
 void tr_options_default(tr_options *o)
 {
@@ -109,7 +110,7 @@ pdc_status tr_options_set(const pdc_context *ctx, tr_options *o, const char *nam
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "trainer: unknown option \"%s\" (known: loss, optimizer, lr, momentum, nesterov, weight_decay, "
                          "beta1, beta2, eps, lr_schedule, lr_step, lr_gamma, lr_total_steps, lr_min, batch, seed, "
-                         "bn_momentum, threads, kernels, sparse, sparse_threshold, recompute)",
+                         "bn_momentum, threads, kernels, sparse, sparse_threshold, recompute, micro_batch)",
                          name);
     char *base = (char *)o + d->off, *end = NULL;
     switch (d->type) {
@@ -240,6 +241,7 @@ PDC_API void pdc_trainer_destroy(pdc_trainer *trainer)
     pdc_object_destroyed(trainer->ctx);
     admm_clear(trainer);
     tr_net_destroy(trainer->net);
+    pdc_free(trainer->packed);
     pdc_free(trainer);
 }
 
@@ -457,12 +459,16 @@ PDC_API pdc_status pdc_trainer_step(pdc_trainer *trainer, const pdc_tensor *inpu
 {
     TRAINER_CHECK(trainer);
     pdc_context *ctx = trainer->ctx;
-    PDC_CHECK_ARG(ctx, inputs, "inputs");
-    PDC_CHECK_ARG(ctx, labels, "labels");
+    /* with a reducer, a process may have no samples in a step but must still take part in it */
+    const int empty = trainer->reducer && !inputs && !labels;
+    if (!empty) {
+        PDC_CHECK_ARG(ctx, inputs, "inputs");
+        PDC_CHECK_ARG(ctx, labels, "labels");
+    }
     tr_net *net = trainer->net;
     const tr_options *opt = &trainer->opt;
-    size_t n;
-    pdc_status st = tr_net_check_batch(net, opt, inputs, labels, &n);
+    size_t n = 0;
+    pdc_status st = empty ? PDC_OK : tr_net_check_batch(net, opt, inputs, labels, &n);
     if (st) return st;
     if (n > opt->batch)
         return pdc_error(ctx, PDC_ERR_SHAPE, "trainer: a batch of %zu samples is larger than option batch (%zu)", n,
@@ -470,20 +476,24 @@ PDC_API pdc_status pdc_trainer_step(pdc_trainer *trainer, const pdc_tensor *inpu
     sync_threads(trainer);
     const unsigned long long step_no = (unsigned long long)trainer->step + 1;
     double loss;
-    if ((st = tr_net_prepare(net, n)) || (st = tr_net_forward(net, inputs->data, opt, 1)) ||
-        (st = tr_net_loss(net, opt, labels->data, 1, &loss, NULL)))
-        return st;
-    if (!isfinite(loss))
-        return pdc_error(ctx, PDC_ERR_NUMERIC, "trainer: step %llu: the loss is %s (weights unchanged)", step_no,
-                         isnan(loss) ? "NaN" : "infinite");
-    if ((st = tr_net_backward(net, opt))) return st;
+    if (trainer->reducer || opt->micro_batch) {
+        if ((st = tr_step_gradients(trainer, empty ? NULL : inputs, empty ? NULL : labels, n, &loss))) return st;
+    } else {
+        if ((st = tr_net_prepare(net, n)) || (st = tr_net_forward(net, inputs->data, opt, 1)) ||
+            (st = tr_net_loss(net, opt, labels->data, 1, &loss, NULL)))
+            return st;
+        if (!isfinite(loss))
+            return pdc_error(ctx, PDC_ERR_NUMERIC, "trainer: step %llu: the loss is %s (weights unchanged)", step_no,
+                             isnan(loss) ? "NaN" : "infinite");
+        if ((st = tr_net_backward(net, opt))) return st;
+    }
     const char *bad;
     if (!tr_grads_finite(net, &bad))
         return pdc_error(ctx, PDC_ERR_NUMERIC,
                          "trainer: step %llu: the gradient of weight '%s' is NaN or infinite (loss %g; weights unchanged)",
                          step_no, bad, loss);
     tr_optimizer_update(net, opt, trainer->step, trainer->admm ? trainer->rho : 0.0);
-    tr_net_commit_bn(net, opt); /* the update left pruned weights and their state at zero */
+    if (n) tr_net_commit_bn(net, opt); /* the update left pruned weights and their state at zero */
     trainer->step++;
     if (loss_out) *loss_out = (float)loss;
     return PDC_OK;

@@ -12,6 +12,7 @@
  *   train_rnn.c         lstm and gru: forward keeping the gates and cell states, backpropagation through time
  *   train_optim.c       SGD, Adam, AdamW, learning-rate schedules, masks, the ADMM proximal term
  *   train_checkpoint.c  checkpoint save/load (format documented there)
+ *   train_reduce.c      a step over micro-batches, their gradients summed by a fixed tree or a reducer (data-parallel)
  *
  * Data layout: activations are NCHW float32 exactly as the reference backend holds them, so every layer
  * can also run its forward pass with the reference kernel (option kernels=ref); conv and fc work
@@ -42,6 +43,7 @@ typedef struct tr_options {
     size_t batch;
     int threads;        /* 0 = the context's "threads" option (0 there = every core) */
     int recompute;      /* 1: conv's unrolled input is rebuilt in the backward pass instead of kept */
+    size_t micro_batch; /* 0: one forward/backward over the batch; else over micro-batches of this size (train_reduce.c) */
 } tr_options;
 
 void tr_options_default(tr_options *o);
@@ -128,6 +130,7 @@ typedef struct tr_net {
     int input_grad;       /* tests: keep a gradient for the data input too */
     cpu_eltwise_set *cpu; /* option kernels=cpu: the cpu backend's elementwise kernels (backend.h) */
     size_t cpu_planned_n; /* the batch they were planned for */
+    int loss_sum;         /* 1: tr_net_loss gives the gradient of the sum of the samples' losses, not of their mean */
 } tr_net;
 
 /* Builds a net over model (taken over: owned by the net on success and on failure) for the options.
@@ -223,7 +226,19 @@ struct pdc_trainer {
     double rho;
     char *admm_pipeline;
     ir_attrs admm_options;
+    /* data-parallel training (pdc_trainer_set_reducer, train_reduce.c) */
+    pdc_gradient_reducer reducer;
+    void *reducer_user;
+    float *packed;        /* the micro-batches' packed kept gradients */
+    size_t packed_cap;    /* floats */
 };
+
+/* The step's gradients over micro-batches (option micro_batch), combined by the fixed pairwise tree or by
+ * the reducer, divided by the samples of all processes, into every trainable parameter's grad (train_reduce.c).
+ * inputs and labels NULL: this process has no samples (n = 0; a reducer is set). *loss: mean of this
+ * process's samples (0 without any). */
+pdc_status tr_step_gradients(pdc_trainer *t, const pdc_tensor *inputs, const pdc_tensor *labels, size_t n,
+                             double *loss);
 
 /* PDC_ERR_INVALID_ARG unless every pass of the pipeline is a pruning pass (prune-*): what ADMM and
  * pdc_trainer_prune run on the trainer's model, which must keep its structure (train.c). */

@@ -548,6 +548,8 @@ pdc_status tr_net_loss(tr_net *net, const tr_options *opt, const float *labels, 
     const ir_tensor *t = &net->exec->tensors[lt];
     const size_t n = (size_t)t->dims[0], per = ir_tensor_numel(t) / n;
     const float *y = net->val[lt];
+    /* the gradient of the mean over the batch, or of the sum over its samples (each sample's loss a mean) */
+    const double per_n = net->loss_sum ? 1.0 : (double)n;
     float *g = NULL;
     if (grad) {
         tr_net_begin_backward(net);
@@ -570,7 +572,7 @@ pdc_status tr_net_loss(tr_net *net, const tr_options *opt, const float *labels, 
             ok += best == label;
             if (g) {
                 for (size_t c = 0; c < per; c++)
-                    g[i * per + c] = (float)((exp((double)z[c] - lse) - (c == label ? 1.0 : 0.0)) / (double)n);
+                    g[i * per + c] = (float)((exp((double)z[c] - lse) - (c == label ? 1.0 : 0.0)) / per_n);
             }
         }
         *loss = total / (double)n;
@@ -579,7 +581,7 @@ pdc_status tr_net_loss(tr_net *net, const tr_options *opt, const float *labels, 
         for (size_t i = 0; i < all; i++) {
             const double d = (double)y[i] - (double)labels[i];
             total += d * d;
-            if (g) g[i] = (float)(2.0 * d / (double)all);
+            if (g) g[i] = (float)(2.0 * d / (per_n * (double)per));
         }
         for (size_t i = 0; i < n && per > 1; i++) {
             size_t by = 0, bt = 0;

@@ -1,0 +1,125 @@
+/*
+ * train_reduce.c - the step's gradients over micro-batches (option micro_batch) and through a gradient
+ * reducer (pdc_trainer_set_reducer): the data-parallel step (docs/training.md, "Data-parallel training").
+ *
+ * Every micro-batch's gradient is the gradient of the sum of its samples' losses, packed to the kept entries
+ * of the trainable weights. The parts are summed by a fixed pairwise tree (or by the reducer, across
+ * processes), then divided by the number of samples. The tree depends only on the number of micro-batches,
+ * so a reducer that applies it over the parts of every process in global order reproduces one process.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lib/api_internal.h"
+#include "lib/train/train.h"
+
+/* Floats of one packed gradient: the kept entries of every trainable parameter. */
+static size_t packed_floats(const tr_net *net)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < net->n_params; i++)
+        if (net->params[i].trainable) n += net->params[i].kept;
+    return n;
+}
+
+static void pack(const tr_net *net, float *dst)
+{
+    for (size_t i = 0; i < net->n_params; i++) {
+        const tr_param *p = &net->params[i];
+        if (!p->trainable) continue;
+        if (!p->mask) {
+            memcpy(dst, p->grad, p->n * sizeof *dst);
+            dst += p->n;
+            continue;
+        }
+        for (size_t k = 0; k < p->n; k++)
+            if (p->mask[k]) *dst++ = p->grad[k];
+    }
+}
+
+/* grad = src / samples at the kept entries, 0 at the pruned ones. */
+static void unpack(tr_net *net, const float *src, float samples)
+{
+    for (size_t i = 0; i < net->n_params; i++) {
+        tr_param *p = &net->params[i];
+        if (!p->trainable) continue;
+        for (size_t k = 0; k < p->n; k++) p->grad[k] = !p->mask || p->mask[k] ? *src++ / samples : 0.0f;
+    }
+}
+
+/* parts[a] = the pairwise-tree sum of parts [a, a + count), each n floats (pdc.h, pdc_gradient_reducer). */
+static void tree_sum(float *parts, size_t n, size_t a, size_t count)
+{
+    if (count < 2) return;
+    size_t h = 1;
+    while (h * 2 < count) h *= 2;
+    tree_sum(parts, n, a, h);
+    tree_sum(parts, n, a + h, count - h);
+    float *l = parts + a * n;
+    const float *r = parts + (a + h) * n;
+    for (size_t k = 0; k < n; k++) l[k] += r[k];
+}
+
+pdc_status tr_step_gradients(pdc_trainer *t, const pdc_tensor *inputs, const pdc_tensor *labels, size_t n,
+                             double *loss)
+{
+    pdc_context *ctx = t->ctx;
+    tr_net *net = t->net;
+    const tr_options *opt = &t->opt;
+    const unsigned long long step_no = (unsigned long long)t->step + 1;
+    const size_t micro = opt->micro_batch ? opt->micro_batch : (n ? n : 1);
+    const size_t parts = (n + micro - 1) / micro, floats = packed_floats(net);
+    const size_t want = (parts ? parts : 1) * (floats ? floats : 1);
+    if (want > t->packed_cap) {
+        float *b = pdc_alloc(ctx, want * sizeof *b);
+        if (!b) return PDC_ERR_OUT_OF_MEMORY;
+        pdc_free(t->packed);
+        t->packed = b;
+        t->packed_cap = want;
+    }
+    if (!parts) memset(t->packed, 0, floats * sizeof *t->packed);
+    const size_t in_per = n ? inputs->numel / n : 0, lab_per = n ? labels->numel / n : 0;
+    double total = 0.0;
+    pdc_status st = PDC_OK;
+    net->loss_sum = 1;
+    for (size_t i = 0; i < parts && !st; i++) {
+        const size_t at = i * micro, m = n - at < micro ? n - at : micro;
+        double l;
+        if ((st = tr_net_prepare(net, m)) || (st = tr_net_forward(net, inputs->data + at * in_per, opt, 1)) ||
+            (st = tr_net_loss(net, opt, labels->data + at * lab_per, 1, &l, NULL)))
+            break;
+        if (!isfinite(l)) {
+            st = pdc_error(ctx, PDC_ERR_NUMERIC, "trainer: step %llu: the loss is %s (weights unchanged)", step_no,
+                           isnan(l) ? "NaN" : "infinite");
+            break;
+        }
+        if ((st = tr_net_backward(net, opt))) break;
+        pack(net, t->packed + i * floats);
+        total += l * (double)m;
+    }
+    net->loss_sum = 0;
+    if (st) return st;
+    double samples = (double)n;
+    if (t->reducer) {
+        char msg[512] = "";
+        if ((st = t->reducer(t->reducer_user, t->packed, floats, parts, &samples, msg, sizeof msg)))
+            return pdc_error(ctx, st, "trainer: step %llu: gradient reduction: %s", step_no,
+                             *msg ? msg : pdc_status_string(st));
+    } else {
+        tree_sum(t->packed, floats, 0, parts);
+    }
+    if (!(samples >= 1.0))
+        return pdc_error(ctx, PDC_ERR_INVALID_ARG, "trainer: step %llu: no process had samples (%g in all)", step_no,
+                         samples);
+    unpack(net, t->packed, (float)samples);
+    *loss = n ? total / (double)n : 0.0;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_trainer_set_reducer(pdc_trainer *trainer, pdc_gradient_reducer reducer, void *user)
+{
+    if (!trainer) return pdc_error(NULL, PDC_ERR_INVALID_ARG, "%s: trainer is NULL", __func__);
+    trainer->reducer = reducer;
+    trainer->reducer_user = reducer ? user : NULL;
+    return PDC_OK;
+}
