@@ -189,7 +189,7 @@ $(BUILD)/test/%: test/%.c $(TEST_HDRS) $(STLIB)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
 test: test-layering test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install \
-      test-readme test-python test-clips3d
+      test-readme test-python test-clips3d test-mpi
 
 # The 3-D CNN example (examples/train_clips3d.c): KGS-pruned and retrained, within 0.01 of its dense accuracy.
 .PHONY: test-clips3d
@@ -515,6 +515,39 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/pdc.h $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libpdc.so \
 	    $(DESTDIR)$(PREFIX)/lib/libpdc.a $(DESTDIR)$(PREFIX)/bin/pdc $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
 	rm -rf $(PYDIR)
+
+# libpdc_mpi (include/pdc_mpi.h, mpi/): data-parallel training over MPI, a companion library so that libpdc
+# keeps no MPI dependency; built when mpicc and mpirun are installed (libopenmpi-dev, openmpi-bin: make deps).
+# mpirun as CI runs it: as root (allowed by the environment), oversubscribed (2 cores), shared memory only
+# (no network probing in a container), processes not pinned.
+MPICC    ?= mpicc
+MPIRUN   ?= mpirun
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIRUN) >/dev/null 2>&1 && echo 1)
+MPI_LIB  := $(BUILD)/libpdc_mpi.so
+MPI_DEMO := $(BUILD)/train_digits_mpi
+MPI_CHECK := $(BUILD)/test/mpi/mpi_check
+MPI_NO   := echo "mpi: SKIPPED ($(MPICC) or $(MPIRUN) is absent: make deps installs libopenmpi-dev and openmpi-bin)"
+export MPI_RUN := env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
+    OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 $(MPIRUN) --bind-to none
+MPI_CFLAGS = $(filter-out -fvisibility=hidden -DPDC_BUILDING -fopenmp,$(PDC_CFLAGS)) $(CFLAGS)
+.PHONY: mpi test-mpi bench-mpi
+mpi:
+	@if [ -n "$(HAVE_MPI)" ]; then $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(MPI_LIB) $(MPI_DEMO) $(MPI_CHECK); \
+	else $(MPI_NO); fi
+$(BUILD)/obj/mpi/%.o: mpi/%.c include/pdc_mpi.h include/pdc.h
+	@mkdir -p $(@D)
+	$(MPICC) $(MPI_CFLAGS) -c $< -o $@
+$(MPI_LIB): $(BUILD)/obj/mpi/pdc_mpi.o $(SHLIB)
+	$(MPICC) -shared -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -Wl,--no-undefined
+$(MPI_DEMO): examples/train_digits_mpi.c include/pdc_mpi.h $(MPI_LIB)
+	$(MPICC) $(MPI_CFLAGS) -o $@ $< -L$(BUILD) -lpdc_mpi -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'
+$(MPI_CHECK): test/mpi/mpi_check.c include/pdc_mpi.h $(MPI_LIB)
+	@mkdir -p $(@D)
+	$(MPICC) $(MPI_CFLAGS) -o $@ $< -L$(BUILD) -lpdc_mpi -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/../..'
+# 1, 2 and 3 processes: bit-identity, checkpoints across process counts, refusals, timeouts, the demo's accuracy.
+test-mpi: all
+	@if [ -n "$(HAVE_MPI)" ]; then $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 mpi $(TRAIN_DEMO) && sh test/mpi/mpi.sh $(BUILD); \
+	else $(MPI_NO); fi
 
 clean:
 	rm -rf build build-san build-tsan $(FUZZ_BUILD)
