@@ -269,6 +269,9 @@ test-headers:
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude -x c -fsyntax-only include/pdc.h
 	$(CXX) -std=c++11 -pedantic -Wall -Wextra -Werror -Iinclude -x c++ -fsyntax-only include/pdc.h
 	@echo "headers: 2 passed, 0 failed"
+	@if [ -n "$(HAVE_MPI)" ]; then $(MPICC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude -x c -fsyntax-only include/pdc_mpi.h && \
+	  $(MPICXX) -DOMPI_SKIP_MPICXX -std=c++11 -pedantic -Wall -Wextra -Werror -Iinclude -x c++ -fsyntax-only \
+	  include/pdc_mpi.h && echo "headers: pdc_mpi.h 2 passed, 0 failed"; else $(MPI_NO); fi
 
 # The README's C example, built as a client would build it (public header, shared library).
 $(BUILD)/api_example: examples/api_example.c include/pdc.h $(SHLIB)
@@ -521,6 +524,7 @@ uninstall:
 # mpirun as CI runs it: as root (allowed by the environment), oversubscribed (2 cores), shared memory only
 # (no network probing in a container), processes not pinned.
 MPICC    ?= mpicc
+MPICXX   ?= mpicxx
 MPIRUN   ?= mpirun
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIRUN) >/dev/null 2>&1 && echo 1)
 MPI_LIB  := $(BUILD)/libpdc_mpi.so

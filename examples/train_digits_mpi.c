@@ -1,0 +1,540 @@
+/*
+ * train_digits_mpi.c - the pruning-retraining demo of train_digits.c, data-parallel over MPI with
+ * libpdc_mpi (include/pdc_mpi.h): every process holds the same trainer; each global batch of 32 from the
+ * trainer's shuffle is split over the processes in order (at micro-batch boundaries with --micro M), the
+ * gradients of the kept weights are summed over the processes, pruning and ADMM are decided on process 0's
+ * weights, the checkpoint is written by process 0. Phases as train_digits.c (dense, pattern_conn,
+ * pattern_conn_fc, admm with --admm); process 0 prints the same key=value line per phase, with at its end
+ * processes=R sent_floats_per_step=K dense_floats_per_step=D (what one process sends per step: the
+ * kept gradient entries, and what it would send without pruning).
+ *
+ *   mpirun --oversubscribe -np 2 build/train_digits_mpi
+ *
+ * usage: train_digits_mpi [train_digits's options] [--reduction sum|deterministic] [--micro M]
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pdc_mpi.h"
+
+static pdc_context *ctx;
+static pdc_mpi *mp;
+static int rank = 0, nproc = 1;
+
+static int fail(pdc_status st, const char *what)
+{
+    const char *msg = mp && *pdc_mpi_last_error(mp) ? pdc_mpi_last_error(mp) : pdc_context_last_error(ctx);
+    fprintf(stderr, "train_digits_mpi: process %d: %s: %s (%s)\n", rank, what, *msg ? msg : "failed",
+            pdc_status_string(st));
+    /* the other processes wait in a collective: end the job rather than leave them to their timeout */
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+}
+
+#define TRY(call, what)                                                                                              \
+    do {                                                                                                             \
+        pdc_status st_ = (call);                                                                                     \
+        if (st_ != PDC_OK) return fail(st_, what);                                                                   \
+    } while (0)
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ data */
+
+typedef struct dataset {
+    size_t n;
+    float *x;       /* n x 64, pixels / 16 */
+    float *y;       /* n labels as floats */
+} dataset;
+
+static uint32_t le32(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Reads digits.bin (format in test/data/README.md) into a training and a test set. */
+static int load_digits(const char *path, dataset *train, dataset *test)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "train_digits_mpi: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    unsigned char hdr[20];
+    if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, "DGT1", 4) != 0) {
+        fclose(f);
+        fprintf(stderr, "train_digits_mpi: %s: not a digits file (magic DGT1)\n", path);
+        return 1;
+    }
+    const size_t n_train = le32(hdr + 4), n_test = le32(hdr + 8), total = n_train + n_test;
+    if (le32(hdr + 12) != 8 || le32(hdr + 16) != 8 || n_train == 0 || n_test == 0 || total > 1000000) {
+        fclose(f);
+        fprintf(stderr, "train_digits_mpi: %s: expected 8x8 images and non-empty sets\n", path);
+        return 1;
+    }
+    unsigned char *px = malloc(total * 64), *lab = malloc(total);
+    train->x = malloc(n_train * 64 * sizeof(float));
+    train->y = malloc(n_train * sizeof(float));
+    test->x = malloc(n_test * 64 * sizeof(float));
+    test->y = malloc(n_test * sizeof(float));
+    int rc = 0;
+    if (!px || !lab || !train->x || !train->y || !test->x || !test->y) {
+        fprintf(stderr, "train_digits_mpi: out of memory\n");
+        rc = 1;
+    } else if (fread(px, 1, total * 64, f) != total * 64 || fread(lab, 1, total, f) != total) {
+        fprintf(stderr, "train_digits_mpi: %s: truncated\n", path);
+        rc = 1;
+    }
+    for (size_t i = 0; i < total && !rc; i++) {
+        dataset *d = i < n_train ? train : test;
+        const size_t j = i < n_train ? i : i - n_train;
+        if (lab[i] > 9) {
+            fprintf(stderr, "train_digits_mpi: %s: sample %zu has label %u\n", path, i, lab[i]);
+            rc = 1;
+            break;
+        }
+        for (int k = 0; k < 64; k++) d->x[j * 64 + (size_t)k] = (float)px[i * 64 + (size_t)k] / 16.0f;
+        d->y[j] = (float)lab[i];
+    }
+    train->n = n_train;
+    test->n = n_test;
+    free(px);
+    free(lab);
+    fclose(f);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the model */
+
+static int build_model(pdc_model **out)
+{
+    pdc_model *m;
+    TRY(pdc_model_create(ctx, "digits_cnn", &m), "create model");
+    *out = m;
+    static const int64_t image[4] = {1, 1, 8, 8}, c1w[4] = {16, 1, 3, 3}, c1b[1] = {16}, c2w[4] = {32, 16, 3, 3},
+                         c2b[1] = {32}, fw[2] = {10, 2048}, fb[1] = {10}, pads[4] = {1, 1, 1, 1};
+    TRY(pdc_model_add_input(m, "image", 4, image), "input");
+    /* zeros: pdc_trainer_init_weights draws the initial weights */
+    static float zeros[10 * 2048];
+    TRY(pdc_model_add_constant(m, "conv1.w", 4, c1w, zeros), "conv1.w");
+    TRY(pdc_model_add_constant(m, "conv1.b", 1, c1b, zeros), "conv1.b");
+    TRY(pdc_model_add_constant(m, "conv2.w", 4, c2w, zeros), "conv2.w");
+    TRY(pdc_model_add_constant(m, "conv2.b", 1, c2b, zeros), "conv2.b");
+    TRY(pdc_model_add_constant(m, "fc.w", 2, fw, zeros), "fc.w");
+    TRY(pdc_model_add_constant(m, "fc.b", 1, fb, zeros), "fc.b");
+    pdc_attrs *a;
+    TRY(pdc_attrs_create(ctx, &a), "attrs");
+    pdc_status st = pdc_attrs_set_ints(a, "pads", 4, pads);
+    const char *c1in[] = {"image", "conv1.w", "conv1.b"}, *c1out[] = {"conv1.out"};
+    const char *r1in[] = {"conv1.out"}, *r1out[] = {"relu1.out"};
+    const char *c2in[] = {"relu1.out", "conv2.w", "conv2.b"}, *c2out[] = {"conv2.out"};
+    const char *r2in[] = {"conv2.out"}, *r2out[] = {"relu2.out"};
+    const char *fin[] = {"relu2.out"}, *fout[] = {"flat"};
+    const char *gin[] = {"flat", "fc.w", "fc.b"}, *gout[] = {"logits"};
+    const char *sin[] = {"logits"}, *sout[] = {"probs"};
+    if (!st) st = pdc_model_add_layer(m, "conv1", "conv", 3, c1in, 1, c1out, a);
+    if (!st) st = pdc_model_add_layer(m, "relu1", "relu", 1, r1in, 1, r1out, NULL);
+    if (!st) st = pdc_model_add_layer(m, "conv2", "conv", 3, c2in, 1, c2out, a);
+    if (!st) st = pdc_model_add_layer(m, "relu2", "relu", 1, r2in, 1, r2out, NULL);
+    if (!st) st = pdc_model_add_layer(m, "flatten", "flatten", 1, fin, 1, fout, NULL);
+    if (!st) st = pdc_model_add_layer(m, "fc", "fc", 3, gin, 1, gout, NULL);
+    if (!st) st = pdc_model_add_layer(m, "softmax", "softmax", 1, sin, 1, sout, NULL);
+    if (!st) st = pdc_model_mark_output(m, "probs");
+    pdc_attrs_destroy(a);
+    if (st) return fail(st, "build model");
+    return 0;
+}
+
+/* ------------------------------------------------------------------ training */
+
+typedef struct run {
+    pdc_trainer *t;
+    const dataset *train, *test;
+    float *bx, *by;         /* batch buffers */
+    size_t *perm;
+    size_t batch;
+    size_t micro;           /* the unit the global batch is split in: option micro_batch, or 1 sample */
+    int quiet;
+    size_t steps;
+    double train_s;
+} run;
+
+static int evaluate(run *r, const dataset *d, float *loss, float *acc)
+{
+    const int64_t xd[4] = {(int64_t)d->n, 1, 8, 8}, yd[1] = {(int64_t)d->n};
+    pdc_tensor *x, *y;
+    TRY(pdc_tensor_wrap(ctx, 4, xd, d->x, &x), "wrap");
+    pdc_status st = pdc_tensor_wrap(ctx, 1, yd, d->y, &y);
+    if (!st) st = pdc_trainer_evaluate(r->t, x, y, loss, acc);
+    pdc_tensor_destroy(x);
+    pdc_tensor_destroy(y);
+    return st ? fail(st, "evaluate") : 0;
+}
+
+/* This process's share [*from, *from + *n) of a global batch of nb: its consecutive run of the batch's
+ * units (r->micro samples), so that the processes' parts in rank order are the batch's micro-batches. */
+static void share(const run *r, size_t nb, size_t *from, size_t *n)
+{
+    const size_t units = (nb + r->micro - 1) / r->micro;
+    const size_t u0 = units * (size_t)rank / (size_t)nproc, u1 = units * (size_t)(rank + 1) / (size_t)nproc;
+    const size_t end = u1 * r->micro < nb ? u1 * r->micro : nb;
+    *from = u0 * r->micro;
+    *n = end > *from ? end - *from : 0;
+}
+
+/* One epoch over the shuffled training set, the last global batch partial (as PyTorch's DataLoader); every
+ * process draws the same permutation and takes its share of each global batch (possibly none). */
+static int epoch(run *r, float *mean_loss)
+{
+    const dataset *d = r->train;
+    TRY(pdc_trainer_shuffle(r->t, d->n, r->perm), "shuffle");
+    double sum[2] = {0.0, 0.0}; /* loss x samples, samples */
+    const double t0 = now();
+    for (size_t at = 0; at < d->n; at += r->batch) {
+        size_t from, nb;
+        share(r, d->n - at < r->batch ? d->n - at : r->batch, &from, &nb);
+        for (size_t i = 0; i < nb; i++) {
+            memcpy(r->bx + i * 64, d->x + r->perm[at + from + i] * 64, 64 * sizeof(float));
+            r->by[i] = d->y[r->perm[at + from + i]];
+        }
+        const int64_t xd[4] = {(int64_t)nb, 1, 8, 8}, yd[1] = {(int64_t)nb};
+        pdc_tensor *x = NULL, *y = NULL;
+        pdc_status st = PDC_OK;
+        if (nb) {
+            TRY(pdc_tensor_wrap(ctx, 4, xd, r->bx, &x), "wrap");
+            st = pdc_tensor_wrap(ctx, 1, yd, r->by, &y);
+        }
+        float loss = 0.0f;
+        if (!st) st = pdc_trainer_step(r->t, x, y, &loss);
+        pdc_tensor_destroy(x);
+        pdc_tensor_destroy(y);
+        if (st) return fail(st, "step");
+        sum[0] += (double)loss * (double)nb;
+        sum[1] += (double)nb;
+        r->steps++;
+    }
+    r->train_s += now() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    *mean_loss = (float)(sum[0] / sum[1]);
+    return 0;
+}
+
+static int train_epochs(run *r, const char *phase, int epochs)
+{
+    for (int e = 1; e <= epochs; e++) {
+        float loss, tl, ta;
+        if (epoch(r, &loss) || evaluate(r, r->test, &tl, &ta)) return 1;
+        if (!r->quiet && rank == 0)
+            printf("  %-15s epoch %2d/%d  train_loss %.4f  test_loss %.4f  test_accuracy %.4f\n", phase, e, epochs,
+                   (double)loss, (double)tl, (double)ta);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ reporting */
+
+/* Median wall time of one batch-1 inference of the model compiled for the first target of the list that this
+ * build has, in ms; *target_out: that target. */
+static int latency(const pdc_model *m, const float *image, const char *const *targets, double *ms,
+                   const char **target_out)
+{
+    pdc_program *p = NULL;
+    pdc_status st = PDC_ERR_UNSUPPORTED;
+    for (size_t i = 0; targets[i] && st; i++) {
+        st = pdc_compile(ctx, m, targets[i], &p);
+        if (!st) *target_out = targets[i];
+        else if (st != PDC_ERR_UNSUPPORTED && st != PDC_ERR_UNKNOWN_TARGET) return fail(st, "compile");
+    }
+    if (st) return fail(st, "compile");
+    const int64_t xd[4] = {1, 1, 8, 8}, yd[2] = {1, 10};
+    float out[10];
+    pdc_tensor *x, *y;
+    st = pdc_tensor_wrap(ctx, 4, xd, (float *)(uintptr_t)image, &x);
+    if (!st) {
+        st = pdc_tensor_wrap(ctx, 2, yd, out, &y);
+        if (st) pdc_tensor_destroy(x);
+    }
+    enum { RUNS = 51 };
+    double t[RUNS];
+    for (int i = 0; i < RUNS + 5 && !st; i++) {
+        const double t0 = now();
+        st = pdc_program_run(p, 1, &x, 1, &y);
+        if (i >= 5) t[i - 5] = (now() - t0) * 1e3;
+    }
+    if (!st) {
+        pdc_tensor_destroy(x);
+        pdc_tensor_destroy(y);
+    }
+    pdc_program_destroy(p);
+    if (st) return fail(st, "run");
+    for (int i = 1; i < RUNS; i++) /* insertion sort, then the median */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            const double s = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = s;
+        }
+    *ms = t[RUNS / 2];
+    return 0;
+}
+
+/* Process 0 reports (the others go on to the next collective); the communication per step is the phase's. */
+static int report(run *r, const char *phase, const char *save_as)
+{
+    static pdc_mpi_stats last;
+    pdc_mpi_stats now_stats;
+    TRY(pdc_mpi_get_stats(mp, &now_stats), "statistics");
+    const double reductions = (double)(now_stats.steps - last.steps);
+    const double sent = reductions ? (double)(now_stats.floats - last.floats) / reductions : 0.0,
+                 dense = reductions ? (double)(now_stats.dense_floats - last.dense_floats) / reductions : 0.0;
+    last = now_stats;
+    if (rank != 0) {
+        r->steps = 0;
+        r->train_s = 0.0;
+        return 0;
+    }
+    pdc_model *m;
+    TRY(pdc_trainer_export(r->t, &m), "export");
+    int64_t weights = 0, kept = 0;
+    size_t nl = 0;
+    pdc_status st = pdc_model_num_layers(m, &nl);
+    for (size_t i = 0; i < nl && !st; i++) {
+        int64_t w, k;
+        st = pdc_model_layer_stat(m, i, PDC_STAT_WEIGHTS, &w);
+        if (!st) st = pdc_model_layer_stat(m, i, PDC_STAT_KEPT_WEIGHTS, &k);
+        weights += w;
+        kept += k;
+    }
+    float loss, acc;
+    double ms = 0.0, ref_ms = 0.0;
+    const char *target = "?", *ref = "?";
+    static const char *const best[] = {"cpu", "ref", NULL}, *const ref_only[] = {"ref", NULL};
+    int rc = st ? fail(st, "layer statistics") : 0;
+    if (!rc) rc = evaluate(r, r->test, &loss, &acc);
+    if (!rc) rc = latency(m, r->test->x, best, &ms, &target);
+    if (!rc) rc = latency(m, r->test->x, ref_only, &ref_ms, &ref);
+    if (!rc && save_as && (st = pdc_model_save(m, save_as))) rc = fail(st, save_as);
+    pdc_model_destroy(m);
+    if (rc) return rc;
+    printf("phase=%s test_accuracy=%.4f params=%lld compression=%.2f latency_ms=%.4f target=%s latency_ref_ms=%.4f "
+           "test_loss=%.4f steps=%zu train_s=%.2f step_ms=%.3f processes=%d sent_floats_per_step=%.0f "
+           "dense_floats_per_step=%.0f\n",
+           phase, (double)acc, (long long)kept, (double)weights / (double)(kept ? kept : 1), ms, target, ref_ms,
+           (double)loss, r->steps, r->train_s, r->steps ? r->train_s * 1e3 / (double)r->steps : 0.0, nproc, sent, dense);
+    fflush(stdout);
+    r->steps = 0;
+    r->train_s = 0.0;
+    return 0;
+}
+
+static int prune(run *r, int with_fc, int admm_rho_milli, int admm_epochs)
+{
+    pdc_attrs *a;
+    TRY(pdc_attrs_create(ctx, &a), "attrs");
+    pdc_status st = pdc_attrs_set_int(a, "patterns", 8);
+    if (!st) st = pdc_attrs_set_int(a, "pattern_size", 4);
+    if (!st) st = pdc_attrs_set_float(a, "connectivity", 0.5f);
+    if (!st && with_fc) st = pdc_attrs_set_string(a, "block", "1x4");
+    if (!st && with_fc) st = pdc_attrs_set_float(a, "block_rate", 0.8f);
+    /* The layers are named, and a named layer is pruned whatever the passes' safe defaults say: conv1
+     * reads the image, so by default it would stay dense as a stem. Here it is pruned on purpose - the
+     * digits CNN is tiny (conv1 has 144 weights of 25,290) and retraining recovers the accuracy - so
+     * that the demo shows pattern pruning on both convs. */
+    if (!st) st = pdc_attrs_set_string(a, "layers", with_fc ? "conv1,conv2,fc" : "conv1,conv2");
+    const char *pipeline = with_fc ? "prune-pattern,prune-connectivity,prune-block" : "prune-pattern,prune-connectivity";
+    if (st) {
+        pdc_attrs_destroy(a);
+        return fail(st, "pruning options");
+    }
+    if (admm_epochs > 0) {
+        st = pdc_mpi_admm_begin(mp, pipeline, a, (float)admm_rho_milli / 1000.0f);
+        for (int e = 1; e <= admm_epochs && !st; e++) {
+            float loss, tl, ta;
+            double res = 0.0;
+            if (epoch(r, &loss)) {
+                pdc_attrs_destroy(a);
+                return 1;
+            }
+            st = pdc_mpi_admm_update(mp, &res);
+            if (!st && evaluate(r, r->test, &tl, &ta) == 0 && !r->quiet && rank == 0)
+                printf("  %-15s epoch %2d/%d  train_loss %.4f  test_accuracy %.4f  admm_residual %.4f\n", "admm", e,
+                       admm_epochs, (double)loss, (double)ta, res);
+        }
+        if (!st) st = pdc_mpi_admm_end(mp);
+    } else {
+        st = pdc_mpi_prune(mp, pipeline, a);
+    }
+    pdc_attrs_destroy(a);
+    if (st) return fail(st, "prune");
+    float tl, ta;
+    if (evaluate(r, r->test, &tl, &ta)) return 1;
+    if (!r->quiet && rank == 0) printf("  %-15s pruned with %s: test_accuracy %.4f before retraining\n", "", pipeline, (double)ta);
+    return 0;
+}
+
+static int write_digit(const dataset *test, const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "train_digits_mpi: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    for (int i = 0; i < 64; i++) {
+        uint32_t u;
+        memcpy(&u, &test->x[i], 4);
+        const unsigned char b[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
+                                    (unsigned char)(u >> 24)};
+        fwrite(b, 1, 4, f);
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "train_digits_mpi: %s: write error\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nproc);
+    const char *reduction = "sum";
+    size_t micro = 0;
+    const char *data = "test/data/digits.bin", *out = "build/demo", *threads = NULL;
+    int epochs = 20, retrain = 10, admm_epochs = 12, with_fc = 1, admm = 0, quiet = 0;
+    unsigned long long seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-fc")) with_fc = 0;
+        else if (!strcmp(a, "--admm")) admm = 1;
+        else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (v && !strcmp(a, "--data")) data = argv[++i];
+        else if (v && !strcmp(a, "--out")) out = argv[++i];
+        else if (v && !strcmp(a, "--threads")) threads = argv[++i];
+        else if (v && !strcmp(a, "--epochs")) epochs = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--retrain")) retrain = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--admm-epochs")) admm_epochs = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--seed")) seed = strtoull(argv[++i], NULL, 10);
+        else if (v && !strcmp(a, "--reduction")) reduction = argv[++i];
+        else if (v && !strcmp(a, "--micro")) micro = (size_t)strtoull(argv[++i], NULL, 10);
+        else {
+            if (rank == 0)
+                fprintf(stderr, "usage: train_digits_mpi [--data digits.bin] [--out DIR] [--epochs N] [--retrain N] "
+                                "[--admm-epochs N] [--seed S] [--threads T] [--no-fc] [--admm] [--quiet] "
+                                "[--reduction sum|deterministic] [--micro M]\n");
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    dataset train = {0, NULL, NULL}, test = {0, NULL, NULL};
+    if (load_digits(data, &train, &test) || pdc_context_create(&ctx) != PDC_OK) MPI_Abort(MPI_COMM_WORLD, 1);
+    char path[4096], ckpt[4096];
+    snprintf(ckpt, sizeof ckpt, "%s/dense.ckpt", out);
+    run r;
+    memset(&r, 0, sizeof r);
+    r.train = &train;
+    r.test = &test;
+    r.batch = 32;
+    r.micro = micro ? micro : 1;
+    r.quiet = quiet;
+    r.bx = malloc(r.batch * 64 * sizeof(float));
+    r.by = malloc(r.batch * sizeof(float));
+    r.perm = malloc(train.n * sizeof *r.perm);
+    pdc_model *m = NULL;
+    int rc = !r.bx || !r.by || !r.perm;
+    if (rc) fprintf(stderr, "train_digits_mpi: out of memory\n");
+    if (!rc) rc = build_model(&m);
+    if (!rc) {
+        pdc_status st = pdc_trainer_create(ctx, m, &r.t);
+        char seed_s[32];
+        snprintf(seed_s, sizeof seed_s, "%llu", seed);
+        if (!st) st = pdc_trainer_set_option(r.t, "seed", seed_s);
+        if (!st) st = pdc_trainer_set_option(r.t, "optimizer", "adam");
+        if (!st) st = pdc_trainer_set_option(r.t, "lr", "0.001");
+        if (!st) st = pdc_trainer_set_option(r.t, "batch", "32");
+        if (!st && threads) st = pdc_trainer_set_option(r.t, "threads", threads);
+        char micro_s[32];
+        snprintf(micro_s, sizeof micro_s, "%zu", micro);
+        if (!st) st = pdc_trainer_set_option(r.t, "micro_batch", micro_s);
+        if (!st) st = pdc_trainer_init_weights(r.t);
+        if (st) rc = fail(st, "trainer");
+        if (!rc && (st = pdc_mpi_attach(ctx, r.t, MPI_COMM_WORLD, &mp))) rc = fail(st, "attach");
+        if (!rc && (st = pdc_mpi_set_option(mp, "reduction", reduction))) rc = fail(st, "reduction");
+    }
+    if (!rc) {
+        char isa[32] = "?";
+        pdc_trainer_get_option(r.t, "isa", isa, sizeof isa);
+        if (rank == 0) {
+            printf("train_digits_mpi: %zu training and %zu test digits; Adam lr 0.001, global batch 32 over %d "
+                   "processes, reduction %s, seed %llu, kernels %s\n", train.n, test.n, nproc, reduction, seed, isa);
+            printf("phase dense: %d epochs\n", epochs);
+        }
+        rc = train_epochs(&r, "dense", epochs);
+    }
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/digits-dense.pdc", out);
+        rc = report(&r, "dense", path);
+    }
+    if (!rc) {
+        pdc_status st = pdc_mpi_save(mp, ckpt);
+        if (st) rc = fail(st, ckpt);
+        else if (!quiet && rank == 0) printf("  checkpoint saved: %s\n", ckpt);
+    }
+    if (!rc && rank == 0) {
+        printf("phase pattern_conn: 8 patterns of 4 + 50%% connectivity on conv1 and conv2, %d epochs of masked "
+               "retraining\n", retrain);
+    }
+    if (!rc) rc = prune(&r, 0, 0, 0);
+    if (!rc) rc = train_epochs(&r, "pattern_conn", retrain);
+    snprintf(path, sizeof path, "%s/digits.pdc", out);
+    if (!rc) rc = report(&r, "pattern_conn", with_fc ? NULL : path);
+    if (!rc && with_fc) {
+        if (rank == 0)
+            printf("phase pattern_conn_fc: dense checkpoint reloaded; the same + 80%% of fc's 1x4 blocks, %d epochs\n",
+                   retrain);
+        pdc_status st = pdc_mpi_load(mp, ckpt);
+        if (st) rc = fail(st, ckpt);
+        if (!rc) rc = prune(&r, 1, 0, 0);
+        if (!rc) rc = train_epochs(&r, "pattern_conn_fc", retrain);
+        if (!rc) rc = report(&r, "pattern_conn_fc", path);
+    }
+    if (!rc && admm) {
+        if (rank == 0)
+            printf("phase admm: dense checkpoint reloaded; %d epochs of ADMM (rho 0.001) towards pattern_conn%s, hard "
+                   "pruning, %d epochs\n", admm_epochs, with_fc ? "_fc" : "", retrain);
+        pdc_status st = pdc_mpi_load(mp, ckpt);
+        if (st) rc = fail(st, ckpt);
+        if (!rc) rc = prune(&r, with_fc, 1, admm_epochs);
+        if (!rc) rc = train_epochs(&r, "admm", retrain);
+        if (!rc) rc = report(&r, "admm", NULL);
+    }
+    if (!rc && rank == 0) {
+        snprintf(path, sizeof path, "%s/digit0.bin", out);
+        rc = write_digit(&test, path);
+        if (!rc && !quiet)
+            printf("train_digits_mpi: wrote %s/digits.pdc (the pruned, retrained model), %s/digits-dense.pdc, %s and %s "
+                   "(test digit #0, label %d)\n", out, out, ckpt, path, (int)test.y[0]);
+    }
+    pdc_mpi_detach(mp);
+    pdc_trainer_destroy(r.t);
+    pdc_model_destroy(m);
+    pdc_context_destroy(ctx);
+    free(r.bx);
+    free(r.by);
+    free(r.perm);
+    free(train.x);
+    free(train.y);
+    free(test.x);
+    free(test.y);
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,73 @@
+#!/bin/sh
+# test/mpi/mpi.sh BUILD - data-parallel training over MPI on 1, 2 and 3 processes (make test-mpi; $MPI_RUN
+# from the Makefile: mpirun allowed as root, oversubscribed, shared memory only).
+#  - deterministic reduction: the weights after 6 epochs (batchnorm, pruning decided on process 0, processes
+#    without samples in the last batch) are bit-identical on 1, 2 and 3 processes;
+#  - a checkpoint written on 2 processes resumes on 1 and on 3 to the same bits as the uninterrupted run;
+#  - another option or other weights on one process are refused at the first step, naming which; a process
+#    that stops stepping makes the others fail after the timeout with a message;
+#  - the digits demo (train_digits_mpi, default sum reduction) on 2 and 3 processes reaches train_digits's
+#    test accuracy within 0.005 in every phase and sends only the kept gradients; with the deterministic
+#    reduction its pruned model is byte-identical on 1, 2 and 3 processes.
+set -u
+B=${1:-build}
+RUN=${MPI_RUN:-mpirun --oversubscribe}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "mpi: FAIL: $*"; fail=$((fail + 1)); }
+check() { $RUN -np "$1" "$B/test/mpi/mpi_check" $2 > "$T/out" 2>&1 || { cat "$T/out"; return 1; }; }
+
+# bit-identity across process counts
+for np in 1 2 3; do check $np "6 $T/w$np.bin" || bad "mpi_check on $np processes failed"; done
+cmp -s "$T/w1.bin" "$T/w2.bin" && ok || bad "deterministic: 1 and 2 processes differ"
+cmp -s "$T/w1.bin" "$T/w3.bin" && ok || bad "deterministic: 1 and 3 processes differ"
+
+# checkpoint written on 2 processes after epoch 3, resumed on 1 and on 3
+check 2 "6 $T/c2.bin --save-after 3 $T/c.ckpt" || bad "saving on 2 processes failed"
+cmp -s "$T/c2.bin" "$T/w1.bin" && ok || bad "the run that saved differs from the others"
+for np in 1 3; do
+    check $np "6 $T/r$np.bin --load $T/c.ckpt" || bad "resuming on $np processes failed"
+    cmp -s "$T/r$np.bin" "$T/w1.bin" && ok || bad "resumed on $np processes: weights differ from the uninterrupted run"
+done
+
+# refusals and timeouts: the job fails, with the message
+expect_fail() { # np args message
+    if $RUN -np "$1" "$B/test/mpi/mpi_check" $2 > "$T/out" 2>&1; then bad "$2: the job succeeded"; return; fi
+    grep -qF "$3" "$T/out" && ok || { bad "$2: no '$3' in:"; cat "$T/out"; }
+}
+expect_fail 2 "3 $T/f.bin --fault lr" "step: trainer option lr differs between process 0 and process 1"
+expect_fail 2 "3 $T/f.bin --fault weights" "weight 'fb' differs between process 0 and process 1"
+t0=$(date +%s)
+expect_fail 2 "4 $T/f.bin --fault stall --timeout 1" \
+    "no answer from the other processes within 1 s (option timeout): a process died or stopped stepping"
+[ $(($(date +%s) - t0)) -lt 6 ] && ok || bad "the stalled job took $(($(date +%s) - t0)) s (timeout 1 s)"
+
+# the demo: 1 process (train_digits) against 2 and 3 (train_digits_mpi, default reduction)
+fields() { grep -o '^phase=[a-z_]* test_accuracy=[0-9.]*' "$1"; }
+mkdir -p "$T/d0" "$T/d2" "$T/d3"
+"$B/train_digits" --quiet --threads 1 --out "$T/d0" > "$T/d0.out" 2>&1 || { cat "$T/d0.out"; bad "train_digits failed"; }
+for np in 2 3; do
+    $RUN -np $np "$B/train_digits_mpi" --quiet --threads 1 --out "$T/d$np" > "$T/d$np.out" 2>&1 ||
+        { cat "$T/d$np.out"; bad "train_digits_mpi on $np processes failed"; continue; }
+    [ "$(grep -c '^phase=' "$T/d$np.out")" = 3 ] && ok || bad "$np processes: not one line per phase"
+    fields "$T/d0.out" > "$T/a0"
+    fields "$T/d$np.out" > "$T/a$np"
+    if paste -d' ' "$T/a0" "$T/a$np" | awk '{ split($2, a, "="); split($4, b, "="); d = a[2] - b[2];
+            if ($1 != $3 || d > 0.005 || d < -0.005) { print "mpi: " $0; bad = 1 } } END { exit bad }' &&
+       [ -s "$T/a0" ] && [ "$(wc -l < "$T/a0")" = "$(wc -l < "$T/a$np")" ]; then ok
+    else bad "$np processes: a phase's test accuracy is not within 0.005 of one process's"; fi
+    grep -q '^phase=pattern_conn_fc .* sent_floats_per_step=5210 dense_floats_per_step=25290$' "$T/d$np.out" && ok ||
+        bad "$np processes: pattern_conn_fc does not send the 5210 kept gradients only"
+done
+for np in 1 2 3; do
+    mkdir -p "$T/x$np"
+    $RUN -np $np "$B/train_digits_mpi" --quiet --threads 1 --reduction deterministic --micro 16 --out "$T/x$np" \
+        > "$T/x$np.out" 2>&1 || { cat "$T/x$np.out"; bad "deterministic demo on $np processes failed"; }
+done
+cmp -s "$T/x1/digits.pdc" "$T/x2/digits.pdc" && cmp -s "$T/x1/digits.pdc" "$T/x3/digits.pdc" && ok ||
+    bad "deterministic demo: the pruned models of 1, 2 and 3 processes differ"
+
+echo "mpi: $pass passed, $fail failed"
+[ $fail = 0 ]
