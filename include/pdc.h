@@ -1134,13 +1134,26 @@ PDC_API pdc_status pdc_trainer_export(const pdc_trainer *trainer, pdc_model **mo
 typedef pdc_status (*pdc_gradient_reducer)(void *user, float *grads, size_t n, size_t parts, double *samples,
                                            char *msg, size_t msg_cap);
 /**
- * Sets (reducer non-NULL) or removes (NULL) the trainer's gradient reducer. While one is set, pdc_trainer_step
- * also accepts inputs and labels both NULL: this process has no samples in that step (parts = 0) but takes
- * part in the reduction, as every process must in every step.
+ * Optional companion of a reducer, to overlap communication with the backward pass. When the step has one
+ * part (option micro_batch 0), the trainer hands over every trainable weight's range [offset, offset + n) of
+ * the packed gradient (the grads the reducer then receives) as soon as the backward pass has completed it:
+ * the weights of the last layers first, in the same order on every process and at every step (a process
+ * without samples hands over zeros in that order too); every range once per step, all before the reducer
+ * is called. The trainer writes no handed-over range again in the step: the bucket function may start
+ * summing it in place (MPI_Iallreduce) and the reducer finishes. Errors as for the reducer (the step fails).
+ */
+typedef pdc_status (*pdc_gradient_bucket)(void *user, float *grads, size_t offset, size_t n, char *msg,
+                                          size_t msg_cap);
+/**
+ * Sets (reducer non-NULL) or removes (NULL) the trainer's gradient reducer, with an optional bucket function
+ * (may be NULL). While a reducer is set, pdc_trainer_step also accepts inputs and labels both NULL: this
+ * process has no samples in that step (parts = 0) but takes part in the reduction, as every process must in
+ * every step.
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (trainer NULL)
  * Thread-safety: one thread at a time per trainer.
  */
-PDC_API pdc_status pdc_trainer_set_reducer(pdc_trainer *trainer, pdc_gradient_reducer reducer, void *user);
+PDC_API pdc_status pdc_trainer_set_reducer(pdc_trainer *trainer, pdc_gradient_reducer reducer,
+                                           pdc_gradient_bucket bucket, void *user);
 
 #ifdef __cplusplus
 }

@@ -47,6 +47,9 @@ int pdc_mpi_size(const pdc_mpi *m);
  *                 by the trainer's pairwise tree in global order: with option micro_batch set and the
  *                 global batch split at micro-batch boundaries in order, the weights are bit-identical
  *                 whatever the number of processes (one process included)
+ *  - "overlap"    "1" (default) or "0": with reduction sum and option micro_batch 0, each weight's gradient
+ *                 starts its MPI_Iallreduce as soon as the backward pass completed it (the last layers'
+ *                 first), overlapping the rest of the backward pass; "0": one MPI_Iallreduce after it
  *  - "timeout"    seconds > 0 that a collective may wait for the other processes (default 60): past it
  *                 the call fails with PDC_ERR_IO naming the operation (a process died or stopped stepping);
  *                 the communicator is then unusable: end the job (MPI_Abort)
@@ -59,7 +62,9 @@ typedef struct pdc_mpi_stats {
     uint64_t steps;          /* reductions */
     uint64_t floats;         /* floats each process contributed to them: kept gradient entries only */
     uint64_t dense_floats;   /* what the same steps would have sent without pruning (every trainable entry) */
-    double wait_s;           /* seconds spent in reductions (waiting on the other processes included) */
+    uint64_t bucket_floats;  /* of floats, those whose reduction started during the backward pass (overlap) */
+    double wait_s;           /* seconds the steps waited for their reductions after the backward pass (the
+                                communication overlap did not hide, and waiting on slower processes) */
 } pdc_mpi_stats;
 pdc_status pdc_mpi_get_stats(const pdc_mpi *m, pdc_mpi_stats *out);
 

@@ -25,6 +25,9 @@ struct pdc_mpi {
     int reduction;
     double timeout;
     int check;             /* 1: the next reduction first checks that every process agrees */
+    int overlap;           /* option overlap: buckets reduced during the backward pass */
+    MPI_Request *reqs;     /* this step's bucket reductions in flight */
+    size_t n_reqs, reqs_cap;
     float *gather;         /* deterministic: every process's parts */
     size_t gather_cap;
     pdc_mpi_stats stats;
@@ -293,10 +296,16 @@ static pdc_status reduce_deterministic(pdc_mpi *m, float *g, size_t n, size_t pa
 static pdc_status reduce_sum(pdc_mpi *m, float *g, size_t n, size_t parts, double *samples)
 {
     if (n > INT_MAX) return fail(m, PDC_ERR_OVERFLOW, "%zu gradient floats exceed MPI's int counts", n);
-    tree_sum(g, n, 0, parts);
     MPI_Request req[2];
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, m->comm, &req[0]);
-    pdc_status st = wait_for(m, &req[0], rc, "summing the gradients");
+    pdc_status st = PDC_OK;
+    if (m->n_reqs) { /* the buckets of the backward pass: finish them */
+        for (size_t i = 0; i < m->n_reqs && !st; i++) st = wait_for(m, &m->reqs[i], MPI_SUCCESS, "summing the gradients");
+        m->n_reqs = 0;
+    } else {
+        tree_sum(g, n, 0, parts);
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, m->comm, &req[0]);
+        st = wait_for(m, &req[0], rc, "summing the gradients");
+    }
     if (!st)
         st = wait_for(m, &req[1], MPI_Iallreduce(MPI_IN_PLACE, samples, 1, MPI_DOUBLE, MPI_SUM, m->comm, &req[1]),
                       "summing the sample counts");
@@ -319,6 +328,36 @@ static uint64_t dense_floats(const pdc_mpi *m)
         total += e;
     }
     return total;
+}
+
+/* A weight's gradient completed by the backward pass: its sum starts now (option overlap, reduction sum,
+ * after the first step's agreement check); MPI_Testall lets the reductions in flight progress. */
+static pdc_status bucket(void *user, float *g, size_t offset, size_t n, char *msg, size_t msg_cap)
+{
+    pdc_mpi *m = user;
+    if (m->check || m->reduction != RED_SUM || !n) return PDC_OK; /* the reducer does it all */
+    if (m->n_reqs == m->reqs_cap) {
+        const size_t cap = m->reqs_cap ? 2 * m->reqs_cap : 64;
+        MPI_Request *r = realloc(m->reqs, cap * sizeof *r);
+        if (!r) {
+            snprintf(msg, msg_cap, "out of memory");
+            return PDC_ERR_OUT_OF_MEMORY;
+        }
+        m->reqs = r;
+        m->reqs_cap = cap;
+    }
+    int rc = n > INT_MAX ? MPI_ERR_COUNT
+                         : MPI_Iallreduce(MPI_IN_PLACE, g + offset, (int)n, MPI_FLOAT, MPI_SUM, m->comm,
+                                          &m->reqs[m->n_reqs]);
+    if (rc != MPI_SUCCESS) {
+        snprintf(msg, msg_cap, "process %d: summing a gradient bucket: MPI error %d", m->rank, rc);
+        return PDC_ERR_IO;
+    }
+    m->n_reqs++;
+    m->stats.bucket_floats += n;
+    int done;
+    MPI_Testall((int)m->n_reqs, m->reqs, &done, MPI_STATUSES_IGNORE);
+    return PDC_OK;
 }
 
 static pdc_status reducer(void *user, float *g, size_t n, size_t parts, double *samples, char *msg, size_t msg_cap)
@@ -352,6 +391,7 @@ pdc_status pdc_mpi_attach(pdc_context *ctx, pdc_trainer *trainer, MPI_Comm comm,
     m->trainer = trainer;
     m->timeout = 60.0;
     m->check = 1;
+    m->overlap = 1;
     if (MPI_Comm_dup(comm, &m->comm) != MPI_SUCCESS) {
         free(m);
         return PDC_ERR_IO;
@@ -359,7 +399,7 @@ pdc_status pdc_mpi_attach(pdc_context *ctx, pdc_trainer *trainer, MPI_Comm comm,
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &m->rank);
     MPI_Comm_size(m->comm, &m->size);
-    pdc_status st = pdc_trainer_set_reducer(trainer, reducer, m);
+    pdc_status st = pdc_trainer_set_reducer(trainer, reducer, bucket, m);
     if (st) {
         MPI_Comm_free(&m->comm);
         free(m);
@@ -372,9 +412,10 @@ pdc_status pdc_mpi_attach(pdc_context *ctx, pdc_trainer *trainer, MPI_Comm comm,
 void pdc_mpi_detach(pdc_mpi *m)
 {
     if (!m) return;
-    pdc_trainer_set_reducer(m->trainer, NULL, NULL);
+    pdc_trainer_set_reducer(m->trainer, NULL, NULL, NULL);
     MPI_Comm_free(&m->comm);
     free(m->gather);
+    free(m->reqs);
     free(m);
 }
 
@@ -401,7 +442,13 @@ pdc_status pdc_mpi_set_option(pdc_mpi *m, const char *name, const char *value)
         m->timeout = t;
         return PDC_OK;
     }
-    return fail(m, PDC_ERR_INVALID_ARG, "unknown option '%s' (reduction, timeout)", name);
+    if (!strcmp(name, "overlap")) {
+        if (strcmp(value, "0") && strcmp(value, "1"))
+            return fail(m, PDC_ERR_INVALID_ARG, "option overlap is \"%s\", expected 0 or 1", value);
+        m->overlap = value[0] == '1';
+        return pdc_trainer_set_reducer(m->trainer, reducer, m->overlap ? bucket : NULL, m);
+    }
+    return fail(m, PDC_ERR_INVALID_ARG, "unknown option '%s' (reduction, timeout, overlap)", name);
 }
 
 pdc_status pdc_mpi_get_stats(const pdc_mpi *m, pdc_mpi_stats *out)

@@ -242,6 +242,8 @@ PDC_API void pdc_trainer_destroy(pdc_trainer *trainer)
     admm_clear(trainer);
     tr_net_destroy(trainer->net);
     pdc_free(trainer->packed);
+    pdc_free(trainer->bucket_off);
+    pdc_free(trainer->bucket_layer);
     pdc_free(trainer);
 }
 

@@ -131,6 +131,10 @@ typedef struct tr_net {
     cpu_eltwise_set *cpu; /* option kernels=cpu: the cpu backend's elementwise kernels (backend.h) */
     size_t cpu_planned_n; /* the batch they were planned for */
     int loss_sum;         /* 1: tr_net_loss gives the gradient of the sum of the samples' losses, not of their mean */
+    /* called by tr_net_backward after layer li's backward pass (run or not): no later layer of the pass
+     * reads the parameters only layers >= li read (train_reduce.c hands their gradients over) */
+    void (*layer_done)(void *user, size_t li);
+    void *layer_done_user;
 } tr_net;
 
 /* Builds a net over model (taken over: owned by the net on success and on failure) for the options.
@@ -228,7 +232,13 @@ struct pdc_trainer {
     ir_attrs admm_options;
     /* data-parallel training (pdc_trainer_set_reducer, train_reduce.c) */
     pdc_gradient_reducer reducer;
+    pdc_gradient_bucket bucket;
     void *reducer_user;
+    size_t *bucket_off;   /* per parameter: offset of its kept entries in a packed gradient */
+    int *bucket_layer;    /* per parameter: the first layer reading it (its gradient is final after it), or -1 */
+    size_t bucket_cap;    /* entries of both */
+    pdc_status bucket_st; /* the first failure of bucket in this step */
+    char bucket_msg[512];
     float *packed;        /* the micro-batches' packed kept gradients */
     size_t packed_cap;    /* floats */
 };

@@ -601,16 +601,17 @@ pdc_status tr_net_backward(tr_net *net, const tr_options *opt)
 {
     const ir_model *m = net->exec;
     for (size_t li = m->n_layers; li-- > 0;) {
-        if (tr_net_skips(net, opt, li)) continue;
         const ir_layer *l = &m->layers[li];
         /* a gradient nobody wrote (an output the loss does not depend on) is zero: nothing to propagate (lstm/gru:
          * unless another output, y_h or y_c, got one) */
         int reached = 0;
         for (size_t o = 0; o < l->n_outputs; o++)
             reached |= l->outputs[o] >= 0 && net->needs_grad[l->outputs[o]] && net->touched[l->outputs[o]] == net->epoch;
-        if (!reached) continue;
-        pdc_status st = tr_op_backward(net, li, opt);
-        if (st) return st;
+        if (reached && !tr_net_skips(net, opt, li)) {
+            pdc_status st = tr_op_backward(net, li, opt);
+            if (st) return st;
+        }
+        if (net->layer_done) net->layer_done(net->layer_done_user, li);
     }
     /* parameters no layer reached have zero gradients */
     for (size_t i = 0; i < net->n_params; i++)

@@ -6,6 +6,8 @@
  * of the trainable weights. The parts are summed by a fixed pairwise tree (or by the reducer, across
  * processes), then divided by the number of samples. The tree depends only on the number of micro-batches,
  * so a reducer that applies it over the parts of every process in global order reproduces one process.
+ * With one part and a bucket function, each weight's gradient is handed over as soon as the backward pass
+ * completed it, so that its communication overlaps the rest of the backward pass.
  */
 #include <math.h>
 #include <string.h>
@@ -36,6 +38,81 @@ static void pack(const tr_net *net, float *dst)
             if (p->mask[k]) *dst++ = p->grad[k];
     }
 }
+
+/* ------------------------------------------------------------------ buckets (pdc_gradient_bucket) */
+
+/* Per parameter: its offset in the packed gradient and the first layer reading it (-1: none). */
+static pdc_status plan_buckets(pdc_trainer *t)
+{
+    tr_net *net = t->net;
+    if (net->n_params > t->bucket_cap) {
+        size_t *off = pdc_alloc(t->ctx, net->n_params * sizeof *off);
+        int *layer = pdc_alloc(t->ctx, net->n_params * sizeof *layer);
+        if (!off || !layer) {
+            pdc_free(off);
+            pdc_free(layer);
+            return PDC_ERR_OUT_OF_MEMORY;
+        }
+        pdc_free(t->bucket_off);
+        pdc_free(t->bucket_layer);
+        t->bucket_off = off;
+        t->bucket_layer = layer;
+        t->bucket_cap = net->n_params;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < net->n_params; i++) {
+        t->bucket_off[i] = at;
+        at += net->params[i].trainable ? net->params[i].kept : 0;
+        t->bucket_layer[i] = -1;
+    }
+    const ir_model *m = net->model;
+    for (size_t li = m->n_layers; li-- > 0;)
+        for (size_t k = 0; k < m->layers[li].n_inputs; k++) {
+            const int tn = m->layers[li].inputs[k];
+            if (tn >= 0 && net->param_of[tn] >= 0) t->bucket_layer[net->param_of[tn]] = (int)li;
+        }
+    t->bucket_st = PDC_OK;
+    t->bucket_msg[0] = '\0';
+    return PDC_OK;
+}
+
+/* Packs trainable parameter i's final gradient (zero if nothing reached it) and hands it over. */
+static void hand_over(pdc_trainer *t, size_t i, int empty)
+{
+    tr_net *net = t->net;
+    const tr_param *p = &net->params[i];
+    if (!p->trainable || t->bucket_st) return;
+    float *dst = t->packed + t->bucket_off[i];
+    if (empty) {
+        memset(dst, 0, p->kept * sizeof *dst);
+    } else {
+        const float *g = tr_grad_acc(net, p->tensor); /* zeroes a gradient no layer wrote in this pass */
+        for (size_t k = 0; k < p->n; k++)
+            if (!p->mask || p->mask[k]) *dst++ = g[k];
+    }
+    t->bucket_st = t->bucket(t->reducer_user, t->packed, t->bucket_off[i], p->kept, t->bucket_msg,
+                             sizeof t->bucket_msg);
+}
+
+static void layer_done(void *user, size_t li)
+{
+    pdc_trainer *t = user;
+    for (size_t i = 0; i < t->net->n_params; i++)
+        if (t->bucket_layer[i] == (int)li) hand_over(t, i, 0);
+}
+
+/* Every parameter not handed over by the backward pass, in the order a backward pass would have. */
+static void hand_over_rest(pdc_trainer *t, int empty)
+{
+    if (empty)
+        for (size_t li = t->net->model->n_layers; li-- > 0;)
+            for (size_t i = 0; i < t->net->n_params; i++)
+                if (t->bucket_layer[i] == (int)li) hand_over(t, i, 1);
+    for (size_t i = 0; i < t->net->n_params; i++)
+        if (t->bucket_layer[i] < 0) hand_over(t, i, empty);
+}
+
+/* ------------------------------------------------------------------ the step */
 
 /* grad = src / samples at the kept entries, 0 at the pruned ones. */
 static void unpack(tr_net *net, const float *src, float samples)
@@ -78,6 +155,9 @@ pdc_status tr_step_gradients(pdc_trainer *t, const pdc_tensor *inputs, const pdc
         t->packed_cap = want;
     }
     if (!parts) memset(t->packed, 0, floats * sizeof *t->packed);
+    /* one part: its weights' gradients travel while the backward pass goes on */
+    const int buckets = t->reducer && t->bucket && parts <= 1;
+    if (buckets && plan_buckets(t)) return PDC_ERR_OUT_OF_MEMORY;
     const size_t in_per = n ? inputs->numel / n : 0, lab_per = n ? labels->numel / n : 0;
     double total = 0.0;
     pdc_status st = PDC_OK;
@@ -93,12 +173,25 @@ pdc_status tr_step_gradients(pdc_trainer *t, const pdc_tensor *inputs, const pdc
                            isnan(l) ? "NaN" : "infinite");
             break;
         }
-        if ((st = tr_net_backward(net, opt))) break;
-        pack(net, t->packed + i * floats);
+        if (buckets) {
+            net->layer_done = layer_done;
+            net->layer_done_user = t;
+        }
+        st = tr_net_backward(net, opt);
+        net->layer_done = NULL;
+        net->layer_done_user = NULL;
+        if (st) break;
+        if (!buckets) pack(net, t->packed + i * floats);
         total += l * (double)m;
     }
     net->loss_sum = 0;
     if (st) return st;
+    if (buckets) {
+        hand_over_rest(t, parts == 0);
+        if (t->bucket_st)
+            return pdc_error(ctx, t->bucket_st, "trainer: step %llu: gradient reduction: %s", step_no,
+                             *t->bucket_msg ? t->bucket_msg : pdc_status_string(t->bucket_st));
+    }
     double samples = (double)n;
     if (t->reducer) {
         char msg[512] = "";
@@ -116,10 +209,12 @@ pdc_status tr_step_gradients(pdc_trainer *t, const pdc_tensor *inputs, const pdc
     return PDC_OK;
 }
 
-PDC_API pdc_status pdc_trainer_set_reducer(pdc_trainer *trainer, pdc_gradient_reducer reducer, void *user)
+PDC_API pdc_status pdc_trainer_set_reducer(pdc_trainer *trainer, pdc_gradient_reducer reducer,
+                                           pdc_gradient_bucket bucket, void *user)
 {
     if (!trainer) return pdc_error(NULL, PDC_ERR_INVALID_ARG, "%s: trainer is NULL", __func__);
     trainer->reducer = reducer;
+    trainer->bucket = reducer ? bucket : NULL;
     trainer->reducer_user = reducer ? user : NULL;
     return PDC_OK;
 }

@@ -3,6 +3,8 @@
 # from the Makefile: mpirun allowed as root, oversubscribed, shared memory only).
 #  - deterministic reduction: the weights after 6 epochs (batchnorm, pruning decided on process 0, processes
 #    without samples in the last batch) are bit-identical on 1, 2 and 3 processes;
+#  - reduction sum with overlap: the gradients of the weights are summed in buckets during the backward pass,
+#    to the same bits as one sum after it;
 #  - a checkpoint written on 2 processes resumes on 1 and on 3 to the same bits as the uninterrupted run;
 #  - another option or other weights on one process are refused at the first step, naming which; a process
 #    that stops stepping makes the others fail after the timeout with a message;
@@ -31,6 +33,15 @@ for np in 1 3; do
     check $np "6 $T/r$np.bin --load $T/c.ckpt" || bad "resuming on $np processes failed"
     cmp -s "$T/r$np.bin" "$T/w1.bin" && ok || bad "resumed on $np processes: weights differ from the uninterrupted run"
 done
+
+# overlap (reduction sum, one part per step): each weight's sum starts during the backward pass, and the
+# weights are the bits of one reduction after it (2 processes: a sum of two is exact in any order)
+check 2 "4 $T/o1.bin --reduction sum --micro 0 --overlap 1" && o1=$(cat "$T/out") || bad "overlap 1 failed"
+check 2 "4 $T/o0.bin --reduction sum --micro 0 --overlap 0" && o0=$(cat "$T/out") || bad "overlap 0 failed"
+cmp -s "$T/o1.bin" "$T/o0.bin" && ok || bad "overlap 1 and 0 give other weights"
+# the first step reduces after its agreement check: every later one in buckets
+case "$o1" in *" reductions=20 floats="*" bucket_floats=0") bad "overlap 1: no bucket: $o1";; *) ok;; esac
+case "$o0" in *" bucket_floats=0") ok;; *) bad "overlap 0: buckets: $o0";; esac
 
 # refusals and timeouts: the job fails, with the message
 expect_fail() { # np args message

@@ -8,7 +8,7 @@
  * so runs on different process counts can be compared with cmp.
  *
  * usage: mpi_check EPOCHS OUT [--reduction sum|deterministic] [--save-after E CKPT] [--load CKPT]
- *                  [--timeout S] [--fault lr|weights|stall]
+ *                  [--timeout S] [--fault lr|weights|stall] [--micro M] [--overlap 0|1]
  * --fault: process 1 sets another lr / perturbs a weight / stops stepping; the job must fail with a clear
  * message (printed by process 0 as "mpi_check: ERROR: ...", then MPI_Abort).
  */
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const int epochs = atoi(argv[1]);
-    const char *out = argv[2], *reduction = "deterministic", *save = NULL, *load = NULL, *fault = "", *timeout = "60";
+    const char *out = argv[2], *reduction = "deterministic", *micro = "8", *overlap = "1", *save = NULL, *load = NULL, *fault = "", *timeout = "60";
     int save_after = -1;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--reduction") && i + 1 < argc) reduction = argv[++i];
@@ -126,6 +126,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--load") && i + 1 < argc) load = argv[++i];
         else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = argv[++i];
         else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault = argv[++i];
+        else if (!strcmp(argv[i], "--micro") && i + 1 < argc) micro = argv[++i];
+        else if (!strcmp(argv[i], "--overlap") && i + 1 < argc) overlap = argv[++i];
     }
     static float x[N * IN], y[N];
     uint32_t r = 11;
@@ -146,7 +148,7 @@ int main(int argc, char **argv)
     pdc_trainer *t;
     TRY(pdc_model_parse(ctx, model_text, sizeof model_text - 1, &m), "parse");
     TRY(pdc_trainer_create(ctx, m, &t), "trainer");
-    static const char *const opts[] = {"batch", "48", "seed", "5", "lr", "0.01", "micro_batch", "8", "threads", "1"};
+    const char *const opts[] = {"batch", "48", "seed", "5", "lr", "0.01", "micro_batch", micro, "threads", "1"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i += 2) TRY(pdc_trainer_set_option(t, opts[i], opts[i + 1]), opts[i]);
     TRY(pdc_trainer_init_weights(t), "init weights");
     if (rank == 1 && !strcmp(fault, "lr")) TRY(pdc_trainer_set_option(t, "lr", "0.02"), "lr");
@@ -159,6 +161,7 @@ int main(int argc, char **argv)
     TRY(pdc_mpi_attach(ctx, t, MPI_COMM_WORLD, &mp), "attach");
     TRY(pdc_mpi_set_option(mp, "reduction", reduction), "reduction");
     TRY(pdc_mpi_set_option(mp, "timeout", timeout), "timeout");
+    TRY(pdc_mpi_set_option(mp, "overlap", overlap), "overlap");
     int first_epoch = 0;
     if (load) {
         TRY(pdc_mpi_load(mp, load), "load");
@@ -193,9 +196,10 @@ int main(int argc, char **argv)
     TRY(pdc_mpi_get_stats(mp, &stats), "stats");
     if (rank == 0) {
         if (write_weights(t, out)) return 3;
-        printf("mpi_check: processes=%d reduction=%s epochs=%d reductions=%llu floats=%llu dense_floats=%llu\n", size,
-               reduction, epochs, (unsigned long long)stats.steps, (unsigned long long)stats.floats,
-               (unsigned long long)stats.dense_floats);
+        printf("mpi_check: processes=%d reduction=%s epochs=%d reductions=%llu floats=%llu dense_floats=%llu "
+               "bucket_floats=%llu\n", size, reduction, epochs, (unsigned long long)stats.steps,
+               (unsigned long long)stats.floats, (unsigned long long)stats.dense_floats,
+               (unsigned long long)stats.bucket_floats);
     }
     pdc_mpi_detach(mp);
     pdc_trainer_destroy(t);

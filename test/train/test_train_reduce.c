@@ -151,7 +151,7 @@ START_TEST(micro_batches_and_the_packed_kept_gradients)
         assert_weights_near(micro, whole, 1e-6f);
         /* the reducer's view: 16 samples = 4 parts of the kept entries */
         capture c = {0};
-        ck_assert_ok(ctx, pdc_trainer_set_reducer(micro, capture_reducer, &c));
+        ck_assert_ok(ctx, pdc_trainer_set_reducer(micro, capture_reducer, NULL, &c));
         ck_assert_ok(ctx, step_on(micro, 0, 16));
         size_t nw, kept_total = 0, all_total = 0;
         ck_assert_ok(ctx, pdc_trainer_num_weights(micro, &nw));
@@ -196,10 +196,10 @@ START_TEST(two_halves_are_bit_identical_to_the_whole_batch)
                 /* process 0's parts, captured by a failed step (which changes nothing) */
                 c0.fail = 1;
                 c0.peer = NULL;
-                ck_assert_ok(ctx, pdc_trainer_set_reducer(r0, capture_reducer, &c0));
+                ck_assert_ok(ctx, pdc_trainer_set_reducer(r0, capture_reducer, NULL, &c0));
                 ck_assert_status(ctx, step_on(r0, 0, 8), PDC_ERR_IO);
                 /* process 1 sums process 0's parts then its own; then process 0 the same way round */
-                ck_assert_ok(ctx, pdc_trainer_set_reducer(r1, capture_reducer, &c1));
+                ck_assert_ok(ctx, pdc_trainer_set_reducer(r1, capture_reducer, NULL, &c1));
                 ck_assert_ok(ctx, step_on(r1, 8, 8));
                 c0.fail = 0;
                 c0.peer = &c1;
@@ -226,7 +226,7 @@ START_TEST(reducer_failures_empty_processes_and_bad_options)
     pdc_trainer *t = bn_trainer("0", 0), *ref = bn_trainer("0", 0);
     capture c = {0};
     c.fail = 1;
-    ck_assert_ok(ctx, pdc_trainer_set_reducer(t, capture_reducer, &c));
+    ck_assert_ok(ctx, pdc_trainer_set_reducer(t, capture_reducer, NULL, &c));
     ck_assert_status(ctx, step_on(t, 0, 16), PDC_ERR_IO);
     ck_assert_error_has(ctx, "trainer: step 1: gradient reduction: peer vanished");
     ck_assert(same_weights(t, ref));
@@ -235,7 +235,7 @@ START_TEST(reducer_failures_empty_processes_and_bad_options)
     capture peer = {0};
     peer.fail = 1;
     pdc_trainer *p = bn_trainer("0", 0);
-    ck_assert_ok(ctx, pdc_trainer_set_reducer(p, capture_reducer, &peer));
+    ck_assert_ok(ctx, pdc_trainer_set_reducer(p, capture_reducer, NULL, &peer));
     ck_assert_status(ctx, step_on(p, 0, 16), PDC_ERR_IO);
     c.fail = 0;
     c.peer = &peer;
@@ -252,12 +252,12 @@ START_TEST(reducer_failures_empty_processes_and_bad_options)
     ck_assert_status(ctx, step_on(t, 0, 0), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "no process had samples");
     /* without a reducer */
-    ck_assert_ok(ctx, pdc_trainer_set_reducer(t, NULL, NULL));
+    ck_assert_ok(ctx, pdc_trainer_set_reducer(t, NULL, NULL, NULL));
     ck_assert_status(ctx, step_on(t, 0, 0), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "inputs");
     ck_assert_status(ctx, pdc_trainer_set_option(t, "micro_batch", "65537"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "micro_batch");
-    ck_assert_status(ctx, pdc_trainer_set_reducer(NULL, capture_reducer, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_status(ctx, pdc_trainer_set_reducer(NULL, capture_reducer, NULL, NULL), PDC_ERR_INVALID_ARG);
     free(c.parts);
     free(peer.parts);
     pdc_trainer_destroy(t);
@@ -267,10 +267,86 @@ START_TEST(reducer_failures_empty_processes_and_bad_options)
 }
 END_TEST
 
+/* Buckets: what a bucket function saw, range by range. */
+typedef struct buckets {
+    size_t off[16], n[16], count;
+    float *copy;          /* the values handed over, at their offsets */
+    int fail_at;          /* > 0: answer PDC_ERR_IO at this call */
+} buckets;
+
+static pdc_status bucket_fn(void *user, float *g, size_t offset, size_t n, char *msg, size_t cap)
+{
+    buckets *b = user;
+    ck_assert_uint_lt(b->count, 16);
+    b->off[b->count] = offset;
+    b->n[b->count] = n;
+    memcpy(b->copy + offset, g + offset, n * sizeof *g);
+    if (++b->count == (size_t)b->fail_at) {
+        snprintf(msg, cap, "bucket %zu refused", b->count);
+        return PDC_ERR_IO;
+    }
+    return PDC_OK;
+}
+
+static pdc_status identity_reducer(void *user, float *g, size_t n, size_t parts, double *samples, char *msg,
+                                   size_t cap)
+{
+    const buckets *b = user;
+    (void)samples, (void)msg, (void)cap;
+    ck_assert_uint_le(parts, 1);
+    ck_assert_mem_eq(g, b->copy, n * sizeof *g); /* what the buckets saw is the whole gradient */
+    return PDC_OK;
+}
+
+/* With one part, every trainable weight's packed range is handed over once, the last layer's first (fc, then
+ * conv2, then batchnorm's scale and bias, then conv1), before the reducer; the training is unchanged; a
+ * process without samples hands over zeros in the same order; a bucket's failure fails the step. */
+START_TEST(buckets_hand_over_each_weight_once_last_layers_first)
+{
+    make_data();
+    for (int pruned = 0; pruned < 2; pruned++) {
+        pdc_trainer *t = bn_trainer("0", pruned), *ref = bn_trainer("0", pruned);
+        buckets b = {.copy = calloc(2000, sizeof(float))};
+        ck_assert_ok(ctx, pdc_trainer_set_reducer(t, identity_reducer, bucket_fn, &b));
+        ck_assert_ok(ctx, step_on(t, 0, 16));
+        ck_assert_ok(ctx, pdc_trainer_set_reducer(ref, identity_reducer, NULL, &b));
+        ck_assert_ok(ctx, step_on(ref, 0, 16));
+        ck_assert(same_weights(t, ref));
+        /* params in model order: c1w s b (mean var: statistics) c2w c2b fw fb; handed: fw fb c2w c2b s b c1w */
+        static const int want[7] = {7, 8, 5, 6, 1, 2, 0};
+        ck_assert_uint_eq(b.count, 7);
+        for (size_t k = 0; k < 7; k++) {
+            ck_assert_uint_eq(b.off[k], t->bucket_off[want[k]]);
+            ck_assert_uint_eq(b.n[k], t->net->params[want[k]].kept);
+        }
+        /* a process without samples: zeros, the same ranges in the same order */
+        buckets e = {.copy = calloc(2000, sizeof(float))};
+        ck_assert_ok(ctx, pdc_trainer_set_reducer(t, identity_reducer, bucket_fn, &e));
+        ck_assert_status(ctx, step_on(t, 0, 0), PDC_ERR_INVALID_ARG); /* nobody had samples */
+        ck_assert_uint_eq(e.count, 7);
+        for (size_t k = 0; k < 7; k++) ck_assert_uint_eq(e.off[k], b.off[k]);
+        for (size_t k = 0; k < 2000; k++) ck_assert(e.copy[k] == 0.0f);
+        /* a failing bucket */
+        buckets f = {.copy = calloc(2000, sizeof(float)), .fail_at = 2};
+        ck_assert_ok(ctx, pdc_trainer_set_reducer(t, identity_reducer, bucket_fn, &f));
+        ck_assert_status(ctx, step_on(t, 0, 16), PDC_ERR_IO);
+        ck_assert_error_has(ctx, "trainer: step 2: gradient reduction: bucket 2 refused");
+        ck_assert_uint_eq(f.count, 2);
+        ck_assert(same_weights(t, ref));
+        free(b.copy);
+        free(e.copy);
+        free(f.copy);
+        pdc_trainer_destroy(t);
+        pdc_trainer_destroy(ref);
+    }
+}
+END_TEST
+
 int main(void)
 {
     return run_tests("train_reduce", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(micro_batches_and_the_packed_kept_gradients,
                                two_halves_are_bit_identical_to_the_whole_batch,
-                               reducer_failures_empty_processes_and_bad_options));
+                               reducer_failures_empty_processes_and_bad_options,
+                               buckets_hand_over_each_weight_once_last_layers_first));
 }
