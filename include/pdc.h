@@ -1148,7 +1148,7 @@ typedef pdc_status (*pdc_gradient_bucket)(void *user, float *grads, size_t offse
  * Sets (reducer non-NULL) or removes (NULL) the trainer's gradient reducer, with an optional bucket function
  * (may be NULL). While a reducer is set, pdc_trainer_step also accepts inputs and labels both NULL: this
  * process has no samples in that step (parts = 0) but takes part in the reduction, as every process must in
- * every step.
+ * every step; its loss_out is the mean over this process's samples (0 without any).
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (trainer NULL)
  * Thread-safety: one thread at a time per trainer.
  */
