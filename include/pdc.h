@@ -1154,6 +1154,18 @@ typedef pdc_status (*pdc_gradient_bucket)(void *user, float *grads, size_t offse
  */
 PDC_API pdc_status pdc_trainer_set_reducer(pdc_trainer *trainer, pdc_gradient_reducer reducer,
                                            pdc_gradient_bucket bucket, void *user);
+/**
+ * Synchronised batchnorm for data-parallel training: sums[0..n) summed over every process, in place (the
+ * same n, in the same order, on every process). With one set, batchnorm in training normalises with the
+ * statistics of the global batch (every process's samples) instead of this process's: in the forward pass
+ * of each batchnorm layer the trainer syncs the per-channel sums and the value count (C + 1), then the
+ * squared deviations (C); in its backward pass the two per-channel gradient sums (2C). Needs one forward pass
+ * per step (option micro_batch 0, or not below the batch); a process without samples takes part with zeros.
+ * Errors as for the reducer (the step fails naming the layer).
+ */
+typedef pdc_status (*pdc_batchnorm_sync)(void *user, double *sums, size_t n, char *msg, size_t msg_cap);
+/** Sets (sync non-NULL) or removes (NULL) the batchnorm sync. @retval PDC_OK, PDC_ERR_INVALID_ARG (trainer NULL) */
+PDC_API pdc_status pdc_trainer_set_batchnorm_sync(pdc_trainer *trainer, pdc_batchnorm_sync sync, void *user);
 
 #ifdef __cplusplus
 }

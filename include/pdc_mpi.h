@@ -50,6 +50,9 @@ int pdc_mpi_size(const pdc_mpi *m);
  *  - "overlap"    "1" (default) or "0": with reduction sum and option micro_batch 0, each weight's gradient
  *                 starts its MPI_Iallreduce as soon as the backward pass completed it (the last layers'
  *                 first), overlapping the rest of the backward pass; "0": one MPI_Iallreduce after it
+ *  - "sync_batchnorm"  "0" (default): batchnorm normalises with each process's batch statistics; "1": with
+ *                 the global batch's (pdc_trainer_set_batchnorm_sync: 2 MPI_Iallreduce per layer forward, 1
+ *                 backward); needs trainer option micro_batch 0
  *  - "timeout"    seconds > 0 that a collective may wait for the other processes (default 60): past it
  *                 the call fails with PDC_ERR_IO naming the operation (a process died or stopped stepping);
  *                 the communicator is then unusable: end the job (MPI_Abort)

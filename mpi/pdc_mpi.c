@@ -26,6 +26,7 @@ struct pdc_mpi {
     double timeout;
     int check;             /* 1: the next reduction first checks that every process agrees */
     int overlap;           /* option overlap: buckets reduced during the backward pass */
+    int sync_bn;           /* option sync_batchnorm */
     MPI_Request *reqs;     /* this step's bucket reductions in flight */
     size_t n_reqs, reqs_cap;
     float *gather;         /* deterministic: every process's parts */
@@ -150,7 +151,7 @@ static pdc_status fingerprint(pdc_mpi *m, uint64_t fp[FP_N])
     memset(fp, 0, FP_N * sizeof *fp);
     fp[FP_WEIGHTS] = nw;
     fp[FP_STRUCTURE] = fp[FP_VALUES] = 14695981039346656037ull;
-    fp[FP_REDUCTION] = (uint64_t)m->reduction;
+    fp[FP_REDUCTION] = (uint64_t)m->reduction | (uint64_t)m->sync_bn << 8;
     float *buf = NULL;
     size_t cap = 0;
     for (size_t i = 0; i < nw && !st; i++) {
@@ -222,7 +223,8 @@ static pdc_status agree(pdc_mpi *m)
                       "process %d's model differs from process 0's (weight names, shapes or kept counts: pruned "
                       "differently?)", r);
         else if (f[FP_REDUCTION] != all[FP_REDUCTION])
-            st = fail(m, PDC_ERR_INVALID_ARG, "option reduction differs between process 0 and process %d", r);
+            st = fail(m, PDC_ERR_INVALID_ARG,
+                      "option reduction or sync_batchnorm differs between process 0 and process %d", r);
         for (size_t k = 0; k < N_CHECKED && !st; k++)
             if (f[FP_OPTIONS + k] != all[FP_OPTIONS + k])
                 st = fail(m, PDC_ERR_INVALID_ARG, "trainer option %s differs between process 0 and process %d",
@@ -380,6 +382,19 @@ static pdc_status reducer(void *user, float *g, size_t n, size_t parts, double *
     return PDC_OK;
 }
 
+/* Option sync_batchnorm: per-channel batchnorm sums over every process (pdc_batchnorm_sync). */
+static pdc_status bn_sync(void *user, double *sums, size_t n, char *msg, size_t msg_cap)
+{
+    pdc_mpi *m = user;
+    MPI_Request req;
+    pdc_status st = n > INT_MAX ? fail(m, PDC_ERR_OVERFLOW, "%zu batchnorm sums exceed MPI's int counts", n)
+                                : wait_for(m, &req,
+                                           MPI_Iallreduce(MPI_IN_PLACE, sums, (int)n, MPI_DOUBLE, MPI_SUM, m->comm, &req),
+                                           "summing batch statistics");
+    if (st) snprintf(msg, msg_cap, "%s", m->msg);
+    return st;
+}
+
 /* ------------------------------------------------------------------ API */
 
 pdc_status pdc_mpi_attach(pdc_context *ctx, pdc_trainer *trainer, MPI_Comm comm, pdc_mpi **out)
@@ -413,6 +428,7 @@ void pdc_mpi_detach(pdc_mpi *m)
 {
     if (!m) return;
     pdc_trainer_set_reducer(m->trainer, NULL, NULL, NULL);
+    pdc_trainer_set_batchnorm_sync(m->trainer, NULL, NULL);
     MPI_Comm_free(&m->comm);
     free(m->gather);
     free(m->reqs);
@@ -448,7 +464,14 @@ pdc_status pdc_mpi_set_option(pdc_mpi *m, const char *name, const char *value)
         m->overlap = value[0] == '1';
         return pdc_trainer_set_reducer(m->trainer, reducer, m->overlap ? bucket : NULL, m);
     }
-    return fail(m, PDC_ERR_INVALID_ARG, "unknown option '%s' (reduction, timeout, overlap)", name);
+    if (!strcmp(name, "sync_batchnorm")) {
+        if (strcmp(value, "0") && strcmp(value, "1"))
+            return fail(m, PDC_ERR_INVALID_ARG, "option sync_batchnorm is \"%s\", expected 0 or 1", value);
+        m->sync_bn = value[0] == '1';
+        m->check = 1;
+        return pdc_trainer_set_batchnorm_sync(m->trainer, m->sync_bn ? bn_sync : NULL, m);
+    }
+    return fail(m, PDC_ERR_INVALID_ARG, "unknown option '%s' (reduction, timeout, overlap, sync_batchnorm)", name);
 }
 
 pdc_status pdc_mpi_get_stats(const pdc_mpi *m, pdc_mpi_stats *out)

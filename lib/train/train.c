@@ -478,7 +478,7 @@ PDC_API pdc_status pdc_trainer_step(pdc_trainer *trainer, const pdc_tensor *inpu
     sync_threads(trainer);
     const unsigned long long step_no = (unsigned long long)trainer->step + 1;
     double loss;
-    if (trainer->reducer || opt->micro_batch) {
+    if (trainer->reducer || trainer->bn_sync || opt->micro_batch) {
         if ((st = tr_step_gradients(trainer, empty ? NULL : inputs, empty ? NULL : labels, n, &loss))) return st;
     } else {
         if ((st = tr_net_prepare(net, n)) || (st = tr_net_forward(net, inputs->data, opt, 1)) ||

@@ -91,6 +91,7 @@ typedef struct tr_layer {
     float *aux;           /* batchnorm: per channel batch mean and 1/sqrt(var + eps); lstm/gru: gates and
                            * states of every step (train_rnn.c) */
     size_t aux_cap;
+    double bn_count;      /* batchnorm: the values (samples x positions, of every process) aux is over */
     int col_valid;        /* col holds the current forward's operand */
     int32_t *argmax;      /* maxpool: per output, the input offset in its plane the maximum came from (-1: none) */
     size_t argmax_cap;
@@ -135,6 +136,12 @@ typedef struct tr_net {
      * reads the parameters only layers >= li read (train_reduce.c hands their gradients over) */
     void (*layer_done)(void *user, size_t li);
     void *layer_done_user;
+    /* data-parallel training: sums per-channel batchnorm sums over the processes (NULL: statistics of this
+     * process's batch only), and its double scratch */
+    pdc_batchnorm_sync bn_sync;
+    void *bn_sync_user;
+    double *bn_tmp;
+    size_t bn_tmp_cap;
 } tr_net;
 
 /* Builds a net over model (taken over: owned by the net on success and on failure) for the options.
@@ -178,6 +185,9 @@ pdc_status tr_net_check_batch(const tr_net *net, const tr_options *opt, const pd
 /* Copies the optimizer and ADMM state of every parameter of `from` to the parameter of the same name in
  * `to` (same size), then re-applies to's masks (pruned weights and their state are zero). */
 pdc_status tr_net_adopt_state(tr_net *to, const tr_net *from);
+/* A process without samples takes part in the others' batchnorm syncs with zeros (train_ops.c): those of
+ * the forward pass (li < 0), or of layer li's backward pass. */
+pdc_status tr_bn_sync_empty(tr_net *net, long li);
 /* Updates batchnorm running statistics from the last training forward pass (after a successful step). */
 void tr_net_commit_bn(tr_net *net, const tr_options *opt);
 /* Zeroes pruned weights and their optimizer state (after every update). */
@@ -238,6 +248,8 @@ struct pdc_trainer {
     int *bucket_layer;    /* per parameter: the first layer reading it (its gradient is final after it), or -1 */
     size_t bucket_cap;    /* entries of both */
     pdc_status bucket_st; /* the first failure of bucket in this step */
+    pdc_batchnorm_sync bn_sync; /* installed on the net for the steps */
+    void *bn_sync_user;
     char bucket_msg[512];
     float *packed;        /* the micro-batches' packed kept gradients */
     size_t packed_cap;    /* floats */

@@ -59,6 +59,7 @@ void tr_net_destroy(tr_net *net)
     pdc_free(net->needs_grad);
     pdc_free(net->touched);
     pdc_free(net->work);
+    pdc_free(net->bn_tmp);
     pdc_free(net->shared_col);
     ir_model_destroy(net->exec);
     ir_model_destroy(net->model);

@@ -164,8 +164,31 @@ static void bn_geom_get(const tr_net *net, const ir_layer *l, bn_geom *g)
     g->eps = (double)ir_attr_float(&l->attrs, "epsilon", 1e-5f);
 }
 
-/* Training mode: normalise with the batch's mean and (biased) variance; aux keeps per channel the mean,
- * 1/sqrt(var + eps) and the unbiased variance for the running statistics (tr_net_commit_bn). */
+/* Per-channel sums of n doubles summed over every process by the batchnorm sync (option of data-parallel
+ * training, pdc_trainer_set_batchnorm_sync); a no-op without one. */
+static pdc_status bn_sync(tr_net *net, const ir_layer *l, double *sums, size_t n)
+{
+    if (!net->bn_sync) return PDC_OK;
+    char msg[512] = "";
+    const pdc_status st = net->bn_sync(net->bn_sync_user, sums, n, msg, sizeof msg);
+    return st ? LAYER_ERR(net, l, st, "synchronising batch statistics: %s", *msg ? msg : pdc_status_string(st)) : PDC_OK;
+}
+
+/* net->bn_tmp holds at least n doubles. */
+static pdc_status bn_tmp(tr_net *net, size_t n)
+{
+    if (n <= net->bn_tmp_cap) return PDC_OK;
+    double *t = pdc_alloc(net->ctx, n * sizeof *t);
+    if (!t) return PDC_ERR_OUT_OF_MEMORY;
+    pdc_free(net->bn_tmp);
+    net->bn_tmp = t;
+    net->bn_tmp_cap = n;
+    return PDC_OK;
+}
+
+/* Training mode: normalise with the batch's mean and (biased) variance - over every process's batch with a
+ * batchnorm sync; aux keeps per channel the mean, 1/sqrt(var + eps) and the unbiased variance for the
+ * running statistics (tr_net_commit_bn), bn_count the number of values the statistics are over. */
 static pdc_status bn_forward_train(tr_net *net, size_t li)
 {
     const ir_layer *l = &net->exec->layers[li];
@@ -179,29 +202,45 @@ static pdc_status bn_forward_train(tr_net *net, size_t li)
         lr->aux = a;
         lr->aux_cap = 3 * g.c;
     }
+    pdc_status st = bn_tmp(net, 2 * g.c + 1);
+    if (st) return st;
     const float *x = net->val[l->inputs[0]], *scale = net->val[l->inputs[1]], *bias = net->val[l->inputs[2]];
     float *y = net->val[l->outputs[0]];
-    const size_t cnt = g.n * g.sp;
+    double *sum = net->bn_tmp, *sq = net->bn_tmp + g.c + 1;
     /* one thread per channel, sums in double in vector lanes (a fixed order whatever the thread count) */
     const int nt = g.n * g.c * g.sp >= ((size_t)1 << 16) ? net->threads : 1;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (size_t c = 0; c < g.c; c++) {
-        double s = 0.0, q = 0.0;
+        double s = 0.0;
         for (size_t i = 0; i < g.n; i++) {
             const float *xp = x + (i * g.c + c) * g.sp;
 #pragma omp simd reduction(+ : s)
             for (size_t k = 0; k < g.sp; k++) s += (double)xp[k];
         }
-        const double mean = s / (double)cnt;
+        sum[c] = s;
+    }
+    sum[g.c] = (double)(g.n * g.sp);
+    if ((st = bn_sync(net, l, sum, g.c + 1))) return st;
+    const double cnt = sum[g.c];
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t c = 0; c < g.c; c++) {
+        const double mean = sum[c] / cnt;
+        double q = 0.0;
         for (size_t i = 0; i < g.n; i++) {
             const float *xp = x + (i * g.c + c) * g.sp;
 #pragma omp simd reduction(+ : q)
             for (size_t k = 0; k < g.sp; k++) q += ((double)xp[k] - mean) * ((double)xp[k] - mean);
         }
-        const double var = q / (double)cnt, inv = 1.0 / sqrt(var + g.eps);
+        sq[c] = q;
+    }
+    if ((st = bn_sync(net, l, sq, g.c))) return st;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t c = 0; c < g.c; c++) {
+        const double mean = sum[c] / cnt, q = sq[c];
+        const double var = q / cnt, inv = 1.0 / sqrt(var + g.eps);
         lr->aux[c] = (float)mean;
         lr->aux[g.c + c] = (float)inv;
-        lr->aux[2 * g.c + c] = (float)(cnt > 1 ? q / (double)(cnt - 1) : var);
+        lr->aux[2 * g.c + c] = (float)(cnt > 1 ? q / (cnt - 1) : var);
         const double sc = (double)scale[c] * inv, be = (double)bias[c];
         for (size_t i = 0; i < g.n; i++) {
             const float *xp = x + (i * g.c + c) * g.sp;
@@ -209,6 +248,7 @@ static pdc_status bn_forward_train(tr_net *net, size_t li)
             for (size_t k = 0; k < g.sp; k++) yp[k] = (float)(sc * ((double)xp[k] - mean) + be);
         }
     }
+    lr->bn_count = cnt;
     return PDC_OK;
 }
 
@@ -236,35 +276,70 @@ static pdc_status bn_backward(tr_net *net, size_t li)
     if (!lr->aux) return LAYER_ERR(net, l, PDC_ERR_INTERNAL, "backward without a training forward pass");
     bn_geom g;
     bn_geom_get(net, l, &g);
+    pdc_status st = bn_tmp(net, 4 * g.c);
+    if (st) return st;
     const float *x = net->val[l->inputs[0]], *scale = net->val[l->inputs[1]], *dy = net->grad[l->outputs[0]];
     float *dx = tr_grad_acc(net, l->inputs[0]), *dscale = tr_grad_acc(net, l->inputs[1]);
     float *dbias = tr_grad_acc(net, l->inputs[2]);
-    const double cnt = (double)(g.n * g.sp);
+    const double cnt = lr->bn_count;
+    /* sdy, sdyx: this process's sums (the weight gradients: the gradient reducer sums those over the
+     * processes); all: every process's (the input gradient through the shared statistics) */
+    double *sdy = net->bn_tmp, *sdyx = sdy + g.c, *all = sdy + 2 * g.c;
     /* one thread per channel, sums in double in vector lanes (a fixed order whatever the thread count) */
     const int nt = g.n * g.c * g.sp >= ((size_t)1 << 16) ? net->threads : 1;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (size_t c = 0; c < g.c; c++) {
         const double mean = (double)lr->aux[c], inv = (double)lr->aux[g.c + c];
-        double sdy = 0.0, sdyx = 0.0;
+        double a = 0.0, b = 0.0;
         for (size_t i = 0; i < g.n; i++) {
             const float *xp = x + (i * g.c + c) * g.sp, *dp = dy + (i * g.c + c) * g.sp;
-#pragma omp simd reduction(+ : sdy, sdyx)
+#pragma omp simd reduction(+ : a, b)
             for (size_t k = 0; k < g.sp; k++) {
-                sdy += (double)dp[k];
-                sdyx += (double)dp[k] * ((double)xp[k] - mean) * inv;
+                a += (double)dp[k];
+                b += (double)dp[k] * ((double)xp[k] - mean) * inv;
             }
         }
-        if (dscale) dscale[c] += (float)sdyx;
-        if (dbias) dbias[c] += (float)sdy;
-        if (!dx) continue;
-        const double k1 = (double)scale[c] * inv / cnt;
+        sdy[c] = a;
+        sdyx[c] = b;
+        if (dscale) dscale[c] += (float)b;
+        if (dbias) dbias[c] += (float)a;
+    }
+    memcpy(all, sdy, 2 * g.c * sizeof *all);
+    if ((st = bn_sync(net, l, all, 2 * g.c))) return st;
+    if (!dx) return PDC_OK;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t c = 0; c < g.c; c++) {
+        const double mean = (double)lr->aux[c], inv = (double)lr->aux[g.c + c];
+        const double k1 = (double)scale[c] * inv / cnt, a = all[c], b = all[g.c + c];
         for (size_t i = 0; i < g.n; i++) {
             const float *xp = x + (i * g.c + c) * g.sp, *dp = dy + (i * g.c + c) * g.sp;
             float *dxp = dx + (i * g.c + c) * g.sp;
             for (size_t k = 0; k < g.sp; k++) {
                 const double xh = ((double)xp[k] - mean) * inv;
-                dxp[k] += (float)(k1 * (cnt * (double)dp[k] - sdy - xh * sdyx));
+                dxp[k] += (float)(k1 * (cnt * (double)dp[k] - a - xh * b));
             }
+        }
+    }
+    return PDC_OK;
+}
+
+/* A process without samples in a step takes part in every batchnorm sync of the others' step with zeros:
+ * forward (li < 0): every batchnorm layer's two syncs in layer order; backward: layer li's, if it has one. */
+pdc_status tr_bn_sync_empty(tr_net *net, long li)
+{
+    const ir_model *m = net->exec;
+    for (size_t k = li < 0 ? 0 : (size_t)li; k < (li < 0 ? m->n_layers : (size_t)li + 1); k++) {
+        const ir_layer *l = &m->layers[k];
+        if (l->op != IR_OP_BATCHNORM) continue;
+        if (li >= 0 && (l->outputs[0] < 0 || !net->needs_grad[l->outputs[0]])) continue;
+        const ir_tensor *t = &net->model->tensors[l->inputs[0]];
+        const size_t c = t->rank > 1 ? (size_t)t->dims[1] : 1;
+        pdc_status st = bn_tmp(net, 2 * c + 1);
+        if (st) return st;
+        /* forward: the sums and the count, then the squared deviations; backward: both gradient sums */
+        for (int call = 0; call < (li < 0 ? 2 : 1); call++) {
+            memset(net->bn_tmp, 0, (2 * c + 1) * sizeof *net->bn_tmp);
+            if ((st = bn_sync(net, l, net->bn_tmp, li >= 0 ? 2 * c : call ? c : c + 1))) return st;
         }
     }
     return PDC_OK;

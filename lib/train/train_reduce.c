@@ -112,6 +112,22 @@ static void hand_over_rest(pdc_trainer *t, int empty)
         if (t->bucket_layer[i] < 0) hand_over(t, i, empty);
 }
 
+/* A process without samples, with a batchnorm sync: the others' syncs and hand-overs in their order (the
+ * forward pass's syncs, then per layer from the last: its backward sync, then the weights it completed). */
+static pdc_status empty_with_bn_sync(pdc_trainer *t, int buckets)
+{
+    pdc_status st = tr_bn_sync_empty(t->net, -1);
+    for (size_t li = t->net->model->n_layers; li-- > 0 && !st;) {
+        st = tr_bn_sync_empty(t->net, (long)li);
+        for (size_t i = 0; buckets && i < t->net->n_params && !st; i++)
+            if (t->bucket_layer[i] == (int)li) hand_over(t, i, 1);
+    }
+    if (!st && buckets)
+        for (size_t i = 0; i < t->net->n_params; i++)
+            if (t->bucket_layer[i] < 0) hand_over(t, i, 1);
+    return st;
+}
+
 /* ------------------------------------------------------------------ the step */
 
 /* grad = src / samples at the kept entries, 0 at the pruned ones. */
@@ -154,6 +170,10 @@ pdc_status tr_step_gradients(pdc_trainer *t, const pdc_tensor *inputs, const pdc
         t->packed = b;
         t->packed_cap = want;
     }
+    if (t->bn_sync && parts > 1)
+        return pdc_error(ctx, PDC_ERR_INVALID_STATE,
+                         "trainer: step %llu: synchronised batchnorm needs one forward pass per step: option "
+                         "micro_batch is %zu, the batch %zu", step_no, opt->micro_batch, n);
     if (!parts) memset(t->packed, 0, floats * sizeof *t->packed);
     /* one part: its weights' gradients travel while the backward pass goes on */
     const int buckets = t->reducer && t->bucket && parts <= 1;
@@ -162,6 +182,9 @@ pdc_status tr_step_gradients(pdc_trainer *t, const pdc_tensor *inputs, const pdc
     double total = 0.0;
     pdc_status st = PDC_OK;
     net->loss_sum = 1;
+    net->bn_sync = t->bn_sync;
+    net->bn_sync_user = t->bn_sync_user;
+    if (!parts && t->bn_sync) st = empty_with_bn_sync(t, buckets);
     for (size_t i = 0; i < parts && !st; i++) {
         const size_t at = i * micro, m = n - at < micro ? n - at : micro;
         double l;
@@ -185,9 +208,11 @@ pdc_status tr_step_gradients(pdc_trainer *t, const pdc_tensor *inputs, const pdc
         total += l * (double)m;
     }
     net->loss_sum = 0;
+    net->bn_sync = NULL;
+    net->bn_sync_user = NULL;
     if (st) return st;
     if (buckets) {
-        hand_over_rest(t, parts == 0);
+        if (parts || !t->bn_sync) hand_over_rest(t, parts == 0);
         if (t->bucket_st)
             return pdc_error(ctx, t->bucket_st, "trainer: step %llu: gradient reduction: %s", step_no,
                              *t->bucket_msg ? t->bucket_msg : pdc_status_string(t->bucket_st));
@@ -216,5 +241,13 @@ PDC_API pdc_status pdc_trainer_set_reducer(pdc_trainer *trainer, pdc_gradient_re
     trainer->reducer = reducer;
     trainer->bucket = reducer ? bucket : NULL;
     trainer->reducer_user = reducer ? user : NULL;
+    return PDC_OK;
+}
+
+PDC_API pdc_status pdc_trainer_set_batchnorm_sync(pdc_trainer *trainer, pdc_batchnorm_sync sync, void *user)
+{
+    if (!trainer) return pdc_error(NULL, PDC_ERR_INVALID_ARG, "%s: trainer is NULL", __func__);
+    trainer->bn_sync = sync;
+    trainer->bn_sync_user = sync ? user : NULL;
     return PDC_OK;
 }

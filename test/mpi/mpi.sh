@@ -5,6 +5,7 @@
 #    without samples in the last batch) are bit-identical on 1, 2 and 3 processes;
 #  - reduction sum with overlap: the gradients of the weights are summed in buckets during the backward pass,
 #    to the same bits as one sum after it;
+#  - synchronised batchnorm: 2 and 3 processes train as one process on the global batch (within rounding);
 #  - a checkpoint written on 2 processes resumes on 1 and on 3 to the same bits as the uninterrupted run;
 #  - another option or other weights on one process are refused at the first step, naming which; a process
 #    that stops stepping makes the others fail after the timeout with a message;
@@ -42,6 +43,22 @@ cmp -s "$T/o1.bin" "$T/o0.bin" && ok || bad "overlap 1 and 0 give other weights"
 # the first step reduces after its agreement check: every later one in buckets
 case "$o1" in *" reductions=20 floats="*" bucket_floats=0") bad "overlap 1: no bucket: $o1";; *) ok;; esac
 case "$o0" in *" bucket_floats=0") ok;; *) bad "overlap 0: buckets: $o0";; esac
+
+# synchronised batchnorm (reduction sum, one forward pass per step): 2 and 3 processes normalise with the
+# global batch's statistics, so one epoch ends within float rounding of one process on the whole batch
+# (without it, per-process statistics make a visible difference); a process without samples joins with zeros
+maxdiff() { python3 -c 'import struct, sys
+r = lambda f: struct.unpack("%df" % (len(open(f, "rb").read()) // 4), open(f, "rb").read())
+a, b = r(sys.argv[1]), r(sys.argv[2])
+print(max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) else 1e9)' "$1" "$2"; }
+check 1 "1 $T/n1.bin --reduction sum --micro 0" || bad "1 process, micro 0 failed"
+for np in 2 3; do
+    check $np "1 $T/s$np.bin --reduction sum --micro 0 --sync-bn 1" || bad "sync_batchnorm on $np processes failed"
+    check $np "1 $T/u$np.bin --reduction sum --micro 0 --sync-bn 0" || bad "$np processes, micro 0 failed"
+    ds=$(maxdiff "$T/n1.bin" "$T/s$np.bin") du=$(maxdiff "$T/n1.bin" "$T/u$np.bin")
+    awk -v s="$ds" -v u="$du" 'BEGIN { exit !(s < 1e-6 && u > 1e-3) }' && ok ||
+        bad "$np processes: sync_batchnorm max difference $ds (want < 1e-6), per-process statistics $du (want > 1e-3)"
+done
 
 # refusals and timeouts: the job fails, with the message
 expect_fail() { # np args message

@@ -8,7 +8,7 @@
  * so runs on different process counts can be compared with cmp.
  *
  * usage: mpi_check EPOCHS OUT [--reduction sum|deterministic] [--save-after E CKPT] [--load CKPT]
- *                  [--timeout S] [--fault lr|weights|stall] [--micro M] [--overlap 0|1]
+ *                  [--timeout S] [--fault lr|weights|stall] [--micro M] [--overlap 0|1] [--sync-bn 0|1]
  * --fault: process 1 sets another lr / perturbs a weight / stops stepping; the job must fail with a clear
  * message (printed by process 0 as "mpi_check: ERROR: ...", then MPI_Abort).
  */
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const int epochs = atoi(argv[1]);
-    const char *out = argv[2], *reduction = "deterministic", *micro = "8", *overlap = "1", *save = NULL, *load = NULL, *fault = "", *timeout = "60";
+    const char *out = argv[2], *reduction = "deterministic", *micro = "8", *overlap = "1", *sync_bn = "0", *save = NULL, *load = NULL, *fault = "", *timeout = "60";
     int save_after = -1;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--reduction") && i + 1 < argc) reduction = argv[++i];
@@ -128,6 +128,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault = argv[++i];
         else if (!strcmp(argv[i], "--micro") && i + 1 < argc) micro = argv[++i];
         else if (!strcmp(argv[i], "--overlap") && i + 1 < argc) overlap = argv[++i];
+        else if (!strcmp(argv[i], "--sync-bn") && i + 1 < argc) sync_bn = argv[++i];
     }
     static float x[N * IN], y[N];
     uint32_t r = 11;
@@ -162,6 +163,7 @@ int main(int argc, char **argv)
     TRY(pdc_mpi_set_option(mp, "reduction", reduction), "reduction");
     TRY(pdc_mpi_set_option(mp, "timeout", timeout), "timeout");
     TRY(pdc_mpi_set_option(mp, "overlap", overlap), "overlap");
+    TRY(pdc_mpi_set_option(mp, "sync_batchnorm", sync_bn), "sync_batchnorm");
     int first_epoch = 0;
     if (load) {
         TRY(pdc_mpi_load(mp, load), "load");

@@ -342,11 +342,86 @@ START_TEST(buckets_hand_over_each_weight_once_last_layers_first)
 }
 END_TEST
 
+/* A batchnorm sync standing for two processes with the same batch: it doubles every sum (the count too). */
+typedef struct twin {
+    size_t calls, sizes[8];
+    int fail;
+} twin;
+
+static pdc_status twin_sync(void *user, double *sums, size_t n, char *msg, size_t cap)
+{
+    twin *w = user;
+    if (w->calls < 8) w->sizes[w->calls] = n;
+    w->calls++;
+    if (w->fail) {
+        snprintf(msg, cap, "peer gone");
+        return PDC_ERR_IO;
+    }
+    for (size_t i = 0; i < n; i++) sums[i] *= 2.0;
+    return PDC_OK;
+}
+
+/* With a batchnorm sync, the trainer syncs per batchnorm layer the channel sums and count (C + 1) and the
+ * squared deviations (C) forward, the two gradient sums (2C) backward; statistics of a twin batch are the
+ * batch's own, so the weights are bit-identical to a trainer without sync; a failing sync fails the step
+ * naming the layer; micro-batches are refused; a process without samples syncs zeros in the same sizes. */
+START_TEST(batchnorm_sync_sums_the_statistics)
+{
+    make_data();
+    /* ref: the same step path (one micro-batch of 16) without a sync; running variances differ (unbiased
+     * over twice the count), the trained weights do not */
+    pdc_trainer *t = bn_trainer("0", 1), *ref = bn_trainer("16", 1);
+    twin w = {0};
+    ck_assert_ok(ctx, pdc_trainer_set_batchnorm_sync(t, twin_sync, &w));
+    ck_assert_ok(ctx, step_on(t, 0, 16));
+    ck_assert_ok(ctx, step_on(ref, 0, 16));
+    ck_assert(same_trained(t, ref));
+    ck_assert_uint_eq(w.calls, 3);
+    ck_assert_uint_eq(w.sizes[0], 9);
+    ck_assert_uint_eq(w.sizes[1], 8);
+    ck_assert_uint_eq(w.sizes[2], 16);
+    /* failure */
+    w.fail = 1;
+    ck_assert_status(ctx, step_on(t, 0, 16), PDC_ERR_IO);
+    ck_assert_error_has(ctx, "layer 'bn' (batchnorm): synchronising batch statistics: peer gone");
+    ck_assert(same_trained(t, ref));
+    w.fail = 0;
+    /* micro-batches */
+    ck_assert_ok(ctx, pdc_trainer_set_option(t, "micro_batch", "8"));
+    ck_assert_status(ctx, step_on(t, 0, 16), PDC_ERR_INVALID_STATE);
+    ck_assert_error_has(ctx, "synchronised batchnorm needs one forward pass per step");
+    ck_assert_ok(ctx, pdc_trainer_set_option(t, "micro_batch", "0"));
+    /* no samples: the same syncs (the peer's gradient comes from the reducer) */
+    capture peer = {0};
+    peer.fail = 1;
+    pdc_trainer *p = bn_trainer("0", 1);
+    ck_assert_ok(ctx, pdc_trainer_set_reducer(p, capture_reducer, NULL, &peer));
+    ck_assert_status(ctx, step_on(p, 0, 16), PDC_ERR_IO);
+    capture c = {0};
+    c.peer = &peer;
+    ck_assert_ok(ctx, pdc_trainer_set_reducer(t, capture_reducer, NULL, &c));
+    w.calls = 0;
+    ck_assert_ok(ctx, step_on(t, 0, 0));
+    ck_assert_uint_eq(w.calls, 3);
+    ck_assert_uint_eq(w.sizes[0], 9);
+    ck_assert_uint_eq(w.sizes[1], 8);
+    ck_assert_uint_eq(w.sizes[2], 16);
+    ck_assert_ok(ctx, pdc_trainer_set_batchnorm_sync(t, NULL, NULL));
+    ck_assert_status(ctx, pdc_trainer_set_batchnorm_sync(NULL, twin_sync, NULL), PDC_ERR_INVALID_ARG);
+    free(c.parts);
+    free(peer.parts);
+    pdc_trainer_destroy(t);
+    pdc_trainer_destroy(ref);
+    pdc_trainer_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
     return run_tests("train_reduce", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(micro_batches_and_the_packed_kept_gradients,
                                two_halves_are_bit_identical_to_the_whole_batch,
                                reducer_failures_empty_processes_and_bad_options,
-                               buckets_hand_over_each_weight_once_last_layers_first));
+                               buckets_hand_over_each_weight_once_last_layers_first,
+                               batchnorm_sync_sums_the_statistics));
 }
