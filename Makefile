@@ -513,10 +513,14 @@ install: all
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
 	install -d $(PYDIR)
 	install -m 644 $(PY_SRC) $(PYDIR)/
+	@if [ -n "$(HAVE_MPI)" ]; then $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(MPI_LIB) && \
+	  install -m 644 include/pdc_mpi.h $(DESTDIR)$(PREFIX)/include/pdc_mpi.h && \
+	  install -m 755 $(MPI_LIB) $(DESTDIR)$(PREFIX)/lib/libpdc_mpi.so; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/pdc.h $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libpdc.so \
-	    $(DESTDIR)$(PREFIX)/lib/libpdc.a $(DESTDIR)$(PREFIX)/bin/pdc $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc
+	    $(DESTDIR)$(PREFIX)/lib/libpdc.a $(DESTDIR)$(PREFIX)/bin/pdc $(DESTDIR)$(PREFIX)/lib/pkgconfig/pdc.pc \
+	    $(DESTDIR)$(PREFIX)/include/pdc_mpi.h $(DESTDIR)$(PREFIX)/lib/libpdc_mpi.so
 	rm -rf $(PYDIR)
 
 # libpdc_mpi (include/pdc_mpi.h, mpi/): data-parallel training over MPI, a companion library so that libpdc
