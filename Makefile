@@ -559,7 +559,8 @@ $(MPI_BENCH): test/bench/mpi/bench_mpi.c include/pdc_mpi.h $(MPI_LIB)
 	$(MPICC) $(MPI_CFLAGS) -o $@ $< -L$(BUILD) -lpdc_mpi -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'
 bench-mpi: all
 	@if [ -z "$(HAVE_MPI)" ]; then $(MPI_NO); else $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(MPI_BENCH) && \
-	  uptime && for np in 1 2; do $(MPI_RUN) -np $$np $(MPI_BENCH) $(BENCH_MPI_ARGS) || exit 1; done; fi
+	  uptime && for np in 1 2; do $(MPI_RUN) -np $$np $(MPI_BENCH) $(BENCH_MPI_ARGS) || exit 1; done && \
+	  $(MPI_RUN) -np 2 $(MPI_BENCH) --overlap 0 $(BENCH_MPI_ARGS); fi
 
 # 1, 2 and 3 processes: bit-identity, checkpoints across process counts, refusals, timeouts, the demo's accuracy.
 test-mpi: all

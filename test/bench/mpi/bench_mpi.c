@@ -5,13 +5,13 @@
  * + 50% connectivity on every 3x3 conv but the stem, option sparse=auto), with libpdc_mpi's default
  * reduction (sum, overlap on). Run on 1 and on 2 processes; process 0 prints per configuration:
  *   mpi model=resnet18 config=C processes=P threads=T batch_per_process=32 step_ms_median=X step_ms_min=Y
- *       samples_per_s=S sent_floats_per_step=K sent_mb_per_step=M dense_mb_per_step=D wait_ms_per_step=W
+ *       samples_per_s=S sent_floats_per_step=K sent_mb_per_step=M dense_mb_per_step=D overlap=O wait_ms_per_step=W
  *       allreduce_ms=A
  * wait_ms_per_step: time a step waited for its gradients after the backward pass (communication the overlap
  * did not hide, and the slower process); allreduce_ms: one MPI_Allreduce of the step's kept gradients alone
  * (median of 20), the link's cost for the scaling model.
  *
- * usage: bench_mpi [--threads T] [--steps N] [--repeats R] [--configs dense,pruned]
+ * usage: bench_mpi [--threads T] [--steps N] [--repeats R] [--configs dense,pruned] [--overlap 1|0]
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@
 
 static pdc_context *ctx;
 static int my_rank, nproc;
+static const char *overlap = "1"; /* libpdc_mpi's option overlap */
 
 static void die(pdc_status st, const char *what)
 {
@@ -213,6 +214,7 @@ static void bench(const pdc_model *m, const char *config, const char *threads, i
     TRY(pdc_trainer_init_weights(t), "init");
     pdc_mpi *mp;
     TRY(pdc_mpi_attach(ctx, t, MPI_COMM_WORLD, &mp), "attach");
+    if (pdc_mpi_set_option(mp, "overlap", overlap)) die(PDC_ERR_INVALID_ARG, pdc_mpi_last_error(mp));
     if (pruned) {
         pdc_attrs *a;
         TRY(pdc_attrs_create(ctx, &a), "attrs");
@@ -254,9 +256,9 @@ static void bench(const pdc_model *m, const char *config, const char *threads, i
     if (my_rank == 0)
         printf("mpi model=resnet18 config=%s processes=%d threads=%s batch_per_process=32 step_ms_median=%.1f "
                "step_ms_min=%.1f samples_per_s=%.1f sent_floats_per_step=%.0f sent_mb_per_step=%.2f "
-               "dense_mb_per_step=%.2f wait_ms_per_step=%.2f allreduce_ms=%.2f\n",
+               "dense_mb_per_step=%.2f overlap=%s wait_ms_per_step=%.2f allreduce_ms=%.2f\n",
                config, nproc, threads, r[repeats / 2], r[0], 32.0 * nproc * 1e3 / r[repeats / 2], sent, sent * 4e-6,
-               dense * 4e-6, (s1.wait_s - s0.wait_s) * 1e3 / n, ar);
+               dense * 4e-6, overlap, (s1.wait_s - s0.wait_s) * 1e3 / n, ar);
     fflush(stdout);
     free(r);
     free(x);
@@ -278,9 +280,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--configs")) configs = argv[i + 1];
+        else if (!strcmp(argv[i], "--overlap")) overlap = argv[i + 1];
     }
     if (steps < 1 || repeats < 1) {
-        if (my_rank == 0) fprintf(stderr, "usage: bench_mpi [--threads T] [--steps N] [--repeats R] [--configs dense,pruned]\n");
+        if (my_rank == 0)
+            fprintf(stderr, "usage: bench_mpi [--threads T] [--steps N] [--repeats R] [--configs dense,pruned] "
+                            "[--overlap 1|0]\n");
         MPI_Finalize();
         return 2;
     }
