@@ -2,7 +2,7 @@
 # test/mpi/mpi.sh BUILD - data-parallel training over MPI on 1, 2 and 3 processes (make test-mpi; $MPI_RUN
 # from the Makefile: mpirun allowed as root, oversubscribed, shared memory only).
 #  - deterministic reduction: the weights after 6 epochs (batchnorm, pruning decided on process 0, processes
-#    without samples in the last batch) are bit-identical on 1, 2 and 3 processes;
+#    without samples in the last batch) are bit-identical on 1, 2 and 3 processes, and so are they after ADMM;
 #  - reduction sum with overlap: the gradients of the weights are summed in buckets during the backward pass,
 #    to the same bits as one sum after it;
 #  - synchronised batchnorm: 2 and 3 processes train as one process on the global batch (within rounding);
@@ -26,6 +26,11 @@ check() { $RUN -np "$1" "$B/test/mpi/mpi_check" $2 > "$T/out" 2>&1 || { cat "$T/
 for np in 1 2 3; do check $np "6 $T/w$np.bin" || bad "mpi_check on $np processes failed"; done
 cmp -s "$T/w1.bin" "$T/w2.bin" && ok || bad "deterministic: 1 and 2 processes differ"
 cmp -s "$T/w1.bin" "$T/w3.bin" && ok || bad "deterministic: 1 and 3 processes differ"
+
+# ADMM decided on process 0's weights (Z-steps and the final hard pruning): the same bits on 1, 2 and 3
+for np in 1 2 3; do check $np "5 $T/a$np.bin --admm" || bad "ADMM on $np processes failed"; done
+cmp -s "$T/a1.bin" "$T/a2.bin" && cmp -s "$T/a1.bin" "$T/a3.bin" && ok || bad "ADMM: 1, 2 and 3 processes differ"
+cmp -s "$T/a1.bin" "$T/w1.bin" && bad "ADMM: the same weights as pruning at once" || ok
 
 # checkpoint written on 2 processes after epoch 3, resumed on 1 and on 3
 check 2 "6 $T/c2.bin --save-after 3 $T/c.ckpt" || bad "saving on 2 processes failed"

@@ -8,7 +8,9 @@
  * so runs on different process counts can be compared with cmp.
  *
  * usage: mpi_check EPOCHS OUT [--reduction sum|deterministic] [--save-after E CKPT] [--load CKPT]
- *                  [--timeout S] [--fault lr|weights|stall] [--micro M] [--overlap 0|1] [--sync-bn 0|1]
+ *                  [--timeout S] [--fault lr|weights|stall] [--micro M] [--overlap 0|1] [--sync-bn 0|1] [--admm]
+ * --admm: instead of pruning after epoch 1, ADMM towards the same pruning from epoch 1 (pdc_mpi_admm_begin,
+ * pdc_mpi_admm_update after each epoch), hard-pruned (pdc_mpi_admm_end) after epoch 3.
  * --fault: process 1 sets another lr / perturbs a weight / stops stepping; the job must fail with a clear
  * message (printed by process 0 as "mpi_check: ERROR: ...", then MPI_Abort).
  */
@@ -117,7 +119,7 @@ int main(int argc, char **argv)
     }
     const int epochs = atoi(argv[1]);
     const char *out = argv[2], *reduction = "deterministic", *micro = "8", *overlap = "1", *sync_bn = "0", *save = NULL, *load = NULL, *fault = "", *timeout = "60";
-    int save_after = -1;
+    int save_after = -1, admm = 0;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--reduction") && i + 1 < argc) reduction = argv[++i];
         else if (!strcmp(argv[i], "--save-after") && i + 2 < argc) {
@@ -129,6 +131,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--micro") && i + 1 < argc) micro = argv[++i];
         else if (!strcmp(argv[i], "--overlap") && i + 1 < argc) overlap = argv[++i];
         else if (!strcmp(argv[i], "--sync-bn") && i + 1 < argc) sync_bn = argv[++i];
+        else if (!strcmp(argv[i], "--admm")) admm = 1;
     }
     static float x[N * IN], y[N];
     uint32_t r = 11;
@@ -179,9 +182,10 @@ int main(int argc, char **argv)
             TRY(pdc_attrs_set_int(a, "patterns", 4), "attrs");
             TRY(pdc_attrs_set_int(a, "pattern_size", 4), "attrs");
             TRY(pdc_attrs_set_string(a, "layers", "conv2"), "attrs");
-            const pdc_status st = pdc_mpi_prune(mp, "prune-pattern", a);
+            const pdc_status st = admm ? pdc_mpi_admm_begin(mp, "prune-pattern", a, 0.01f)
+                                       : pdc_mpi_prune(mp, "prune-pattern", a);
             pdc_attrs_destroy(a);
-            TRY(st, "prune");
+            TRY(st, admm ? "admm begin" : "prune");
         }
         TRY(pdc_trainer_shuffle(t, N, perm), "shuffle");
         for (size_t at = 0; at < N; at += GLOBAL) {
@@ -191,6 +195,10 @@ int main(int argc, char **argv)
                 return 0;
             }
             if (step(t, x, y, perm, at, N - at < GLOBAL ? N - at : GLOBAL)) return 3;
+        }
+        if (admm && e >= 1 && e <= 3) {
+            double residual;
+            TRY(e < 3 ? pdc_mpi_admm_update(mp, &residual) : pdc_mpi_admm_end(mp), "admm");
         }
         if (e + 1 == save_after) TRY(pdc_mpi_save(mp, save), "save");
     }
