@@ -526,7 +526,8 @@ uninstall:
 # libpdc_mpi (include/pdc_mpi.h, mpi/): data-parallel training over MPI, a companion library so that libpdc
 # keeps no MPI dependency; built when mpicc and mpirun are installed (libopenmpi-dev, openmpi-bin: make deps).
 # mpirun as CI runs it: as root (allowed by the environment), oversubscribed (2 cores), shared memory only
-# (no network probing in a container), processes not pinned.
+# (no network probing in a container; its segments in /tmp, as a container's /dev/shm may be 64 MB), no
+# cross-process copies (ptrace may be forbidden), processes not pinned.
 MPICC    ?= mpicc
 MPICXX   ?= mpicxx
 MPIRUN   ?= mpirun
@@ -536,7 +537,8 @@ MPI_DEMO := $(BUILD)/train_digits_mpi
 MPI_CHECK := $(BUILD)/test/mpi/mpi_check
 MPI_NO   := echo "mpi: SKIPPED ($(MPICC) or $(MPIRUN) is absent: make deps installs libopenmpi-dev and openmpi-bin)"
 export MPI_RUN := env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
-    OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 $(MPIRUN) --bind-to none
+    OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_vader_backing_directory=/tmp \
+    OMPI_MCA_rmaps_base_oversubscribe=1 $(MPIRUN) --bind-to none
 MPI_CFLAGS = $(filter-out -fvisibility=hidden -DPDC_BUILDING -fopenmp,$(PDC_CFLAGS)) $(CFLAGS)
 .PHONY: mpi test-mpi bench-mpi
 mpi:
