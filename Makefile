@@ -72,8 +72,9 @@ LDLIBS     += -fsanitize=$(SANITIZE)
 endif
 
 # The library's sources, layer by layer (docs/architecture.md): every .c below these folders.
-LIB_SRC   := $(sort $(wildcard lib/*.c lib/*/*.c ir/*.c ir/*/*.c passes/*.c backends/*.c backends/*/*.c \
-                              backends/*/*/*.c))
+# lib/mpi is libpdc_mpi, a library of its own (below)
+LIB_SRC   := $(sort $(filter-out lib/mpi/%,$(wildcard lib/*.c lib/*/*.c ir/*.c ir/*/*.c passes/*.c backends/*.c \
+                              backends/*/*.c backends/*/*/*.c)))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 TOOL_SRC  := $(wildcard examples/pdc/*.c)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
@@ -523,7 +524,7 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/include/pdc_mpi.h $(DESTDIR)$(PREFIX)/lib/libpdc_mpi.so
 	rm -rf $(PYDIR)
 
-# libpdc_mpi (include/pdc_mpi.h, mpi/): data-parallel training over MPI, a companion library so that libpdc
+# libpdc_mpi (include/pdc_mpi.h, lib/mpi/): data-parallel training over MPI, a companion library so that libpdc
 # keeps no MPI dependency; built when mpicc and mpirun are installed (libopenmpi-dev, openmpi-bin: make deps).
 # mpirun as CI runs it: as root (allowed by the environment), oversubscribed (2 cores), shared memory only
 # (no network probing in a container; its segments in /tmp, as a container's /dev/shm may be 64 MB), no
@@ -544,10 +545,10 @@ MPI_CFLAGS = $(filter-out -fvisibility=hidden -DPDC_BUILDING -fopenmp,$(PDC_CFLA
 mpi:
 	@if [ -n "$(HAVE_MPI)" ]; then $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(MPI_LIB) $(MPI_DEMO) $(MPI_CHECK); \
 	else $(MPI_NO); fi
-$(BUILD)/obj/mpi/%.o: mpi/%.c include/pdc_mpi.h include/pdc.h
+$(BUILD)/obj/lib/mpi/%.o: lib/mpi/%.c include/pdc_mpi.h include/pdc.h
 	@mkdir -p $(@D)
 	$(MPICC) $(MPI_CFLAGS) -c $< -o $@
-$(MPI_LIB): $(BUILD)/obj/mpi/pdc_mpi.o $(SHLIB)
+$(MPI_LIB): $(BUILD)/obj/lib/mpi/pdc_mpi.o $(SHLIB)
 	$(MPICC) -shared -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -Wl,--no-undefined
 $(MPI_DEMO): examples/train_digits_mpi.c include/pdc_mpi.h $(MPI_LIB)
 	$(MPICC) $(MPI_CFLAGS) -o $@ $< -L$(BUILD) -lpdc_mpi -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'

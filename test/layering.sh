@@ -12,6 +12,7 @@ ir          lib/core ir
 passes      lib/core ir passes
 backends    lib/core ir backends
 lib         lib/core ir passes backends lib
+lib/mpi     lib/mpi
 examples    examples
 '
 cd "$(dirname "$0")/.." || exit 1
