@@ -549,7 +549,8 @@ $(BUILD)/obj/lib/mpi/%.o: lib/mpi/%.c include/pdc_mpi.h include/pdc.h
 	@mkdir -p $(@D)
 	$(MPICC) $(MPI_CFLAGS) -c $< -o $@
 $(MPI_LIB): $(BUILD)/obj/lib/mpi/pdc_mpi.o $(SHLIB)
-	$(MPICC) -shared -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -Wl,--no-undefined
+	$(MPICC) -shared -o $@ $< $(filter -fsanitize=%,$(MPI_CFLAGS)) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' \
+	    -Wl,--no-undefined
 $(MPI_DEMO): examples/train_digits_mpi.c include/pdc_mpi.h $(MPI_LIB)
 	$(MPICC) $(MPI_CFLAGS) -o $@ $< -L$(BUILD) -lpdc_mpi -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'
 $(MPI_CHECK): test/mpi/mpi_check.c include/pdc_mpi.h $(MPI_LIB)
@@ -566,8 +567,10 @@ bench-mpi: all
 	  $(MPI_RUN) -np 2 $(MPI_BENCH) --overlap 0 $(BENCH_MPI_ARGS); fi
 
 # 1, 2 and 3 processes: bit-identity, checkpoints across process counts, refusals, timeouts, the demo's accuracy.
+# Not under SANITIZE: LeakSanitizer reports Open MPI's own allocations (MPI_Init's, never freed) as leaks.
 test-mpi: all
-	@if [ -n "$(HAVE_MPI)" ]; then $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 mpi $(TRAIN_DEMO) && sh test/mpi/mpi.sh $(BUILD); \
+	@if [ -n "$(SANITIZE)" ]; then echo "mpi: SKIPPED (SANITIZE=$(SANITIZE): LeakSanitizer reports Open MPI's own allocations; the plain make test runs these jobs)"; \
+	elif [ -n "$(HAVE_MPI)" ]; then $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 mpi $(TRAIN_DEMO) && sh test/mpi/mpi.sh $(BUILD); \
 	else $(MPI_NO); fi
 
 clean:
