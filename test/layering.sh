@@ -13,6 +13,7 @@ passes      lib/core ir passes
 backends    lib/core ir backends
 lib         lib/core ir passes backends lib
 lib/mpi     lib/mpi
+lib/tune    lib/core ir backends lib/tune
 examples    examples
 '
 cd "$(dirname "$0")/.." || exit 1
