@@ -8,11 +8,30 @@
 
 #include "ir/ir.h"
 
+/* Kernel choices for one layer that a tuner made (lib/tune) and the cpu target follows instead of
+ * its heuristics; 0 in a field keeps the heuristic's choice. Where a choice cannot be honoured (a
+ * family that does not take the layer) the heuristic's stands. Zero it before filling. */
+typedef enum pdc_knob_family {
+    PDC_KNOB_AUTO = 0,    /* the planners' own order */
+    PDC_KNOB_ROWS = 1,    /* conv: the pattern kernel along rows (conv.c; dense layers as one full pattern) */
+    PDC_KNOB_CMAJOR = 2,  /* conv: the channel-major pattern kernel (conv_cmajor.c) */
+    PDC_KNOB_OCVEC = 3,   /* conv: dense, output channels vectorised (conv_ocvec.c) */
+    PDC_KNOB_DENSE = 4    /* conv: dense, several filters a tile (conv_dense.c) */
+} pdc_knob_family;
+#define PDC_KNOB_FAMILIES 5
+typedef struct pdc_layer_knobs {
+    int32_t family;       /* a pdc_knob_family */
+    int32_t tile_y, tile_x; /* PDC_KNOB_ROWS: tile rows x vectors (within the accumulator budget) */
+    int32_t chunk;        /* PDC_KNOB_ROWS: filters a work item */
+    int32_t whole;        /* PDC_KNOB_ROWS: 1 = pack the whole input, never in row bands */
+} pdc_layer_knobs;
+
 struct pdc_program {
     pdc_context *ctx;
     const struct pdc_backend *backend;
     ir_model *model;      /* owned deep copy, shapes concrete, verified */
     void *state;          /* backend-private */
+    pdc_layer_knobs *knobs; /* NULL, or one per layer of model (owned, pdc_free): set before compile */
 };
 
 typedef struct pdc_backend {
@@ -32,6 +51,11 @@ typedef struct pdc_backend {
      * "reference interpreter". */
     const char *(*layer_info)(const pdc_program *prog, size_t i);
 } pdc_backend;
+
+/* The kernel configurations the cpu target can honour for layer li of m (backends/cpu/conv/
+ * conv_knobs.c): *out_n entries (owned, pdc_free), the first all zeros (its heuristics); a layer with
+ * nothing to choose (not a conv, or one the reference kernel runs) gets just that one. */
+pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pdc_layer_knobs **out, size_t *n_out);
 
 /* ------------------------------------------------------------------ ahead-of-time emitters */
 

@@ -145,6 +145,9 @@ PDC_API pdc_status pdc_context_num_objects(const pdc_context *ctx, size_t *n_out
  *  - "gpu_arch"   the SM the "gpu" target generates PTX for: "auto" (default: the device's compute
  *                 capability, capped to the highest listed SM not above it) or one of "sm_75",
  *                 "sm_80", "sm_86", "sm_89", "sm_90" (others: PDC_ERR_INVALID_ARG listing these).
+ *  - "tune"       the cpu target's tuned kernel choices (pdc_model_tune): "cached" (default) uses what the
+ *                 tuning database in cache_dir/tune holds for each conv layer, "on" also tunes the conv
+ *                 layers it lacks during pdc_compile (and stores them), "off" uses the heuristics only
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name or bad value; the message says which)
  * Thread-safety: not while other calls use ctx.
  */
@@ -192,8 +195,13 @@ typedef enum pdc_note_kind {
                                           (none for this host, made on another host, other version, damaged)
                                           and used the built-in constants; pass "predict", layer "", the text
                                           says why */
-    PDC_NOTE_TARGET_CHOSEN = 6       /**< pdc_compile with target "auto" chose a target; pass "compile", layer
+    PDC_NOTE_TARGET_CHOSEN = 6,      /**< pdc_compile with target "auto" chose a target; pass "compile", layer
                                           "", the text names it and says why */
+    PDC_NOTE_TUNE_IGNORED = 7,       /**< a tuning database entry was damaged, of another format version or for
+                                          another layer, and the heuristics were used; pass "tune", layer "",
+                                          the text names the file and says why */
+    PDC_NOTE_TUNED = 8               /**< a layer was tuned (pdc_model_tune, option tune=on); pass "tune", the
+                                          text gives the configuration chosen and its time vs the heuristics' */
 } pdc_note_kind;
 /**
  * A note handler: told, layer by layer, what the pruning passes did (PDC_NOTE_PRUNED) and which layers
@@ -801,6 +809,27 @@ PDC_API pdc_status pdc_model_predict(pdc_context *ctx, const pdc_model *model, c
  * Thread-safety: not while other calls use ctx.
  */
 PDC_API pdc_status pdc_calibrate(pdc_context *ctx, const char *target, const pdc_attrs *options, char **path_out);
+/**
+ * Tunes the cpu target's kernels for model's conv layers at the context's thread count: each distinct
+ * layer signature (op, shapes, attributes, which weights are kept, this host's CPU, ISA and LLVM, the
+ * threads, pdc's version) that the tuning database in cache_dir/tune lacks is compiled alone with every
+ * configuration the backend can honour (kernel family, tile, filters a work item, packing) and timed,
+ * dropping the slower half at each round (successive halving), within about options "budget_s" seconds
+ * for the model; a configuration replaces the heuristics only if it beats them by more than 3% side by
+ * side. Results go to the database (one file per signature, written atomically), where every later
+ * pdc_compile for "cpu" of any model with that layer finds them (context option "tune"). Progress goes
+ * to the progress handler (stage "tune LAYER": measurements done of planned), and a PDC_NOTE_TUNED
+ * note per layer tuned to the note handler.
+ * @param[in] target   "cpu" (or NULL)
+ * @param[in] options  may be NULL; "budget_s" (1..3600, default 120)
+ * @param[out] n_tuned_out  NULL, or the layers tuned now (0 when the database had them all)
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown option, bad budget_s), PDC_ERR_UNSUPPORTED (target ref
+ *         or gpu), PDC_ERR_UNKNOWN_TARGET, PDC_ERR_SHAPE (a symbolic input dim), PDC_ERR_INVALID_MODEL,
+ *         PDC_ERR_OUT_OF_MEMORY
+ * Thread-safety: not while other calls use ctx.
+ */
+PDC_API pdc_status pdc_model_tune(pdc_context *ctx, const pdc_model *model, const char *target,
+                                  const pdc_attrs *options, size_t *n_tuned_out);
 /**
  * Plans pruning to a latency budget: chooses for each prunable layer (a 3x3 conv that prune-pattern takes,
  * not the stem: dense, or 8 patterns of 4 with connectivity 0, 25, 50, 62.5, 75 or 87.5%; an fc or matmul

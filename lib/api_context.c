@@ -14,9 +14,10 @@
 
 #define KNOWN_OPTIONS \
     "threads, cache_dir, log_level, verify, max_memory, fail_alloc_after, onnx_input_shapes, gpu_arch, " \
-    "sparsity_min_fill, allow_nonfinite, check_finite"
+    "sparsity_min_fill, allow_nonfinite, check_finite, tune"
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug"};
+static const char *const tune_names[] = {"off", "cached", "on"}; /* by tune_mode */
 
 /* Parses a non-negative decimal integer that fits in max; 1 on success. */
 static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
@@ -87,6 +88,12 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option sparsity_min_fill: expected a share in (0, 1], got \"%s\"",
                              value);
         ctx->sparsity_min_fill = f;
+    } else if (!strcmp(name, "tune")) {
+        int k = 0;
+        while (k < 3 && strcmp(value, tune_names[k])) k++;
+        if (k == 3)
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option tune: expected off, cached or on, got \"%s\"", value);
+        ctx->tune = k;
     } else if (!strcmp(name, "onnx_input_shapes")) {
         char err[256];
         size_t n = strlen(value);
@@ -121,6 +128,7 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
     else if (!strcmp(name, "sparsity_min_fill")) snprintf(tmp, sizeof tmp, "%g", ctx->sparsity_min_fill);
     else if (!strcmp(name, "allow_nonfinite")) snprintf(tmp, sizeof tmp, "%d", ctx->allow_nonfinite);
     else if (!strcmp(name, "check_finite")) snprintf(tmp, sizeof tmp, "%d", ctx->check_finite);
+    else if (!strcmp(name, "tune")) snprintf(tmp, sizeof tmp, "%s", tune_names[ctx->tune]);
     else
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "unknown option \"%s\" (known: " KNOWN_OPTIONS ")", name);

@@ -10,6 +10,7 @@
 #include "backends/backend.h"
 #include "lib/api_internal.h"
 #include "lib/cost/cost.h"
+#include "lib/tune/tune.h"
 
 /* Built-in backends, in the order `pdc --help` lists them. */
 static const pdc_backend *const backends[] = {&pdc_backend_ref, &pdc_backend_cpu, &pdc_backend_gpu};
@@ -80,6 +81,7 @@ static void program_free(pdc_program *p)
 {
     if (p->backend && p->state) p->backend->destroy(p);
     ir_model_destroy(p->model);
+    pdc_free(p->knobs);
     pdc_free(p);
 }
 static pdc_status compile_auto(pdc_context *ctx, const pdc_model *model, pdc_program **program_out);
@@ -101,7 +103,10 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
     p->ctx = ctx;
     p->backend = be;
     pdc_progress(ctx, "compile", 0, model->n_layers);
-    if ((st = ir_model_clone(model, &p->model)) || (st = be->compile(p))) {
+    /* the tuning database's choices for the cpu target's kernels (option tune) */
+    if ((st = ir_model_clone(model, &p->model)) ||
+        (be == &pdc_backend_cpu && (st = tune_model_knobs(ctx, p->model, ctx->tune, TUNE_DEFAULT_BUDGET_S, &p->knobs, NULL))) ||
+        (st = be->compile(p))) {
         program_free(p);
         return st;
     }

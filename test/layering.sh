@@ -11,7 +11,7 @@ lib/core    lib/core
 ir          lib/core ir
 passes      lib/core ir passes
 backends    lib/core ir backends
-lib         lib/core ir passes backends lib
+lib         lib/core ir passes backends lib lib/tune
 lib/mpi     lib/mpi
 lib/tune    lib/core ir backends lib/tune
 examples    examples

@@ -99,6 +99,7 @@ typedef struct cpu_compile {
     int threads;
     const ir_epilogue *fuse;     /* an epilogue the layer being planned may take, or NULL */
     const float *fold_w, *fold_b; /* with fuse->bn >= 0: the conv's weights and bias, batchnorm folded in */
+    const pdc_layer_knobs *knobs; /* the layer's tuned choices (pdc_program.knobs), or NULL: heuristics */
 } cpu_compile;
 
 /* The epilogue offered (cc->fuse) to a layer with fused params fp (it has no activation of its own

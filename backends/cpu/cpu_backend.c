@@ -200,7 +200,7 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
     if (!s->numel || !s->offset || !s->input_slot || !s->layers) st = PDC_ERR_OUT_OF_MEMORY;
     if (!st) st = plan_memory(prog, s);
 
-    cpu_compile cc = {ctx, NULL, NULL, cpu_threads_for(ctx->threads), NULL, NULL, NULL};
+    cpu_compile cc = {ctx, NULL, NULL, cpu_threads_for(ctx->threads), NULL, NULL, NULL, NULL};
     s->threads = cc.threads;
     if (!st) st = pdc_jit_get(ctx, &cc.jit);
     if (!st) cc.target = pdc_jit_target(cc.jit);
@@ -237,6 +237,7 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         }
         cc.fold_w = fold_w;
         cc.fold_b = fold_b;
+        cc.knobs = prog->knobs ? &prog->knobs[li] : NULL;
         char why[160] = "";
         pdc_status ps = PDC_ERR_UNSUPPORTED;
         for (size_t k = 0; k < N_PLANNERS && ps == PDC_ERR_UNSUPPORTED; k++) {

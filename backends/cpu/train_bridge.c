@@ -48,7 +48,7 @@ pdc_status cpu_eltwise_plan(pdc_context *ctx, const ir_model *m, int threads, cp
         cpu_eltwise_free(c);
         return PDC_ERR_OUT_OF_MEMORY;
     }
-    cpu_compile cc = {ctx, NULL, NULL, threads, NULL, NULL, NULL};
+    cpu_compile cc = {ctx, NULL, NULL, threads, NULL, NULL, NULL, NULL};
     pdc_status st = pdc_jit_get(ctx, &cc.jit);
     if (!st) cc.target = pdc_jit_target(cc.jit);
     size_t scratch = 0;

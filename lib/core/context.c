@@ -278,6 +278,7 @@ PDC_API pdc_status pdc_context_create(pdc_context **ctx_out)
     ctx->log_level = PDC_LOG_WARN;
     ctx->verify = 1;
     ctx->sparsity_min_fill = 0.95;
+    ctx->tune = 1; /* "cached" */
     default_cache_dir(ctx->cache_dir, sizeof ctx->cache_dir);
     *ctx_out = ctx;
     return PDC_OK;

@@ -718,9 +718,9 @@ static int64_t shift_lead(const conv_geom *g, const uint64_t *kmask)
 }
 
 /* Pattern kernels: TY rows x TX vectors of one filter within an accumulator budget, at most max_tx
- * vectors across. PDC_CONV_TILE = "TYxTX" overrides the choice (for tuning experiments; clamped to
- * the budget). */
-static void conv_tiling(conv_geom *g, int vec, int budget, int max_tx)
+ * vectors across. A tuned tile (kn), else PDC_CONV_TILE = "TYxTX" (for experiments), overrides the
+ * choice where it fits the budget. */
+static void conv_tiling(conv_geom *g, int vec, int budget, int max_tx, const pdc_layer_knobs *kn)
 {
     int64_t nvx = (g->ow + vec - 1) / vec;
     int64_t ntx = (nvx + max_tx - 1) / max_tx;
@@ -729,7 +729,8 @@ static void conv_tiling(conv_geom *g, int vec, int budget, int max_tx)
     int64_t ty = budget / tx;
     const char *ov = getenv("PDC_CONV_TILE");
     long oy, ox;
-    if (ov && sscanf(ov, "%ldx%ld", &oy, &ox) == 2 && oy >= 1 && ox >= 1 && oy * ox <= budget) ty = oy, tx = ox;
+    if (kn->tile_y >= 1 && kn->tile_x >= 1 && (int64_t)kn->tile_y * kn->tile_x <= budget) ty = kn->tile_y, tx = kn->tile_x;
+    else if (ov && sscanf(ov, "%ldx%ld", &oy, &ox) == 2 && oy >= 1 && ox >= 1 && oy * ox <= budget) ty = oy, tx = ox;
     cpu_conv_layout(g, vec, tx, ty);
 }
 
@@ -838,6 +839,20 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
     return PDC_OK;
 }
 
+int cpu_conv_max_taps(const cpu_conv_plan *P)
+{
+    int max_taps = 0;
+    for (size_t p = 0; p < P->n_pat; p++)
+        if (popcount64(P->pats[p]) > max_taps) max_taps = popcount64(P->pats[p]);
+    return max_taps;
+}
+
+int cpu_conv_row_budget(const pdc_llvm_target *t, int max_taps, int shift)
+{
+    if (shift) return max_taps <= 4 ? 16 : 12;
+    return t->n_vregs >= 32 ? (max_taps <= 4 ? 28 : 20) : (max_taps <= 4 ? 12 : 10);
+}
+
 pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
                               int64_t band_bytes, int threads, cpu_conv_plan *P)
 {
@@ -851,10 +866,8 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
      * accumulators (LLVM then folds single-use input loads into the FMAs); denser windows need
      * more registers for weights and loaded rows, so 20 (more spill in the inner loop). AVX2 has
      * 16 registers. */
-    int max_taps = 0;
-    for (size_t p = 0; p < n_pat; p++)
-        if (popcount64(pats[p]) > max_taps) max_taps = popcount64(pats[p]);
-    int budget = t->n_vregs >= 32 ? (max_taps <= 4 ? 28 : 20) : (max_taps <= 4 ? 12 : 10);
+    const int max_taps = cpu_conv_max_taps(P);
+    int budget = cpu_conv_row_budget(t, max_taps, 0);
     int ksets = 1, shift = 0;
     if (cpu_conv_layout_flat(&g, t->vec, t->n_vregs >= 32 ? 7 : 4)) {
         /* the generator's tables of the plane's vectors and lines (the lead adds at most a line per phase) */
@@ -875,19 +888,19 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
             /* the column offset most kept taps read becomes aligned; the tile keeps registers for
              * the row's aligned vectors and the shuffled one */
             g.lead = shift_lead(&g, kmask);
-            budget = max_taps <= 4 ? 16 : 12;
+            budget = cpu_conv_row_budget(t, max_taps, 1);
         }
         /* shift mode: taller tiles, fewer rows loaded (and shuffled) per output row */
-        conv_tiling(&g, t->vec, budget, shift ? 4 : row_tile_max_tx(t, budget));
+        conv_tiling(&g, t->vec, budget, shift ? 4 : row_tile_max_tx(t, budget), &P->knobs);
         if (shift && (g.lead + (g.kw - 1) * g.dx / g.sx) / 16 + g.tx + 2 > CONV_SHIFT_MAX_VECTORS) {
             /* columns too far apart for the generator's row table (wide dilation): unaligned loads */
             shift = 0;
             g.lead = 0;
-            budget = max_taps <= 4 ? 28 : 20;
-            conv_tiling(&g, t->vec, budget, row_tile_max_tx(t, budget));
+            budget = cpu_conv_row_budget(t, max_taps, 0);
+            conv_tiling(&g, t->vec, budget, row_tile_max_tx(t, budget), &P->knobs);
         }
     }
-    if (band_bytes > 0) cpu_conv_band(&g, t->vec, band_bytes, threads);
+    if (band_bytes > 0 && !P->knobs.whole) cpu_conv_band(&g, t->vec, band_bytes, threads);
     P->g = g;
     /* Packed whole, a layer's threads share (tile, chunk) pieces (cpu_conv_run_image), and a thread
      * that runs out of its own takes the other's from the back: they finish at most a piece apart.
@@ -896,6 +909,7 @@ pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
      * of 8, 120 and 124 (0.133 -> 0.129 ms), VGG-16 conv5 0.546-0.551 -> 0.529-0.530 ms; 512@7
      * unchanged. Banded layers keep 16: their pieces are row tile x chunk, many more. */
     P->chunk = g.nband == 1 && threads > 1 ? CONV_FILTER_CHUNK / 2 : CONV_FILTER_CHUNK;
+    if (P->knobs.chunk > 0) P->chunk = P->knobs.chunk;
     P->ksets = ksets;
 
     conv_key *k = &P->key;
@@ -998,14 +1012,17 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     pdc_status st = cpu_conv_plan_init(ctx, m, l, &s->p, why, why_cap);
     if (st) goto fail;
     cpu_conv_operands(cc, m, l, &s->p.w, &s->p.b);
+    if (cc->knobs) s->p.knobs = *cc->knobs;
     /* Every kernel dense: the multi-filter dense kernel shares each input load across filters.
-     * Strided pattern layers: channel-major order. */
-    if (s->p.all_dense) {
-        st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
-        if (st == PDC_ERR_UNSUPPORTED) st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
-    } else {
+     * Strided pattern layers: channel-major order. A tuned family goes first; the rows kernel
+     * (below) takes every layer the others refuse. */
+    const int32_t fam = s->p.knobs.family;
+    st = PDC_ERR_UNSUPPORTED;
+    if (fam == PDC_KNOB_OCVEC || (fam == PDC_KNOB_AUTO && s->p.all_dense)) st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
+    if (st == PDC_ERR_UNSUPPORTED && (fam == PDC_KNOB_DENSE || (fam == PDC_KNOB_AUTO && s->p.all_dense)))
+        st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
+    if (st == PDC_ERR_UNSUPPORTED && (fam == PDC_KNOB_CMAJOR || (fam == PDC_KNOB_AUTO && !s->p.all_dense)))
         st = cpu_plan_conv_cmajor(cc, &s->p, L);
-    }
     if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
     st = PDC_OK;
     /* a fused epilogue: its residual add, then its activation, become ours */

@@ -117,6 +117,8 @@ typedef struct cpu_conv_plan {
     int var_of[2][2];            /* [last row tile][last column tile] -> variant */
     int64_t kept_kernels, kept_taps;
     int64_t chunk;               /* filters per work item */
+    pdc_layer_knobs knobs;       /* tuned tile, chunk and packing (0s: the heuristics'; the cpu target
+                                  * sets them before cpu_conv_plan_pack) */
 } cpu_conv_plan;
 
 /* Stage 1: geometry, fused params, per-kernel masks and the pattern set. PDC_ERR_UNSUPPORTED with
@@ -129,6 +131,11 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
 pdc_status cpu_conv_plan_pack(pdc_context *ctx, const pdc_llvm_target *t,
                               int64_t band_bytes, int threads, cpu_conv_plan *P);
 void cpu_conv_plan_release(cpu_conv_plan *P);
+/* The most kept taps of P's patterns, and the accumulator vectors a row tile of the pattern kernel
+ * may hold with that many (shift: AVX-512's aligned rows + lane shifts), as cpu_conv_plan_pack
+ * chooses them; the tuner's tiles stay within it (conv_knobs.c). */
+int cpu_conv_max_taps(const cpu_conv_plan *P);
+int cpu_conv_row_budget(const pdc_llvm_target *t, int max_taps, int shift);
 /* One line for pdc_program_layer_kernel. */
 void cpu_conv_plan_info(const cpu_conv_plan *P, const pdc_llvm_target *t, char *buf, size_t cap);
 /* The same with the kernel's tiling described by `tile` (for the other pattern families). */

@@ -341,8 +341,8 @@ pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const cpu_conv_plan *P, c
      * 64->128/2 at 4.5x: 0.170 ms here against 0.336; at stride 1 both run alike at 4.5x and conv.c
      * wins at 9x). PDC_CONV_CMAJOR = 1/0 forces it on/off, for tuning experiments and tests. */
     const char *force = getenv("PDC_CONV_CMAJOR");
-    const int forced = force && *force == '1';
-    if ((force && *force == '0') || (!forced && g.sy * g.sx == 1)) return PDC_ERR_UNSUPPORTED;
+    const int forced = (force && *force == '1') || P->knobs.family == PDC_KNOB_CMAJOR; /* or tuned so */
+    if ((force && *force == '0' && !forced) || (!forced && g.sy * g.sx == 1)) return PDC_ERR_UNSUPPORTED;
     /* the tile: the most accumulator vectors whose tap vectors (distinct offsets: taps a row apart
      * share them across the tile's rows) fit in registers beside them and a weight */
     g.lead = 0;

@@ -255,7 +255,9 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
      * PDC_CONV_OCVEC=1/0 forces it on/off, for tuning experiments. */
     const char *force = getenv("PDC_CONV_OCVEC");
     double use = (double)g.ow / (double)((g.ow + bp - 1) / bp * bp);
-    if (force && *force) {
+    if (cc->knobs && cc->knobs->family == PDC_KNOB_OCVEC) {
+        /* tuned so: taken wherever the tile fits */
+    } else if (force && *force) {
         if (*force == '0') return PDC_ERR_UNSUPPORTED;
     } else if (taps < 2 || g.cg * taps < OC_MIN_REDUCTION || use < 1.05 * row_lane_use(&g, vec)) {
         return PDC_ERR_UNSUPPORTED;

@@ -1,0 +1,81 @@
+/*
+ * conv_knobs.c - the choices of the cpu target's conv planners that a tuner may make instead of
+ * their heuristics (pdc_layer_knobs, backends/backend.h): which family takes the layer, and for the
+ * pattern kernel along rows its tile, filters a work item and whether the input is packed whole.
+ * Only configurations the planners honour as given are listed (tiles within the accumulator budget,
+ * no wider than the row, no taller than the image), so no two measure the same code.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/conv/conv.h"
+
+#define KNOBS_MAX 96
+
+static void add(pdc_layer_knobs *k, size_t *n, int32_t family, int32_t ty, int32_t tx, int32_t chunk, int32_t whole)
+{
+    if (*n >= KNOBS_MAX) return;
+    pdc_layer_knobs *e = &k[(*n)++];
+    memset(e, 0, sizeof *e);
+    e->family = family;
+    e->tile_y = ty;
+    e->tile_x = tx;
+    e->chunk = chunk;
+    e->whole = whole;
+}
+
+pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pdc_layer_knobs **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    pdc_layer_knobs *k = pdc_calloc(ctx, KNOBS_MAX, sizeof *k);
+    if (!k) return PDC_ERR_OUT_OF_MEMORY;
+    size_t n = 0;
+    add(k, &n, PDC_KNOB_AUTO, 0, 0, 0, 0); /* the heuristics: always first */
+    const ir_layer *l = &m->layers[li];
+    pdc_jit *jit = NULL;
+    pdc_status st = l->op == IR_OP_CONV ? pdc_jit_get(ctx, &jit) : PDC_OK;
+    cpu_conv_plan P;
+    char why[160];
+    memset(&P, 0, sizeof P);
+    if (!st && jit) {
+        st = cpu_conv_plan_init(ctx, m, l, &P, why, sizeof why);
+        if (st == PDC_ERR_UNSUPPORTED) st = PDC_OK; /* the reference kernel runs it: nothing to choose */
+        else if (!st) {
+            const pdc_llvm_target *t = pdc_jit_target(jit);
+            if (P.all_dense) {
+                add(k, &n, PDC_KNOB_OCVEC, 0, 0, 0, 0);
+                add(k, &n, PDC_KNOB_DENSE, 0, 0, 0, 0);
+            } else {
+                add(k, &n, PDC_KNOB_CMAJOR, 0, 0, 0, 0);
+            }
+            add(k, &n, PDC_KNOB_ROWS, 0, 0, 0, 0);
+            add(k, &n, PDC_KNOB_ROWS, 0, 0, 8, 0);
+            add(k, &n, PDC_KNOB_ROWS, 0, 0, 32, 0);
+            add(k, &n, PDC_KNOB_ROWS, 0, 0, 0, 1);
+            add(k, &n, PDC_KNOB_ROWS, 0, 0, 8, 1);
+            /* tiles, where the rows kernel tiles rows (small planes are laid flat, one tile) */
+            conv_geom g = P.g;
+            if (!cpu_conv_layout_flat(&g, t->vec, t->n_vregs >= 32 ? 7 : 4)) {
+                const int budget = cpu_conv_row_budget(t, cpu_conv_max_taps(&P), t->vec == 16);
+                const int64_t nvx = (P.g.ow + t->vec - 1) / t->vec;
+                static const int32_t tys[] = {1, 2, 3, 4, 6, 8, 12};
+                for (int32_t tx = 1; tx <= 7 && tx <= nvx; tx++)
+                    for (size_t i = 0; i < sizeof tys / sizeof tys[0]; i++) {
+                        /* cpu_conv_layout balances the row tiles: only heights it keeps */
+                        int64_t ty = tys[i], nty = (P.g.oh + ty - 1) / ty;
+                        if (ty * tx <= budget && ty <= P.g.oh && (P.g.oh + nty - 1) / nty == ty)
+                            add(k, &n, PDC_KNOB_ROWS, (int32_t)ty, tx, 0, 0);
+                    }
+            }
+        }
+    }
+    cpu_conv_plan_release(&P);
+    if (st) {
+        pdc_free(k);
+        return st;
+    }
+    *out = k;
+    *n_out = n;
+    return PDC_OK;
+}
