@@ -120,6 +120,7 @@ help:
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
 	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS, BCR LSTM/GRU vs ONNX Runtime"
 	@echo "make bench-predict  the latency model (pdc predict) against measured times, after pdc calibrate"
+	@echo "make bench-tune  kernel auto-tuning vs the heuristics: 3x3 layers, ResNet-18, VGG-16 (1, 2 threads; host ISA and AVX2)"
 	@echo "make perf-report docs/performance.md from the recorded test/bench/*.tsv"
 	@echo "make bench-gpu  the gpu target vs cuDNN on the 3x3 layers, whole models gpu vs cpu (needs a GPU and cuDNN)"
 	@echo "make install PREFIX=/usr/local   header, libraries, pdc tool, pdc.pc"
@@ -479,6 +480,18 @@ bench-predict: all $(BENCH_PREDICT)
 	@mkdir -p $(BUILD)/bench-predict
 	$(BENCH_PREDICT) --out test/bench/results_predict.tsv --save $(BUILD)/bench-predict
 	sh test/bench/plan_bench.sh $(BUILD) $(BUILD)/bench-predict
+
+# Kernel auto-tuning against the heuristics (test/bench/bench_tune.c, docs/tuning.md): the VGG-16 and
+# ResNet-50 3x3 layers at 4.5x/9x and whole ResNet-18 / VGG-16, at 1 and 2 threads, on the host's ISA
+# and with AVX-512 turned off (AVX2); rows appended to test/bench/results_tune.tsv.
+BENCH_TUNE := $(BUILD)/bench_tune
+$(BENCH_TUNE): $(BUILD)/obj/test/bench/bench_tune.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/models.o \
+               $(BUILD)/obj/test/bench/layers.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+.PHONY: bench-tune
+bench-tune: all $(BENCH_TUNE)
+	$(BENCH_TUNE) --out test/bench/results_tune.tsv
+	PDC_CPU_FEATURES=-avx512f $(BENCH_TUNE) --out test/bench/results_tune.tsv
 
 # docs/performance.md from the benchmark TSVs, without running the benchmarks again.
 .PHONY: perf-report

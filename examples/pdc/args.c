@@ -169,8 +169,10 @@ static void progress_line(void *user, const char *stage, size_t done, size_t tot
         return;
     }
     char line[160];
-    int n = strcmp(stage, "compile") ? snprintf(line, sizeof line, "%s: layer %zu/%zu", stage, done + 1, total)
-                                     : snprintf(line, sizeof line, "compiling layer %zu/%zu", done + 1, total);
+    int n = !strncmp(stage, "tune ", 5)
+                ? snprintf(line, sizeof line, "%s: measurement %zu/%zu", stage, done + 1, total)
+            : strcmp(stage, "compile") ? snprintf(line, sizeof line, "%s: layer %zu/%zu", stage, done + 1, total)
+                                       : snprintf(line, sizeof line, "compiling layer %zu/%zu", done + 1, total);
     if (n < 0) return;
     if (n >= (int)sizeof line) n = (int)sizeof line - 1;
     /* pad over a longer line before it */

@@ -28,6 +28,7 @@ int cmd_compile(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 /* The commands' one-line synopses and full help texts (printed by --help and usage errors). */
 extern const char cli_inspect_synopsis[], cli_inspect_help[];
@@ -39,6 +40,7 @@ extern const char cli_compile_synopsis[], cli_compile_help[];
 extern const char cli_predict_synopsis[], cli_predict_help[];
 extern const char cli_calibrate_synopsis[], cli_calibrate_help[];
 extern const char cli_plan_synopsis[], cli_plan_help[];
+extern const char cli_tune_synopsis[], cli_tune_help[];
 
 /* ------------------------------------------------------------------ option parsing (args.c) */
 

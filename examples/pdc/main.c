@@ -8,7 +8,7 @@
 
 #include "cli.h"
 
-static const char main_synopsis[] = "pdc inspect|run|convert|prune|bench|compile|predict|calibrate|plan [ARGS...]   or   pdc --help | --version";
+static const char main_synopsis[] = "pdc inspect|run|convert|prune|bench|compile|predict|calibrate|plan|tune [ARGS...]   or   pdc --help | --version";
 
 typedef struct command {
     const char *name;
@@ -32,6 +32,7 @@ static const command commands[] = {
      cmd_calibrate, cli_calibrate_help},
     {"plan", "choose per-layer pruning so that the predicted time meets a latency budget", cmd_plan,
      cli_plan_help},
+    {"tune", "tune the cpu kernels of a model's conv layers; later compiles use the results", cmd_tune, cli_tune_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

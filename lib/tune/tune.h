@@ -35,9 +35,10 @@ typedef struct tune_entry {
 
 /* ---- the database (tune_db.c) */
 
-/* The signature of layer li of m for the cpu target at `threads` threads, "" and PDC_ERR_UNSUPPORTED
- * for a layer that is not a conv with constant weights. */
-pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int threads, char *key, size_t cap);
+/* The signature of layer li of m for the cpu target at `threads` threads on host (pdc_cpu_host_key),
+ * "" and PDC_ERR_UNSUPPORTED for a layer that is not a conv with constant weights. */
+pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int threads, const char *host, char *key,
+                          size_t cap);
 /* The entry's text and its parser: PDC_ERR_CORRUPT with the reason in why (bad syntax, value or
  * checksum), PDC_ERR_UNSUPPORTED (another format version), PDC_ERR_NOT_FOUND (another key). */
 pdc_status tune_entry_format(const pdc_context *ctx, const char *key, const tune_entry *e, char **text_out,

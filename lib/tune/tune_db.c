@@ -38,7 +38,8 @@ static void kdims(char *key, size_t cap, size_t *len, const char *what, const ir
     for (int d = 0; d < t->rank; d++) kput(key, cap, len, "%s%" PRId64, d ? "x" : "", t->dims[d]);
 }
 
-pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int threads, char *key, size_t cap)
+pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int threads, const char *host, char *key,
+                          size_t cap)
 {
     key[0] = 0;
     const ir_layer *l = &m->layers[li];
@@ -61,12 +62,22 @@ pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int th
             for (size_t j = 0; j < a->n; j++) kput(key, cap, &len, "%s%" PRId64, j ? "," : "", a->ints[j]);
     }
     /* which weights are kept: what the generated code is specialised on */
+    uint8_t digest[PDC_SHA256_BYTES];
     if (w->sparsity.kind == IR_SPARSITY_NONE) {
         kput(key, cap, &len, " kept=dense");
+    } else if (w->sparsity.kind == IR_SPARSITY_PATTERN) {
+        /* the pattern set and each kernel's pattern: a tenth of the weights' bytes to hash */
+        const ir_sparsity *s = &w->sparsity;
+        if (pdc_sha256(s->patterns, s->n_patterns * sizeof *s->patterns, s->kernel_pattern,
+                       s->n_kernels * sizeof *s->kernel_pattern, digest))
+            return pdc_error(ctx, PDC_ERR_INTERNAL, "tune: SHA-256 of layer '%s''s patterns failed", l->name);
+        char h[2 * 16 + 1];
+        hex(digest, 16, h);
+        kput(key, cap, &len, " kept=p%" PRId64 "x%" PRId64 ":%s", s->kh, s->kw, h);
     } else {
         size_t n = 1;
         for (int d = 0; d < w->rank; d++) n *= (size_t)w->dims[d];
-        uint8_t *keep = pdc_alloc(ctx, n), digest[PDC_SHA256_BYTES];
+        uint8_t *keep = pdc_alloc(ctx, n);
         if (!keep) return PDC_ERR_OUT_OF_MEMORY;
         ir_sparsity_mask_range(w, &w->sparsity, 0, n, keep);
         int bad = pdc_sha256(keep, n, NULL, 0, digest);
@@ -76,9 +87,6 @@ pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int th
         hex(digest, 16, h);
         kput(key, cap, &len, " kept=%s", h);
     }
-    char host[512];
-    pdc_status st = pdc_cpu_host_key(ctx, host, sizeof host);
-    if (st) return st;
     kput(key, cap, &len, " | %s | threads=%d | pdc %d.%d.%d", host, threads, PDC_VERSION_MAJOR, PDC_VERSION_MINOR,
          PDC_VERSION_PATCH);
     if (len >= cap) return pdc_error(ctx, PDC_ERR_OVERFLOW, "tune: layer '%s''s signature exceeds %zu bytes", l->name, cap - 1);

@@ -108,6 +108,9 @@ typedef struct bench {
     pdc_context *ctx;
     const ir_model *m;
     const pdc_layer_knobs *space;
+    pdc_program **prog; /* per configuration, compiled when first measured and kept: compiling (the JIT
+                         * and the weights' packing) costs more than the runs of a rung, and the
+                         * survivors of a rung are measured again */
     const float *x;
     float *y;
     double *t; /* scratch: one time per run */
@@ -124,9 +127,9 @@ static int cmp_double(const void *a, const void *b)
 static pdc_status bench_config(void *user, size_t c, int runs, double *ms)
 {
     bench *b = user;
-    pdc_program *p = NULL;
-    pdc_status st = compile_with(b->ctx, b->m, &b->space[c], &p);
+    pdc_status st = b->prog[c] ? PDC_OK : compile_with(b->ctx, b->m, &b->space[c], &b->prog[c]);
     if (st) return st;
+    const pdc_program *p = b->prog[c];
     if ((size_t)runs > b->t_cap) runs = (int)b->t_cap;
     const float *in[1] = {b->x};
     float *outp[1] = {b->y};
@@ -136,7 +139,6 @@ static pdc_status bench_config(void *user, size_t c, int runs, double *ms)
         st = p->backend->run(p, in, outp);
         b->t[r] = now_ms() - t0;
     }
-    program_release(p);
     if (st) return st;
     qsort(b->t, (size_t)runs, sizeof *b->t, cmp_double);
     *ms = runs % 2 ? b->t[runs / 2] : 0.5 * (b->t[runs / 2 - 1] + b->t[runs / 2]);
@@ -166,7 +168,7 @@ pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double bud
     ir_model *lm = NULL;
     pdc_layer_knobs *space = NULL;
     size_t n = 0;
-    bench b = {ctx, NULL, NULL, NULL, NULL, NULL, 0};
+    bench b = {ctx, NULL, NULL, NULL, NULL, NULL, NULL, 0};
     float *x = NULL;
     pdc_status st = one_layer_model(ctx, m, li, &lm);
     if (!st) st = pdc_cpu_knob_space(ctx, lm, 0, &space, &n);
@@ -176,7 +178,8 @@ pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double bud
         b.y = pdc_alloc(ctx, ny * sizeof *b.y);
         b.t_cap = (size_t)TUNE_UNITS_PER_RUNG * n * TUNE_MAX_RUNGS + TUNE_CHECK_RUNS;
         b.t = pdc_alloc(ctx, b.t_cap * sizeof *b.t);
-        if (!x || !b.y || !b.t) st = PDC_ERR_OUT_OF_MEMORY;
+        b.prog = pdc_calloc(ctx, n, sizeof *b.prog);
+        if (!x || !b.y || !b.t || !b.prog) st = PDC_ERR_OUT_OF_MEMORY;
         uint32_t s = 12345;
         for (size_t i = 0; x && i < nx; i++) {
             s = s * 1664525u + 1013904223u;
@@ -194,6 +197,10 @@ pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double bud
         tune_options o = {.seed = 1, .budget = (int64_t)(TUNE_UNITS_PER_RUNG * n * rungs), .deadline_s = budget_s, .stage = stage};
         tune_result r;
         st = tune_search(ctx, n, &o, bench_config, &b, &r);
+        if (!st)
+            pdc_log(ctx, PDC_LOG_INFO, "tune: layer '%s': %zu configurations, %zu rungs (first %zu x %d runs)%s; best %zu: %.4f ms",
+                    m->layers[li].name, n, r.rungs, r.measured[0], r.effort[0], r.stopped ? ", stopped at the deadline" : "",
+                    r.best, r.best_cost);
         if (!st && r.best != 0 && r.best_effort > 0) {
             double mt = 0, md = 0;
             st = side_by_side(&b, r.best, 0, &mt, &md);
@@ -205,6 +212,8 @@ pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double bud
             e->tuned_ms = e->default_ms = r.best_effort > 0 ? r.best_cost : 0.0;
         }
     }
+    for (size_t c = 0; b.prog && c < n; c++) program_release(b.prog[c]);
+    pdc_free(b.prog);
     ir_model_destroy(lm);
     pdc_free(space);
     pdc_free(x);
@@ -234,12 +243,13 @@ pdc_status tune_model_knobs(pdc_context *ctx, const ir_model *m, tune_mode mode,
     pdc_layer_knobs *knobs = pdc_calloc(ctx, m->n_layers, sizeof *knobs);
     char **keys = pdc_calloc(ctx, m->n_layers, sizeof *keys);
     uint8_t *have = pdc_calloc(ctx, m->n_layers, 1); /* 1: in the database, 2: to tune */
-    char *key = pdc_alloc(ctx, TUNE_KEY_MAX);
+    char *key = pdc_alloc(ctx, TUNE_KEY_MAX), host[512];
     pdc_status st = knobs && keys && have && key ? PDC_OK : PDC_ERR_OUT_OF_MEMORY;
+    if (!st) st = pdc_cpu_host_key(ctx, host, sizeof host);
     size_t found = 0, missing = 0, tuned = 0;
     /* look every distinct signature up once; a repeat takes the first one's entry */
     for (size_t li = 0; li < m->n_layers && !st; li++) {
-        pdc_status ks = tune_layer_key(ctx, m, li, threads, key, TUNE_KEY_MAX);
+        pdc_status ks = tune_layer_key(ctx, m, li, threads, host, key, TUNE_KEY_MAX);
         if (ks == PDC_ERR_UNSUPPORTED) continue;
         if ((st = ks)) break;
         size_t first = 0;

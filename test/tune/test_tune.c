@@ -62,24 +62,27 @@ static int layer_index(const pdc_model *m, const char *name)
 START_TEST(signature_names_what_the_code_depends_on)
 {
     pdc_model *m = tune_model();
+    char host[512];
+    ck_assert_ok(ctx, pdc_cpu_host_key(ctx, host, sizeof host));
     char k2[TUNE_KEY_MAX], k4[TUNE_KEY_MAX], k3[TUNE_KEY_MAX], kt[TUNE_KEY_MAX], kd[TUNE_KEY_MAX];
-    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "p2"), 1, k2, sizeof k2));
-    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "p4"), 1, k4, sizeof k4));
-    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "p3"), 1, k3, sizeof k3));
-    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "p2"), 2, kt, sizeof kt));
-    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "d1"), 1, kd, sizeof kd));
+    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "p2"), 1, host, k2, sizeof k2));
+    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "p4"), 1, host, k4, sizeof k4));
+    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "p3"), 1, host, k3, sizeof k3));
+    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "p2"), 2, host, kt, sizeof kt));
+    ck_assert_ok(ctx, tune_layer_key(ctx, m, layer_index(m, "d1"), 1, host, kd, sizeof kd));
     /* p4 has p2's shapes, attributes and weights (so its pruning keeps the same weights) */
     ck_assert_str_eq(k2, k4);
     ck_assert_str_ne(k2, k3);
     ck_assert_str_ne(k2, kt);
-    ck_assert_ptr_nonnull(strstr(k2, "conv x=1x16x12x12 w=16x16x3x3 bias=0 pads=1,1,1,1 kept="));
+    ck_assert_ptr_nonnull(strstr(k2, "conv x=1x16x12x12 w=16x16x3x3 bias=0 pads=1,1,1,1 kept=p3x3:"));
+    ck_assert_ptr_nonnull(strstr(k2, host));
     ck_assert_ptr_nonnull(strstr(kt, "| threads=2 | pdc 0.4.0"));
     ck_assert_ptr_nonnull(strstr(kd, " kept=dense |"));
     ck_assert_ptr_nonnull(strstr(k3, " strides=2,2"));
     ck_assert_ptr_null(strchr(k2, '\n'));
     /* not a conv: no signature */
     pdc_model *f = parse_model("pdcir 1\nmodel \"r\"\ninput x : f32[1,4]\nlayer r = relu(x) -> (y)\noutput y\n");
-    ck_assert_status(ctx, tune_layer_key(ctx, f, 0, 1, k2, sizeof k2), PDC_ERR_UNSUPPORTED);
+    ck_assert_status(ctx, tune_layer_key(ctx, f, 0, 1, host, k2, sizeof k2), PDC_ERR_UNSUPPORTED);
     ck_assert_str_eq(k2, "");
     pdc_model_destroy(f);
     pdc_model_destroy(m);
@@ -293,8 +296,9 @@ START_TEST(every_configuration_is_honoured_and_matches_ref)
     size_t tiles_seen = 0;
     for (size_t j = 0; j < 3; j++) {
         int li = layer_index(m, layers[j]);
-        char key[TUNE_KEY_MAX];
-        ck_assert_ok(ctx, tune_layer_key(ctx, m, (size_t)li, 1, key, sizeof key));
+        char key[TUNE_KEY_MAX], host[512];
+        ck_assert_ok(ctx, pdc_cpu_host_key(ctx, host, sizeof host));
+        ck_assert_ok(ctx, tune_layer_key(ctx, m, (size_t)li, 1, host, key, sizeof key));
         pdc_layer_knobs *space;
         size_t n;
         ck_assert_ok(ctx, pdc_cpu_knob_space(ctx, m, (size_t)li, &space, &n));

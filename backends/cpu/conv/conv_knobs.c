@@ -59,7 +59,7 @@ pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pd
             if (!cpu_conv_layout_flat(&g, t->vec, t->n_vregs >= 32 ? 7 : 4)) {
                 const int budget = cpu_conv_row_budget(t, cpu_conv_max_taps(&P), t->vec == 16);
                 const int64_t nvx = (P.g.ow + t->vec - 1) / t->vec;
-                static const int32_t tys[] = {1, 2, 3, 4, 6, 8, 12};
+                static const int32_t tys[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 28};
                 for (int32_t tx = 1; tx <= 7 && tx <= nvx; tx++)
                     for (size_t i = 0; i < sizeof tys / sizeof tys[0]; i++) {
                         /* cpu_conv_layout balances the row tiles: only heights it keeps */
