@@ -120,6 +120,7 @@ help:
 	@echo "make arm-report  AArch64 emitter: library sizes, fmla count, qemu instructions per inference"
 	@echo "make bench      inference: 3x3 layers vs oneDNN/OpenBLAS, ResNet-18/VGG-16 vs ONNX Runtime, compile time, fc/LSTM batches vs OpenBLAS, BCR LSTM/GRU vs ONNX Runtime"
 	@echo "make bench-predict  the latency model (pdc predict) against measured times, after pdc calibrate"
+	@echo "make search-digits  successive halving over 16 retraining configurations of the digits CNN (examples/search_digits.c)"
 	@echo "make bench-tune  kernel auto-tuning vs the heuristics: 3x3 layers, ResNet-18, VGG-16 (1, 2 threads; host ISA and AVX2)"
 	@echo "make perf-report docs/performance.md from the recorded test/bench/*.tsv"
 	@echo "make bench-gpu  the gpu target vs cuDNN on the 3x3 layers, whole models gpu vs cpu (needs a GPU and cuDNN)"
@@ -177,6 +178,14 @@ $(TRAIN_RNN_BENCH): $(BUILD)/obj/test/bench/train/train_rnn_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_BENCH): $(BUILD)/obj/test/bench/train/train_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
+# The hyperparameter search example (examples/search_digits.c): public header and shared library only.
+SEARCH_DEMO := $(BUILD)/search_digits
+$(SEARCH_DEMO): $(BUILD)/obj/examples/search_digits.o $(SHLIB)
+	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+.PHONY: search-digits
+search-digits: $(SEARCH_DEMO)
+	$(SEARCH_DEMO)
 
 $(DEMO_GEN): $(BUILD)/obj/examples/make_demo_model.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)

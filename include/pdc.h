@@ -831,6 +831,32 @@ PDC_API pdc_status pdc_calibrate(pdc_context *ctx, const char *target, const pdc
 PDC_API pdc_status pdc_model_tune(pdc_context *ctx, const pdc_model *model, const char *target,
                                   const pdc_attrs *options, size_t *n_tuned_out);
 /**
+ * Measures configuration `config` (0 <= config < n) of a pdc_search with `effort` units of whatever the
+ * caller spends (timed runs, training epochs; >= 1); *cost_out: lower is better (INFINITY: failed; NaN
+ * counts as that). Any status other than PDC_OK ends the search with that status.
+ */
+typedef pdc_status (*pdc_search_fn)(void *user, size_t config, int effort, double *cost_out);
+/**
+ * Successive halving over configurations 0..n-1, the engine of pdc_model_tune (docs/tuning.md): the
+ * budget is split evenly over the rungs; each rung measures its survivors with budget / (rungs x
+ * survivors) units each (calls measure once per survivor), keeps the best 1/eta and goes on until one is
+ * left, so the units asked for never exceed the budget. A survivor is measured again with more effort
+ * in the next rung: a caller may continue its work (e.g. from a checkpoint) rather than start again.
+ * When the budget cannot give every configuration min_effort units, a sample drawn with the seed starts.
+ * Deterministic given the seed and the costs. Progress goes to the progress handler (stage "search":
+ * measurements done of planned).
+ * @param[in] options  "budget" (units in all, required), "seed" (default 1), "min_effort" (default 1),
+ *                     "eta" (>= 2, default 2)
+ * @param[in] measure  called on the calling thread; user is passed to it (borrowed)
+ * @param[out] best_out       the configuration left
+ * @param[out] best_cost_out  NULL, or its cost at the last measurement
+ * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, n 0, unknown option, bad value, budget < min_effort), or what
+ *         measure returned
+ * Thread-safety: not while other calls use ctx.
+ */
+PDC_API pdc_status pdc_search(pdc_context *ctx, size_t n, const pdc_attrs *options, pdc_search_fn measure,
+                              void *user, size_t *best_out, double *best_cost_out);
+/**
  * Plans pruning to a latency budget: chooses for each prunable layer (a 3x3 conv that prune-pattern takes,
  * not the stem: dense, or 8 patterns of 4 with connectivity 0, 25, 50, 62.5, 75 or 87.5%; an fc or matmul
  * by a constant matrix, an lstm or a gru: dense, or 1x4 blocks with 50, 62.5, 75, 87.5 or 93.75% removed)

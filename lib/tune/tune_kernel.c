@@ -18,8 +18,10 @@
 #define TUNE_UNITS_PER_RUNG 3
 #define TUNE_CHECK_ROUNDS 5
 #define TUNE_CHECK_RUNS 3
-/* The winner replaces the heuristics only if it is faster by more than this share (noise). */
+/* The winner replaces the heuristics only if it is faster by more than this share (noise), in the
+ * median of the side-by-side rounds and in at least TUNE_CHECK_WINS of them. */
 #define TUNE_MIN_GAIN 0.03
+#define TUNE_CHECK_WINS 4
 
 int tune_threads(const pdc_context *ctx)
 {
@@ -123,7 +125,9 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The median of `runs` timed runs (after one untimed) of configuration c, in ms. */
+/* The fastest of `runs` timed runs (after one untimed) of configuration c, in ms: other processes only
+ * ever add time to a run, so on a shared machine the minimum is the steadiest estimate of the kernel's
+ * own speed (the median moved by 2x on a 2-core host at load 8). */
 static pdc_status bench_config(void *user, size_t c, int runs, double *ms)
 {
     bench *b = user;
@@ -141,18 +145,21 @@ static pdc_status bench_config(void *user, size_t c, int runs, double *ms)
     }
     if (st) return st;
     qsort(b->t, (size_t)runs, sizeof *b->t, cmp_double);
-    *ms = runs % 2 ? b->t[runs / 2] : 0.5 * (b->t[runs / 2 - 1] + b->t[runs / 2]);
+    *ms = b->t[0];
     return PDC_OK;
 }
 
-/* Median of TUNE_CHECK_ROUNDS measurements of a and b, alternated (drift hits both alike). */
-static pdc_status side_by_side(bench *b, size_t ca, size_t cb, double *ma, double *mb)
+/* Median of TUNE_CHECK_ROUNDS measurements of a and b, alternated (drift hits both alike), and the
+ * rounds a won by more than TUNE_MIN_GAIN. */
+static pdc_status side_by_side(bench *b, size_t ca, size_t cb, double *ma, double *mb, int *a_wins)
 {
     double va[TUNE_CHECK_ROUNDS], vb[TUNE_CHECK_ROUNDS];
     pdc_status st = PDC_OK;
+    *a_wins = 0;
     for (int r = 0; r < TUNE_CHECK_ROUNDS && !st; r++) {
         st = bench_config(b, ca, TUNE_CHECK_RUNS, &va[r]);
         if (!st) st = bench_config(b, cb, TUNE_CHECK_RUNS, &vb[r]);
+        if (!st) *a_wins += va[r] < (1.0 - TUNE_MIN_GAIN) * vb[r];
     }
     if (st) return st;
     qsort(va, TUNE_CHECK_ROUNDS, sizeof *va, cmp_double);
@@ -203,10 +210,11 @@ pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double bud
                     r.best, r.best_cost);
         if (!st && r.best != 0 && r.best_effort > 0) {
             double mt = 0, md = 0;
-            st = side_by_side(&b, r.best, 0, &mt, &md);
+            int wins = 0;
+            st = side_by_side(&b, r.best, 0, &mt, &md, &wins);
             e->tuned_ms = mt;
             e->default_ms = md;
-            if (!st && mt < (1.0 - TUNE_MIN_GAIN) * md) e->knobs = space[r.best];
+            if (!st && mt < (1.0 - TUNE_MIN_GAIN) * md && wins >= TUNE_CHECK_WINS) e->knobs = space[r.best];
             else e->tuned_ms = md;
         } else if (!st) {
             e->tuned_ms = e->default_ms = r.best_effort > 0 ? r.best_cost : 0.0;
