@@ -1281,6 +1281,42 @@ expect_rc 1
 expect_err "constant 'c' holds NaN at element 1 of 2"
 end
 
+# ---------------------------------------------------------------- kernel tuning: pdc tune (issue 45)
+
+begin "tune tunes each conv layer once (exit 0); a second run finds the database; bench uses it"
+run env XDG_CACHE_HOME="$T/tcache" "$PDC" tune "$T/dense.pdcir" --threads 1 --budget-s 2
+expect_rc 0
+expect_out_re "^conv1 +[a-z].*: [0-9.]+ ms \(heuristics [0-9.]+ ms\)$"
+expect_out_re "^conv2 +"
+expect_out_re "^tuned 2 layers in [0-9.]+ s"
+n=$(ls "$T/tcache/pdc/tune" | grep -c '\.txt$')
+[ "$n" -eq 2 ] || bad "$n database entries, expected 2"
+run env XDG_CACHE_HOME="$T/tcache" "$PDC" tune "$T/dense.pdcir" --threads 1
+expect_rc 0
+expect_out "tuned 0 layers in"
+expect_out "(the tuning database had every layer)"
+run env XDG_CACHE_HOME="$T/tcache" "$PDC" bench "$T/dense.pdcir" --threads 1 --repeat 3
+expect_rc 0
+expect_no_err
+end
+
+begin "tune: a damaged database entry is ignored with a warning; bad options are usage errors"
+for f in "$T/tcache/pdc/tune/"*.txt; do printf 'pdc-tune 1\nkey x\n' >"$f"; break; done
+run env XDG_CACHE_HOME="$T/tcache" "$PDC" bench "$T/dense.pdcir" --threads 1 --repeat 3
+expect_rc 0
+expect_err "tune: ignored tuning entry $T/tcache/pdc/tune/"
+expect_err "malformed entry"
+run "$PDC" tune "$T/dense.pdcir" --target ref
+expect_rc 2
+expect_err "only cpu has kernels to tune"
+run "$PDC" tune "$T/dense.pdcir" --budget-s 0
+expect_rc 2
+expect_err "--budget-s expects 1..3600 seconds"
+run "$PDC" tune
+expect_rc 2
+expect_err "missing MODEL"
+end
+
 # ---------------------------------------------------------------- summary
 
 echo "cli: $PASS passed, $FAIL failed"

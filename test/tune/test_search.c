@@ -263,9 +263,55 @@ START_TEST(progress_and_errors)
 }
 END_TEST
 
+/* pdc_search's measurement: the synthetic cost through the public signature */
+static pdc_status public_measure(void *user, size_t c, int effort, double *cost) { return synth_measure(user, c, effort, cost); }
+
+START_TEST(public_search)
+{
+    /* the same search as tune_search with the same options (16 of the 20 sampled): the same calls and winner */
+    synth a = {.best = 11, .noise = 0.5}, b = a;
+    tune_options o = {.seed = 7, .budget = 96, .min_effort = 2, .eta = 3};
+    tune_result r;
+    ck_assert_ok(ctx, tune_search(ctx, 20, &o, synth_measure, &a, &r));
+    pdc_attrs *opt = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_int(opt, "budget", 96));
+    ck_assert_ok(ctx, pdc_attrs_set_string(opt, "seed", "7"));
+    ck_assert_ok(ctx, pdc_attrs_set_int(opt, "min_effort", 2));
+    ck_assert_ok(ctx, pdc_attrs_set_int(opt, "eta", 3));
+    size_t best = 99;
+    double cost = 0;
+    ck_assert_ok(ctx, pdc_search(ctx, 20, opt, public_measure, &b, &best, &cost));
+    ck_assert_uint_eq(best, r.best);
+    ck_assert_double_eq(cost, r.best_cost);
+    ck_assert_uint_eq(b.calls, a.calls);
+    ck_assert_mem_eq(b.call_config, a.call_config, a.calls * sizeof a.call_config[0]);
+    /* errors: the option named */
+    ck_assert_status(ctx, pdc_search(ctx, 20, NULL, public_measure, &b, &best, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "option budget is required");
+    pdc_attrs *bad = opt_i("eta", 1);
+    ck_assert_ok(ctx, pdc_attrs_set_int(bad, "budget", 10));
+    ck_assert_status(ctx, pdc_search(ctx, 20, bad, public_measure, &b, &best, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "option eta: expected an integer in 2..");
+    pdc_attrs_destroy(bad);
+    bad = opt_s("budget", "ten");
+    ck_assert_status(ctx, pdc_search(ctx, 20, bad, public_measure, &b, &best, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "option budget: expected an integer");
+    pdc_attrs_destroy(bad);
+    bad = opt_i("rungs", 3);
+    ck_assert_status(ctx, pdc_search(ctx, 20, bad, public_measure, &b, &best, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "unknown option 'rungs'");
+    pdc_attrs_destroy(bad);
+    ck_assert_status(ctx, pdc_search(ctx, 20, opt, NULL, &b, &best, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "measure is NULL");
+    ck_assert_status(ctx, pdc_search(ctx, 0, opt, public_measure, &b, &best, NULL), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "configuration space is empty");
+    pdc_attrs_destroy(opt);
+}
+END_TEST
+
 int main(void)
 {
     return run_tests("search", ctx_setup, ctx_teardown, 30,
                      TEST_LIST(finds_known_best, halving_arithmetic, budget_respected, deterministic_given_seed,
-                               stops_early_with_best_so_far, progress_and_errors));
+                               stops_early_with_best_so_far, progress_and_errors, public_search));
 }
