@@ -163,6 +163,8 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
  * A progress handler: called while a long call works through a model's layers, so that a tool can show
  * a counter. `stage` is "compile" (pdc_compile) or the name of the pass that runs (pdc_model_transform,
  * and the trainer's pruning calls, which run the passes); it is borrowed, valid during the call only.
+ * Tuning reports "tune LAYER" (pdc_model_tune, and pdc_compile with option tune=on) and pdc_search
+ * "search", counting measurements instead of layers.
  * Within a stage `done` (layers finished) starts at 0 and never decreases, `total` is the model's layer
  * count at that call (a pass that removes layers, as canonicalize does, ends with the smaller count), and
  * the last call of a stage that succeeds has done == total (a failing stage may end without

@@ -183,7 +183,7 @@ pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double bud
         size_t nx = ir_tensor_numel(&lm->tensors[lm->inputs[0]]), ny = ir_tensor_numel(&lm->tensors[lm->outputs[0]]);
         x = pdc_alloc(ctx, nx * sizeof *x);
         b.y = pdc_alloc(ctx, ny * sizeof *b.y);
-        b.t_cap = (size_t)TUNE_UNITS_PER_RUNG * n * TUNE_MAX_RUNGS + TUNE_CHECK_RUNS;
+        b.t_cap = (size_t)TUNE_UNITS_PER_RUNG * n * TUNE_MAX_RUNGS; /* above any one measurement's runs */
         b.t = pdc_alloc(ctx, b.t_cap * sizeof *b.t);
         b.prog = pdc_calloc(ctx, n, sizeof *b.prog);
         if (!x || !b.y || !b.t || !b.prog) st = PDC_ERR_OUT_OF_MEMORY;

@@ -1016,12 +1016,15 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     /* Every kernel dense: the multi-filter dense kernel shares each input load across filters.
      * Strided pattern layers: channel-major order. A tuned family goes first; the rows kernel
      * (below) takes every layer the others refuse. */
+    /* (a family is honoured only for the layers conv_knobs.c offers it for: dense families for dense
+     * layers, channel-major for pattern layers) */
     const int32_t fam = s->p.knobs.family;
+    const int dense = s->p.all_dense;
     st = PDC_ERR_UNSUPPORTED;
-    if (fam == PDC_KNOB_OCVEC || (fam == PDC_KNOB_AUTO && s->p.all_dense)) st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
-    if (st == PDC_ERR_UNSUPPORTED && (fam == PDC_KNOB_DENSE || (fam == PDC_KNOB_AUTO && s->p.all_dense)))
+    if (dense && (fam == PDC_KNOB_OCVEC || fam == PDC_KNOB_AUTO)) st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
+    if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_DENSE || fam == PDC_KNOB_AUTO || fam == PDC_KNOB_OCVEC))
         st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
-    if (st == PDC_ERR_UNSUPPORTED && (fam == PDC_KNOB_CMAJOR || (fam == PDC_KNOB_AUTO && !s->p.all_dense)))
+    if (st == PDC_ERR_UNSUPPORTED && !dense && (fam == PDC_KNOB_CMAJOR || fam == PDC_KNOB_AUTO))
         st = cpu_plan_conv_cmajor(cc, &s->p, L);
     if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */
     st = PDC_OK;
