@@ -5,6 +5,7 @@
  * object-cache hit without it, and the median run time tuned against default, their runs
  * alternated in rounds so that the shared host's drift hits both alike.
  *
+ * PDC_OMP_STATIC is set: the team is the thread count asked for, while other processes run too.
  * Each case starts from an empty cache folder of its own (so tuning pays for its JIT compiles, as
  * on a first `pdc tune`). Run it with PDC_CPU_FEATURES=-avx512f to tune for AVX2 (make bench-tune
  * does both); the ISA is part of the database key.
@@ -187,6 +188,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* a team of `threads` whatever else the host runs (team.c would shrink it under load, and a
+     * tuned and a default run would then be timed with different teams) */
+    setenv("PDC_OMP_STATIC", "1", 1);
     out = out_path ? fopen(out_path, "a") : stdout;
     if (!out) {
         perror(out_path);
