@@ -92,6 +92,16 @@ static void race(pdc_context *ctx, pdc_program *a, pdc_program *b, int rounds, d
 }
 
 static FILE *out;
+static char choices[4096]; /* the PDC_NOTE_TUNED texts of a case: "layer: configuration; ..." */
+
+static void on_note(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
+{
+    (void)user;
+    (void)pass;
+    if (kind != PDC_NOTE_TUNED) return;
+    size_t n = strlen(choices), k = strcspn(text, ":");
+    snprintf(choices + n, sizeof choices - n, "%s%s: %.*s", n ? "; " : "", layer, (int)k, text);
+}
 
 /* One case: m tuned in a fresh cache at `threads`, against its default program. */
 static void run_case(const char *name, pdc_model *(*make)(pdc_context *, const void *), const void *arg, int threads,
@@ -104,6 +114,8 @@ static void run_case(const char *name, pdc_model *(*make)(pdc_context *, const v
     snprintf(t, sizeof t, "%d", threads);
     PDC(ctx, pdc_context_set_option(ctx, "threads", t));
     PDC(ctx, pdc_context_set_option(ctx, "cache_dir", dir));
+    PDC(ctx, pdc_context_set_note_handler(ctx, on_note, NULL));
+    choices[0] = 0;
     pdc_model *m = make(ctx, arg);
     pdc_program *def, *tuned;
     PDC(ctx, pdc_context_set_option(ctx, "tune", "off"));
@@ -132,8 +144,8 @@ static void run_case(const char *name, pdc_model *(*make)(pdc_context *, const v
     const char *kernel = "";
     size_t nl = 0;
     if (pdc_model_num_layers(m, &nl) == PDC_OK && nl == 1) pdc_program_layer_kernel(tuned, 0, NULL, &kernel);
-    fprintf(out, "%s\t%d\t%.4f\t%.4f\t%.3f\t%.4f\t%.4f\t%.3f\t%zu\t%.1f\t%.1f\t%.1f\t%s\n", name, threads, md, mt,
-            md / mt, fd, ft, fd / ft, n_tuned, tune_s, hit_ms, db_ms, kernel);
+    fprintf(out, "%s\t%d\t%.4f\t%.4f\t%.3f\t%.4f\t%.4f\t%.3f\t%zu\t%.1f\t%.1f\t%.1f\t%s\t%s\n", name, threads, md, mt,
+            md / mt, fd, ft, fd / ft, n_tuned, tune_s, hit_ms, db_ms, kernel, choices);
     fflush(out);
     if (out != stdout)
         printf("%-26s %d thr: median default %8.4f tuned %8.4f ms %.3fx; fastest %.4f %.4f %.3fx (%zu tuned in %.1f s; "
@@ -200,7 +212,7 @@ int main(int argc, char **argv)
     const char *isa = getenv("PDC_CPU_FEATURES") && strstr(getenv("PDC_CPU_FEATURES"), "-avx512f") ? "avx2" : "host";
     fprintf(out, "# bench_tune isa=%s: case\tthreads\tdefault_ms\ttuned_ms\tgain\tdefault_min_ms\ttuned_min_ms\tgain_min"
                  "\tlayers_tuned\ttune_s\tcompile_hit_ms"
-                 "\tcompile_db_ms\ttuned_kernel\n", isa);
+                 "\tcompile_db_ms\ttuned_kernel\tchoices\n", isa);
     FILE *la = fopen("/proc/loadavg", "r");
     char load[128] = "?\n";
     if (la) {
