@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -53,7 +54,7 @@ static void on_note(void *user, pdc_note_kind kind, const char *pass, const char
         s->default_ms += d;
     }
     s->layers++;
-    fprintf(stderr, "\r");
+    if (isatty(2)) fprintf(stderr, "\r%*s\r", 100, ""); /* over the progress line (args.c) */
     printf("%-24s %s\n", layer, text);
     fflush(stdout);
 }
