@@ -152,7 +152,7 @@ GENERATOR_SRC := $(sort $(wildcard backends/llvm/*.[ch] backends/cpu/*.[ch] back
 $(GEN)/generator_id.h: $(GENERATOR_SRC)
 	@mkdir -p $(@D)
 	@printf '#define PDC_GENERATOR_ID "%s"\n' "$$(cat $(GENERATOR_SRC) | sha256sum | cut -c1-16)" > $@
-$(BUILD)/obj/backends/llvm/jit.o: $(GEN)/generator_id.h
+$(BUILD)/obj/backends/llvm/jit.o $(BUILD)/obj/lib/tune/tune_db.o: $(GEN)/generator_id.h
 
 $(SHLIB): $(LIB_OBJ) lib/libpdc.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/libpdc.map -Wl,--no-undefined \

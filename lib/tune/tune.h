@@ -2,7 +2,8 @@
  * tune.h - internal: kernel auto-tuning for the cpu target (docs/tuning.md).
  *
  * A conv layer's signature (op, shapes, attributes, a SHA-256 of which weights are kept, the host
- * with its ISA and LLVM, the thread count, pdc's version) names an entry of the tuning database:
+ * with its ISA and LLVM, the thread count, pdc's version and the kernel generators' hash) names an
+ * entry of the tuning database:
  * cache_dir/tune/<first 32 hex digits of the signature's SHA-256>.txt, a small text file
  *
  *     pdc-tune 1

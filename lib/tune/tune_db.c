@@ -15,6 +15,8 @@
 #include "lib/core/sha256.h"
 #include "lib/tune/tune.h"
 
+#include "generator_id.h" /* PDC_GENERATOR_ID: a hash of the kernel generators' sources (Makefile) */
+
 static void hex(const uint8_t *b, size_t n, char *out)
 {
     for (size_t i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
@@ -87,8 +89,9 @@ pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int th
         hex(digest, 16, h);
         kput(key, cap, &len, " kept=%s", h);
     }
-    kput(key, cap, &len, " | %s | threads=%d | pdc %d.%d.%d", host, threads, PDC_VERSION_MAJOR, PDC_VERSION_MINOR,
-         PDC_VERSION_PATCH);
+    /* the generators' hash too: a build whose kernels changed measures again */
+    kput(key, cap, &len, " | %s | threads=%d | pdc %d.%d.%d | gen %s", host, threads, PDC_VERSION_MAJOR, PDC_VERSION_MINOR,
+         PDC_VERSION_PATCH, PDC_GENERATOR_ID);
     if (len >= cap) return pdc_error(ctx, PDC_ERR_OVERFLOW, "tune: layer '%s''s signature exceeds %zu bytes", l->name, cap - 1);
     for (char *c = key; *c; c++)
         if (*c == '\n' || *c == '\r') *c = ' ';
