@@ -137,10 +137,10 @@ static pdc_status bench_config(void *user, size_t c, int runs, double *ms)
     if ((size_t)runs > b->t_cap) runs = (int)b->t_cap;
     const float *in[1] = {b->x};
     float *outp[1] = {b->y};
-    st = p->backend->run(p, in, outp);
+    st = p->backend->run(p, in, outp, NULL);
     for (int r = 0; r < runs && !st; r++) {
         double t0 = now_ms();
-        st = p->backend->run(p, in, outp);
+        st = p->backend->run(p, in, outp, NULL);
         b->t[r] = now_ms() - t0;
     }
     if (st) return st;
