@@ -174,6 +174,8 @@ $(TRAIN_SEQ): $(BUILD)/obj/examples/train_seq.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_CLIPS): $(BUILD)/obj/examples/train_clips3d.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(BUILD)/obj/examples/train_digits.o $(BUILD)/obj/examples/train_seq.o $(BUILD)/obj/examples/train_clips3d.o: \
+    examples/example_common.h
 $(TRAIN_RNN_BENCH): $(BUILD)/obj/test/bench/train/train_rnn_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(TRAIN_BENCH): $(BUILD)/obj/test/bench/train/train_bench.o $(SHLIB)
@@ -573,7 +575,7 @@ $(BUILD)/obj/lib/mpi/%.o: lib/mpi/%.c include/pdc_mpi.h include/pdc.h
 $(MPI_LIB): $(BUILD)/obj/lib/mpi/pdc_mpi.o $(SHLIB)
 	$(MPICC) -shared -o $@ $< $(filter -fsanitize=%,$(MPI_CFLAGS)) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' \
 	    -Wl,--no-undefined
-$(MPI_DEMO): examples/train_digits_mpi.c include/pdc_mpi.h $(MPI_LIB)
+$(MPI_DEMO): examples/train_digits_mpi.c examples/example_common.h include/pdc_mpi.h $(MPI_LIB)
 	$(MPICC) $(MPI_CFLAGS) -o $@ $< -L$(BUILD) -lpdc_mpi -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'
 $(MPI_CHECK): test/mpi/mpi_check.c include/pdc_mpi.h $(MPI_LIB)
 	@mkdir -p $(@D)

@@ -21,41 +21,16 @@
  *
  * usage: train_clips3d [--data digits.bin] [--epochs N] [--retrain N] [--seed S] [--threads T] [--quiet]
  */
-#include <errno.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "pdc.h"
+#include "example_common.h"
 
 #define F 8                 /* frames, rows, columns */
 #define CLIP (F * F * F)    /* floats per clip */
-
-static pdc_context *ctx;
 
 static int fail(pdc_status st, const char *what)
 {
     const char *msg = pdc_context_last_error(ctx);
     fprintf(stderr, "train_clips3d: %s: %s (%s)\n", what, *msg ? msg : "failed", pdc_status_string(st));
     return 1;
-}
-
-#define TRY(call, what)                                                                                              \
-    do {                                                                                                             \
-        pdc_status st_ = (call);                                                                                     \
-        if (st_ != PDC_OK) return fail(st_, what);                                                                   \
-    } while (0)
-
-typedef struct clips {
-    size_t n;
-    float *x; /* n clips [8 frames][8][8] */
-    float *y; /* labels as floats */
-} clips;
-
-static uint32_t le32(const unsigned char *b)
-{
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
 /* xorshift32: the clips' motions, the same on every machine */
@@ -67,10 +42,17 @@ static uint32_t next(uint32_t *s)
     return *s;
 }
 
-/* One clip per digit: the digit (pixels / 16) rolled along its own path. */
-static void make_clips(const unsigned char *px, const unsigned char *lab, size_t n, uint32_t *rng, clips *c)
+/* One clip per digit: the digit (n x 64 images, pixels / 16) rolled along its own path. */
+static int make_clips(const dataset *img, uint32_t *rng, dataset *c)
 {
-    for (size_t i = 0; i < n; i++) {
+    c->n = img->n;
+    c->x = malloc(img->n * CLIP * sizeof(float));
+    c->y = malloc(img->n * sizeof(float));
+    if (!c->x || !c->y) {
+        fprintf(stderr, "train_clips3d: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < img->n; i++) {
         const int vx = (int)(next(rng) % 3) - 1, vy = (int)(next(rng) % 3) - 1;
         float *clip = c->x + i * CLIP;
         for (int t = 0; t < F; t++)
@@ -79,45 +61,24 @@ static void make_clips(const unsigned char *px, const unsigned char *lab, size_t
                     /* half a pixel a frame: up to 3 pixels by the last frame; what leaves the frame is gone */
                     const int sr = r - vy * t / 2, sq = q - vx * t / 2;
                     const int in = sr >= 0 && sr < F && sq >= 0 && sq < F;
-                    clip[(t * F + r) * F + q] = in ? (float)px[i * 64 + (size_t)(sr * F + sq)] / 16.0f : 0.0f;
+                    clip[(t * F + r) * F + q] = in ? img->x[i * 64 + (size_t)(sr * F + sq)] : 0.0f;
                 }
-        c->y[i] = (float)lab[i];
+        c->y[i] = img->y[i];
     }
-    c->n = n;
+    return 0;
 }
 
 /* digits.bin (format in test/data/README.md) into training and test clips. */
-static int load(const char *path, uint32_t seed, clips *train, clips *test)
+static int load(const char *path, uint32_t seed, dataset *train, dataset *test)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "train_clips3d: %s: %s\n", path, strerror(errno));
-        return 1;
+    dataset digits[2] = {{0, NULL, NULL}, {0, NULL, NULL}};
+    uint32_t rng = seed ? seed : 1;
+    const int rc = load_digits("train_clips3d", path, &digits[0], &digits[1]) ||
+                   make_clips(&digits[0], &rng, train) || make_clips(&digits[1], &rng, test);
+    for (int i = 0; i < 2; i++) {
+        free(digits[i].x);
+        free(digits[i].y);
     }
-    unsigned char hdr[20];
-    int rc = fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, "DGT1", 4) != 0;
-    const size_t n_train = rc ? 0 : le32(hdr + 4), n_test = rc ? 0 : le32(hdr + 8), total = n_train + n_test;
-    if (!rc && (le32(hdr + 12) != 8 || le32(hdr + 16) != 8 || !n_train || !n_test || total > 1000000)) rc = 1;
-    unsigned char *px = rc ? NULL : malloc(total * 64), *lab = rc ? NULL : malloc(total);
-    if (!rc && (!px || !lab || fread(px, 1, total * 64, f) != total * 64 || fread(lab, 1, total, f) != total)) rc = 1;
-    for (size_t i = 0; i < total && !rc; i++) rc = lab[i] > 9;
-    fclose(f);
-    if (!rc) {
-        train->x = malloc(n_train * CLIP * sizeof(float));
-        train->y = malloc(n_train * sizeof(float));
-        test->x = malloc(n_test * CLIP * sizeof(float));
-        test->y = malloc(n_test * sizeof(float));
-        rc = !train->x || !train->y || !test->x || !test->y;
-    }
-    if (!rc) {
-        uint32_t rng = seed ? seed : 1;
-        make_clips(px, lab, n_train, &rng, train);
-        make_clips(px + n_train * 64, lab + n_train, n_test, &rng, test);
-    } else {
-        fprintf(stderr, "train_clips3d: %s: not a readable digits file of 8x8 images (magic DGT1)\n", path);
-    }
-    free(px);
-    free(lab);
     return rc;
 }
 
@@ -170,14 +131,14 @@ static int build_model(pdc_model **out)
 
 typedef struct run {
     pdc_trainer *t;
-    const clips *train, *test;
+    const dataset *train, *test;
     float *bx, *by;
     size_t *perm;
     size_t batch;
     int quiet;
 } run;
 
-static int evaluate(run *r, const clips *d, float *loss, float *acc)
+static int evaluate(run *r, const dataset *d, float *loss, float *acc)
 {
     const int64_t xd[5] = {(int64_t)d->n, 1, F, F, F}, yd[1] = {(int64_t)d->n};
     pdc_tensor *x, *y = NULL;
@@ -191,7 +152,7 @@ static int evaluate(run *r, const clips *d, float *loss, float *acc)
 
 static int train_epochs(run *r, const char *phase, int epochs)
 {
-    const clips *d = r->train;
+    const dataset *d = r->train;
     for (int e = 1; e <= epochs; e++) {
         TRY(pdc_trainer_shuffle(r->t, d->n, r->perm), "shuffle");
         double sum = 0.0;
@@ -228,17 +189,9 @@ static int report(run *r, const char *phase, float *acc)
     pdc_model *m;
     TRY(pdc_trainer_export(r->t, &m), "export");
     int64_t weights = 0, kept = 0;
-    size_t nl = 0;
-    pdc_status st = pdc_model_num_layers(m, &nl);
-    for (size_t i = 0; i < nl && !st; i++) {
-        int64_t w, k;
-        st = pdc_model_layer_stat(m, i, PDC_STAT_WEIGHTS, &w);
-        if (!st) st = pdc_model_layer_stat(m, i, PDC_STAT_KEPT_WEIGHTS, &k);
-        weights += w;
-        kept += k;
-    }
+    const int rc = count_weights(m, &weights, &kept);
     pdc_model_destroy(m);
-    if (st) return fail(st, "layer statistics");
+    if (rc) return rc;
     float loss;
     if (evaluate(r, r->test, &loss, acc)) return 1;
     printf("phase=%s test_accuracy=%.4f kept=%lld compression=%.2f\n", phase, (double)*acc, (long long)kept,
@@ -266,7 +219,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    clips train = {0, NULL, NULL}, test = {0, NULL, NULL};
+    dataset train = {0, NULL, NULL}, test = {0, NULL, NULL};
     if (load(data, (uint32_t)seed, &train, &test)) return 1;
     if (pdc_context_create(&ctx) != PDC_OK) return 1;
     run r = {NULL, &train, &test, NULL, NULL, NULL, 32, quiet};

@@ -28,141 +28,13 @@
  * Writes to DIR (default build/demo): digits.pdc (the last phase's pruned model), digits-dense.pdc,
  * dense.ckpt (the checkpoint) and digit0.bin (test digit #0 as raw float32 [1,1,8,8], pixels / 16).
  */
-#include <errno.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "pdc.h"
-
-static pdc_context *ctx;
+#include "example_common.h"
 
 static int fail(pdc_status st, const char *what)
 {
     const char *msg = pdc_context_last_error(ctx);
     fprintf(stderr, "train_digits: %s: %s (%s)\n", what, *msg ? msg : "failed", pdc_status_string(st));
     return 1;
-}
-
-#define TRY(call, what)                                                                                              \
-    do {                                                                                                             \
-        pdc_status st_ = (call);                                                                                     \
-        if (st_ != PDC_OK) return fail(st_, what);                                                                   \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ------------------------------------------------------------------ data */
-
-typedef struct dataset {
-    size_t n;
-    float *x;       /* n x 64, pixels / 16 */
-    float *y;       /* n labels as floats */
-} dataset;
-
-static uint32_t le32(const unsigned char *b)
-{
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
-/* Reads digits.bin (format in test/data/README.md) into a training and a test set. */
-static int load_digits(const char *path, dataset *train, dataset *test)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "train_digits: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    unsigned char hdr[20];
-    if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, "DGT1", 4) != 0) {
-        fclose(f);
-        fprintf(stderr, "train_digits: %s: not a digits file (magic DGT1)\n", path);
-        return 1;
-    }
-    const size_t n_train = le32(hdr + 4), n_test = le32(hdr + 8), total = n_train + n_test;
-    if (le32(hdr + 12) != 8 || le32(hdr + 16) != 8 || n_train == 0 || n_test == 0 || total > 1000000) {
-        fclose(f);
-        fprintf(stderr, "train_digits: %s: expected 8x8 images and non-empty sets\n", path);
-        return 1;
-    }
-    unsigned char *px = malloc(total * 64), *lab = malloc(total);
-    train->x = malloc(n_train * 64 * sizeof(float));
-    train->y = malloc(n_train * sizeof(float));
-    test->x = malloc(n_test * 64 * sizeof(float));
-    test->y = malloc(n_test * sizeof(float));
-    int rc = 0;
-    if (!px || !lab || !train->x || !train->y || !test->x || !test->y) {
-        fprintf(stderr, "train_digits: out of memory\n");
-        rc = 1;
-    } else if (fread(px, 1, total * 64, f) != total * 64 || fread(lab, 1, total, f) != total) {
-        fprintf(stderr, "train_digits: %s: truncated\n", path);
-        rc = 1;
-    }
-    for (size_t i = 0; i < total && !rc; i++) {
-        dataset *d = i < n_train ? train : test;
-        const size_t j = i < n_train ? i : i - n_train;
-        if (lab[i] > 9) {
-            fprintf(stderr, "train_digits: %s: sample %zu has label %u\n", path, i, lab[i]);
-            rc = 1;
-            break;
-        }
-        for (int k = 0; k < 64; k++) d->x[j * 64 + (size_t)k] = (float)px[i * 64 + (size_t)k] / 16.0f;
-        d->y[j] = (float)lab[i];
-    }
-    train->n = n_train;
-    test->n = n_test;
-    free(px);
-    free(lab);
-    fclose(f);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ the model */
-
-static int build_model(pdc_model **out)
-{
-    pdc_model *m;
-    TRY(pdc_model_create(ctx, "digits_cnn", &m), "create model");
-    *out = m;
-    static const int64_t image[4] = {1, 1, 8, 8}, c1w[4] = {16, 1, 3, 3}, c1b[1] = {16}, c2w[4] = {32, 16, 3, 3},
-                         c2b[1] = {32}, fw[2] = {10, 2048}, fb[1] = {10}, pads[4] = {1, 1, 1, 1};
-    TRY(pdc_model_add_input(m, "image", 4, image), "input");
-    /* zeros: pdc_trainer_init_weights draws the initial weights */
-    static float zeros[10 * 2048];
-    TRY(pdc_model_add_constant(m, "conv1.w", 4, c1w, zeros), "conv1.w");
-    TRY(pdc_model_add_constant(m, "conv1.b", 1, c1b, zeros), "conv1.b");
-    TRY(pdc_model_add_constant(m, "conv2.w", 4, c2w, zeros), "conv2.w");
-    TRY(pdc_model_add_constant(m, "conv2.b", 1, c2b, zeros), "conv2.b");
-    TRY(pdc_model_add_constant(m, "fc.w", 2, fw, zeros), "fc.w");
-    TRY(pdc_model_add_constant(m, "fc.b", 1, fb, zeros), "fc.b");
-    pdc_attrs *a;
-    TRY(pdc_attrs_create(ctx, &a), "attrs");
-    pdc_status st = pdc_attrs_set_ints(a, "pads", 4, pads);
-    const char *c1in[] = {"image", "conv1.w", "conv1.b"}, *c1out[] = {"conv1.out"};
-    const char *r1in[] = {"conv1.out"}, *r1out[] = {"relu1.out"};
-    const char *c2in[] = {"relu1.out", "conv2.w", "conv2.b"}, *c2out[] = {"conv2.out"};
-    const char *r2in[] = {"conv2.out"}, *r2out[] = {"relu2.out"};
-    const char *fin[] = {"relu2.out"}, *fout[] = {"flat"};
-    const char *gin[] = {"flat", "fc.w", "fc.b"}, *gout[] = {"logits"};
-    const char *sin[] = {"logits"}, *sout[] = {"probs"};
-    if (!st) st = pdc_model_add_layer(m, "conv1", "conv", 3, c1in, 1, c1out, a);
-    if (!st) st = pdc_model_add_layer(m, "relu1", "relu", 1, r1in, 1, r1out, NULL);
-    if (!st) st = pdc_model_add_layer(m, "conv2", "conv", 3, c2in, 1, c2out, a);
-    if (!st) st = pdc_model_add_layer(m, "relu2", "relu", 1, r2in, 1, r2out, NULL);
-    if (!st) st = pdc_model_add_layer(m, "flatten", "flatten", 1, fin, 1, fout, NULL);
-    if (!st) st = pdc_model_add_layer(m, "fc", "fc", 3, gin, 1, gout, NULL);
-    if (!st) st = pdc_model_add_layer(m, "softmax", "softmax", 1, sin, 1, sout, NULL);
-    if (!st) st = pdc_model_mark_output(m, "probs");
-    pdc_attrs_destroy(a);
-    if (st) return fail(st, "build model");
-    return 0;
 }
 
 /* ------------------------------------------------------------------ training */
@@ -235,72 +107,21 @@ static int train_epochs(run *r, const char *phase, int epochs)
 
 /* ------------------------------------------------------------------ reporting */
 
-/* Median wall time of one batch-1 inference of the model compiled for the first target of the list that this
- * build has, in ms; *target_out: that target. */
-static int latency(const pdc_model *m, const float *image, const char *const *targets, double *ms,
-                   const char **target_out)
-{
-    pdc_program *p = NULL;
-    pdc_status st = PDC_ERR_UNSUPPORTED;
-    for (size_t i = 0; targets[i] && st; i++) {
-        st = pdc_compile(ctx, m, targets[i], &p);
-        if (!st) *target_out = targets[i];
-        else if (st != PDC_ERR_UNSUPPORTED && st != PDC_ERR_UNKNOWN_TARGET) return fail(st, "compile");
-    }
-    if (st) return fail(st, "compile");
-    const int64_t xd[4] = {1, 1, 8, 8}, yd[2] = {1, 10};
-    float out[10];
-    pdc_tensor *x, *y;
-    st = pdc_tensor_wrap(ctx, 4, xd, (float *)(uintptr_t)image, &x);
-    if (!st) {
-        st = pdc_tensor_wrap(ctx, 2, yd, out, &y);
-        if (st) pdc_tensor_destroy(x);
-    }
-    enum { RUNS = 51 };
-    double t[RUNS];
-    for (int i = 0; i < RUNS + 5 && !st; i++) {
-        const double t0 = now();
-        st = pdc_program_run(p, 1, &x, 1, &y);
-        if (i >= 5) t[i - 5] = (now() - t0) * 1e3;
-    }
-    if (!st) {
-        pdc_tensor_destroy(x);
-        pdc_tensor_destroy(y);
-    }
-    pdc_program_destroy(p);
-    if (st) return fail(st, "run");
-    for (int i = 1; i < RUNS; i++) /* insertion sort, then the median */
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            const double s = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = s;
-        }
-    *ms = t[RUNS / 2];
-    return 0;
-}
-
 static int report(run *r, const char *phase, const char *save_as)
 {
     pdc_model *m;
     TRY(pdc_trainer_export(r->t, &m), "export");
     int64_t weights = 0, kept = 0;
-    size_t nl = 0;
-    pdc_status st = pdc_model_num_layers(m, &nl);
-    for (size_t i = 0; i < nl && !st; i++) {
-        int64_t w, k;
-        st = pdc_model_layer_stat(m, i, PDC_STAT_WEIGHTS, &w);
-        if (!st) st = pdc_model_layer_stat(m, i, PDC_STAT_KEPT_WEIGHTS, &k);
-        weights += w;
-        kept += k;
-    }
+    pdc_status st;
     float loss, acc;
     double ms = 0.0, ref_ms = 0.0;
     const char *target = "?", *ref = "?";
     static const char *const best[] = {"cpu", "ref", NULL}, *const ref_only[] = {"ref", NULL};
-    int rc = st ? fail(st, "layer statistics") : 0;
+    static const int64_t image[4] = {1, 1, 8, 8};
+    int rc = count_weights(m, &weights, &kept);
     if (!rc) rc = evaluate(r, r->test, &loss, &acc);
-    if (!rc) rc = latency(m, r->test->x, best, &ms, &target);
-    if (!rc) rc = latency(m, r->test->x, ref_only, &ref_ms, &ref);
+    if (!rc) rc = latency(m, best, 4, image, r->test->x, 10, &ms, &target);
+    if (!rc) rc = latency(m, ref_only, 4, image, r->test->x, 10, &ref_ms, &ref);
     if (!rc && save_as && (st = pdc_model_save(m, save_as))) rc = fail(st, save_as);
     pdc_model_destroy(m);
     if (rc) return rc;
@@ -393,27 +214,6 @@ static int prune_planned(run *r, double fraction)
     return 0;
 }
 
-static int write_digit(const dataset *test, const char *path)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "train_digits: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    for (int i = 0; i < 64; i++) {
-        uint32_t u;
-        memcpy(&u, &test->x[i], 4);
-        const unsigned char b[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
-                                    (unsigned char)(u >> 24)};
-        fwrite(b, 1, 4, f);
-    }
-    if (fclose(f) != 0) {
-        fprintf(stderr, "train_digits: %s: write error\n", path);
-        return 1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     const char *data = "test/data/digits.bin", *out = "build/demo", *threads = NULL;
@@ -441,7 +241,7 @@ int main(int argc, char **argv)
         }
     }
     dataset train = {0, NULL, NULL}, test = {0, NULL, NULL};
-    if (load_digits(data, &train, &test)) return 1;
+    if (load_digits("train_digits", data, &train, &test)) return 1;
     if (pdc_context_create(&ctx) != PDC_OK) return 1;
     char path[4096], ckpt[4096];
     snprintf(ckpt, sizeof ckpt, "%s/dense.ckpt", out);
@@ -457,7 +257,7 @@ int main(int argc, char **argv)
     pdc_model *m = NULL;
     int rc = !r.bx || !r.by || !r.perm;
     if (rc) fprintf(stderr, "train_digits: out of memory\n");
-    if (!rc) rc = build_model(&m);
+    if (!rc) rc = build_digits_cnn(&m);
     if (!rc) {
         pdc_status st = pdc_trainer_create(ctx, m, &r.t);
         char seed_s[32];
@@ -524,7 +324,7 @@ int main(int argc, char **argv)
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/digit0.bin", out);
-        rc = write_digit(&test, path);
+        rc = write_digit("train_digits", &test, path);
         if (!rc && !quiet)
             printf("train_digits: wrote %s/digits.pdc (the pruned, retrained model), %s/digits-dense.pdc, %s and %s "
                    "(test digit #0, label %d)\n", out, out, ckpt, path, (int)test.y[0]);

@@ -19,18 +19,9 @@
  * usage: train_seq [--data digits.bin] [--out DIR] [--epochs N] [--retrain N] [--seed S] [--quiet]
  * Writes DIR/seq.pdc (default build/demo): the pruned, retrained model.
  */
-#include <errno.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "pdc.h"
+#include "example_common.h"
 
 enum { T = 8, F = 8, HIDDEN = 64, CLASSES = 10, BATCH = 32 };
-
-static pdc_context *ctx;
 
 static int fail(pdc_status st, const char *what)
 {
@@ -39,83 +30,21 @@ static int fail(pdc_status st, const char *what)
     return 1;
 }
 
-#define TRY(call, what)                                                                                              \
-    do {                                                                                                             \
-        pdc_status st_ = (call);                                                                                     \
-        if (st_ != PDC_OK) return fail(st_, what);                                                                   \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ------------------------------------------------------------------ data */
 
-typedef struct dataset {
-    size_t n;
-    float *x; /* [T, n, F]: time step t of sample i is image row t, pixels / 16 */
-    float *y; /* n labels as floats */
-} dataset;
-
-static uint32_t le32(const unsigned char *b)
+/* The digits as sequences: time step t of sample i is image row t, x [T, n, F]. */
+static int to_sequences(dataset *d)
 {
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
-/* Reads digits.bin (format in test/data/README.md) into a training and a test set of sequences. */
-static int load_digits(const char *path, dataset *train, dataset *test)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "train_seq: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    unsigned char hdr[20];
-    if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, "DGT1", 4) != 0) {
-        fclose(f);
-        fprintf(stderr, "train_seq: %s: not a digits file (magic DGT1)\n", path);
-        return 1;
-    }
-    const size_t n_train = le32(hdr + 4), n_test = le32(hdr + 8), total = n_train + n_test;
-    if (le32(hdr + 12) != T || le32(hdr + 16) != F || n_train == 0 || n_test == 0 || total > 1000000) {
-        fclose(f);
-        fprintf(stderr, "train_seq: %s: expected 8x8 images and non-empty sets\n", path);
-        return 1;
-    }
-    unsigned char *px = malloc(total * T * F), *lab = malloc(total);
-    train->x = malloc(n_train * T * F * sizeof(float));
-    train->y = malloc(n_train * sizeof(float));
-    test->x = malloc(n_test * T * F * sizeof(float));
-    test->y = malloc(n_test * sizeof(float));
-    train->n = n_train;
-    test->n = n_test;
-    int rc = 0;
-    if (!px || !lab || !train->x || !train->y || !test->x || !test->y) {
+    float *seq = malloc(d->n * T * F * sizeof *seq);
+    if (!seq) {
         fprintf(stderr, "train_seq: out of memory\n");
-        rc = 1;
-    } else if (fread(px, 1, total * T * F, f) != total * T * F || fread(lab, 1, total, f) != total) {
-        fprintf(stderr, "train_seq: %s: truncated\n", path);
-        rc = 1;
+        return 1;
     }
-    for (size_t i = 0; i < total && !rc; i++) {
-        dataset *d = i < n_train ? train : test;
-        const size_t j = i < n_train ? i : i - n_train;
-        if (lab[i] > 9) {
-            fprintf(stderr, "train_seq: %s: sample %zu has label %u\n", path, i, lab[i]);
-            rc = 1;
-            break;
-        }
-        for (size_t t = 0; t < T; t++)
-            for (size_t k = 0; k < F; k++) d->x[(t * d->n + j) * F + k] = (float)px[i * T * F + t * F + k] / 16.0f;
-        d->y[j] = (float)lab[i];
-    }
-    free(px);
-    free(lab);
-    fclose(f);
-    return rc;
+    for (size_t i = 0; i < d->n; i++)
+        for (size_t t = 0; t < T; t++) memcpy(seq + (t * d->n + i) * F, d->x + (i * T + t) * F, F * sizeof *seq);
+    free(d->x);
+    d->x = seq;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ the model */
@@ -225,42 +154,13 @@ static int train_epochs(run *r, const char *phase, int epochs)
 /* ------------------------------------------------------------------ reporting */
 
 /* Median wall time of one batch-1 inference (the first test sample) compiled for cpu, else ref, in ms. */
-static int latency(const pdc_model *m, const dataset *test, double *ms, const char **target_out)
+static int seq_latency(const pdc_model *m, const dataset *test, double *ms, const char **target_out)
 {
-    static const char *const targets[] = {"cpu", "ref"};
-    pdc_program *p = NULL;
-    pdc_status st = PDC_ERR_UNSUPPORTED;
-    for (size_t i = 0; i < 2 && st; i++) {
-        st = pdc_compile(ctx, m, targets[i], &p);
-        if (!st) *target_out = targets[i];
-        else if (st != PDC_ERR_UNSUPPORTED && st != PDC_ERR_UNKNOWN_TARGET) return fail(st, "compile");
-    }
-    if (st) return fail(st, "compile");
-    float seq[T * F], out[CLASSES];
+    static const char *const targets[] = {"cpu", "ref", NULL};
+    static const int64_t xd[3] = {T, 1, F};
+    float seq[T * F];
     for (size_t t = 0; t < T; t++) memcpy(seq + t * F, test->x + t * test->n * F, F * sizeof(float));
-    const int64_t xd[3] = {T, 1, F}, yd[2] = {1, CLASSES};
-    pdc_tensor *x = NULL, *y = NULL;
-    st = pdc_tensor_wrap(ctx, 3, xd, seq, &x);
-    if (!st) st = pdc_tensor_wrap(ctx, 2, yd, out, &y);
-    enum { RUNS = 51 };
-    double t[RUNS];
-    for (int i = 0; i < RUNS + 5 && !st; i++) {
-        const double t0 = now();
-        st = pdc_program_run(p, 1, &x, 1, &y);
-        if (i >= 5) t[i - 5] = (now() - t0) * 1e3;
-    }
-    pdc_tensor_destroy(x);
-    pdc_tensor_destroy(y);
-    pdc_program_destroy(p);
-    if (st) return fail(st, "run");
-    for (int i = 1; i < RUNS; i++) /* insertion sort, then the median */
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            const double s = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = s;
-        }
-    *ms = t[RUNS / 2];
-    return 0;
+    return latency(m, targets, 3, xd, seq, CLASSES, ms, target_out);
 }
 
 static int report(run *r, const char *phase, const char *save_as)
@@ -268,21 +168,13 @@ static int report(run *r, const char *phase, const char *save_as)
     pdc_model *m;
     TRY(pdc_trainer_export(r->t, &m), "export");
     int64_t weights = 0, kept = 0;
-    size_t nl = 0;
-    pdc_status st = pdc_model_num_layers(m, &nl);
-    for (size_t i = 0; i < nl && !st; i++) {
-        int64_t w, k;
-        st = pdc_model_layer_stat(m, i, PDC_STAT_WEIGHTS, &w);
-        if (!st) st = pdc_model_layer_stat(m, i, PDC_STAT_KEPT_WEIGHTS, &k);
-        weights += w;
-        kept += k;
-    }
+    pdc_status st;
     float loss, acc;
     double ms = 0.0;
     const char *target = "?";
-    int rc = st ? fail(st, "layer statistics") : 0;
+    int rc = count_weights(m, &weights, &kept);
     if (!rc) rc = evaluate(r, r->test, &loss, &acc);
-    if (!rc) rc = latency(m, r->test, &ms, &target);
+    if (!rc) rc = seq_latency(m, r->test, &ms, &target);
     if (!rc && save_as && (st = pdc_model_save(m, save_as))) rc = fail(st, save_as);
     pdc_model_destroy(m);
     if (rc) return rc;
@@ -336,7 +228,7 @@ int main(int argc, char **argv)
         }
     }
     dataset train = {0, NULL, NULL}, test = {0, NULL, NULL};
-    int rc = load_digits(data, &train, &test);
+    int rc = load_digits("train_seq", data, &train, &test) || to_sequences(&train) || to_sequences(&test);
     if (!rc && pdc_context_create(&ctx) != PDC_OK) rc = 1;
     run r;
     memset(&r, 0, sizeof r);
