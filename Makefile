@@ -178,8 +178,9 @@ $(BUILD)/obj/examples/train_digits.o $(BUILD)/obj/examples/train_seq.o $(BUILD)/
     examples/example_common.h
 $(TRAIN_RNN_BENCH): $(BUILD)/obj/test/bench/train/train_rnn_bench.o $(SHLIB)
 	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
-$(TRAIN_BENCH): $(BUILD)/obj/test/bench/train/train_bench.o $(SHLIB)
-	$(CC) -o $@ $< -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(TRAIN_BENCH): $(BUILD)/obj/test/bench/train/train_bench.o $(BUILD)/obj/test/bench/train/bench_nets.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(addprefix $(BUILD)/obj/test/bench/train/,train_bench.o train_rnn_bench.o bench_nets.o): test/bench/train/bench_nets.h
 
 # The hyperparameter search example (examples/search_digits.c): public header and shared library only.
 SEARCH_DEMO := $(BUILD)/search_digits
@@ -583,8 +584,9 @@ $(MPI_CHECK): test/mpi/mpi_check.c include/pdc_mpi.h $(MPI_LIB)
 # ResNet-18 (3x32x32, batch 32 per process) dense and pruned on 1 and 2 processes: step time, samples/s,
 # gradient floats sent, the wait the overlap did not hide (test/bench/mpi/bench_mpi.c; docs/training.md).
 MPI_BENCH := $(BUILD)/bench_mpi
-$(MPI_BENCH): test/bench/mpi/bench_mpi.c include/pdc_mpi.h $(MPI_LIB)
-	$(MPICC) $(MPI_CFLAGS) -o $@ $< -L$(BUILD) -lpdc_mpi -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'
+$(MPI_BENCH): test/bench/mpi/bench_mpi.c test/bench/train/bench_nets.c test/bench/train/bench_nets.h include/pdc_mpi.h \
+    $(MPI_LIB)
+	$(MPICC) $(MPI_CFLAGS) -o $@ $(filter %.c,$^) -L$(BUILD) -lpdc_mpi -l:$(SONAME) -Wl,-rpath,'$$ORIGIN'
 bench-mpi: all
 	@if [ -z "$(HAVE_MPI)" ]; then $(MPI_NO); else $(MAKE) --no-print-directory PDC_SKIP_DEPS=1 $(MPI_BENCH) && \
 	  uptime && for np in 1 2; do $(MPI_RUN) -np $$np $(MPI_BENCH) $(BENCH_MPI_ARGS) || exit 1; done && \

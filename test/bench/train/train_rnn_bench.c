@@ -14,37 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "pdc.h"
+#include "bench_nets.h"
 
 enum { T = 32, N = 8, F = 512, H = 512, C = 10 };
 
 static pdc_context *ctx;
 
-static void die(pdc_status st, const char *what)
+void bench_die(pdc_status st, const char *what)
 {
     fprintf(stderr, "train_rnn_bench: %s: %s (%s)\n", what, pdc_context_last_error(ctx), pdc_status_string(st));
     exit(1);
-}
-
-#define TRY(call, what)                                                                                              \
-    do {                                                                                                             \
-        pdc_status st_ = (call);                                                                                     \
-        if (st_) die(st_, what);                                                                                     \
-    } while (0)
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static pdc_model *build(void)
@@ -121,9 +101,9 @@ int main(int argc, char **argv)
         for (int w = 0; w < 2; w++) TRY(pdc_trainer_step(t, x, y, NULL), "step");
         double *ms = malloc((size_t)repeats * sizeof *ms);
         for (int r = 0; r < repeats; r++) {
-            const double t0 = now_ms();
+            const double t0 = clock_s(CLOCK_MONOTONIC);
             for (int s = 0; s < steps; s++) TRY(pdc_trainer_step(t, x, y, NULL), "step");
-            ms[r] = (now_ms() - t0) / steps;
+            ms[r] = (clock_s(CLOCK_MONOTONIC) - t0) * 1e3 / steps;
         }
         qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
         printf("pdc model=lstm config=%s threads=%s batch=%d step_ms_min=%.3f step_ms_median=%.3f\n", name, threads, N,
