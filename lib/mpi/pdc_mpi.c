@@ -237,7 +237,9 @@ static pdc_status agree(pdc_mpi *m)
 
 /* ------------------------------------------------------------------ the reducer */
 
-/* The trainer's pairwise tree (pdc.h, pdc_gradient_reducer): parts[a] = sum of parts [a, a + count). */
+/* The trainer's pairwise tree (pdc.h, pdc_gradient_reducer): parts[a] = sum of parts [a, a + count). A copy of
+ * lib/train/train_reduce.c's on purpose: libpdc_mpi may use only the public API, which documents the order
+ * rather than exporting it; test/mpi checks that both give the same bits. */
 static void tree_sum(float *parts, size_t n, size_t a, size_t count)
 {
     if (count < 2) return;

@@ -80,6 +80,7 @@ typedef struct capture {
     int peer_first;       /* 1: the peer's parts come first */
 } capture;
 
+/* pdc.h's pairwise order written out again, independently of the trainer's, as the oracle */
 static void tree(float *p, size_t n, size_t a, size_t count)
 {
     if (count < 2) return;
