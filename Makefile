@@ -437,9 +437,9 @@ $(BENCH_PREDICT): $(BUILD)/obj/test/bench/bench_predict.o $(BUILD)/obj/test/benc
                   $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BUILD)/obj/test/bench/bench_conv3d.o: | deps-bench
-$(BENCH_CONV3D): $(BUILD)/obj/test/bench/bench_conv3d.o $(SHLIB)
+$(BENCH_CONV3D): $(BUILD)/obj/test/bench/bench_conv3d.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
-$(BENCH_R3D18): $(BUILD)/obj/test/bench/bench_r3d18.o $(SHLIB)
+$(BENCH_R3D18): $(BUILD)/obj/test/bench/bench_r3d18.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_BATCH): $(BUILD)/obj/test/bench/bench_batch.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)

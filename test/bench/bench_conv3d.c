@@ -20,10 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "layers.h"
 #include "pdc.h"
 
 #define DN(x)                                                                                                   \
@@ -61,13 +61,6 @@ static pdc_context *ctx;
 /* kgs_masks: at most 8 distinct group masks per layer, so each mask's 3 depth slices fit the 2-D pattern
  * generator's 32 patterns (more run as dense windows) */
 #define BENCH_KGS_MASKS 8
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int64_t out_dim(int64_t in, int64_t s) { return (in + 2 - 3) / s + 1; }
 
@@ -223,17 +216,6 @@ static void pconv_free(pconv *p)
 
 /* ------------------------------------------------------------------ the run */
 
-static double median(double *t, int n)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            const double s = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = s;
-        }
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 static double max_rel_err(const float *a, const float *b, size_t n)
 {
     double s = 0, e = 0;
@@ -312,14 +294,14 @@ int main(int argc, char **argv)
             }
             for (int i = 0; i < M; i++) {
                 const int k = perm[i];
-                const double t0 = now();
+                const double t0 = bench_now();
                 if (k < M - 1) pconv_run(&P[k]);
                 else dconv_run(&D);
-                if (r) t[k][r - 1] = (now() - t0) * 1e3;
+                if (r) t[k][r - 1] = (bench_now() - t0) * 1e3;
             }
         }
         double med[M];
-        for (int k = 0; k < M; k++) med[k] = median(t[k], reps);
+        for (int k = 0; k < M; k++) med[k] = bench_median(t[k], reps);
         for (int k = 0; k < M; k++) {
             const size_t kept = k < M - 1 ? P[k].kept : nw;
             printf("%-28s %-14s %10zu %8.2f %10.3f %8.2fx %9.1e\n", S->name, names[k], kept,

@@ -20,8 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "layers.h"
 #include "pdc.h"
 
 static pdc_context *ctx;
@@ -32,13 +32,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "bench_r3d18: %s: %s\n", what, pdc_context_last_error(ctx));
     exit(1);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static float rnd(void)
@@ -145,19 +138,13 @@ static double time_pdc(const pdc_model *model, pdc_tensor *x, pdc_tensor *y, dou
     double spent = 0;
     if (pdc_program_run(p, 1, &x, 1, &y) != PDC_OK) die("run"); /* warm-up */
     while ((n < 5 || spent < min_time) && n < 1000) {
-        const double t0 = now();
+        const double t0 = bench_now();
         if (pdc_program_run(p, 1, &x, 1, &y) != PDC_OK) die("run");
-        t[n] = (now() - t0) * 1e3;
+        t[n] = (bench_now() - t0) * 1e3;
         spent += t[n++] / 1e3;
     }
     pdc_program_destroy(p);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            const double s = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = s;
-        }
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return bench_median(t, n);
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
