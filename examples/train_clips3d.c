@@ -75,10 +75,8 @@ static int load(const char *path, uint32_t seed, dataset *train, dataset *test)
     uint32_t rng = seed ? seed : 1;
     const int rc = load_digits("train_clips3d", path, &digits[0], &digits[1]) ||
                    make_clips(&digits[0], &rng, train) || make_clips(&digits[1], &rng, test);
-    for (int i = 0; i < 2; i++) {
-        free(digits[i].x);
-        free(digits[i].y);
-    }
+    free_dataset(&digits[0]);
+    free_dataset(&digits[1]);
     return rc;
 }
 
@@ -140,14 +138,8 @@ typedef struct run {
 
 static int evaluate(run *r, const dataset *d, float *loss, float *acc)
 {
-    const int64_t xd[5] = {(int64_t)d->n, 1, F, F, F}, yd[1] = {(int64_t)d->n};
-    pdc_tensor *x, *y = NULL;
-    TRY(pdc_tensor_wrap(ctx, 5, xd, d->x, &x), "wrap");
-    pdc_status st = pdc_tensor_wrap(ctx, 1, yd, d->y, &y);
-    if (!st) st = pdc_trainer_evaluate(r->t, x, y, loss, acc);
-    pdc_tensor_destroy(x);
-    pdc_tensor_destroy(y);
-    return st ? fail(st, "evaluate") : 0;
+    const int64_t xd[5] = {(int64_t)d->n, 1, F, F, F};
+    return evaluate_set(r->t, 5, xd, d, loss, acc);
 }
 
 static int train_epochs(run *r, const char *phase, int epochs)
@@ -162,15 +154,9 @@ static int train_epochs(run *r, const char *phase, int epochs)
                 memcpy(r->bx + i * CLIP, d->x + r->perm[at + i] * CLIP, CLIP * sizeof(float));
                 r->by[i] = d->y[r->perm[at + i]];
             }
-            const int64_t xd[5] = {(int64_t)nb, 1, F, F, F}, yd[1] = {(int64_t)nb};
-            pdc_tensor *x, *y = NULL;
-            TRY(pdc_tensor_wrap(ctx, 5, xd, r->bx, &x), "wrap");
-            pdc_status st = pdc_tensor_wrap(ctx, 1, yd, r->by, &y);
-            float loss = 0.0f;
-            if (!st) st = pdc_trainer_step(r->t, x, y, &loss);
-            pdc_tensor_destroy(x);
-            pdc_tensor_destroy(y);
-            if (st) return fail(st, "step");
+            const int64_t xd[5] = {(int64_t)nb, 1, F, F, F};
+            float loss;
+            if (train_step(r->t, 5, xd, r->bx, nb, r->by, &loss)) return 1;
             sum += (double)loss * (double)nb;
         }
         float tl, ta;
@@ -231,14 +217,7 @@ int main(int argc, char **argv)
     if (rc) fprintf(stderr, "train_clips3d: out of memory\n");
     if (!rc) rc = build_model(&m);
     if (!rc) {
-        char seed_s[32];
-        snprintf(seed_s, sizeof seed_s, "%lu", seed);
-        pdc_status st = pdc_trainer_create(ctx, m, &r.t);
-        if (!st) st = pdc_trainer_set_option(r.t, "seed", seed_s);
-        if (!st) st = pdc_trainer_set_option(r.t, "optimizer", "adam");
-        if (!st) st = pdc_trainer_set_option(r.t, "lr", "0.002");
-        if (!st) st = pdc_trainer_set_option(r.t, "batch", "32");
-        if (!st && threads) st = pdc_trainer_set_option(r.t, "threads", threads);
+        pdc_status st = create_trainer(m, seed, "0.002", threads, &r.t);
         if (!st) st = pdc_trainer_init_weights(r.t);
         if (st) rc = fail(st, "trainer");
     }
@@ -278,9 +257,7 @@ int main(int argc, char **argv)
     free(r.bx);
     free(r.by);
     free(r.perm);
-    free(train.x);
-    free(train.y);
-    free(test.x);
-    free(test.y);
+    free_dataset(&train);
+    free_dataset(&test);
     return rc;
 }

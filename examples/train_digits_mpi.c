@@ -44,14 +44,8 @@ typedef struct run {
 
 static int evaluate(run *r, const dataset *d, float *loss, float *acc)
 {
-    const int64_t xd[4] = {(int64_t)d->n, 1, 8, 8}, yd[1] = {(int64_t)d->n};
-    pdc_tensor *x, *y;
-    TRY(pdc_tensor_wrap(ctx, 4, xd, d->x, &x), "wrap");
-    pdc_status st = pdc_tensor_wrap(ctx, 1, yd, d->y, &y);
-    if (!st) st = pdc_trainer_evaluate(r->t, x, y, loss, acc);
-    pdc_tensor_destroy(x);
-    pdc_tensor_destroy(y);
-    return st ? fail(st, "evaluate") : 0;
+    const int64_t xd[4] = {(int64_t)d->n, 1, 8, 8};
+    return evaluate_set(r->t, 4, xd, d, loss, acc);
 }
 
 /* This process's share [*from, *from + *n) of a global batch of nb: its consecutive run of the batch's
@@ -80,18 +74,9 @@ static int epoch(run *r, float *mean_loss)
             memcpy(r->bx + i * 64, d->x + r->perm[at + from + i] * 64, 64 * sizeof(float));
             r->by[i] = d->y[r->perm[at + from + i]];
         }
-        const int64_t xd[4] = {(int64_t)nb, 1, 8, 8}, yd[1] = {(int64_t)nb};
-        pdc_tensor *x = NULL, *y = NULL;
-        pdc_status st = PDC_OK;
-        if (nb) {
-            TRY(pdc_tensor_wrap(ctx, 4, xd, r->bx, &x), "wrap");
-            st = pdc_tensor_wrap(ctx, 1, yd, r->by, &y);
-        }
-        float loss = 0.0f;
-        if (!st) st = pdc_trainer_step(r->t, x, y, &loss);
-        pdc_tensor_destroy(x);
-        pdc_tensor_destroy(y);
-        if (st) return fail(st, "step");
+        const int64_t xd[4] = {(int64_t)nb, 1, 8, 8};
+        float loss;
+        if (train_step(r->t, 4, xd, r->bx, nb, r->by, &loss)) return 1;
         sum[0] += (double)loss * (double)nb;
         sum[1] += (double)nb;
         r->steps++;
@@ -161,23 +146,10 @@ static int report(run *r, const char *phase, const char *save_as)
 
 static int prune(run *r, int with_fc, int admm_rho_milli, int admm_epochs)
 {
-    pdc_attrs *a;
-    TRY(pdc_attrs_create(ctx, &a), "attrs");
-    pdc_status st = pdc_attrs_set_int(a, "patterns", 8);
-    if (!st) st = pdc_attrs_set_int(a, "pattern_size", 4);
-    if (!st) st = pdc_attrs_set_float(a, "connectivity", 0.5f);
-    if (!st && with_fc) st = pdc_attrs_set_string(a, "block", "1x4");
-    if (!st && with_fc) st = pdc_attrs_set_float(a, "block_rate", 0.8f);
-    /* The layers are named, and a named layer is pruned whatever the passes' safe defaults say: conv1
-     * reads the image, so by default it would stay dense as a stem. Here it is pruned on purpose - the
-     * digits CNN is tiny (conv1 has 144 weights of 25,290) and retraining recovers the accuracy - so
-     * that the demo shows pattern pruning on both convs. */
-    if (!st) st = pdc_attrs_set_string(a, "layers", with_fc ? "conv1,conv2,fc" : "conv1,conv2");
-    const char *pipeline = with_fc ? "prune-pattern,prune-connectivity,prune-block" : "prune-pattern,prune-connectivity";
-    if (st) {
-        pdc_attrs_destroy(a);
-        return fail(st, "pruning options");
-    }
+    pdc_attrs *a = NULL;
+    const char *pipeline = "";
+    if (digits_prune_options(with_fc, &a, &pipeline)) return 1;
+    pdc_status st;
     if (admm_epochs > 0) {
         st = pdc_mpi_admm_begin(mp, pipeline, a, (float)admm_rho_milli / 1000.0f);
         for (int e = 1; e <= admm_epochs && !st; e++) {
@@ -256,14 +228,7 @@ int main(int argc, char **argv)
     if (rc) fprintf(stderr, "train_digits_mpi: out of memory\n");
     if (!rc) rc = build_digits_cnn(&m);
     if (!rc) {
-        pdc_status st = pdc_trainer_create(ctx, m, &r.t);
-        char seed_s[32];
-        snprintf(seed_s, sizeof seed_s, "%llu", seed);
-        if (!st) st = pdc_trainer_set_option(r.t, "seed", seed_s);
-        if (!st) st = pdc_trainer_set_option(r.t, "optimizer", "adam");
-        if (!st) st = pdc_trainer_set_option(r.t, "lr", "0.001");
-        if (!st) st = pdc_trainer_set_option(r.t, "batch", "32");
-        if (!st && threads) st = pdc_trainer_set_option(r.t, "threads", threads);
+        pdc_status st = create_trainer(m, seed, "0.001", threads, &r.t);
         char micro_s[32];
         snprintf(micro_s, sizeof micro_s, "%zu", micro);
         if (!st) st = pdc_trainer_set_option(r.t, "micro_batch", micro_s);
@@ -333,10 +298,8 @@ int main(int argc, char **argv)
     free(r.bx);
     free(r.by);
     free(r.perm);
-    free(train.x);
-    free(train.y);
-    free(test.x);
-    free(test.y);
+    free_dataset(&train);
+    free_dataset(&test);
     MPI_Finalize();
     return rc;
 }

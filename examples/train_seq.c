@@ -98,14 +98,8 @@ typedef struct run {
 
 static int evaluate(run *r, const dataset *d, float *loss, float *acc)
 {
-    const int64_t xd[3] = {T, (int64_t)d->n, F}, yd[1] = {(int64_t)d->n};
-    pdc_tensor *x, *y;
-    TRY(pdc_tensor_wrap(ctx, 3, xd, d->x, &x), "wrap");
-    pdc_status st = pdc_tensor_wrap(ctx, 1, yd, d->y, &y);
-    if (!st) st = pdc_trainer_evaluate(r->t, x, y, loss, acc);
-    pdc_tensor_destroy(x);
-    pdc_tensor_destroy(y);
-    return st ? fail(st, "evaluate") : 0;
+    const int64_t xd[3] = {T, (int64_t)d->n, F};
+    return evaluate_set(r->t, 3, xd, d, loss, acc);
 }
 
 /* One epoch over the shuffled training set, the last batch partial. */
@@ -121,15 +115,9 @@ static int epoch(run *r, float *mean_loss)
             for (size_t i = 0; i < nb; i++)
                 memcpy(r->bx + (t * nb + i) * F, d->x + (t * d->n + r->perm[at + i]) * F, F * sizeof(float));
         for (size_t i = 0; i < nb; i++) r->by[i] = d->y[r->perm[at + i]];
-        const int64_t xd[3] = {T, (int64_t)nb, F}, yd[1] = {(int64_t)nb};
-        pdc_tensor *x, *y;
-        TRY(pdc_tensor_wrap(ctx, 3, xd, r->bx, &x), "wrap");
-        pdc_status st = pdc_tensor_wrap(ctx, 1, yd, r->by, &y);
-        float loss = 0.0f;
-        if (!st) st = pdc_trainer_step(r->t, x, y, &loss);
-        pdc_tensor_destroy(x);
-        pdc_tensor_destroy(y);
-        if (st) return fail(st, "step");
+        const int64_t xd[3] = {T, (int64_t)nb, F};
+        float loss;
+        if (train_step(r->t, 3, xd, r->bx, nb, r->by, &loss)) return 1;
         sum += (double)loss * (double)nb;
         r->steps++;
     }
@@ -245,13 +233,7 @@ int main(int argc, char **argv)
     }
     if (!rc) rc = build_model(&m);
     if (!rc) {
-        pdc_status st = pdc_trainer_create(ctx, m, &r.t);
-        char seed_s[32];
-        snprintf(seed_s, sizeof seed_s, "%llu", seed);
-        if (!st) st = pdc_trainer_set_option(r.t, "seed", seed_s);
-        if (!st) st = pdc_trainer_set_option(r.t, "optimizer", "adam");
-        if (!st) st = pdc_trainer_set_option(r.t, "lr", "0.01");
-        if (!st) st = pdc_trainer_set_option(r.t, "batch", "32");
+        pdc_status st = create_trainer(m, seed, "0.01", NULL, &r.t);
         if (!st) st = pdc_trainer_init_weights(r.t);
         if (st) rc = fail(st, "trainer");
     }
@@ -282,9 +264,7 @@ int main(int argc, char **argv)
     free(r.bx);
     free(r.by);
     free(r.perm);
-    free(train.x);
-    free(train.y);
-    free(test.x);
-    free(test.y);
+    free_dataset(&train);
+    free_dataset(&test);
     return rc;
 }
