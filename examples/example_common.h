@@ -283,6 +283,30 @@ static inline int digits_prune_options(int with_fc, pdc_attrs **out, const char 
     return 0;
 }
 
+/* A digits demo's phase line up to step_ms, not ended (train_digits_mpi adds fields): test loss and accuracy,
+ * kept weights, batch-1 latency on the best target and on ref of m, the exported model, which is saved to save_as
+ * unless NULL; steps and train_s: the phase's training steps and time. */
+static inline int print_digits_phase(const pdc_model *m, const char *phase, const dataset *test, float loss,
+                                     float acc, size_t steps, double train_s, const char *save_as)
+{
+    int64_t weights = 0, kept = 0;
+    pdc_status st;
+    double ms = 0.0, ref_ms = 0.0;
+    const char *target = "?", *ref = "?";
+    static const char *const best[] = {"cpu", "ref", NULL}, *const ref_only[] = {"ref", NULL};
+    static const int64_t image[4] = {1, 1, 8, 8};
+    int rc = count_weights(m, &weights, &kept);
+    if (!rc) rc = latency(m, best, 4, image, test->x, 10, &ms, &target);
+    if (!rc) rc = latency(m, ref_only, 4, image, test->x, 10, &ref_ms, &ref);
+    if (!rc && save_as && (st = pdc_model_save(m, save_as))) rc = fail(st, save_as);
+    if (rc) return rc;
+    printf("phase=%s test_accuracy=%.4f params=%lld compression=%.2f latency_ms=%.4f target=%s latency_ref_ms=%.4f "
+           "test_loss=%.4f steps=%zu train_s=%.2f step_ms=%.3f",
+           phase, (double)acc, (long long)kept, (double)weights / (double)(kept ? kept : 1), ms, target, ref_ms,
+           (double)loss, steps, train_s, steps ? train_s * 1e3 / (double)steps : 0.0);
+    return 0;
+}
+
 /* Test digit #0 as raw little-endian float32 [1,1,8,8] (pixels / 16), for `pdc run`. */
 static inline int write_digit(const char *prog, const dataset *test, const char *path)
 {

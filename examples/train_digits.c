@@ -99,24 +99,12 @@ static int report(run *r, const char *phase, const char *save_as)
 {
     pdc_model *m;
     TRY(pdc_trainer_export(r->t, &m), "export");
-    int64_t weights = 0, kept = 0;
-    pdc_status st;
     float loss, acc;
-    double ms = 0.0, ref_ms = 0.0;
-    const char *target = "?", *ref = "?";
-    static const char *const best[] = {"cpu", "ref", NULL}, *const ref_only[] = {"ref", NULL};
-    static const int64_t image[4] = {1, 1, 8, 8};
-    int rc = count_weights(m, &weights, &kept);
-    if (!rc) rc = evaluate(r, r->test, &loss, &acc);
-    if (!rc) rc = latency(m, best, 4, image, r->test->x, 10, &ms, &target);
-    if (!rc) rc = latency(m, ref_only, 4, image, r->test->x, 10, &ref_ms, &ref);
-    if (!rc && save_as && (st = pdc_model_save(m, save_as))) rc = fail(st, save_as);
+    int rc = evaluate(r, r->test, &loss, &acc);
+    if (!rc) rc = print_digits_phase(m, phase, r->test, loss, acc, r->steps, r->train_s, save_as);
     pdc_model_destroy(m);
     if (rc) return rc;
-    printf("phase=%s test_accuracy=%.4f params=%lld compression=%.2f latency_ms=%.4f target=%s latency_ref_ms=%.4f "
-           "test_loss=%.4f steps=%zu train_s=%.2f step_ms=%.3f\n",
-           phase, (double)acc, (long long)kept, (double)weights / (double)(kept ? kept : 1), ms, target, ref_ms,
-           (double)loss, r->steps, r->train_s, r->steps ? r->train_s * 1e3 / (double)r->steps : 0.0);
+    printf("\n");
     fflush(stdout);
     r->steps = 0;
     r->train_s = 0.0;
