@@ -422,7 +422,7 @@ BENCH_R3D18 := $(BUILD)/bench_r3d18
 $(BUILD)/obj/test/bench/bench_conv.o: PDC_CFLAGS += $(JIT_CFLAGS)
 $(BUILD)/obj/test/bench/bench_conv.o: | deps-bench
 $(BENCH_CONV): $(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/layers.o \
-               $(BUILD)/obj/test/bench/host.o $(SHLIB)
+               $(BUILD)/obj/test/bench/host.o $(BUILD)/obj/test/bench/dnnl_conv.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
 $(BENCH_SCALING): $(BUILD)/obj/test/bench/bench_scaling.o $(BUILD)/obj/test/bench/conv_case.o \
                   $(BUILD)/obj/test/bench/layers.o $(BUILD)/obj/test/bench/host.o $(SHLIB)
@@ -436,8 +436,11 @@ $(BENCH_GROUP): $(BUILD)/obj/test/bench/bench_group.o $(BUILD)/obj/test/bench/mo
 $(BENCH_PREDICT): $(BUILD)/obj/test/bench/bench_predict.o $(BUILD)/obj/test/bench/models.o \
                   $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
-$(BUILD)/obj/test/bench/bench_conv3d.o: | deps-bench
-$(BENCH_CONV3D): $(BUILD)/obj/test/bench/bench_conv3d.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
+$(BUILD)/obj/test/bench/bench_conv3d.o $(BUILD)/obj/test/bench/dnnl_conv.o: | deps-bench
+$(BUILD)/obj/test/bench/bench_conv.o $(BUILD)/obj/test/bench/bench_conv3d.o $(BUILD)/obj/test/bench/dnnl_conv.o: \
+    test/bench/dnnl_conv.h
+$(BENCH_CONV3D): $(BUILD)/obj/test/bench/bench_conv3d.o $(BUILD)/obj/test/bench/layers.o $(BUILD)/obj/test/bench/dnnl_conv.o \
+                 $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' -ldnnl $(LDLIBS)
 $(BENCH_R3D18): $(BUILD)/obj/test/bench/bench_r3d18.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)

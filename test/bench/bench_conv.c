@@ -40,6 +40,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "conv_case.h"
+#include "dnnl_conv.h"
 #include "host.h"
 #include "layers.h"
 
@@ -52,113 +53,7 @@
             exit(1);                                                                                \
         }                                                                                           \
     } while (0)
-/* ------------------------------------------------------------------ oneDNN */
 
-typedef struct dconv {
-    dnnl_engine_t eng;
-    dnnl_stream_t str;
-    dnnl_primitive_t prim;
-    dnnl_memory_t src, wei, bia, dst;
-    char impl[64];
-} dconv;
-
-static int dconv_make(dconv *d, int wino, const layer_case *L, const float *x, const float *w, const float *b,
-                      float *y_nchw)
-{
-    memset(d, 0, sizeof *d);
-    DN(dnnl_engine_create(&d->eng, dnnl_cpu, 0));
-    DN(dnnl_stream_create(&d->str, d->eng, dnnl_stream_default_flags));
-    dnnl_dims_t sd = {1, L->c, L->h, L->w}, wd = {L->o, L->c, 3, 3}, bd = {L->o}, dd = {1, L->o, bench_out_h(L), bench_out_w(L)};
-    dnnl_dims_t st = {L->s, L->s}, pad = {1, 1};
-    dnnl_memory_desc_t smd, wmd, bmd, dmd, usmd, uwmd, udmd;
-    DN(dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, dnnl_format_tag_any));
-    DN(dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_format_tag_any));
-    DN(dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x));
-    DN(dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, dnnl_format_tag_any));
-    DN(dnnl_memory_desc_init_by_tag(&usmd, 4, sd, dnnl_f32, dnnl_nchw));
-    DN(dnnl_memory_desc_init_by_tag(&uwmd, 4, wd, dnnl_f32, dnnl_oihw));
-    DN(dnnl_memory_desc_init_by_tag(&udmd, 4, dd, dnnl_f32, dnnl_nchw));
-    dnnl_convolution_desc_t cd;
-    DN(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference,
-                                          wino ? dnnl_convolution_winograd : dnnl_convolution_direct, &smd, &wmd,
-                                          &bmd, &dmd, st, pad, pad));
-    dnnl_primitive_desc_t pd;
-    if (dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, NULL) != dnnl_success) {
-        dnnl_stream_destroy(d->str);
-        dnnl_engine_destroy(d->eng);
-        return -1; /* e.g. no Winograd for this shape */
-    }
-    const char *impl = "";
-    DN(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
-    snprintf(d->impl, sizeof d->impl, "%s", impl);
-    const dnnl_memory_desc_t *psmd = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    const dnnl_memory_desc_t *pwmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    const dnnl_memory_desc_t *pdmd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    DN(dnnl_primitive_create(&d->prim, pd));
-    DN(dnnl_memory_create(&d->src, psmd, d->eng, DNNL_MEMORY_ALLOCATE));
-    DN(dnnl_memory_create(&d->wei, pwmd, d->eng, DNNL_MEMORY_ALLOCATE));
-    DN(dnnl_memory_create(&d->bia, &bmd, d->eng, DNNL_MEMORY_ALLOCATE));
-    DN(dnnl_memory_create(&d->dst, pdmd, d->eng, DNNL_MEMORY_ALLOCATE));
-    void *bp;
-    DN(dnnl_memory_get_data_handle(d->bia, &bp));
-    memcpy(bp, b, (size_t)L->o * sizeof *b);
-    /* user layouts -> preferred ones, once */
-    dnnl_memory_t us, uw, ud;
-    DN(dnnl_memory_create(&us, &usmd, d->eng, (void *)x));
-    DN(dnnl_memory_create(&uw, &uwmd, d->eng, (void *)w));
-    DN(dnnl_memory_create(&ud, &udmd, d->eng, y_nchw));
-    struct {
-        const dnnl_memory_desc_t *from, *to;
-        dnnl_memory_t a, b;
-    } re[2] = {{&usmd, psmd, us, d->src}, {&uwmd, pwmd, uw, d->wei}};
-    for (int i = 0; i < 2; i++) {
-        dnnl_primitive_desc_t rpd;
-        dnnl_primitive_t r;
-        DN(dnnl_reorder_primitive_desc_create(&rpd, re[i].from, d->eng, re[i].to, d->eng, NULL));
-        DN(dnnl_primitive_create(&r, rpd));
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, re[i].a}, {DNNL_ARG_TO, re[i].b}};
-        DN(dnnl_primitive_execute(r, d->str, 2, args));
-        dnnl_primitive_destroy(r);
-        dnnl_primitive_desc_destroy(rpd);
-    }
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei}, {DNNL_ARG_BIAS, d->bia},
-                               {DNNL_ARG_DST, d->dst}};
-    DN(dnnl_primitive_execute(d->prim, d->str, 4, args));
-    dnnl_primitive_desc_t rpd;
-    dnnl_primitive_t r;
-    DN(dnnl_reorder_primitive_desc_create(&rpd, pdmd, d->eng, &udmd, d->eng, NULL));
-    DN(dnnl_primitive_create(&r, rpd));
-    dnnl_exec_arg_t a3[2] = {{DNNL_ARG_FROM, d->dst}, {DNNL_ARG_TO, ud}};
-    DN(dnnl_primitive_execute(r, d->str, 2, a3));
-    DN(dnnl_stream_wait(d->str));
-    dnnl_primitive_destroy(r);
-    dnnl_primitive_desc_destroy(rpd);
-    dnnl_memory_destroy(us);
-    dnnl_memory_destroy(uw);
-    dnnl_memory_destroy(ud);
-    dnnl_primitive_desc_destroy(pd);
-    return 0;
-}
-
-static void dconv_run(dconv *d)
-{
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei}, {DNNL_ARG_BIAS, d->bia},
-                               {DNNL_ARG_DST, d->dst}};
-    DN(dnnl_primitive_execute(d->prim, d->str, 4, args));
-    DN(dnnl_stream_wait(d->str));
-}
-
-static void dconv_free(dconv *d)
-{
-    if (!d->prim) return;
-    dnnl_primitive_destroy(d->prim);
-    dnnl_memory_destroy(d->src);
-    dnnl_memory_destroy(d->wei);
-    dnnl_memory_destroy(d->bia);
-    dnnl_memory_destroy(d->dst);
-    dnnl_stream_destroy(d->str);
-    dnnl_engine_destroy(d->eng);
-}
 
 /* ------------------------------------------------------------------ OpenBLAS im2col + sgemm */
 
@@ -272,8 +167,8 @@ int main(int argc, char **argv)
             omp_set_num_threads(th);
             openblas_set_num_threads(1);
             dconv dd, dw;
-            dconv_make(&dd, 0, L, x, w45, b, yref);
-            int have_w = dconv_make(&dw, 1, L, x, w45, b, ytmp) == 0;
+            dconv_make(&dd, 2, (const int64_t[]){L->h, L->w}, L->c, L->o, L->s, 0, x, w45, b, yref);
+            int have_w = dconv_make(&dw, 2, (const int64_t[]){L->h, L->w}, L->c, L->o, L->s, 1, x, w45, b, ytmp) == 0;
             conv_prog p45, p9, p1;
             conv_prog_make(&p45, L, th, x, w45, kp45, b);
             conv_prog_make(&p9, L, th, x, w9, kp9, b);

@@ -21,19 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <oneapi/dnnl/dnnl.h>
-
+#include "dnnl_conv.h"
 #include "layers.h"
 #include "pdc.h"
 
-#define DN(x)                                                                                                   \
-    do {                                                                                                        \
-        dnnl_status_t s_ = (x);                                                                                 \
-        if (s_ != dnnl_success) {                                                                               \
-            fprintf(stderr, "bench_conv3d: %s:%d: oneDNN call failed (%d): %s\n", __FILE__, __LINE__, (int)s_, #x); \
-            exit(1);                                                                                            \
-        }                                                                                                       \
-    } while (0)
 #define PD(x)                                                                                                   \
     do {                                                                                                        \
         pdc_status s_ = (x);                                                                                    \
@@ -65,94 +56,6 @@ static pdc_context *ctx;
 static int64_t out_dim(int64_t in, int64_t s) { return (in + 2 - 3) / s + 1; }
 
 /* ------------------------------------------------------------------ oneDNN */
-
-typedef struct dconv {
-    dnnl_engine_t eng;
-    dnnl_stream_t str;
-    dnnl_primitive_t prim;
-    dnnl_memory_t src, wei, bia, dst;
-} dconv;
-
-static void reorder(dconv *d, const dnnl_memory_desc_t *from, dnnl_memory_t a, const dnnl_memory_desc_t *to,
-                    dnnl_memory_t b)
-{
-    dnnl_primitive_desc_t rpd;
-    dnnl_primitive_t r;
-    DN(dnnl_reorder_primitive_desc_create(&rpd, from, d->eng, to, d->eng, NULL));
-    DN(dnnl_primitive_create(&r, rpd));
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
-    DN(dnnl_primitive_execute(r, d->str, 2, args));
-    DN(dnnl_stream_wait(d->str));
-    dnnl_primitive_destroy(r);
-    dnnl_primitive_desc_destroy(rpd);
-}
-
-static void dconv_run(dconv *d)
-{
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei}, {DNNL_ARG_BIAS, d->bia},
-                               {DNNL_ARG_DST, d->dst}};
-    DN(dnnl_primitive_execute(d->prim, d->str, 4, args));
-    DN(dnnl_stream_wait(d->str));
-}
-
-/* Direct 3-D conv of x (NCDHW) with w (OIDHW), b, in oneDNN's preferred layouts; one run's output
- * (NCDHW) into y. */
-static void dconv_make(dconv *d, const shape *S, const float *x, const float *w, const float *b, float *y)
-{
-    memset(d, 0, sizeof *d);
-    DN(dnnl_engine_create(&d->eng, dnnl_cpu, 0));
-    DN(dnnl_stream_create(&d->str, d->eng, dnnl_stream_default_flags));
-    const int64_t od = out_dim(S->d, S->s), oh = out_dim(S->h, S->s), ow = out_dim(S->w, S->s);
-    dnnl_dims_t sd = {1, S->c, S->d, S->h, S->w}, wd = {S->o, S->c, 3, 3, 3}, bd = {S->o}, dd = {1, S->o, od, oh, ow};
-    dnnl_dims_t st = {S->s, S->s, S->s}, pad = {1, 1, 1};
-    dnnl_memory_desc_t smd, wmd, bmd, dmd, usmd, uwmd, udmd;
-    DN(dnnl_memory_desc_init_by_tag(&smd, 5, sd, dnnl_f32, dnnl_format_tag_any));
-    DN(dnnl_memory_desc_init_by_tag(&wmd, 5, wd, dnnl_f32, dnnl_format_tag_any));
-    DN(dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x));
-    DN(dnnl_memory_desc_init_by_tag(&dmd, 5, dd, dnnl_f32, dnnl_format_tag_any));
-    DN(dnnl_memory_desc_init_by_tag(&usmd, 5, sd, dnnl_f32, dnnl_ncdhw));
-    DN(dnnl_memory_desc_init_by_tag(&uwmd, 5, wd, dnnl_f32, dnnl_oidhw));
-    DN(dnnl_memory_desc_init_by_tag(&udmd, 5, dd, dnnl_f32, dnnl_ncdhw));
-    dnnl_convolution_desc_t cd;
-    DN(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &smd, &wmd, &bmd, &dmd,
-                                          st, pad, pad));
-    dnnl_primitive_desc_t pd;
-    DN(dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, NULL));
-    const dnnl_memory_desc_t *psmd = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    const dnnl_memory_desc_t *pwmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    const dnnl_memory_desc_t *pdmd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    DN(dnnl_primitive_create(&d->prim, pd));
-    DN(dnnl_memory_create(&d->src, psmd, d->eng, DNNL_MEMORY_ALLOCATE));
-    DN(dnnl_memory_create(&d->wei, pwmd, d->eng, DNNL_MEMORY_ALLOCATE));
-    DN(dnnl_memory_create(&d->bia, &bmd, d->eng, DNNL_MEMORY_ALLOCATE));
-    DN(dnnl_memory_create(&d->dst, pdmd, d->eng, DNNL_MEMORY_ALLOCATE));
-    void *bp;
-    DN(dnnl_memory_get_data_handle(d->bia, &bp));
-    memcpy(bp, b, (size_t)S->o * sizeof *b);
-    dnnl_memory_t us, uw, ud;
-    DN(dnnl_memory_create(&us, &usmd, d->eng, (void *)x));
-    DN(dnnl_memory_create(&uw, &uwmd, d->eng, (void *)w));
-    DN(dnnl_memory_create(&ud, &udmd, d->eng, y));
-    reorder(d, &usmd, us, psmd, d->src);
-    reorder(d, &uwmd, uw, pwmd, d->wei);
-    dconv_run(d);
-    reorder(d, pdmd, d->dst, &udmd, ud);
-    dnnl_memory_destroy(us);
-    dnnl_memory_destroy(uw);
-    dnnl_memory_destroy(ud);
-    dnnl_primitive_desc_destroy(pd);
-}
-
-static void dconv_free(dconv *d)
-{
-    dnnl_primitive_destroy(d->prim);
-    dnnl_memory_destroy(d->src);
-    dnnl_memory_destroy(d->wei);
-    dnnl_memory_destroy(d->bia);
-    dnnl_memory_destroy(d->dst);
-    dnnl_stream_destroy(d->str);
-    dnnl_engine_destroy(d->eng);
-}
 
 /* ------------------------------------------------------------------ pdc */
 
@@ -276,12 +179,12 @@ int main(int argc, char **argv)
             pconv_make(&P[k], S, x, w, b, keeps[k]);
             pconv_run(&P[k]);
             dconv check; /* oneDNN on the weights pdc has (pruned: zero-filled) */
-            dconv_make(&check, S, x, P[k].w, b, yref);
+            dconv_make(&check, 3, (const int64_t[]){S->d, S->h, S->w}, S->c, S->o, S->s, 0, x, P[k].w, b, yref);
             dconv_free(&check);
             err[k] = max_rel_err(pdc_tensor_data(P[k].out), yref, ny);
         }
         dconv D;
-        dconv_make(&D, S, x, w, b, yref);
+        dconv_make(&D, 3, (const int64_t[]){S->d, S->h, S->w}, S->c, S->o, S->s, 0, x, w, b, yref);
         double t[M][100];
         uint32_t order = 12345u;
         for (int r = 0; r <= reps; r++) { /* repetition 0: warm-up */
