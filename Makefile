@@ -108,6 +108,7 @@ help:
 	@echo "make test-valgrind   the unit suites under valgrind memcheck"
 	@echo "make test-gpu   the gpu suite on the real GPU (needs an NVIDIA driver and device)"
 	@echo "make test-onnx-full  torchvision resnet18, mobilenet_v2, vgg16 (224x224) exported by python3-torch, run on ref"
+	@echo "make test-onnx-video torchvision r3d_18, mc3_18, r2plus1d_18, dense and KGS-pruned, on cpu and ref (~9 min)"
 	@echo "make test-fresh the README's quick start on a new debootstrap'd Debian 12 root (root, network)"
 	@echo "make test-tsan  the concurrency suite under ThreadSanitizer (in build-tsan/)"
 	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
@@ -333,6 +334,22 @@ test-onnx-full: $(BUILD)/onnx_check
 	else \
 	    { [ -f $(ONNX_FULL)/vgg16.out.bin ] || /usr/bin/python3 test/data/make_onnx_models.py --full $(ONNX_FULL); } && \
 	    $(BUILD)/onnx_check $(ONNX_FULL) resnet18 mobilenet_v2 vgg16; \
+	fi
+
+# torchvision's video models r3d_18, mc3_18, r2plus1d_18 at 1x3x8x112x112, dense and KGS-pruned in PyTorch
+# (test/onnx/make_video_models.py into $(BUILD)/onnx-video): the kernel groups recognised at import
+# (video_kgs.sh), then cpu and ref against PyTorch's outputs. About 9 minutes here (ref runs the
+# 3-D convs directly), so it is not part of `make test`.
+ONNX_VIDEO := $(BUILD)/onnx-video
+.PHONY: test-onnx-video
+test-onnx-video: $(BUILD)/onnx_check $(TOOL)
+	@if ! /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then \
+	    echo "test-onnx-video: skipped (/usr/bin/python3 cannot import torch and torchvision)"; \
+	else \
+	    { [ -f $(ONNX_VIDEO)/r2plus1d_18-kgs.out.bin ] || /usr/bin/python3 test/onnx/make_video_models.py $(ONNX_VIDEO); } && \
+	    sh test/onnx/video_kgs.sh $(TOOL) $(ONNX_VIDEO) && \
+	    $(BUILD)/onnx_check --target cpu --target ref $(ONNX_VIDEO) r3d_18 r3d_18-kgs mc3_18 mc3_18-kgs \
+	        r2plus1d_18 r2plus1d_18-kgs; \
 	fi
 
 test-valgrind: $(TESTS)

@@ -1,10 +1,11 @@
 /*
  * onnx_check.c - loads ONNX models with the public API, runs them on the reference backend and
- * compares with the framework's outputs: `onnx_check DIR NAME...` reads DIR/NAME.onnx, NAME.in.bin
- * (the inputs, raw f32 LE, concatenated in input order) and NAME.out.bin (the expected outputs,
- * concatenated), and prints load / compile / run times and the max abs error against
- * 1e-4 x max|ref|. Used by `make test-onnx-full` on the full-size torchvision models, which are too
- * big to commit (the small committed models are tested by test_onnx_models.c).
+ * compares with the framework's outputs: `onnx_check [--target T]... DIR NAME...` reads DIR/NAME.onnx,
+ * NAME.in.bin (the inputs, raw f32 LE, concatenated in input order) and NAME.out.bin (the expected
+ * outputs, concatenated), runs them on each target T (default ref only) and prints load / compile / run
+ * times and the max abs error against 1e-4 x max|ref|. Used by `make test-onnx-full` and
+ * `make test-onnx-video` on full-size torchvision models, which are too big to commit (the small
+ * committed models are tested by test_onnx_models.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@ static float *read_floats(const char *path, size_t *n)
     return p;
 }
 
-static int check(pdc_context *ctx, const char *dir, const char *name)
+static int check(pdc_context *ctx, const char *dir, const char *name, const char *target)
 {
     char path[4096];
     size_t n_in_f, n_out_f;
@@ -48,7 +49,7 @@ static int check(pdc_context *ctx, const char *dir, const char *name)
     float *want = read_floats(path, &n_out_f);
     snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
     if (!in || !want) {
-        printf("%-14s FAIL: cannot read %s/%s.{in,out}.bin\n", name, dir, name);
+        printf("%-16s FAIL: cannot read %s/%s.{in,out}.bin\n", name, dir, name);
         free(in);
         free(want);
         return 1;
@@ -58,7 +59,7 @@ static int check(pdc_context *ctx, const char *dir, const char *name)
     double t0 = now();
     pdc_status st = pdc_model_load_onnx(ctx, path, &m);
     double t1 = now();
-    if (!st) st = pdc_compile(ctx, m, "ref", &p);
+    if (!st) st = pdc_compile(ctx, m, target, &p);
     double t2 = now(), t3 = t2;
     size_t ni = 0, no = 0, used_in = 0, used_out = 0;
     pdc_tensor *ti[8] = {0}, *to[8] = {0};
@@ -90,7 +91,7 @@ static int check(pdc_context *ctx, const char *dir, const char *name)
     }
     int rc = 1;
     if (st) {
-        printf("%-14s FAIL: %s: %s\n", name, pdc_status_string(st), pdc_context_last_error(ctx));
+        printf("%-16s %-4s FAIL: %s: %s\n", name, target, pdc_status_string(st), pdc_context_last_error(ctx));
     } else {
         got = malloc(used_out * sizeof *got);
         for (size_t i = 0, at = 0; got && i < no; at += pdc_tensor_size(to[i]), i++)
@@ -102,8 +103,8 @@ static int check(pdc_context *ctx, const char *dir, const char *name)
             if (!(d <= err)) err = d;
         }
         rc = !got || !(err <= 1e-4 * scale);
-        printf("%-14s %s  max|err| %.3g  (%.2g x max|ref| %.3g)  load %.2f s  compile %.2f s  run %.2f s\n", name,
-               rc ? "FAIL" : "ok  ", err, scale > 0 ? err / scale : err, scale, t1 - t0, t2 - t1, t3 - t2);
+        printf("%-16s %-4s %s  max|err| %.3g  (%.2g x max|ref| %.3g)  load %.2f s  compile %.2f s  run %.2f s\n", name,
+               target, rc ? "FAIL" : "ok  ", err, scale > 0 ? err / scale : err, scale, t1 - t0, t2 - t1, t3 - t2);
     }
     for (size_t i = 0; i < 8; i++) {
         pdc_tensor_destroy(ti[i]);
@@ -119,15 +120,20 @@ static int check(pdc_context *ctx, const char *dir, const char *name)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s DIR NAME...\n", argv[0]);
+    const char *targets[8];
+    int nt = 0, a = 1;
+    for (; a + 1 < argc && !strcmp(argv[a], "--target") && nt < 8; a += 2) targets[nt++] = argv[a + 1];
+    if (argc - a < 2) {
+        fprintf(stderr, "usage: %s [--target T]... DIR NAME...\n", argv[0]);
         return 2;
     }
+    if (!nt) targets[nt++] = "ref";
     pdc_context *ctx;
     if (pdc_context_create(&ctx)) return 2;
     int failed = 0;
-    for (int i = 2; i < argc; i++) failed += check(ctx, argv[1], argv[i]);
+    for (int i = a + 1; i < argc; i++)
+        for (int t = 0; t < nt; t++) failed += check(ctx, argv[a], argv[i], targets[t]);
     pdc_context_destroy(ctx);
-    printf("onnx-check: %d passed, %d failed\n", argc - 2 - failed, failed);
+    printf("onnx-check: %d passed, %d failed\n", (argc - a - 1) * nt - failed, failed);
     return failed ? 1 : 0;
 }
