@@ -493,7 +493,8 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	@$(MAKE) --no-print-directory PDC_SKIP_DEPS=1 bench-python
 
 # torchvision ResNet-18, VGG-16, MobileNetV2 and ResNet-50 exported to ONNX, dense and pruned in PyTorch,
-# pdc against ONNX Runtime (test/bench/torchvision/bench_torchvision.py); installs torch if missing.
+# pdc against ONNX Runtime (test/bench/torchvision/bench_torchvision.py), then r3d_18 (bench_video.py);
+# installs torch if missing.
 .PHONY: bench-torchvision bench-torchvision-run
 bench-torchvision: deps-bench all
 	@[ -n "$(PDC_SKIP_DEPS)" ] || sh .ci/install-deps python3-torch python3-torchvision python3-numpy
@@ -502,6 +503,14 @@ bench-torchvision: deps-bench all
 bench-torchvision-run:
 	/usr/bin/python3 test/bench/torchvision/bench_torchvision.py --pdc $(TOOL) --out test/bench/results_torchvision.tsv \
 	    --schedule-out test/bench/results_schedule.tsv
+	/usr/bin/python3 test/bench/torchvision/bench_video.py --pdc $(TOOL) --out test/bench/results_video.tsv
+
+# torchvision r3d_18 exported dense and KGS-pruned by PyTorch, pdc against ONNX Runtime at 1 thread
+# (test/bench/torchvision/bench_video.py; also part of bench-torchvision).
+.PHONY: bench-video
+bench-video: all
+	/usr/bin/python3 test/bench/torchvision/bench_video.py --pdc $(TOOL) --out test/bench/results_video.tsv
+	sh test/bench/report.sh
 
 # The latency model against measured times (docs/predict.md): calibrates this host first (pdc calibrate,
 # about 15 s), then ResNet-18, VGG-16, MobileNetV2 and an LSTM, dense and pruned, 1 and 2 threads; then

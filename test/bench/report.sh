@@ -11,6 +11,7 @@
 #   results_group.tsv    bench_group: groups of models (shared work, DAG schedule) vs the models in turn
 #   results_conv3d.tsv   bench_conv3d: r3d_18's 3x3x3 layers, dense and KGS-pruned, vs oneDNN direct
 #   results_r3d18.tsv    bench_r3d18: a KGS-pruned r3d_18 end to end vs ONNX Runtime
+#   results_video.tsv    bench_video.py: torchvision video models, dense and KGS-pruned in PyTorch, vs ONNX Runtime
 #   results_gpu.tsv      gpu_bench: the gpu target vs cuDNN (only where make bench-gpu ran)
 # A missing TSV gets a line saying it was not recorded. Columns are found by their header names,
 # lines starting with '#' are notes (host, date, commit, ...) and are listed in the report.
@@ -635,6 +636,38 @@ r3d18() {
     }' "$f" >> "$T/tables"
 }
 
+# ------------------------------------------------------------------ torchvision video models (bench_video.py)
+video() {
+    f=$BENCH/results_video.tsv
+    title='torchvision video models exported to ONNX (`bench_video.py`)'
+    if [ ! -f "$f" ]; then
+        not_recorded results_video.tsv bench_video.py "$title" '`make bench-torchvision` needs python3-torch'
+        return 0
+    fi
+    awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
+    {
+        n++
+        row[n] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |", f("model"), f("variant"), f("threads"), tm(f("pdc_ms")),
+                         tm(f("ort_ms")), rx(f("speedup")), f("pdc_vs_torch"), f("ort_vs_torch"))
+        hl = hl (hl == "" ? "" : ", ") f("model") " " f("variant") " " rx(f("speedup"))
+    }
+    END {
+        printf "- `test/bench/results_video.tsv` (bench_video.py): %d row%s\n", n, (n == 1 ? "" : "s") >> R
+        if (!n) exit
+        printf "- torchvision video models at 1x3x8x112x112 exported to ONNX (`results_video.tsv`), ONNX Runtime / pdc: %s\n", hl >> H
+        printf "\n## %s\n\n", title
+        printf "`test/bench/torchvision/bench_video.py`, written to `test/bench/results_video.tsv`: the torchvision video models\n"
+        printf "(random weights, BatchNorm3d with non-trivial statistics) exported to ONNX by PyTorch at 1x3x8x112x112, dense and\n"
+        printf "KGS-pruned in PyTorch (test/onnx/make_video_models.py: 4x4 kernel groups, 7 of 27 positions in 3x3x3 windows,\n"
+        printf "8 masks per layer, stem and 1x1x1 convs dense); pdc on `cpu` (kernel groups recognised at import) against\n"
+        printf "ONNX Runtime on the same file, alternating, median over rounds of medians; both outputs against the output of PyTorch\n"
+        printf "(max abs difference / max|PyTorch|).\n"
+        printf "\n| model | variant | threads | pdc ms | ORT ms | ORT / pdc | pdc vs PyTorch | ORT vs PyTorch |\n"
+        printf "|---|---|---:|---:|---:|---:|---:|---:|\n"
+        for (i = 1; i <= n; i++) print row[i]
+    }' "$f" >> "$T/tables"
+}
+
 conv results.tsv warm '3x3 layers, activations warm (`bench_conv`)'
 conv results_cold.tsv cold '3x3 layers, activations cold (`bench_conv --cold`)'
 scaling
@@ -647,6 +680,7 @@ schedule
 gpu
 conv3d
 r3d18
+video
 
 # ------------------------------------------------------------------ the document
 # "# host: ...", "# date: ...", "# commit: ..." lines of the TSVs (any of them, each line once)
