@@ -108,7 +108,7 @@ help:
 	@echo "make test-valgrind   the unit suites under valgrind memcheck"
 	@echo "make test-gpu   the gpu suite on the real GPU (needs an NVIDIA driver and device)"
 	@echo "make test-onnx-full  torchvision resnet18, mobilenet_v2, vgg16 (224x224) exported by python3-torch, run on ref"
-	@echo "make test-onnx-video torchvision r3d_18, mc3_18, r2plus1d_18, dense and KGS-pruned, on cpu and ref (~9 min)"
+	@echo "make test-onnx-video torchvision r3d_18, mc3_18, r2plus1d_18, dense and KGS-pruned, on cpu and ref (8-16 min)"
 	@echo "make test-fresh the README's quick start on a new debootstrap'd Debian 12 root (root, network)"
 	@echo "make test-tsan  the concurrency suite under ThreadSanitizer (in build-tsan/)"
 	@echo "make fuzz FUZZ_SECONDS=60   build the libFuzzer targets (clang-19) and run each for that long"
@@ -338,7 +338,7 @@ test-onnx-full: $(BUILD)/onnx_check
 
 # torchvision's video models r3d_18, mc3_18, r2plus1d_18 at 1x3x8x112x112, dense and KGS-pruned in PyTorch
 # (test/onnx/make_video_models.py into $(BUILD)/onnx-video): the kernel groups recognised at import
-# (video_kgs.sh), then cpu and ref against PyTorch's outputs. About 9 minutes here (ref runs the
+# (video_kgs.sh), then cpu and ref against PyTorch's outputs. 8-16 minutes here (ref runs the
 # 3-D convs directly), so it is not part of `make test`.
 ONNX_VIDEO := $(BUILD)/onnx-video
 .PHONY: test-onnx-video
@@ -493,7 +493,7 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	@$(MAKE) --no-print-directory PDC_SKIP_DEPS=1 bench-python
 
 # torchvision ResNet-18, VGG-16, MobileNetV2 and ResNet-50 exported to ONNX, dense and pruned in PyTorch,
-# pdc against ONNX Runtime (test/bench/torchvision/bench_torchvision.py), then r3d_18 (bench_video.py);
+# pdc against ONNX Runtime (test/bench/torchvision/bench_torchvision.py), then the video models (bench_video.py);
 # installs torch if missing.
 .PHONY: bench-torchvision bench-torchvision-run
 bench-torchvision: deps-bench all
@@ -505,10 +505,10 @@ bench-torchvision-run:
 	    --schedule-out test/bench/results_schedule.tsv
 	/usr/bin/python3 test/bench/torchvision/bench_video.py --pdc $(TOOL) --out test/bench/results_video.tsv
 
-# torchvision r3d_18 exported dense and KGS-pruned by PyTorch, pdc against ONNX Runtime at 1 thread
+# torchvision r3d_18, mc3_18, r2plus1d_18, dense and KGS-pruned in PyTorch: pdc against ONNX Runtime, 1 thread
 # (test/bench/torchvision/bench_video.py; also part of bench-torchvision).
 .PHONY: bench-video
-bench-video: all
+bench-video: deps-bench all
 	/usr/bin/python3 test/bench/torchvision/bench_video.py --pdc $(TOOL) --out test/bench/results_video.tsv
 	sh test/bench/report.sh
 

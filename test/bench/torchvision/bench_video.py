@@ -35,7 +35,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pdc", default=os.path.join(ROOT, "build", "pdc"))
     ap.add_argument("--out", default=None, help="TSV to write (default: print only)")
-    ap.add_argument("--models", default="r3d_18")
+    ap.add_argument("--models", default="r3d_18,mc3_18,r2plus1d_18")
     ap.add_argument("--threads", default="1")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=15, help="pdc bench runs per round")
