@@ -22,7 +22,6 @@ choose) and the fc layer.
 import os
 import sys
 
-import numpy as np
 import torch
 import torchvision.models.video as video
 from torch import nn

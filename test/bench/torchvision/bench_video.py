@@ -20,10 +20,14 @@ import subprocess
 import sys
 import tempfile
 
-from bench_torchvision import ORT_JS, ORT_MODULE, ROOT, log, max_rel_diff, pdc_bench, run_json
+from bench_torchvision import ORT_JS, ORT_MODULE, ROOT, max_rel_diff, pdc_bench, run_json
 
 sys.path.insert(0, os.path.join(ROOT, "test", "onnx"))
 import make_video_models  # noqa: E402  (test/onnx, shared with make test-onnx-video)
+
+
+def log(msg):
+    print("bench_video: " + msg, file=sys.stderr, flush=True)
 
 
 def ort_bench(model, inp, out, threads, min_time):
