@@ -106,8 +106,11 @@ pdc_status cpu_conv3d_as_2d(pdc_context *ctx, const ir_model *m, const ir_layer 
         if (!st) st = ir_model_add_constant_owned(m2, "b2", 1, (int64_t[]){p.o}, b);
     }
     if (!st && residual) st = ir_model_add_input(m2, "r2", 4, (int64_t[]){1, p.o, p.out[1], p.out[2]});
-    /* the 3-D sparsity, element for element (the order is the same), as a mask */
-    if (!st && wt->sparsity.kind != IR_SPARSITY_NONE) {
+    /* the 3-D sparsity, element for element (the order is the same), as a mask; not for a 1x1 plane
+     * window (r2plus1d's 3x1x1 convs): the masks would only remove whole 1x1 kernels, and the dense
+     * GEMM over the zeros beats the pattern generator there (cpu, r2plus1d_18 layer1 at 2 of 3 kept:
+     * 19 ms dense against 23-32 ms masked, docs/onnx.md); the ARM emitter shares this description */
+    if (!st && wt->sparsity.kind != IR_SPARSITY_NONE && p.k[1] * p.k[2] > 1) {
         ir_sparsity sp = {.kind = IR_SPARSITY_UNSTRUCTURED, .n_mask = nw};
         if (!(sp.mask = pdc_alloc(ctx, nw))) st = PDC_ERR_OUT_OF_MEMORY;
         if (!st) ir_sparsity_mask_range(wt, &wt->sparsity, 0, nw, sp.mask);
