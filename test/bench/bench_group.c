@@ -146,7 +146,8 @@ static double memory_mb(const bench_case *c, int grouped, const char *threads)
     return mb;
 }
 
-static void run_case(const bench_case *c, const char *threads, double min_time, FILE *out)
+/* mem_g, mem_a: memory_mb of the case grouped and apart, measured before any run (see main). */
+static void run_case(const bench_case *c, const char *threads, double min_time, double mem_g, double mem_a, FILE *out)
 {
     pdc_context *ctx;
     if (pdc_context_create(&ctx)) exit(1);
@@ -185,7 +186,6 @@ static void run_case(const bench_case *c, const char *threads, double min_time, 
         reps++;
     }
     double mg = bench_median(tg, reps), ma = bench_median(ta, reps);
-    double mem_g = memory_mb(c, 1, threads), mem_a = memory_mb(c, 0, threads);
     printf("%-9s %-18s threads %-2s layers %3zu vs %3zu   run %8.2f ms vs %8.2f ms apart (%.2fx throughput, %d reps)"
            "   memory %6.1f MB vs %6.1f MB (%.2fx)\n",
            c->name, c->model[1], threads, layers_group, layers_apart, mg, ma, ma / mg, reps, mem_g, mem_a, mem_g / mem_a);
@@ -222,10 +222,20 @@ int main(int argc, char **argv)
         fprintf(out, "case\tmodels\tthreads\tlayers_group\tlayers_apart\tgroup_ms\tapart_ms\tthroughput_x\treps\t"
                      "group_mb\tapart_mb\tmemory_x\n");
     }
-    char list[64];
+    enum { N_CASES = sizeof cases / sizeof cases[0], MAX_THREADS = 8 };
+    char list[64], *tv[MAX_THREADS];
+    int nt = 0;
     snprintf(list, sizeof list, "%s", threads_list);
-    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(&cases[c], t, min_time, out);
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t && nt < MAX_THREADS; t = strtok_r(NULL, ",", &save))
+        tv[nt++] = t;
+    /* Every memory child is forked before this process runs anything: a child forked after the parent's
+     * OpenMP team exists hangs in libgomp (its pool is not fork-safe). */
+    double mem[MAX_THREADS][N_CASES][2];
+    for (int t = 0; t < nt; t++)
+        for (size_t c = 0; c < N_CASES; c++)
+            for (int g = 0; g < 2; g++) mem[t][c][g] = memory_mb(&cases[c], !g, tv[t]);
+    for (int t = 0; t < nt; t++)
+        for (size_t c = 0; c < N_CASES; c++) run_case(&cases[c], tv[t], min_time, mem[t][c][0], mem[t][c][1], out);
     if (out && fclose(out)) {
         perror(out_path);
         return 1;
