@@ -24,7 +24,7 @@
  * it, else "ref"), latency_ref_ms the same on "ref"; step_ms is the mean training step time of the phase.
  *
  * usage: train_digits [--data digits.bin] [--out DIR] [--epochs N] [--retrain N] [--admm-epochs N]
- *                     [--seed S] [--threads T] [--no-fc] [--admm] [--plan F] [--quiet]
+ *                     [--seed S] [--threads T] [--no-fc] [--admm] [--plan F] [--profile FILE] [--quiet]
  * Writes to DIR (default build/demo): digits.pdc (the last phase's pruned model), digits-dense.pdc,
  * dense.ckpt (the checkpoint) and digit0.bin (test digit #0 as raw float32 [1,1,8,8], pixels / 16).
  */
@@ -144,8 +144,10 @@ static int prune(run *r, int with_fc, int admm_rho_milli, int admm_epochs)
 }
 
 /* Prunes as planned for a budget of `fraction` x the dense model's predicted time on 1 thread, each choice
- * weighed on the last 256 training digits. */
-static int prune_planned(run *r, double fraction)
+ * weighed on the last 256 training digits; profile: a latency profile (pdc calibrate -o) or NULL for this
+ * host's. Without a calibrated profile the built-in constants may find no plan that meets the budget: the
+ * fastest one is applied, and the line says so. */
+static int prune_planned(run *r, double fraction, const char *profile)
 {
     pdc_model *m;
     TRY(pdc_trainer_export(r->t, &m), "export");
@@ -153,6 +155,7 @@ static int prune_planned(run *r, double fraction)
     double dense_ms = 0, planned_ms = 0;
     pdc_status st = pdc_attrs_create(ctx, &one);
     if (!st) st = pdc_attrs_set_int(one, "threads", 1);
+    if (!st && profile) st = pdc_attrs_set_string(one, "profile", profile);
     if (!st) st = pdc_model_predict(ctx, m, "cpu", one, &dense_ms, NULL);
     pdc_model_destroy(m);
     const size_t nc = r->train->n < 256 ? r->train->n : 256, at = r->train->n - nc;
@@ -166,8 +169,9 @@ static int prune_planned(run *r, double fraction)
     pdc_tensor_destroy(y);
     pdc_attrs_destroy(one);
     if (st) return fail(st, "plan");
-    printf("  %-15s budget %.4f ms (%.0f%% of dense %.4f ms), predicted %.4f ms: %s\n", "", fraction * dense_ms,
-           100 * fraction, dense_ms, planned_ms, plan[0] ? plan : "(dense)");
+    printf("  %-15s budget %.4f ms (%.0f%% of dense %.4f ms), predicted %.4f ms%s: %s\n", "", fraction * dense_ms,
+           100 * fraction, dense_ms, planned_ms, planned_ms > fraction * dense_ms ? " (no plan meets it: the fastest)" : "",
+           plan[0] ? plan : "(dense)");
     st = plan[0] ? pdc_trainer_prune(r->t, plan, NULL) : PDC_OK;
     pdc_string_free(plan);
     if (st) return fail(st, "prune");
@@ -182,6 +186,7 @@ int main(int argc, char **argv)
     const char *data = "test/data/digits.bin", *out = "build/demo", *threads = NULL;
     int epochs = 20, retrain = 10, admm_epochs = 12, with_fc = 1, admm = 0, quiet = 0;
     double plan_fraction = 0;
+    const char *profile = NULL;
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -196,10 +201,11 @@ int main(int argc, char **argv)
         else if (v && !strcmp(a, "--admm-epochs")) admm_epochs = atoi(argv[++i]);
         else if (v && !strcmp(a, "--seed")) seed = strtoull(argv[++i], NULL, 10);
         else if (v && !strcmp(a, "--plan") && (plan_fraction = atof(argv[++i])) > 0 && plan_fraction <= 1) continue;
+        else if (v && !strcmp(a, "--profile")) profile = argv[++i];
         else {
             fprintf(stderr, "usage: train_digits [--data digits.bin] [--out DIR] [--epochs N] [--retrain N] "
                             "[--admm-epochs N] [--seed S] [--threads T] [--no-fc] [--admm] [--plan F (0 < F <= 1)] "
-                            "[--quiet]\n");
+                            "[--profile FILE] [--quiet]\n");
             return 2;
         }
     }
@@ -274,7 +280,7 @@ int main(int argc, char **argv)
                "calibration set, %d epochs\n", 100 * plan_fraction, retrain);
         pdc_status st = pdc_trainer_load(r.t, ckpt);
         if (st) rc = fail(st, ckpt);
-        if (!rc) rc = prune_planned(&r, plan_fraction);
+        if (!rc) rc = prune_planned(&r, plan_fraction, profile);
         if (!rc) rc = train_epochs(&r, "planned", retrain);
         if (!rc) rc = report(&r, "planned", NULL);
     }
