@@ -255,11 +255,11 @@ static pdc_status measure(void *user, size_t i, int effort, double *cost)
     pdc_trainer *t = NULL;
     char path[4096];
     ckpt_path(i, path, sizeof path);
-    int todo = effort - c->epochs;
+    int remaining = effort - c->epochs;
     if (c->epochs == 0) {
         int admm = c->rho > 0 ? (effort + 1) / 2 : 0; /* ADMM takes the first half of the first rung */
         if (start(c, admm, &t)) return PDC_ERR_INTERNAL;
-        todo -= admm;
+        remaining -= admm;
         epochs_run += admm;
     } else {
         pdc_status st = pdc_trainer_create(ctx, dense, &t);
@@ -269,12 +269,12 @@ static pdc_status measure(void *user, size_t i, int effort, double *cost)
             return fail(st, path), st;
         }
     }
-    for (int e = 0; e < todo; e++)
+    for (int e = 0; e < remaining; e++)
         if (epoch(t)) {
             pdc_trainer_destroy(t);
             return PDC_ERR_INTERNAL;
         }
-    epochs_run += todo > 0 ? todo : 0;
+    epochs_run += remaining > 0 ? remaining : 0;
     c->epochs = effort;
     float acc = 0;
     pdc_status st = accuracy(t, &valid, &acc) ? PDC_ERR_INTERNAL : pdc_trainer_save(t, path);
