@@ -200,8 +200,9 @@ PDC_API pdc_status pdc_model_load_memory(pdc_context *ctx, const void *data, siz
     pdc_status st = pdc_format_is_pdc(data, size) ? pdc_format_load(ctx, data, size, &m)
                     : onnx_sniff(data, size)     ? onnx_load_memory(ctx, data, size, &m)
                                                   : ir_parse(ctx, (const char *)data, size, &m);
-    if (!st) st = ir_model_check_finite(m);
+    /* structure before values: a malformed model is refused for what is malformed, whatever its weights hold */
     if (!st && ctx->verify) st = ir_verify(m);
+    if (!st) st = ir_model_check_finite(m);
     if (st) {
         ir_model_destroy(m);
         return st;
@@ -269,8 +270,9 @@ PDC_API pdc_status pdc_model_parse(pdc_context *ctx, const char *text, size_t le
     PDC_CHECK_ARG(ctx, model_out, "model_out");
     ir_model *m = NULL;
     pdc_status st = ir_parse(ctx, text, len, &m);
-    if (!st) st = ir_model_check_finite(m);
+    /* structure before values: a malformed model is refused for what is malformed, whatever its weights hold */
     if (!st && ctx->verify) st = ir_verify(m);
+    if (!st) st = ir_model_check_finite(m);
     if (st) {
         ir_model_destroy(m);
         return st;

@@ -63,11 +63,12 @@ pdc_status onnx_load_memory(pdc_context *ctx, const void *data, size_t size, ir_
 
 static pdc_status finish(pdc_context *ctx, pdc_status st, ir_model *m, pdc_model **model_out)
 {
-    if (!st && (st = ir_model_check_finite(m))) pdc_error_prefix(ctx, "ONNX");
     if (!st && ctx->verify) {
         st = ir_verify(m);
         if (st) pdc_error_prefix(ctx, "ONNX: the imported model fails verification");
     }
+    /* values after structure, as for every other format (lib/api_model.c) */
+    if (!st && (st = ir_model_check_finite(m))) pdc_error_prefix(ctx, "ONNX");
     if (st) {
         ir_model_destroy(m);
         return st;

@@ -501,6 +501,18 @@ START_TEST(nonfinite_constants_are_refused_at_load)
                                    "layer a = add(x, b) -> (y)\noutput y\n";
     ck_assert_status(ctx, pdc_model_parse(ctx, inf_text, strlen(inf_text), &m), PDC_ERR_NUMERIC);
     ck_assert_error_has(ctx, "constant 'b' holds inf at element 0 of 2");
+    /* a model malformed as well is refused for its structure first, with or without allow_nonfinite
+     * (the fuzzer's property: allow_nonfinite never turns a NUMERIC refusal into another one) */
+    static const char no_output[] = "pdcir 1\ninput x : f32[1,2]\nconst b : f32[2] = [nan, 0.0]\n"
+                                    "layer a = add(x, b) -> (y)\n";
+    for (int allow = 0; allow < 2; allow++) {
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "allow_nonfinite", allow ? "1" : "0"));
+        m = SENTINEL_PTR;
+        ck_assert_status(ctx, pdc_model_parse(ctx, no_output, strlen(no_output), &m), PDC_ERR_INVALID_MODEL);
+        ck_assert_error_has(ctx, "has no outputs");
+        ck_assert_ptr_eq(m, SENTINEL_PTR);
+    }
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "allow_nonfinite", "0"));
 }
 END_TEST
 
