@@ -110,6 +110,7 @@ typedef int32_t pool_i8 __attribute__((vector_size(32)));
 #define POOL_I pool_i16
 #define POOL_NAME(f) f##_v16
 #define POOL_TARGET __attribute__((target("avx512f")))
+#define POOL_INLINE_TARGET POOL_TARGET
 #define POOL_EVENS(dst, p)                                                                                      \
     do {                                                                                                        \
         pool_v16 lo_, hi_;                                                                                      \
@@ -124,6 +125,7 @@ typedef int32_t pool_i8 __attribute__((vector_size(32)));
 #define POOL_I pool_i8
 #define POOL_NAME(f) f##_v8
 #define POOL_TARGET PDC_ISA_CLONES_NO_AVX512
+#define POOL_INLINE_TARGET /* target_clones cannot go on an always_inline function */
 #define POOL_EVENS(dst, p)                                                                                      \
     do {                                                                                                        \
         pool_v8 lo_, hi_;                                                                                       \

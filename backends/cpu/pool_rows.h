@@ -21,7 +21,7 @@
 /* t[j] = the max of rows[i][j - pl] over i < nr (and t[j] itself unless first) for the row
  * buffer's columns inside the input, -inf outside (never above a value inside). The rows' maxima
  * are taken in registers and t is stored once, not updated row by row. */
-static inline __attribute__((always_inline)) void POOL_NAME(max_down)(float *restrict t, const float *const *rows, int nr,
+POOL_INLINE_TARGET static inline __attribute__((always_inline)) void POOL_NAME(max_down)(float *restrict t, const float *const *rows, int nr,
                                                                       int64_t tw, int64_t pl, int64_t iw, int first)
 {
     int64_t j0 = pl < 0 ? 0 : pl < tw ? pl : tw, j1 = pl + iw < tw ? pl + iw : tw;
@@ -52,7 +52,7 @@ static inline __attribute__((always_inline)) void POOL_NAME(max_down)(float *res
 /* y[c] = max over kc of t[c * sx + kc * dx], c in [0, ow). Stride 2 (ResNet's and VGG's pools)
  * takes POOL_LANES outputs at a time, each tap's even lanes shuffled out of two vectors: gcc left that
  * loop scalar. */
-static inline __attribute__((always_inline)) void POOL_NAME(max_across)(float *restrict y, const float *restrict t, int64_t ow,
+POOL_INLINE_TARGET static inline __attribute__((always_inline)) void POOL_NAME(max_across)(float *restrict y, const float *restrict t, int64_t ow,
                                                                         int64_t sx, int64_t kw, int64_t dx)
 {
     if (sx == 2) {
@@ -125,4 +125,5 @@ static void POOL_NAME(max_rows)(const pool_state *s, const float *xp, float *yp,
 #undef POOL_I
 #undef POOL_NAME
 #undef POOL_TARGET
+#undef POOL_INLINE_TARGET
 #undef POOL_EVENS
