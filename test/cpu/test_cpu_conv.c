@@ -209,6 +209,83 @@ START_TEST(conv_small_planes_flat)
 }
 END_TEST
 
+START_TEST(conv_pointwise_flat_rows)
+{
+    /* dense 1x1 convs at stride 1 without padding run over the plane as one row of h*w pixels; where
+     * that row is whole vectors (16x16, 4x12: 256 and 48 pixels) the kernel reads the input where it lies,
+     * batch 2 included (each image's planes from its own offset). 14x14 (196 pixels) is packed, 7x7 keeps
+     * the flat layout, a strided or padded 1x1 conv is packed as before. Against the reference, and
+     * bit-identical at 1 and 2 threads. */
+    static const struct {
+        int64_t n, c, o, h, w, s, pad;
+        const char *kernel; /* what the kernel's description must say (AVX-512 hosts) */
+    } cases[] = {{2, 24, 48, 16, 16, 1, 0, "input read in place"}, {1, 8, 16, 4, 12, 1, 0, "input read in place"},
+                 {1, 16, 32, 14, 14, 1, 0, "tile 8 filters x 1x"}, {1, 16, 32, 7, 7, 1, 0, "flat vectors"},
+                 {2, 16, 32, 16, 16, 2, 0, "jit dense conv 1x1"},   {1, 16, 32, 16, 16, 1, 1, "jit dense conv 1x1"}};
+    setenv("PDC_CONV_OCVEC", "0", 1);
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        fresh_model("pointwise");
+        int64_t c = cases[q].c, o = cases[q].o;
+        input("x", DIMS(cases[q].n, c, cases[q].h, cases[q].w));
+        constant_rand("w", DIMS(o, c, 1, 1), 1.0f, (uint32_t)q + 61);
+        constant_rand("b", DIMS(o), 0.2f, (uint32_t)q + 62);
+        layer("conv", conv_attrs(cases[q].pad, cases[q].pad, cases[q].pad, cases[q].s, cases[q].s, 1, "relu"), "y",
+              NAMES("x", "w", "b"));
+        output("y");
+        char desc[64];
+        snprintf(desc, sizeof desc, "pointwise case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 63);
+        if (!strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "y", cases[q].kernel);
+        if (q >= 2) ck_assert_kernel_lacks(p, q, "y", "in place");
+        pdc_program_destroy(p);
+        check_thread_invariance(desc);
+    }
+    unsetenv("PDC_CONV_OCVEC");
+}
+END_TEST
+
+START_TEST(conv_depthwise_in_place)
+{
+    /* dense 3x3 depthwise convs on AVX-512 read the input where it lies with masked loads (conv_dw.c):
+     * stride 1 and 2, odd sizes (rows of 33 and 37: a partial last vector), asymmetric pads (0 above,
+     * 2 left, 1 right), batch 2, relu/clip/leaky relu inline and a residual add + relu taken
+     * from the next layers; a sigmoid keeps the packed family. Against the reference, and bit-identical
+     * at 1 and 2 threads. */
+    static const struct {
+        int64_t n, c, h, w, s, pt, pl, pr;
+        const char *act;
+        int residual, in_place;
+    } cases[] = {{2, 16, 17, 33, 1, 1, 1, 1, "relu", 0, 1},      {1, 24, 20, 37, 2, 1, 1, 1, "clip", 0, 1},
+                 {1, 8, 12, 18, 1, 0, 2, 1, "leaky_relu", 0, 1}, {2, 16, 14, 14, 1, 1, 1, 1, NULL, 1, 1},
+                 {1, 12, 7, 7, 2, 1, 1, 1, "relu", 0, 1},        {1, 8, 10, 20, 1, 1, 1, 1, "sigmoid", 0, 0}};
+    const int avx512 = !strcmp(expected_isa(), "avx512");
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        fresh_model("depthwise");
+        int64_t c = cases[q].c;
+        input("x", DIMS(cases[q].n, c, cases[q].h, cases[q].w));
+        constant_rand("w", DIMS(c, 1, 3, 3), 1.0f, (uint32_t)q + 71);
+        constant_rand("b", DIMS(c), 0.2f, (uint32_t)q + 72);
+        pdc_attrs *a = conv_case_attrs(1, cases[q].s, cases[q].s, 1, cases[q].act, c, c, 0);
+        ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(cases[q].pt, cases[q].pl, cases[q].pt, cases[q].pr)));
+        const char *conv_out = cases[q].residual ? "d" : "y";
+        layer("conv", a, conv_out, NAMES("x", "w", "b"));
+        if (cases[q].residual) {
+            layer("add", NULL, "s", NAMES("d", "x"));
+            layer("relu", NULL, "y", NAMES("s"));
+        }
+        output("y");
+        char desc[64];
+        snprintf(desc, sizeof desc, "depthwise case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 73);
+        if (avx512 && cases[q].in_place) ck_assert_kernel(p, conv_out, "input read in place with masked loads");
+        if (cases[q].residual && avx512) ck_assert_kernel(p, "y", "fused into the epilogue");
+        if (!cases[q].in_place) ck_assert_kernel_lacks(p, q, conv_out, "masked loads");
+        pdc_program_destroy(p);
+        check_thread_invariance(desc);
+    }
+}
+END_TEST
+
 START_TEST(conv_strided_channel_major)
 {
     /* strided pattern-sparse convs run channel-major (conv_cmajor.c): rows in several column tiles
@@ -494,7 +571,7 @@ int main(void)
     Suite *s = suite_create("cpu_conv");
     bc_tcases t = bc_add_some_cases(s, bc_setup, bc_teardown, BC_TC_CONV);
     test_add_tests(t.conv, TEST_LIST(conv_input_packing, conv_flat_planes_overlap, conv_band_tiles_even_and_covering,
-                                     conv_small_planes_flat, conv_strided_channel_major, conv_wide_rows_shift_mode,
+                                     conv_small_planes_flat, conv_pointwise_flat_rows, conv_depthwise_in_place, conv_strided_channel_major, conv_wide_rows_shift_mode,
                                      conv_large_inputs_packed_in_bands, conv_dense_output_channel_vectors));
     return cpu_run(s);
 }

@@ -1021,7 +1021,8 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     const int32_t fam = s->p.knobs.family;
     const int dense = s->p.all_dense;
     st = PDC_ERR_UNSUPPORTED;
-    if (dense && (fam == PDC_KNOB_OCVEC || fam == PDC_KNOB_AUTO)) st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
+    if (dense && fam == PDC_KNOB_AUTO) st = cpu_plan_conv_depthwise(cc, m, l, &s->p.g, &s->p.fp, L);
+    if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_OCVEC || fam == PDC_KNOB_AUTO)) st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
     if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_DENSE || fam == PDC_KNOB_AUTO || fam == PDC_KNOB_OCVEC))
         st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
     if (st == PDC_ERR_UNSUPPORTED && !dense && (fam == PDC_KNOB_CMAJOR || fam == PDC_KNOB_AUTO))
@@ -1173,8 +1174,11 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int me = omp_get_thread_num();
-        float *xb = own[me];
-        cpu_conv_pack(g, xn, xb, 0, g->c, 0, g->hq);
+        const float *xb = xn;
+        if (!g->in_place) {
+            cpu_conv_pack(g, xn, own[me], 0, g->c, 0, g->hq);
+            xb = own[me];
+        }
         for (int64_t it, run; (it = cpu_share_next(x->shares, me, nt, &run)) >= 0;)
             for (const int64_t end = it + run; it < end; it++) {
                 int64_t t = it % ntile, tyi = t / g->ntx;
@@ -1183,13 +1187,22 @@ void cpu_conv_run_image(const conv_geom *g, int64_t nchunk, const float *xn, flo
     }
 }
 
+int cpu_conv_input_in_place(const conv_geom *g)
+{
+    return !g->flat && g->nph == 1 && g->lead == 0 && g->px == 1 && g->py == 1 && g->pt == 0 && g->pl == 0 &&
+           g->wq == g->w && g->hq == g->h && g->nband == 1 && g->pstride == g->h * g->w && g->ps == g->pstride &&
+           g->tail == 0;
+}
+
 const char *cpu_conv_band_info(const conv_geom *g)
 {
+    if (g->in_place) return ", input read in place";
     return g->nband > 1 ? ", packed in row bands" : "";
 }
 
 size_t cpu_conv_thread_floats(const conv_geom *g)
 {
+    if (g->in_place) return 0;
     return ((size_t)(g->c * g->ps + g->tail) + 15) / 16 * 16; /* a packed input (or band) */
 }
 

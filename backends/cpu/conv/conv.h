@@ -40,6 +40,8 @@ typedef struct conv_geom {
      * it is in L2; nband 1: the whole input is packed (band_rows = hq) before any tile runs.
      * band_groups: the threads whose contiguous shares of the bands get even row tiles */
     int64_t nband, band_rows, band_groups;
+    int in_place;                /* the packed layout is the input's own (cpu_conv_input_in_place): tiles read
+                                  * the input where it lies, nothing is packed */
 } conv_geom;
 
 /* The activation a conv kernel applies inline (an ir_act_kind; IR_ACT_NONE: none) and its parameters. */
@@ -251,6 +253,11 @@ void cpu_conv_blocks_release(conv_blocks *b);
 void cpu_conv_emit_weight_prefetch(pdc_irb *irb, LLVMValueRef wc, int64_t per);
 /* ", packed in row bands" when g is banded, else "" (for the kernel description). */
 const char *cpu_conv_band_info(const conv_geom *g);
+/* Whether the packed layout of g (after cpu_conv_layout) is the input's own: one phase, no padding,
+ * no lead, rows of whole vectors back to back and nothing read past the plane - then g->in_place may be
+ * set and no band chosen (1x1 convs at stride 1 over planes of whole vectors: a packing pass would only
+ * copy the input, per thread). */
+int cpu_conv_input_in_place(const conv_geom *g);
 /* Private scratch cpu_conv_run_image needs per thread (a packed input, or band), a multiple of 16. */
 size_t cpu_conv_thread_floats(const conv_geom *g);
 /* Splits the tiles into row bands of about band_bytes packed bytes or less (at least one row tile a
@@ -264,6 +271,12 @@ void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1
 /* The row tiles [t0, t1) of the band holding row tile tyi (< nty). */
 void cpu_conv_band_of(const conv_geom *g, int64_t tyi, int64_t *t0, int64_t *t1);
 
+/*
+ * Dense 3x3 depthwise convolution reading the input in place (conv_dw.c, AVX-512 hosts): stride 1 or 2,
+ * pads up to 2, activation none/relu/clip/leaky relu; PDC_ERR_UNSUPPORTED for anything else.
+ */
+pdc_status cpu_plan_conv_depthwise(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g,
+                                   const ir_fused_params *fp, cpu_layer *L);
 /*
  * Dense convolution with several filters per register tile (conv_dense.c): PDC_ERR_UNSUPPORTED if
  * the layer does not suit it (fewer than two filters per group, a window over 64 taps).
