@@ -27,6 +27,7 @@ typedef struct dconv_key {
     conv_kwin w;             /* flat: a small plane as one row of flat vectors (conv.h) */
     conv_act act;            /* inline activation (cpu_conv_inline_act) */
     int32_t residual;        /* rt added before the activation (ir_epilogue) */
+    int32_t tail_loads;      /* the input read in place up to a row's end inside a vector: its loads masked */
     int32_t n_var;
     int32_t var_ty[DC_MAX_VARIANTS], var_tx[DC_MAX_VARIANTS], var_last[DC_MAX_VARIANTS];
 } dconv_key;
@@ -112,7 +113,8 @@ static void dc_emit_variant(pdc_irb *irb, const dconv_key *k, const char *prefix
                                                 (int64_t)j * k->vec
                                           : phase * k->w.pstride + ((int64_t)i * k->w.sy + (int64_t)ky * k->w.dy) * k->w.wq + cx +
                                                 (int64_t)j * k->vec;
-                    v[i * tx + j] = pdc_irb_load_vec(irb, pdc_irb_gepc(irb, irb->f32, x, off));
+                    LLVMValueRef at = pdc_irb_gepc(irb, irb->f32, x, off);
+                    v[i * tx + j] = k->tail_loads && j == tx - 1 ? pdc_irb_load_vec_n(irb, at, last) : pdc_irb_load_vec(irb, at);
                 }
             int tap = ky * k->w.kw + kx;
             for (int f = 0; f < to; f++) {
@@ -196,7 +198,9 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
      * row of h*w pixels its tiles run along the whole plane (a 56x56 plane's rows of 3.5 vectors wasted an
      * eighth of every FMA), and where that row is whole vectors the input is read in place. Planes small
      * enough for the flat layout keep it. */
-    if (taps == 1 && g.py == 1 && g.px == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.h && g.ow == g.w && g.ow * 2 > t->vec) {
+    const int pointwise = taps == 1 && g.py == 1 && g.px == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.h && g.ow == g.w &&
+                          g.ow * 2 > t->vec;
+    if (pointwise) {
         g.w = g.ow = g.h * g.w;
         g.h = g.oh = 1;
     }
@@ -233,9 +237,16 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
         double flat_eff = (double)(g.oh * g.ow) / (double)(gf.tx * t->vec);
         if (fto && flat_eff > 1.3 * row_eff) g = gf, bto = fto;
     }
+    int tail_loads = 0;
     if (!g.flat) {
         cpu_conv_layout(&g, t->vec, btx, bty);
         g.in_place = cpu_conv_input_in_place(&g);
+        if (!g.in_place && pointwise && g.nty == 1) {
+            /* a plane of pixels that ends inside a vector (14x14: 196): read in place all the same, the
+             * last vector's loads masked, so nothing past the plane is read */
+            g.ps = g.pstride = g.w;
+            g.in_place = tail_loads = 1;
+        }
         if (!g.in_place) cpu_conv_band(&g, t->vec, CONV_BAND_BYTES, cc->threads);
     }
 
@@ -247,9 +258,10 @@ pdc_status cpu_plan_conv_dense(const cpu_compile *cc, const ir_model *m, const i
     s->g = g;
     dconv_key *k = &s->key;
     memset(k, 0, sizeof *k);
-    memcpy(k->tag, "dconv9", 7);
+    memcpy(k->tag, "dconv10", 8);
     k->vec = t->vec;
     k->to = bto;
+    k->tail_loads = tail_loads;
     cpu_conv_key_window(&g, &k->w);
     /* a fused epilogue (its residual add, then its activation, become ours), then the activation
      * the kernel applies inline */
