@@ -790,20 +790,25 @@ pdc_status cpu_conv_plan_init(pdc_context *ctx, const ir_model *m, const ir_laye
     uint64_t *kmask = P->kmask = pdc_alloc(ctx, (size_t)n_kern * sizeof *kmask);
     if (!kmask) return PDC_ERR_OUT_OF_MEMORY;
     uint64_t *pats = P->pats;
-    int dense = wt->sparsity.kind == IR_SPARSITY_NONE;
-    uint8_t keep[64];
+    const int dense = wt->sparsity.kind == IR_SPARSITY_NONE, pattern = wt->sparsity.kind == IR_SPARSITY_PATTERN;
+    /* other kinds: the kept entries of a filter's kernels at a time (a call per kernel was a tenth of a
+     * cached compile of a block-pruned ResNet-50, whose 1x1 kernels are single weights) */
+    uint8_t *keep = dense || pattern ? NULL : pdc_alloc(ctx, (size_t)(g.cg * taps));
+    if (!dense && !pattern && !keep) return PDC_ERR_OUT_OF_MEMORY;
     for (int64_t kidx = 0; kidx < n_kern; kidx++) {
         uint64_t mk = 0;
         if (dense) mk = full;
-        else if (wt->sparsity.kind == IR_SPARSITY_PATTERN) {
+        else if (pattern) {
             int32_t pid = wt->sparsity.kernel_pattern[kidx];
             mk = pid < 0 ? 0 : wt->sparsity.patterns[pid] & full;
         } else {
-            ir_sparsity_mask_range(wt, &wt->sparsity, (size_t)(kidx * taps), (size_t)taps, keep);
-            for (int64_t b = 0; b < taps; b++) mk |= (uint64_t)keep[b] << b;
+            const int64_t c = kidx % g.cg;
+            if (c == 0) ir_sparsity_mask_range(wt, &wt->sparsity, (size_t)(kidx * taps), (size_t)(g.cg * taps), keep);
+            for (int64_t b = 0; b < taps; b++) mk |= (uint64_t)keep[c * taps + b] << b;
         }
         kmask[kidx] = mk;
     }
+    pdc_free(keep);
     /* distinct non-empty masks = patterns (a linear scan: there are at most CONV_MAX_PATTERNS + 1
      * before we stop), sorted so equal sets give equal keys */
     size_t n_pat = 0, last = 0;
