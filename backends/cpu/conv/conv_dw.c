@@ -18,11 +18,7 @@
 #include <string.h>
 
 #include "backends/cpu/conv/conv.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define DW_X86 1
-#endif
+#include "backends/cpu/conv/conv_x86.h"
 
 typedef struct dw_state {
     int64_t n, c, h, w, oh, ow, s, pt, pl;
@@ -40,43 +36,18 @@ static void dw_free(void *p)
     pdc_free(s);
 }
 
-#ifdef DW_X86
-#define DW_TARGET __attribute__((target("avx512f")))
-
-/* Lanes [lo, hi) of a 16-lane mask (empty where hi <= lo). */
-DW_TARGET static inline __mmask16 dw_lanes(int64_t lo, int64_t hi)
-{
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > 16 ? 16 : hi;
-    if (hi <= lo) return 0;
-    return (__mmask16)((((uint32_t)1 << hi) - 1) & ~(((uint32_t)1 << lo) - 1));
-}
-
+#ifdef CONV_X86
 /* row[base + i] for the lanes in m (the columns inside the row; zeros elsewhere): the address is formed
  * as an integer, since it may lie before the row, and masked-off lanes are not read. */
-DW_TARGET static inline __m512 dw_load(const float *row, int64_t base, __mmask16 m)
+CONV_AVX512 static inline __m512 dw_load(const float *row, int64_t base, __mmask16 m)
 {
     uintptr_t a = (uintptr_t)row + (uintptr_t)(base * (int64_t)sizeof(float));
     return _mm512_maskz_loadu_ps(m, (const void *)a);
 }
 
-DW_TARGET static inline __m512 dw_act(const conv_act *a, __m512 v)
-{
-    const __m512 zero = _mm512_setzero_ps();
-    switch (a->act) {
-    case IR_ACT_RELU: return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero); /* NaN stays */
-    case IR_ACT_CLIP:
-        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_set1_ps(a->act_min), _CMP_LT_OQ), _mm512_set1_ps(a->act_min));
-        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_set1_ps(a->act_max), _CMP_GT_OQ), _mm512_set1_ps(a->act_max));
-    case IR_ACT_LEAKY_RELU:
-        return _mm512_mask_mov_ps(_mm512_mul_ps(v, _mm512_set1_ps(a->act_alpha)), _mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ), v);
-    default: return v;
-    }
-}
-
 /* acc + the three taps of one input row for one output vector: the columns base + kx (stride 1) or
  * base + 2j + kx (stride 2, lane j), each load masked to the row (m[i]: the mask of load i). */
-DW_TARGET static inline __m512 dw_row(const float *row, int64_t base, int64_t st, const __mmask16 *m, __m512 k0,
+CONV_AVX512 static inline __m512 dw_row(const float *row, int64_t base, int64_t st, const __mmask16 *m, __m512 k0,
                                       __m512 k1, __m512 k2, __m512 acc)
 {
     __m512 t0, t1, t2;
@@ -101,7 +72,7 @@ DW_TARGET static inline __m512 dw_row(const float *row, int64_t base, int64_t st
 /* One plane: x its input (h x w), y its output and r its residual (NULL: none), oh x ow. A column of
  * output vectors at a time, top to bottom: the load masks are the column's, and the rows it reads
  * come again from L1 for the next output row. */
-DW_TARGET static void dw_plane(const dw_state *s, const float *x, float *y, const float *r, int64_t ch)
+CONV_AVX512 static void dw_plane(const dw_state *s, const float *x, float *y, const float *r, int64_t ch)
 {
     const int64_t w = s->w, ow = s->ow, oh = s->oh, h = s->h, st = s->s, pt = s->pt;
     const float *wk = s->wk + ch * 9;
@@ -113,13 +84,13 @@ DW_TARGET static void dw_plane(const dw_state *s, const float *x, float *y, cons
         const int64_t base = ox0 * st - s->pl; /* the input column of tap kx = 0, lane 0 */
         __mmask16 m[4];
         if (st == 1)
-            for (int i = 0; i < 3; i++) m[i] = dw_lanes(-(base + i), w - (base + i));
+            for (int i = 0; i < 3; i++) m[i] = conv_lanes(-(base + i), w - (base + i));
         else
             for (int i = 0; i < 4; i++) {
                 int64_t at = base + (i & 1) * 16 + (i >> 1) * 2;
-                m[i] = dw_lanes(-at, w - at);
+                m[i] = conv_lanes(-at, w - at);
             }
-        const __mmask16 out = dw_lanes(0, ow - ox0);
+        const __mmask16 out = conv_lanes(0, ow - ox0);
         for (int64_t oy = 0; oy < oh; oy++) {
             const int64_t iy = oy * st - pt; /* the input row of ky = 0; rows outside the input are zeros */
             __m512 a0 = b, a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
@@ -128,7 +99,7 @@ DW_TARGET static void dw_plane(const dw_state *s, const float *x, float *y, cons
             if (iy + 2 >= 0 && iy + 2 < h) a2 = dw_row(x + (iy + 2) * w, base, st, m, k6, k7, k8, a2);
             __m512 v = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
             if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(out, r + oy * ow + ox0));
-            _mm512_mask_storeu_ps(y + oy * ow + ox0, out, dw_act(&s->act, v));
+            _mm512_mask_storeu_ps(y + oy * ow + ox0, out, conv_act_avx512(&s->act, v));
         }
     }
 }
@@ -153,16 +124,15 @@ static pdc_status dw_run(const cpu_layer *L, const ir_model *m, const ir_layer *
 pdc_status cpu_plan_conv_depthwise(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g,
                                    const ir_fused_params *fp, cpu_layer *L)
 {
-#ifdef DW_X86
+#ifdef CONV_X86
     if (g->group != g->c || g->o != g->c || g->kh != 3 || g->kw != 3 || g->dy != 1 || g->dx != 1 || g->sy != g->sx ||
         (g->sx != 1 && g->sx != 2) || g->pt > 2 || g->pl > 2)
         return PDC_ERR_UNSUPPORTED;
-    if (cc->target->vec != 16 || !__builtin_cpu_supports("avx512f")) return PDC_ERR_UNSUPPORTED;
+    if (!conv_c_avx512(cc->target)) return PDC_ERR_UNSUPPORTED;
     ir_fused_params post = *fp;
     cpu_plan_epilogue(cc, &post); /* a residual is read through cpu_conv_residual at run time */
     conv_act act = cpu_conv_inline_act(&post);
-    if (act.act != IR_ACT_NONE && act.act != IR_ACT_RELU && act.act != IR_ACT_CLIP && act.act != IR_ACT_LEAKY_RELU)
-        return PDC_ERR_UNSUPPORTED;
+    if (!conv_c_act_supported(&act)) return PDC_ERR_UNSUPPORTED;
     pdc_context *ctx = cc->ctx;
     const float *w, *bias;
     cpu_conv_operands(cc, m, l, &w, &bias);
