@@ -13,8 +13,8 @@ pruned the way a pruning loop leaves it, exact zeros in the exported weights:
   - every 3x3 conv with group 1 and more than 3 input channels: each kernel keeps the best of 8
     4-entry patterns (centre included) by kept L2 norm, then the 50% kernels of smallest norm are
     removed (pdc's prune-pattern + prune-connectivity rule);
-  - every nn.Linear, and for resnet50 every 1x1 conv: 1x4 blocks of its [out, in] matrix, the 50%
-    (resnet50: 75%) of smallest norm removed;
+  - every nn.Linear, and for resnet50 and mobilenet_v2 every 1x1 conv: 1x4 blocks of its [out, in]
+    matrix, the 50% (resnet50, mobilenet_v2: 75%) of smallest norm removed;
   - the stem, depthwise convs and 7x7 kernels stay dense (what `pdc prune` leaves by default).
 Per model, threads and round: pdc's median run (pdc bench --json) and ONNX Runtime's median run
 (ort_bench.js), alternating; the TSV holds the median over the rounds of each, their ratio, and the
@@ -98,7 +98,7 @@ def block_prune(weight, rate):
 
 def prune(model, name):
     first = True
-    fc_rate = 0.75 if name == "resnet50" else 0.5
+    fc_rate = 0.75 if name in ("resnet50", "mobilenet_v2") else 0.5
     for m in model.modules():
         if isinstance(m, nn.Conv2d):
             if first:  # the stem
@@ -106,7 +106,7 @@ def prune(model, name):
                 continue
             if m.groups == 1 and m.kernel_size == (3, 3) and m.in_channels > 3:
                 pattern_prune(m, 0.5)
-            elif name == "resnet50" and m.groups == 1 and m.kernel_size == (1, 1):
+            elif name in ("resnet50", "mobilenet_v2") and m.groups == 1 and m.kernel_size == (1, 1):
                 block_prune(m.weight, fc_rate)
         elif isinstance(m, nn.Linear):
             block_prune(m.weight, fc_rate)
