@@ -639,7 +639,8 @@ int main(void)
     Suite *s = suite_create("cpu_conv");
     bc_tcases t = bc_add_some_cases(s, bc_setup, bc_teardown, BC_TC_CONV);
     test_add_tests(t.conv, TEST_LIST(conv_input_packing, conv_flat_planes_overlap, conv_band_tiles_even_and_covering,
-                                     conv_small_planes_flat, conv_pointwise_flat_rows, conv_depthwise_in_place, conv_pointwise_sparse, conv_strided_channel_major, conv_wide_rows_shift_mode,
+                                     conv_small_planes_flat, conv_pointwise_flat_rows, conv_depthwise_in_place,
+                                     conv_pointwise_sparse, conv_strided_channel_major, conv_wide_rows_shift_mode,
                                      conv_large_inputs_packed_in_bands, conv_dense_output_channel_vectors));
     return cpu_run(s);
 }
