@@ -214,8 +214,8 @@ START_TEST(conv_pointwise_flat_rows)
     /* dense 1x1 convs at stride 1 without padding run over the plane as one row of h*w pixels; where
      * that row is whole vectors (16x16, 4x12: 256 and 48 pixels) the kernel reads the input where it lies,
      * batch 2 included (each image's planes from its own offset); so is a plane that ends inside a vector
-     * (14x14: 196 pixels, the last vector's loads masked). 7x7 keeps the flat layout, a strided or padded
-     * 1x1 conv is packed as before. Against the reference, and
+     * (14x14: 196 pixels, the last vector's loads masked). 7x7 keeps the flat layout on AVX-512; a strided
+     * or padded 1x1 conv is packed as before. Against the reference, and
      * bit-identical at 1 and 2 threads. */
     static const struct {
         int64_t n, c, o, h, w, s, pad;
@@ -237,7 +237,8 @@ START_TEST(conv_pointwise_flat_rows)
         snprintf(desc, sizeof desc, "pointwise case %zu", q);
         pdc_program *p = check_matches_ref(desc, (uint32_t)q + 63);
         if (!strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "y", cases[q].kernel);
-        if (q >= 3) ck_assert_kernel_lacks(p, q, "y", "in place");
+        /* (on AVX2 the 7x7 plane is no flat layout's: 8-lane vectors, rows wider than half a vector) */
+        if (q >= 4) ck_assert_kernel_lacks(p, q, "y", "in place");
         pdc_program_destroy(p);
         check_thread_invariance(desc);
     }
