@@ -23,13 +23,14 @@
 #include "backends/cpu/conv/conv.h"
 #include "backends/cpu/conv/conv_x86.h"
 
-#define PWS_VECTORS 4            /* vectors of pixels a tile */
-#define PWS_TILE (16 * PWS_VECTORS)
+#define PWS_WIDE 4               /* vectors of pixels a wide tile (filters in pairs) */
+#define PWS_NARROW 2             /* a narrow one (filters in fours): planes a wide tile fits badly */
 #define PWS_MAX_DENSITY 0.5      /* denser layers are the dense family's */
 #define PWS_CHUNK 64             /* filters a work item (an even number: pairs stay pairs) */
 
 typedef struct pws_state {
     int64_t n, c, o, hw;         /* images, input channels, filters, pixels a plane */
+    int nv;                      /* vectors of pixels a tile: PWS_WIDE or PWS_NARROW */
     int64_t *start;              /* per executed filter f: its kept entries [start[f], start[f + 1]) */
     int32_t *chan;               /* per kept entry: the input channel */
     float *wv;                   /* per kept entry: the weight */
@@ -51,69 +52,126 @@ static void pws_free(void *p)
 }
 
 #ifdef CONV_X86
-/* The tile's outputs of executed filter f, four accumulator vectors (bias was their start): the residual
- * (r, NULL: none) added, the activation applied, stored where the plane has pixels (m). */
-CONV_AVX512 static inline void pws_store(const pws_state *s, __m512 a0, __m512 a1, __m512 a2, __m512 a3, float *y,
-                                         const float *r, int64_t f, int64_t p0, const __mmask16 *m)
+/* The tile's outputs of executed filter f from its accumulators a[0..nv) (bias was their start): the
+ * residual (r, NULL: none) added, the activation applied, stored where the plane has pixels (m). */
+CONV_AVX512 static inline void pws_store(const pws_state *s, const __m512 *a, float *y, const float *r, int64_t f,
+                                         int64_t p0, const __mmask16 *m)
 {
     const int64_t at = s->ochan[f] * s->hw + p0;
-    const __m512 a[PWS_VECTORS] = {a0, a1, a2, a3};
-    for (int v = 0; v < PWS_VECTORS; v++) {
+    for (int v = 0; v < s->nv; v++) {
         __m512 x = a[v];
         if (r) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m[v], r + at + 16 * v));
         _mm512_mask_storeu_ps(y + at + 16 * v, m[v], conv_act_avx512(&s->act, x));
     }
 }
 
-/* acc0..3 += w * the four input vectors of kept entry e (xt: the tile's copy, a channel every PWS_TILE
- * floats). Written out: as a loop over an array, GCC kept the accumulators in memory. */
-#define PWS_ENTRY(acc, e)                                                                                       \
+/* acc0.. += w * the input vectors of kept entry e (xt: the tile's copy, a channel every 16 * n floats),
+ * for n = 4 and 2 vectors. Written out: as a loop over an array, GCC kept the accumulators in memory. */
+#define PWS_ENTRY4(acc, e)                                                                                      \
     do {                                                                                                        \
-        const float *x_ = xt + (int64_t)s->chan[e] * PWS_TILE;                                                  \
+        const float *x_ = xt + (int64_t)s->chan[e] * (16 * PWS_WIDE);                                           \
         const __m512 w_ = _mm512_set1_ps(s->wv[e]);                                                             \
-        acc##0 = _mm512_fmadd_ps(w_, _mm512_load_ps(x_), acc##0);                                               \
-        acc##1 = _mm512_fmadd_ps(w_, _mm512_load_ps(x_ + 16), acc##1);                                          \
-        acc##2 = _mm512_fmadd_ps(w_, _mm512_load_ps(x_ + 32), acc##2);                                          \
-        acc##3 = _mm512_fmadd_ps(w_, _mm512_load_ps(x_ + 48), acc##3);                                          \
+        acc[0] = _mm512_fmadd_ps(w_, _mm512_load_ps(x_), acc[0]);                                               \
+        acc[1] = _mm512_fmadd_ps(w_, _mm512_load_ps(x_ + 16), acc[1]);                                          \
+        acc[2] = _mm512_fmadd_ps(w_, _mm512_load_ps(x_ + 32), acc[2]);                                          \
+        acc[3] = _mm512_fmadd_ps(w_, _mm512_load_ps(x_ + 48), acc[3]);                                          \
+    } while (0)
+#define PWS_ENTRY2(acc, e)                                                                                      \
+    do {                                                                                                        \
+        const float *x_ = xt + (int64_t)s->chan[e] * (16 * PWS_NARROW);                                         \
+        const __m512 w_ = _mm512_set1_ps(s->wv[e]);                                                             \
+        acc[0] = _mm512_fmadd_ps(w_, _mm512_load_ps(x_), acc[0]);                                               \
+        acc[1] = _mm512_fmadd_ps(w_, _mm512_load_ps(x_ + 16), acc[1]);                                          \
+    } while (0)
+#define PWS_START(acc, n, f)                                                                                    \
+    do {                                                                                                        \
+        const __m512 b_ = _mm512_set1_ps(s->bias[f]);                                                           \
+        for (int v_ = 0; v_ < (n); v_++) acc[v_] = b_;                                                          \
     } while (0)
 
-/* Pixels [p0, p0 + PWS_TILE) of executed filters [f0, f1), from the tile's input copied into xt (zeros
- * past the plane). */
-CONV_AVX512 static void pws_tile(const pws_state *s, const float *xt, float *y, const float *r, int64_t p0, int64_t f0,
-                                 int64_t f1)
+/* Wide tiles: pixels [p0, p0 + 64) of executed filters [f0, f1), two filters at a time (eight
+ * accumulators), from the tile's input copied into xt (zeros past the plane). */
+CONV_AVX512 static void pws_tile_wide(const pws_state *s, const float *xt, float *y, const float *r, int64_t p0,
+                                      int64_t f0, int64_t f1, const __mmask16 *m)
 {
-    __mmask16 m[PWS_VECTORS];
-    for (int v = 0; v < PWS_VECTORS; v++) m[v] = conv_lanes(0, s->hw - p0 - 16 * v);
     int64_t f = f0;
     for (; f + 1 < f1; f += 2) {
-        __m512 a0 = _mm512_set1_ps(s->bias[f]), a1 = a0, a2 = a0, a3 = a0;
-        __m512 b0 = _mm512_set1_ps(s->bias[f + 1]), b1 = b0, b2 = b0, b3 = b0;
+        __m512 a[PWS_WIDE], b[PWS_WIDE];
+        PWS_START(a, PWS_WIDE, f);
+        PWS_START(b, PWS_WIDE, f + 1);
         int64_t ea = s->start[f], na = s->start[f + 1], eb = na, nb = s->start[f + 2];
         for (; ea < na && eb < nb; ea++, eb++) {
-            PWS_ENTRY(a, ea);
-            PWS_ENTRY(b, eb);
+            PWS_ENTRY4(a, ea);
+            PWS_ENTRY4(b, eb);
         }
-        for (; ea < na; ea++) PWS_ENTRY(a, ea);
-        for (; eb < nb; eb++) PWS_ENTRY(b, eb);
-        pws_store(s, a0, a1, a2, a3, y, r, f, p0, m);
-        pws_store(s, b0, b1, b2, b3, y, r, f + 1, p0, m);
+        for (; ea < na; ea++) PWS_ENTRY4(a, ea);
+        for (; eb < nb; eb++) PWS_ENTRY4(b, eb);
+        pws_store(s, a, y, r, f, p0, m);
+        pws_store(s, b, y, r, f + 1, p0, m);
     }
     if (f < f1) {
-        __m512 a0 = _mm512_set1_ps(s->bias[f]), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t e = s->start[f]; e < s->start[f + 1]; e++) PWS_ENTRY(a, e);
-        pws_store(s, a0, a1, a2, a3, y, r, f, p0, m);
+        __m512 a[PWS_WIDE];
+        PWS_START(a, PWS_WIDE, f);
+        for (int64_t e = s->start[f]; e < s->start[f + 1]; e++) PWS_ENTRY4(a, e);
+        pws_store(s, a, y, r, f, p0, m);
     }
 }
 
-/* The tile's input, channel after channel, into xt (PWS_TILE floats a channel, zeros past the plane):
- * read in order, one stream per channel, where the filters' lists visit channels in any order. */
-CONV_AVX512 static void pws_copy(const pws_state *s, const float *x, float *xt, int64_t p0)
+/* Narrow tiles: pixels [p0, p0 + 32), four filters at a time (eight accumulators again). */
+CONV_AVX512 static void pws_tile_narrow(const pws_state *s, const float *xt, float *y, const float *r, int64_t p0,
+                                        int64_t f0, int64_t f1, const __mmask16 *m)
 {
-    __mmask16 m[PWS_VECTORS];
-    for (int v = 0; v < PWS_VECTORS; v++) m[v] = conv_lanes(0, s->hw - p0 - 16 * v);
+    int64_t f = f0;
+    for (; f + 3 < f1; f += 4) {
+        __m512 a[PWS_NARROW], b[PWS_NARROW], c[PWS_NARROW], d[PWS_NARROW];
+        PWS_START(a, PWS_NARROW, f);
+        PWS_START(b, PWS_NARROW, f + 1);
+        PWS_START(c, PWS_NARROW, f + 2);
+        PWS_START(d, PWS_NARROW, f + 3);
+        int64_t ea = s->start[f], na = s->start[f + 1], eb = na, nb = s->start[f + 2], ec = nb, nc = s->start[f + 3],
+                ed = nc, nd = s->start[f + 4];
+        for (; ea < na && eb < nb && ec < nc && ed < nd; ea++, eb++, ec++, ed++) {
+            PWS_ENTRY2(a, ea);
+            PWS_ENTRY2(b, eb);
+            PWS_ENTRY2(c, ec);
+            PWS_ENTRY2(d, ed);
+        }
+        for (; ea < na; ea++) PWS_ENTRY2(a, ea);
+        for (; eb < nb; eb++) PWS_ENTRY2(b, eb);
+        for (; ec < nc; ec++) PWS_ENTRY2(c, ec);
+        for (; ed < nd; ed++) PWS_ENTRY2(d, ed);
+        pws_store(s, a, y, r, f, p0, m);
+        pws_store(s, b, y, r, f + 1, p0, m);
+        pws_store(s, c, y, r, f + 2, p0, m);
+        pws_store(s, d, y, r, f + 3, p0, m);
+    }
+    for (; f < f1; f++) {
+        __m512 a[PWS_NARROW];
+        PWS_START(a, PWS_NARROW, f);
+        for (int64_t e = s->start[f]; e < s->start[f + 1]; e++) PWS_ENTRY2(a, e);
+        pws_store(s, a, y, r, f, p0, m);
+    }
+}
+
+/* The tile's input, channel after channel, into xt (16 * nv floats a channel, zeros past the plane, m):
+ * read in order, one stream per channel, where the filters' lists visit channels in any order. */
+CONV_AVX512 static void pws_copy(const pws_state *s, const float *x, float *xt, int64_t p0, const __mmask16 *m)
+{
+    const int64_t tile = 16 * s->nv;
     for (int64_t c = 0; c < s->c; c++)
-        for (int v = 0; v < PWS_VECTORS; v++)
-            _mm512_store_ps(xt + c * PWS_TILE + 16 * v, _mm512_maskz_loadu_ps(m[v], x + c * s->hw + p0 + 16 * v));
+        for (int v = 0; v < s->nv; v++)
+            _mm512_store_ps(xt + c * tile + 16 * v, _mm512_maskz_loadu_ps(m[v], x + c * s->hw + p0 + 16 * v));
+}
+
+/* One piece: the tile at p0 of filters [f0, f1), its input copied first unless xt holds it already. */
+CONV_AVX512 static void pws_piece(const pws_state *s, const float *x, float *xt, int copy, float *y, const float *r,
+                                  int64_t p0, int64_t f0, int64_t f1)
+{
+    __mmask16 m[PWS_WIDE];
+    for (int v = 0; v < s->nv; v++) m[v] = conv_lanes(0, s->hw - p0 - 16 * v);
+    if (copy) pws_copy(s, x, xt, p0, m);
+    if (s->nv == PWS_WIDE) pws_tile_wide(s, xt, y, r, p0, f0, f1, m);
+    else pws_tile_narrow(s, xt, y, r, p0, f0, f1, m);
 }
 
 static pdc_status pws_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf, const cpu_exec *x)
@@ -123,7 +181,7 @@ static pdc_status pws_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
     float *out = cpu_layer_out(L, l, buf);
     /* (tile, filter chunk) pieces, a tile's chunks in a row: small planes have few tiles to share */
-    const int64_t ntile = (s->hw + PWS_TILE - 1) / PWS_TILE, nchunk = (s->o + PWS_CHUNK - 1) / PWS_CHUNK;
+    const int64_t tile = 16 * s->nv, ntile = (s->hw + tile - 1) / tile, nchunk = (s->o + PWS_CHUNK - 1) / PWS_CHUNK;
     const int64_t items = s->n * ntile * nchunk;
     const int nt = items >= 2 ? x->threads : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -132,11 +190,10 @@ static pdc_status pws_run(const cpu_layer *L, const ir_model *m, const ir_layer 
         int64_t copied = -1; /* the (image, tile) whose input xt holds */
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < items; it++) {
-            const int64_t t = it / nchunk, n = t / ntile, p0 = t % ntile * PWS_TILE, f0 = it % nchunk * PWS_CHUNK;
-            if (t != copied) pws_copy(s, in + n * s->c * s->hw, xt, p0);
+            const int64_t t = it / nchunk, n = t / ntile, p0 = t % ntile * tile, f0 = it % nchunk * PWS_CHUNK;
+            pws_piece(s, in + n * s->c * s->hw, xt, t != copied, out + n * s->o * s->hw,
+                      res ? res + n * s->o * s->hw : NULL, p0, f0, f0 + PWS_CHUNK < s->o ? f0 + PWS_CHUNK : s->o);
             copied = t;
-            pws_tile(s, xt, out + n * s->o * s->hw, res ? res + n * s->o * s->hw : NULL, p0, f0,
-                     f0 + PWS_CHUNK < s->o ? f0 + PWS_CHUNK : s->o);
         }
     }
     return PDC_OK;
@@ -178,7 +235,11 @@ pdc_status cpu_plan_conv_pw_sparse(const cpu_compile *cc, const cpu_conv_plan *P
         pdc_free(s);
         return PDC_ERR_OUT_OF_MEMORY;
     }
-    *s = (pws_state){.n = g->n, .c = c, .o = o, .hw = g->h * g->w, .act = act};
+    /* narrow tiles where wide ones waste clearly more of the plane's last tile (14x14: 196 pixels in 4 wide
+     * tiles of 64 are 60 lanes idle, in 7 narrow ones 28) */
+    const int64_t hw = g->h * g->w, waste_wide = (hw + 63) / 64 * 64 - hw, waste_narrow = (hw + 31) / 32 * 32 - hw;
+    *s = (pws_state){.n = g->n, .c = c, .o = o, .hw = hw, .act = act,
+                     .nv = waste_wide - waste_narrow >= (hw + 7) / 8 ? PWS_NARROW : PWS_WIDE};
     s->start = pdc_alloc(ctx, (size_t)(o + 1) * sizeof *s->start);
     s->chan = pdc_alloc(ctx, (size_t)(kept ? kept : 1) * sizeof *s->chan);
     s->wv = pdc_alloc(ctx, (size_t)(kept ? kept : 1) * sizeof *s->wv);
@@ -212,13 +273,12 @@ pdc_status cpu_plan_conv_pw_sparse(const cpu_compile *cc, const cpu_conv_plan *P
     L->run = pws_run;
     L->state = s;
     L->free_state = pws_free;
-    L->thread_floats = (size_t)(c * PWS_TILE); /* the tile's input */
+    L->thread_floats = (size_t)(c * 16 * s->nv); /* the tile's input */
     cpu_take_epilogue(cc, L);
     snprintf(L->info, sizeof L->info,
-             "sparse conv 1x1, %.0f%% kernels kept (%.2fx fewer FLOPs), tiles of %d pixels, filters in "
-             "pairs, %s",
-             100.0 * (double)kept / (double)nk, kept ? (double)nk / (double)kept : 0.0, PWS_TILE,
-             pdc_isa_name(cc->target->isa));
+             "sparse conv 1x1, %.0f%% kernels kept (%.2fx fewer FLOPs), tiles of %d pixels, filters in %s, %s",
+             100.0 * (double)kept / (double)nk, kept ? (double)nk / (double)kept : 0.0, 16 * s->nv,
+             s->nv == PWS_WIDE ? "pairs" : "fours", pdc_isa_name(cc->target->isa));
     return PDC_OK;
 #else
     (void)cc, (void)P, (void)L;
