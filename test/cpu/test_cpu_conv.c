@@ -315,10 +315,10 @@ START_TEST(conv_pointwise_sparse)
 {
     /* pruned 1x1 convs at stride 1 without padding on AVX-512 (conv_pw_sparse.c): 1x4 blocks and single
      * weights; planes of 56x56 (49 whole tiles of 64 pixels), 14x14 and 5x9 (a partial last tile; 14x14 in
-     * narrow tiles of 32 pixels, filters in fours), 7x7 (one partial tile); batch 2; an odd number of filters (a pair and a single one) and more than a chunk of
-     * 64; out_perm; clip inline and a residual add + relu taken from the next layers. A layer more than
-     * half dense, or strided, keeps the other families. Against the reference, bit-identical at 1 and 2
-     * threads. */
+     * narrow tiles of 32 pixels, filters in fours), 7x7 (one partial tile); batch 2; an odd number of
+     * filters (a pair and a single one) and more than a chunk of 64; out_perm; clip inline and a residual
+     * add + relu taken from the next layers. A layer more than half dense, or strided, keeps the other
+     * families. Against the reference, bit-identical at 1 and 2 threads. */
     static const struct {
         int64_t n, c, o, h, w, s;
         int block, keep, residual, perm;
