@@ -1,18 +1,21 @@
 /*
- * conv_pw_sparse.c - pruned 1x1 convolutions at stride 1 without padding, on AVX-512: each filter's
- * kept input channels (a list of channels and weights) times the dense input, read where it lies.
+ * conv_pw_sparse.c - pruned 1x1 convolutions without padding, on AVX-512: each filter's kept input
+ * channels (a list of channels and weights) times the dense input.
  *
  * The pattern family (conv.c) runs a pruned 1x1 conv as a one-tap pattern: a packing pass copies the
  * input, and every FMA loads its own input vector from a tile too large for L1 (ResNet-50's 256->64
  * at 56x56 with 1x4 blocks at 25%: 0.70 ms at 1 thread, about 40 GFLOP/s of kept multiply-adds, a
- * quarter of it packing). Here the pixels go in tiles of 64 (four vectors) read in place, and for each
- * tile every filter walks its kept channels, two filters at a time: per kept entry of each, one
- * broadcast weight, four input vectors and four FMAs into eight independent accumulators. Filters run
- * in order of decreasing kept count, so the two lists of a pair are about as long (the shorter one's
- * end and the longer one's rest run apart). A plane's last tile masks its loads and stores, so nothing
- * past the plane is read. Each output is summed by one call in the order of its filter's list: results
- * do not depend on the thread count, which take contiguous shares of the tiles. Bias, the residual add
- * and the activation (none, relu, clip, leaky relu) are applied before the store.
+ * quarter of it packing; strided ones, the downsampling shortcuts, several times slower still). Here
+ * a thread copies a tile of 64 output pixels of every input channel into its own buffer, channel after
+ * channel (one stream each, in order; a strided conv gathers the pixels its outputs read), then every
+ * filter walks its kept channels, two filters at a time: per kept entry of each, one broadcast weight,
+ * four input vectors and four FMAs into eight independent accumulators. Planes a 64-pixel tile fits
+ * badly (14x14) take tiles of 32 pixels, four filters at a time. Filters run in order of decreasing
+ * kept count, so the lists run side by side about as long (the rest of each runs alone). A plane's last
+ * tile masks its loads and stores. Each output is summed by one call in the order of its filter's
+ * list: results do not depend on the thread count; threads take contiguous shares of (tile, chunk of
+ * 64 filters) pieces. Bias, the residual add and the activation (none, relu, clip, leaky relu) are
+ * applied before the store.
  */
 #include <inttypes.h>
 #include <omp.h>
@@ -29,7 +32,8 @@
 #define PWS_CHUNK 64             /* filters a work item (an even number: pairs stay pairs) */
 
 typedef struct pws_state {
-    int64_t n, c, o, hw;         /* images, input channels, filters, pixels a plane */
+    int64_t n, c, o, hw;         /* images, input channels, filters, output pixels a plane */
+    int64_t ihw, iw, ow, sy, sx; /* input pixels a plane, input and output row widths, strides */
     int nv;                      /* vectors of pixels a tile: PWS_WIDE or PWS_NARROW */
     int64_t *start;              /* per executed filter f: its kept entries [start[f], start[f + 1]) */
     int32_t *chan;               /* per kept entry: the input channel */
@@ -154,13 +158,30 @@ CONV_AVX512 static void pws_tile_narrow(const pws_state *s, const float *xt, flo
 }
 
 /* The tile's input, channel after channel, into xt (16 * nv floats a channel, zeros past the plane, m):
- * read in order, one stream per channel, where the filters' lists visit channels in any order. */
+ * read in order, one stream per channel, where the filters' lists visit channels in any order. A strided
+ * conv gathers the pixels its outputs read (int32 offsets within a plane: the planner checks they fit). */
 CONV_AVX512 static void pws_copy(const pws_state *s, const float *x, float *xt, int64_t p0, const __mmask16 *m)
 {
     const int64_t tile = 16 * s->nv;
+    if (s->sy == 1 && s->sx == 1 && s->ow == s->iw) {
+        for (int64_t c = 0; c < s->c; c++)
+            for (int v = 0; v < s->nv; v++)
+                _mm512_store_ps(xt + c * tile + 16 * v, _mm512_maskz_loadu_ps(m[v], x + c * s->ihw + p0 + 16 * v));
+        return;
+    }
+    __m512i idx[PWS_WIDE];
+    for (int v = 0; v < s->nv; v++) {
+        int32_t at[16];
+        for (int l = 0; l < 16; l++) {
+            const int64_t p = p0 + 16 * v + l, oy = p / s->ow, ox = p % s->ow;
+            at[l] = p < s->hw ? (int32_t)(oy * s->sy * s->iw + ox * s->sx) : 0;
+        }
+        idx[v] = _mm512_loadu_si512(at);
+    }
     for (int64_t c = 0; c < s->c; c++)
         for (int v = 0; v < s->nv; v++)
-            _mm512_store_ps(xt + c * tile + 16 * v, _mm512_maskz_loadu_ps(m[v], x + c * s->hw + p0 + 16 * v));
+            _mm512_store_ps(xt + c * tile + 16 * v,
+                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m[v], idx[v], x + c * s->ihw, 4));
 }
 
 /* One piece: the tile at p0 of filters [f0, f1), its input copied first unless xt holds it already. */
@@ -191,7 +212,7 @@ static pdc_status pws_run(const cpu_layer *L, const ir_model *m, const ir_layer 
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < items; it++) {
             const int64_t t = it / nchunk, n = t / ntile, p0 = t % ntile * tile, f0 = it % nchunk * PWS_CHUNK;
-            pws_piece(s, in + n * s->c * s->hw, xt, t != copied, out + n * s->o * s->hw,
+            pws_piece(s, in + n * s->c * s->ihw, xt, t != copied, out + n * s->o * s->hw,
                       res ? res + n * s->o * s->hw : NULL, p0, f0, f0 + PWS_CHUNK < s->o ? f0 + PWS_CHUNK : s->o);
             copied = t;
         }
@@ -215,8 +236,10 @@ pdc_status cpu_plan_conv_pw_sparse(const cpu_compile *cc, const cpu_conv_plan *P
 {
 #ifdef CONV_X86
     const conv_geom *g = &P->g;
-    if (g->kh != 1 || g->kw != 1 || g->py != 1 || g->px != 1 || g->pt != 0 || g->pl != 0 || g->oh != g->h ||
-        g->ow != g->w || g->group != 1 || P->all_dense || !conv_c_avx512(cc->target))
+    /* (a 1x1 window's strides are the packing's: py, px) */
+    if (g->kh != 1 || g->kw != 1 || g->pt != 0 || g->pl != 0 || (g->oh - 1) * g->py >= g->h ||
+        (g->ow - 1) * g->px >= g->w || g->group != 1 || P->all_dense || g->h * g->w > INT32_MAX ||
+        !conv_c_avx512(cc->target))
         return PDC_ERR_UNSUPPORTED;
     const int64_t o = g->o, c = g->c, nk = o * c;
     int64_t kept = 0;
@@ -237,8 +260,9 @@ pdc_status cpu_plan_conv_pw_sparse(const cpu_compile *cc, const cpu_conv_plan *P
     }
     /* narrow tiles where wide ones waste clearly more of the plane's last tile (14x14: 196 pixels in 4 wide
      * tiles of 64 are 60 lanes idle, in 7 narrow ones 28) */
-    const int64_t hw = g->h * g->w, waste_wide = (hw + 63) / 64 * 64 - hw, waste_narrow = (hw + 31) / 32 * 32 - hw;
-    *s = (pws_state){.n = g->n, .c = c, .o = o, .hw = hw, .act = act,
+    const int64_t hw = g->oh * g->ow, waste_wide = (hw + 63) / 64 * 64 - hw, waste_narrow = (hw + 31) / 32 * 32 - hw;
+    *s = (pws_state){.n = g->n, .c = c, .o = o, .hw = hw, .ihw = g->h * g->w, .iw = g->w, .ow = g->ow, .sy = g->py,
+                     .sx = g->px, .act = act,
                      .nv = waste_wide - waste_narrow >= (hw + 7) / 8 ? PWS_NARROW : PWS_WIDE};
     s->start = pdc_alloc(ctx, (size_t)(o + 1) * sizeof *s->start);
     s->chan = pdc_alloc(ctx, (size_t)(kept ? kept : 1) * sizeof *s->chan);
