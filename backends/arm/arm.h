@@ -93,6 +93,19 @@ LLVMValueRef arm_bsr_input(arm_gen *G, const arm_bsr *S, LLVMValueRef x, LLVMVal
 /* y[0, o) = bias[0, o) + W x (x: kpad floats; y must not overlap x or bias). */
 void arm_bsr_call(arm_gen *G, const arm_bsr *S, LLVMValueRef x, LLVMValueRef bias, LLVMValueRef y);
 
+/* A product by rows of a BCR-pruned constant (prune-bcr; arm_bcr.c, cpu_bcr_plan's packing): per block-row
+ * the kept columns' inputs gathered and their weights as one vector of bh rows. */
+typedef struct arm_bcr {
+    LLVMValueRef rowptr, col, wpk;
+    int64_t rows, bh;         /* rows of the slice, block height */
+    size_t kept, total;       /* weights kept, weights in the rows */
+} arm_bcr;
+/* Plans rows [row0, row0 + rows) of wt's matrix view; PDC_ERR_UNSUPPORTED (nothing on ctx) unless wt is
+ * BCR-sparse and the slice starts on a block-row and ends on one or at the matrix's end. */
+pdc_status arm_bcr_plan(arm_gen *G, const ir_tensor *wt, int64_t row0, int64_t rows, arm_bcr *S);
+/* y[0, rows) += W x (emitted inline; x: the matrix's columns). */
+void arm_bcr_product(arm_gen *G, const arm_bcr *S, LLVMValueRef x, LLVMValueRef y);
+
 /* Per-op generators: build the body of the current function for layer l. */
 pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l);
 pdc_status arm_emit_op(arm_gen *G, const ir_layer *l);          /* everything but conv (arm_ops.c) */

@@ -7,7 +7,8 @@
  * biases are added together at emit time. A block- or unstructured-pruned w or r (sparse enough,
  * blocks not straddling a direction or GRU's h gate: the cpu target's conditions) goes through the
  * block-sparse kernel instead (arm_sparse.c), one matrix-vector product per step and sample, each
- * matrix choosing on its own. Hidden and cell state and the gate pre-activations live
+ * matrix choosing on its own. A BCR-pruned one (prune-bcr, slices on block-rows) goes through arm_bcr.c's
+ * gathered GEMV per block-row, accumulated onto the biases. Hidden and cell state and the gate pre-activations live
  * in the module's scratch area. Sequence steps run in a loop; directions are unrolled.
  */
 #include <string.h>
@@ -89,17 +90,29 @@ pdc_status arm_emit_rnn(arm_gen *G, const ir_layer *l)
      * w's gates, r's gates (GRU: z and r), GRU's h gate of r */
     const ir_tensor *wten = &m->tensors[in_at(l, 1)], *rten = &m->tensors[in_at(l, 2)];
     arm_bsr sw[2], sr[2], srh[2];
+    arm_bcr cw[2], cr[2], crh[2];
+    /* per matrix: 0 dense, 1 block-sparse, 2 BCR */
     int use_w[2] = {0, 0}, use_r[2] = {0, 0}, use_rh[2] = {0, 0};
     int64_t pad = 0;
     for (int64_t d = 0; d < D; d++) {
         struct {
             arm_bsr *S;
+            arm_bcr *C;
             int *use;
             const ir_tensor *t;
             int64_t row0, rows;
-        } q[3] = {{&sw[d], &use_w[d], wten, d * GH, GH}, {&sr[d], &use_r[d], rten, d * GH, RC},
-                  {&srh[d], &use_rh[d], rten, d * GH + 2 * H, H}};
+        } q[3] = {{&sw[d], &cw[d], &use_w[d], wten, d * GH, GH}, {&sr[d], &cr[d], &use_r[d], rten, d * GH, RC},
+                  {&srh[d], &crh[d], &use_rh[d], rten, d * GH + 2 * H, H}};
         for (int j = 0; j < (lstm ? 2 : 3); j++) {
+            st = arm_bcr_plan(G, q[j].t, q[j].row0, q[j].rows, q[j].C);
+            if (!st) {
+                *q[j].use = 2;
+                if (j == 2 && pad < H) pad = H; /* hv: GRU's r*h */
+            }
+            if (st != PDC_ERR_UNSUPPORTED) {
+                if (st) return st;
+                continue;
+            }
             st = arm_bsr_plan(G, q[j].t, q[j].row0, q[j].rows, q[j].S);
             if (st == PDC_ERR_UNSUPPORTED) continue;
             if (st) return st;
@@ -153,7 +166,7 @@ pdc_status arm_emit_rnn(arm_gen *G, const ir_layer *l)
         LLVMValueRef cb = pdc_irb_gep(&G->irb, G->irb.f32, c, arm_mulc(G, bb, H));
         /* a = biases + x_t W^T + h R^T (GRU: z and r gates only) */
         LLVMValueRef xoff = arm_affine(G, t, B * I, bb, I, 0);
-        if (use_w[d]) {
+        if (use_w[d] == 1) {
             LLVMValueRef xt = pdc_irb_gep(&G->irb, G->irb.f32, x, xoff);
             arm_bsr_call(G, &sw[d], arm_bsr_input(G, &sw[d], xt, xp), bsum, a);
         } else {
@@ -161,9 +174,12 @@ pdc_status arm_emit_rnn(arm_gen *G, const ir_layer *l)
             LLVMValueRef j = arm_loop_begin(G, GH, &Lj);
             arm_stf(G, a, j, arm_ldf(G, bsum, j));
             arm_loop_end(G, &Lj);
-            gate_product(G, x, xoff, I, wt, GH, a);
+            if (use_w[d] == 2) arm_bcr_product(G, &cw[d], pdc_irb_gep(&G->irb, G->irb.f32, x, xoff), a);
+            else gate_product(G, x, xoff, I, wt, GH, a);
         }
-        if (use_r[d]) {
+        if (use_r[d] == 2) {
+            arm_bcr_product(G, &cr[d], hb, a);
+        } else if (use_r[d]) {
             /* tmp = a + R h, then back into a */
             arm_bsr_call(G, &sr[d], arm_bsr_input(G, &sr[d], hb, xp), a, tmp);
             arm_move(G, a, tmp, RC);
@@ -185,19 +201,21 @@ pdc_status arm_emit_rnn(arm_gen *G, const ir_layer *l)
         }
         arm_loop_end(G, &Lk);
         if (!lstm && use_rh[d]) {
-            /* rh = Rbh + Rh hv with hv = h (linear_before_reset) or r*h, zero-padded to kpad */
+            /* rh = Rbh + Rh hv with hv = h (linear_before_reset) or r*h, zero-padded to kpad (block-sparse) */
             LLVMValueRef xin = hb;
-            if (!p.linear_before_reset || srh[d].kpad != H) {
+            const int64_t kpad = use_rh[d] == 1 ? srh[d].kpad : H;
+            if (!p.linear_before_reset || kpad != H) {
                 arm_loop Lq;
                 LLVMValueRef q = arm_loop_begin(G, H, &Lq);
                 LLVMValueRef v = arm_ldf(G, hb, q);
                 if (!p.linear_before_reset) v = LLVMBuildFMul(G->irb.b, arm_ldf(G, a, arm_addc(G, q, H)), v, "");
                 arm_stf(G, hv, q, v);
                 arm_loop_end(G, &Lq);
-                arm_zero(G, pdc_irb_gepc(&G->irb, G->irb.f32, hv, H), srh[d].kpad - H);
+                arm_zero(G, pdc_irb_gepc(&G->irb, G->irb.f32, hv, H), kpad - H);
                 xin = hv;
             }
-            arm_bsr_call(G, &srh[d], xin, rbh, rh);
+            if (use_rh[d] == 2) arm_bcr_product(G, &crh[d], xin, rh); /* rh holds Rbh */
+            else arm_bsr_call(G, &srh[d], xin, rbh, rh);
         } else if (!lstm) {
             /* rh = Rbh + (linear_before_reset ? H Rh^T (then times r) : (r*H) Rh^T) */
             arm_loop Lq, Lk2;
