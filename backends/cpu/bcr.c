@@ -9,7 +9,9 @@
  * are stored once. Pruned columns cost nothing; pruned rows inside a kept column
  * are computed as zeros (a cpu kernel gains from column pruning: prune-bcr's bcr_col_rate). Each block-row's
  * weights are read once for every sample of the call (all time steps of an RNN's input projection).
- * One thread; the loops are C compiled once per ISA (PDC_ISA_CLONES).
+ * From BCR_PAR_MIN multiply-adds on, the block-rows are dealt to the threads in fixed chunks; a row's
+ * sums do not depend on who computes it, so results are bit-identical for every thread count. The loops
+ * are C compiled once per ISA (PDC_ISA_CLONES).
  */
 #include <string.h>
 
@@ -83,6 +85,8 @@ pdc_status cpu_bcr_plan(pdc_context *ctx, const ir_tensor *wt, int64_t row0, int
 typedef float bcr_v8 __attribute__((vector_size(32)));
 typedef float bcr_v16 __attribute__((vector_size(64)));
 #define BCR_TILE 8
+#define BCR_PAR_MIN (1 << 16)  /* multiply-adds below which one thread does a product */
+#define BCR_CHUNK_MACS (1 << 15) /* multiply-adds a thread takes at a time */
 #define BCR_ROW(V, nl, ns)                                                                                       \
     do {                                                                                                         \
         V acc[BCR_TILE];                                                                                         \
@@ -103,13 +107,16 @@ typedef float bcr_v16 __attribute__((vector_size(64)));
         }                                                                                                        \
     } while (0)
 
-PDC_ISA_CLONES void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x, int64_t ldx, float *y, int64_t ldy,
-                                    int accumulate, float *scratch)
+int cpu_bcr_tile(const cpu_bcr *b) { return b->bh == 8 || b->bh == 16 ? BCR_TILE : 1; }
+
+/* Block-rows [br0, br1) of the product (cpu_bcr_product). */
+PDC_ISA_CLONES static void bcr_rows(const cpu_bcr *b, int64_t br0, int64_t br1, int64_t nx, const float *x, int64_t ldx,
+                                    float *y, int64_t ldy, int accumulate)
 {
     const int64_t bh = b->bh;
     const int32_t *col = b->col;
     const float *w = b->wpk;
-    for (int64_t br = 0; br < b->nbr; br++) {
+    for (int64_t br = br0; br < br1; br++) {
         const int64_t k0 = b->rowptr[br], k1 = b->rowptr[br + 1], r0 = br * bh, h = b->rows - r0 < bh ? b->rows - r0 : bh;
         if (bh == 16 || bh == 8) {
             int64_t n0 = 0;
@@ -122,18 +129,34 @@ PDC_ISA_CLONES void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x
                 else BCR_ROW(bcr_v8, 8, 1);
             }
         } else {
+            /* other block heights: straight into y, row by row */
             for (int64_t n = 0; n < nx; n++) {
                 const float *xn = x + n * ldx;
-                float *acc = scratch;
-                memset(acc, 0, (size_t)bh * sizeof *acc);
+                float *yn = y + n * ldy + r0;
+                if (!accumulate) memset(yn, 0, (size_t)h * sizeof *yn);
                 for (int64_t k = k0; k < k1; k++) {
                     const float xv = xn[col[k]], *wk = w + k * bh;
-#pragma omp simd
-                    for (int64_t i = 0; i < bh; i++) acc[i] += wk[i] * xv;
+                    for (int64_t i = 0; i < h; i++) yn[i] += wk[i] * xv;
                 }
-                float *yn = y + n * ldy + r0;
-                for (int64_t i = 0; i < h; i++) yn[i] = (accumulate ? yn[i] : 0.0f) + acc[i];
             }
         }
     }
+}
+
+void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate,
+                     int nt)
+{
+    /* block-rows in chunks of about BCR_CHUNK_MACS multiply-adds (at least one per thread); how they are
+     * dealt changes no result: each row's sums are the same code in the same order whoever runs it */
+    const double macs = (double)b->rowptr[b->nbr] * (double)b->bh * (double)nx;
+    if (macs < BCR_PAR_MIN || b->nbr < 2) nt = 1;
+    int64_t chunk = b->nbr;
+    if (nt > 1) {
+        chunk = (int64_t)((double)b->nbr * BCR_CHUNK_MACS / macs);
+        if (chunk < 1) chunk = 1;
+        if (chunk * nt > b->nbr) chunk = (b->nbr + nt - 1) / nt; /* every thread a share */
+    }
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int64_t br0 = 0; br0 < b->nbr; br0 += chunk)
+        bcr_rows(b, br0, br0 + chunk < b->nbr ? br0 + chunk : b->nbr, nx, x, ldx, y, ldy, accumulate);
 }

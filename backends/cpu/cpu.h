@@ -180,11 +180,19 @@ typedef struct cpu_bcr {
 /* Packs rows [row0, row0 + rows) of wt: PDC_ERR_UNSUPPORTED (b zeroed, nothing on ctx) unless wt is
  * BCR-sparse and the slice starts on a block-row and ends on one or at the matrix's end. */
 pdc_status cpu_bcr_plan(pdc_context *ctx, const ir_tensor *wt, int64_t row0, int64_t rows, cpu_bcr *b);
-/* y[n][0, rows) (+)= w x[n] for nx rows of x (ldx, ldy apart); accumulate 0 overwrites. scratch: bh floats. */
+/* y[n][0, rows) (+)= w x[n] for nx rows of x (ldx, ldy apart); accumulate 0 overwrites. Over up to nt
+ * threads (block-rows in chunks fixed by the shape; the same results for every nt). */
 void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x, int64_t ldx, float *y, int64_t ldy,
-                     int accumulate, float *acc);
+                     int accumulate, int nt);
 void cpu_bcr_release(cpu_bcr *b);
 static inline int cpu_bcr_ready(const cpu_bcr *b) { return b->rowptr != NULL; }
+/* Samples that share each load of b's weights in cpu_bcr_product. */
+int cpu_bcr_tile(const cpu_bcr *b);
+/* fc / gemm / matmul by BCR-pruned wt (bcr_fc.c): y[rows, o] = act(bias + ebias + alpha x wt^T) for x
+ * [rows, k], wt viewed [o, k] (bias, ebias: o floats or NULL; act from fp); `what` names the op in the
+ * layer's info. PDC_ERR_UNSUPPORTED where wt is not BCR-sparse. */
+pdc_status cpu_plan_bcr_fc(const cpu_compile *cc, const ir_tensor *wt, float alpha, const float *bias,
+                           const float *ebias, int64_t rows, const ir_fused_params *fp, const char *what, cpu_layer *L);
 
 /* ------------------------------------------------------------------ block-sparse products (gemm.c) */
 

@@ -633,6 +633,8 @@ static pdc_status spfc_plan(const cpu_compile *cc, const ir_tensor *wt, const ir
     const ir_sparsity *sp = &wt->sparsity;
     if (wt->rank != 2 || (bt && bt->kind != IR_TENSOR_CONST) || wt->dims[0] != p->n || wt->dims[1] != p->k)
         return PDC_ERR_UNSUPPORTED;
+    if (sp->kind == IR_SPARSITY_BCR)
+        return cpu_plan_bcr_fc(cc, wt, 1.0f, bt ? bt->data : NULL, ebias, p->m, fp, fc ? "fc" : "matmul", L);
     pdc_context *ctx = cc->ctx;
     spfc_state *s = pdc_calloc(ctx, 1, sizeof *s);
     if (!s) return PDC_ERR_OUT_OF_MEMORY;
@@ -697,6 +699,29 @@ static pdc_status matmul_sparse_plan(const cpu_compile *cc, const ir_model *m, c
     return st;
 }
 
+/* A gemm by a BCR-pruned constant B (transA = 0; C absent or a constant broadcast along the rows) on
+ * bcr_fc.c's product, B transposed to [N, K] first where stored [K, N]; PDC_ERR_UNSUPPORTED elsewhere. */
+static pdc_status gemm_bcr_plan(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const ir_gemm_params *p,
+                                const ir_fused_params *fp, cpu_layer *L)
+{
+    const ir_tensor *b = &m->tensors[l->inputs[1]];
+    const ir_tensor *ct = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    if (b->sparsity.kind != IR_SPARSITY_BCR || b->rank != 2 || p->trans_a) return PDC_ERR_UNSUPPORTED;
+    const int64_t cn = ct && ct->rank >= 1 ? ct->dims[ct->rank - 1] : 1;
+    if (ct && (ct->kind != IR_TENSOR_CONST || ct->rank > 2 || (ct->rank == 2 && ct->dims[0] != 1) ||
+               (cn != 1 && cn != p->n)))
+        return PDC_ERR_UNSUPPORTED;
+    float *bias = ct ? pdc_alloc(cc->ctx, (size_t)p->n * sizeof *bias) : NULL;
+    if (ct && !bias) return PDC_ERR_OUT_OF_MEMORY;
+    for (int64_t j = 0; ct && j < p->n; j++) bias[j] = p->beta * ct->data[cn == 1 ? 0 : j];
+    ir_tensor tr;
+    pdc_status st = p->trans_b ? PDC_OK : ir_matrix_transpose(cc->ctx, b, &tr);
+    if (!st) st = cpu_plan_bcr_fc(cc, p->trans_b ? b : &tr, p->alpha, bias, NULL, p->m, fp, "gemm", L);
+    if (!p->trans_b) ir_matrix_transpose_free(&tr);
+    pdc_free(bias);
+    return st;
+}
+
 pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                          size_t why_cap)
 {
@@ -723,6 +748,7 @@ pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_laye
             const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
             sst = spfc_plan(cc, &m->tensors[l->inputs[1]], bt, s->ebias, 1, &s->p, &fp, L);
         }
+        if (!st && l->op == IR_OP_GEMM) sst = gemm_bcr_plan(cc, m, l, &s->p, &fp, L);
     }
     if (!st && sst != PDC_ERR_UNSUPPORTED) {
         gemm_free(s);

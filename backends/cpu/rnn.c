@@ -14,7 +14,7 @@
  * ones from the same size on, by cpu_bsr_product). Each of
  * the matrices chooses on its own; pdc inspect says which did. A BCR-pruned w or r (prune-bcr; slices on
  * block-rows) goes through bcr.c's product: each block-row a GEMV over its kept columns only, gathered
- * from the input, with its rows as vector lanes; one thread. Arithmetic is float (the reference
+ * from the input, with its rows as vector lanes; over the threads from 64K multiply-adds on. Arithmetic is float (the reference
  * uses double): results agree to rounding.
  */
 #include <cblas.h>
@@ -88,7 +88,7 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
         for (int64_t j = 0; j < ngh; j++) bsum[j] = (wb ? wb[j] : 0.0f) + (rb && (s->lstm || j < 2 * nh) ? rb[j] : 0.0f);
         if (cpu_bcr_ready(&s->bw[d])) {
             for (int64_t q = 0; q < ns * nb; q++) memcpy(xw + q * ngh, bsum, (size_t)ngh * sizeof *xw);
-            cpu_bcr_product(&s->bw[d], ns * nb, xin, ni, xw, ngh, 1, pad);
+            cpu_bcr_product(&s->bw[d], ns * nb, xin, ni, xw, ngh, 1, x->threads);
         } else if (cpu_bsr_ready(&s->w[d])) {
             cpu_bsr_product(&s->w[d], ns * nb, xin, ni, bsum, xw, ngh, pad, x->own, x->threads, NULL);
         } else {
@@ -105,7 +105,7 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
             /* recurrent products h r^ns for every gate (GRU: z and r only) */
             int64_t nrec = s->lstm ? ngh : 2 * nh;
             if (cpu_bcr_ready(&s->br[d]))
-                cpu_bcr_product(&s->br[d], nb, h, nh, hr, ngh, 0, pad);
+                cpu_bcr_product(&s->br[d], nb, h, nh, hr, ngh, 0, x->threads);
             else if (cpu_bsr_ready(&s->r[d]))
                 cpu_bsr_product(&s->r[d], nb, h, nh, NULL, hr, ngh, pad, x->own, x->threads, NULL);
             else
@@ -135,7 +135,7 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
                 }
                 /* (r*h) Rh^ns or h Rh^ns into hr's third block */
                 if (cpu_bcr_ready(&s->brh[d]))
-                    cpu_bcr_product(&s->brh[d], nb, rh, nh, hr + 2 * nh, ngh, 0, pad);
+                    cpu_bcr_product(&s->brh[d], nb, rh, nh, hr + 2 * nh, ngh, 0, x->threads);
                 else if (cpu_bsr_ready(&s->rh[d]))
                     cpu_bsr_product(&s->rh[d], nb, rh, nh, NULL, hr + 2 * nh, ngh, pad, x->own, x->threads, NULL);
                 else
@@ -222,7 +222,6 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
         const cpu_bcr *bs[3] = {&s->bw[d], &s->br[d], &s->brh[d]};
         for (int j = 0; j < 3; j++) {
             if (!cpu_bcr_ready(bs[j])) continue;
-            if (bs[j]->bh > s->pad) s->pad = bs[j]->bh; /* the product's accumulators */
             kept[j > 0] += bs[j]->kept;
             total[j > 0] += bs[j]->total;
             bcr[j > 0]++;

@@ -227,8 +227,8 @@ static const char *kernel_of(const pdc_program *p, const char *name)
     return NULL;
 }
 
-/* The pruned model computes what its weights do as dense ones, on ref and (where built) cpu, whose lstm and
- * gru take the BCR products (bcr.c). */
+/* The pruned model computes what its weights do as dense ones, on ref and (where built) cpu, whose fc, matmul,
+ * gemm, lstm and gru take the BCR products (bcr.c). */
 START_TEST(bcr_models_run_like_their_dense_weights)
 {
     pdc_model *m = bcr_model();
@@ -248,6 +248,9 @@ START_TEST(bcr_models_run_like_their_dense_weights)
                           kernel_of(p, "lstm"));
             ck_assert_msg(strstr(kernel_of(p, "gru"), "w bcr") && strstr(kernel_of(p, "gru"), "r bcr"), "gru: %s",
                           kernel_of(p, "gru"));
+            ck_assert_msg(strstr(kernel_of(p, "fc"), "bcr fc"), "fc: %s", kernel_of(p, "fc"));
+            ck_assert_msg(strstr(kernel_of(p, "mm"), "bcr matmul"), "mm: %s", kernel_of(p, "mm"));
+            ck_assert_msg(strstr(kernel_of(p, "gemm"), "bcr gemm"), "gemm: %s", kernel_of(p, "gemm"));
         }
         pdc_program_destroy(p);
         float *got = run_on(m, targets[i], 5, &n2);
