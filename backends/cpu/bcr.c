@@ -143,20 +143,81 @@ PDC_ISA_CLONES static void bcr_rows(const cpu_bcr *b, int64_t br0, int64_t br1, 
     }
 }
 
+/* Block-rows a thread takes at a time for a product of n samples (pixels), and *nt: 1 below BCR_PAR_MIN
+ * multiply-adds. Chunks of about BCR_CHUNK_MACS (at least one per thread); how they are dealt changes no
+ * result: each row's sums are the same code in the same order whoever runs it. */
+static int64_t bcr_chunk(const cpu_bcr *b, int64_t n, int *nt)
+{
+    const double macs = (double)b->rowptr[b->nbr] * (double)b->bh * (double)n;
+    if (macs < BCR_PAR_MIN || b->nbr < 2) *nt = 1;
+    if (*nt <= 1) return b->nbr;
+    int64_t chunk = (int64_t)((double)b->nbr * BCR_CHUNK_MACS / macs);
+    if (chunk < 1) chunk = 1;
+    if (chunk * *nt > b->nbr) chunk = (b->nbr + *nt - 1) / *nt; /* every thread a share */
+    return chunk;
+}
+
 void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate,
                      int nt)
 {
-    /* block-rows in chunks of about BCR_CHUNK_MACS multiply-adds (at least one per thread); how they are
-     * dealt changes no result: each row's sums are the same code in the same order whoever runs it */
-    const double macs = (double)b->rowptr[b->nbr] * (double)b->bh * (double)nx;
-    if (macs < BCR_PAR_MIN || b->nbr < 2) nt = 1;
-    int64_t chunk = b->nbr;
-    if (nt > 1) {
-        chunk = (int64_t)((double)b->nbr * BCR_CHUNK_MACS / macs);
-        if (chunk < 1) chunk = 1;
-        if (chunk * nt > b->nbr) chunk = (b->nbr + nt - 1) / nt; /* every thread a share */
-    }
+    const int64_t chunk = bcr_chunk(b, nx, &nt);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int64_t br0 = 0; br0 < b->nbr; br0 += chunk)
         bcr_rows(b, br0, br0 + chunk < b->nbr ? br0 + chunk : b->nbr, nx, x, ldx, y, ldy, accumulate);
+}
+
+/* The planes form: y[r0 + i][p0, p0 + 16) += the block-row's kept columns' weights times x[col[k]][p0, p0 + 16)
+ * - sixteen pixels as one vector per row, nl rows (8 or 16) of accumulators in registers, each kept
+ * column's input vector loaded once for all of them. */
+#define BCR_PLANE(nl)                                                                                            \
+    do {                                                                                                         \
+        bcr_v16 acc[nl];                                                                                         \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (nl); i++) acc[i] = (bcr_v16){0};                           \
+        for (int64_t k = k0; k < k1; k++) {                                                                      \
+            bcr_v16 xv;                                                                                          \
+            memcpy(&xv, x + col[k] * ldx + p0, sizeof xv);                                                       \
+            const float *wk = w + k * (nl);                                                                      \
+            _Pragma("GCC unroll 16") for (int i = 0; i < (nl); i++) acc[i] += wk[i] * xv;                        \
+        }                                                                                                        \
+        for (int64_t i = 0; i < h; i++) {                                                                        \
+            bcr_v16 yv;                                                                                          \
+            float *yr = y + (r0 + i) * ldy + p0;                                                                 \
+            memcpy(&yv, yr, sizeof yv);                                                                          \
+            yv += acc[i];                                                                                        \
+            memcpy(yr, &yv, sizeof yv);                                                                          \
+        }                                                                                                        \
+    } while (0)
+
+/* Block-rows [br0, br1) of cpu_bcr_product_planes. */
+PDC_ISA_CLONES static void bcr_plane_rows(const cpu_bcr *b, int64_t br0, int64_t br1, int64_t np, const float *x,
+                                          int64_t ldx, float *y, int64_t ldy)
+{
+    const int64_t bh = b->bh;
+    const int32_t *col = b->col;
+    const float *w = b->wpk;
+    for (int64_t br = br0; br < br1; br++) {
+        const int64_t k0 = b->rowptr[br], k1 = b->rowptr[br + 1], r0 = br * bh, h = b->rows - r0 < bh ? b->rows - r0 : bh;
+        int64_t p0 = 0;
+        if (bh == 16 || bh == 8)
+            for (; p0 + 16 <= np; p0 += 16) {
+                if (bh == 16) BCR_PLANE(16);
+                else BCR_PLANE(8);
+            }
+        /* the pixels after the last whole vector, and other block heights: row by row */
+        for (int64_t i = 0; i < h && p0 < np; i++) {
+            float *yr = y + (r0 + i) * ldy;
+            for (int64_t k = k0; k < k1; k++) {
+                const float wv = w[k * bh + i], *xr = x + col[k] * ldx;
+                for (int64_t p = p0; p < np; p++) yr[p] += wv * xr[p];
+            }
+        }
+    }
+}
+
+void cpu_bcr_product_planes(const cpu_bcr *b, int64_t np, const float *x, int64_t ldx, float *y, int64_t ldy, int nt)
+{
+    const int64_t chunk = bcr_chunk(b, np, &nt);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int64_t br0 = 0; br0 < b->nbr; br0 += chunk)
+        bcr_plane_rows(b, br0, br0 + chunk < b->nbr ? br0 + chunk : b->nbr, np, x, ldx, y, ldy);
 }

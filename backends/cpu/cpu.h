@@ -186,6 +186,9 @@ void cpu_bcr_product(const cpu_bcr *b, int64_t nx, const float *x, int64_t ldx, 
                      int accumulate, int nt);
 void cpu_bcr_release(cpu_bcr *b);
 static inline int cpu_bcr_ready(const cpu_bcr *b) { return b->rowptr != NULL; }
+/* y[r][0, np) += sum over the kept columns c of w[r][c] x[c][0, np): np pixels of channel-major planes (a
+ * 1x1 conv; x rows ldx apart, y rows ldy apart), 16 pixels per vector; over the threads as cpu_bcr_product. */
+void cpu_bcr_product_planes(const cpu_bcr *b, int64_t np, const float *x, int64_t ldx, float *y, int64_t ldy, int nt);
 /* Samples that share each load of b's weights in cpu_bcr_product. */
 int cpu_bcr_tile(const cpu_bcr *b);
 /* fc / gemm / matmul by BCR-pruned wt (bcr_fc.c): y[rows, o] = act(bias + ebias + alpha x wt^T) for x

@@ -2,11 +2,14 @@
  * test_cpu_bcr.c - the "cpu" target's products by BCR-pruned weights (prune-bcr; backends/cpu/bcr.c and
  * bcr_fc.c) against the reference backend: fc, matmul by a constant and gemm (both layouts of B, alpha,
  * beta and C) at several batches and block shapes, with biases, fused activations and a fused epilogue;
- * and the products split over the threads: bit-identical at 1 and 2 threads (fc, lstm, gru).
+ * 1x1 convs (bias, activation, a batchnorm and a residual fused); and the products split over the
+ * threads: bit-identical at 1 and 2 threads (fc, lstm, gru, 1x1 conv).
  */
 #define _XOPEN_SOURCE 700
 #include <math.h>
 #include <stdlib.h>
+
+#include "ir/ir.h"
 
 #include "test/common/builders.h"
 
@@ -123,14 +126,77 @@ START_TEST(bcr_linear_layers_match_ref)
 }
 END_TEST
 
+/* 1x1 convs by BCR-pruned weights (prune-bcr with block_convs=1): x [2, 20, 5, 7] (35 pixels: two vectors
+ * and a tail) to 37 filters in 8x8, 16x4, 4x4 blocks with a bias and a relu of its own; 24 to 24 filters
+ * with a batchnorm folded in and a residual add + relu fused (conv -> batchnorm -> add x -> relu, one
+ * kernel); a strided 1x1 conv is not taken (the rows kernel runs it) - all against ref. */
+START_TEST(bcr_pointwise_convs_match_ref)
+{
+    static const char *const blocks[] = {"8x8", "16x4", "4x4"};
+    for (int c = 0; c < 5; c++) {
+        const int fused = c == 3, strided = c == 4;
+        const int64_t C = fused ? 24 : 20, O = fused ? 24 : 37;
+        pdc_model *m = new_model("pw");
+        add_input(m, "x", 4, (int64_t[]){2, C, 5, 7});
+        add_random(m, "w", 4, (int64_t[]){O, C, 1, 1}, (uint32_t)(61 + c), -0.5f, 0.5f);
+        add_random(m, "b", 1, (int64_t[]){O}, 66, -0.5f, 0.5f);
+        pdc_attrs *a = fused ? NULL : opt_s("activation", "relu");
+        if (strided) ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (int64_t[]){2, 2}));
+        add_layer(m, "pw", "conv", "x,w,b", fused ? "c" : "y", a);
+        if (fused) {
+            add_random(m, "g", 1, (int64_t[]){O}, 67, 0.5f, 1.5f);
+            add_random(m, "t", 1, (int64_t[]){O}, 68, -0.5f, 0.5f);
+            add_random(m, "mu", 1, (int64_t[]){O}, 69, -0.5f, 0.5f);
+            add_random(m, "var", 1, (int64_t[]){O}, 70, 0.5f, 1.5f);
+            add_layer(m, "bn", "batchnorm", "c,g,t,mu,var", "n", NULL);
+            add_layer(m, "add", "add", "n,x", "s", NULL);
+            add_layer(m, "relu", "relu", "s", "y", NULL);
+        }
+        add_output(m, "y");
+        pdc_attrs *o = bcr_options(blocks[c % 3], 0.5f, 0.25f);
+        ck_assert_ok(ctx, pdc_attrs_set_int(o, "block_convs", 1));
+        ck_assert_ok(ctx, pdc_attrs_set_int(o, "include_stem", 1)); /* the conv reads the graph input */
+        ck_assert_ok(ctx, transform(m, "prune-bcr", o));
+        ck_assert_int_eq(tensor(m, "w")->sparsity.kind, IR_SPARSITY_BCR);
+        if (strided) {
+            pdc_program *p;
+            ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
+            size_t n;
+            ck_assert_ok(ctx, pdc_program_num_layers(p, &n));
+            for (size_t i = 0; i < n; i++) {
+                const char *ln, *k;
+                ck_assert_ok(ctx, pdc_program_layer_kernel(p, i, &ln, &k));
+                ck_assert_msg(strncmp(k, "bcr", 3) != 0, "strided 1x1 conv on the BCR kernel: %s", k);
+            }
+            pdc_program_destroy(p);
+        } else {
+            assert_kernel(m, "pw", "bcr conv 1x1");
+        }
+        if (fused) {
+            assert_kernel(m, "pw", "in the epilogue");
+            assert_kernel(m, "relu", "fused");
+        }
+        char what[64];
+        snprintf(what, sizeof what, "1x1 conv case %d, blocks %s", c, blocks[c % 3]);
+        assert_matches_ref(m, (uint32_t)(c + 30), what);
+        pdc_model_destroy(m);
+    }
+}
+END_TEST
+
 /* Products of 64K multiply-adds or more are split over the threads by block-rows: an fc 512 x 512 at
  * batch 4 (16x16 blocks keeping a quarter of the columns), a bidirectional lstm and a gru with hidden 128
- * at batch 2 (every gate product over the threads) give the same bits at 1 and 2 threads, and match ref. */
+ * at batch 2 (every gate product over the threads) and a 1x1 conv 256 -> 256 on 9x9 give the same bits at
+ * 1 and 2 threads, and match ref. */
 START_TEST(bcr_products_split_over_threads)
 {
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         pdc_model *m = new_model("thr");
-        if (c == 0) {
+        if (c == 3) {
+            add_input(m, "x", 4, (int64_t[]){1, 256, 9, 9});
+            add_random(m, "w", 4, (int64_t[]){256, 256, 1, 1}, 54, -0.2f, 0.2f);
+            add_layer(m, "y", "conv", "x,w", "y", NULL);
+        } else if (c == 0) {
             add_input(m, "x", 2, (int64_t[]){4, 512});
             add_random(m, "w", 2, (int64_t[]){512, 512}, 51, -0.2f, 0.2f);
             add_layer(m, "y", "fc", "x,w", "y", NULL);
@@ -144,8 +210,11 @@ START_TEST(bcr_products_split_over_threads)
             add_layer(m, "y", c == 1 ? "lstm" : "gru", "x,w,r", "y", a);
         }
         add_output(m, "y");
-        ck_assert_ok(ctx, transform(m, "prune-bcr", bcr_options("16x16", 0.75f, 0.0f)));
-        assert_kernel(m, "y", c == 0 ? "bcr fc" : "w bcr");
+        pdc_attrs *o = bcr_options("16x16", 0.75f, 0.0f);
+        ck_assert_ok(ctx, pdc_attrs_set_int(o, "block_convs", 1));
+        ck_assert_ok(ctx, pdc_attrs_set_int(o, "include_stem", 1)); /* the conv reads the graph input */
+        ck_assert_ok(ctx, transform(m, "prune-bcr", o));
+        assert_kernel(m, "y", c == 0 ? "bcr fc" : c == 3 ? "bcr conv 1x1" : "w bcr");
         size_t n0, n1, n2;
         float *want = run_at(m, "ref", "1", 9, &n0), *one = run_at(m, "cpu", "1", 9, &n1), *two = run_at(m, "cpu", "2", 9, &n2);
         ck_assert_uint_eq(n1, n2);
@@ -175,5 +244,5 @@ static void static_teams_teardown(void)
 int main(void)
 {
     return run_tests("cpu_bcr", static_teams_setup, static_teams_teardown, 120,
-                     TEST_LIST(bcr_linear_layers_match_ref, bcr_products_split_over_threads));
+                     TEST_LIST(bcr_linear_layers_match_ref, bcr_pointwise_convs_match_ref, bcr_products_split_over_threads));
 }

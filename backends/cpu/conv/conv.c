@@ -1025,8 +1025,9 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
      * layers, channel-major for pattern layers) */
     const int32_t fam = s->p.knobs.family;
     const int dense = s->p.all_dense;
-    st = PDC_ERR_UNSUPPORTED;
-    if (dense && fam == PDC_KNOB_AUTO) st = cpu_plan_conv_depthwise(cc, m, l, &s->p.g, &s->p.fp, L);
+    st = dense ? PDC_ERR_UNSUPPORTED : cpu_plan_conv_bcr(cc, m, l, &s->p.g, &s->p.fp, L);
+    if (st == PDC_ERR_UNSUPPORTED && dense && fam == PDC_KNOB_AUTO)
+        st = cpu_plan_conv_depthwise(cc, m, l, &s->p.g, &s->p.fp, L);
     if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_OCVEC || fam == PDC_KNOB_AUTO)) st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
     if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_DENSE || fam == PDC_KNOB_AUTO || fam == PDC_KNOB_OCVEC))
         st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);

@@ -300,5 +300,9 @@ pdc_status cpu_plan_conv_ocvec(const cpu_compile *cc, const ir_model *m, const i
  * and the patterns' union leaves registers for a tile.
  */
 pdc_status cpu_plan_conv_cmajor(const cpu_compile *cc, const cpu_conv_plan *P, cpu_layer *L);
+/* A 1x1 conv (stride 1, no padding, one group, no out_perm) with BCR-pruned weights (conv_bcr.c), on
+ * bcr.c's planes product; PDC_ERR_UNSUPPORTED (nothing on ctx) for any other conv. */
+pdc_status cpu_plan_conv_bcr(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g,
+                             const ir_fused_params *fp, cpu_layer *L);
 
 #endif
