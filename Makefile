@@ -431,6 +431,7 @@ BENCH_CONV := $(BUILD)/bench_conv
 BENCH_E2E  := $(BUILD)/bench_e2e
 BENCH_BATCH := $(BUILD)/bench_batch
 BENCH_RNN := $(BUILD)/bench_rnn
+BENCH_BCR := $(BUILD)/bench_bcr
 BENCH_SCALING := $(BUILD)/bench_scaling
 BENCH_GROUP := $(BUILD)/bench_group
 BENCH_PREDICT := $(BUILD)/bench_predict
@@ -465,6 +466,14 @@ $(BENCH_BATCH): $(BUILD)/obj/test/bench/bench_batch.o $(BUILD)/obj/test/bench/la
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 $(BENCH_RNN): $(BUILD)/obj/test/bench/bench_rnn.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+$(BENCH_BCR): $(BUILD)/obj/test/bench/bench_bcr.o $(BUILD)/obj/test/bench/layers.o $(SHLIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
+# BCR products beyond the RNN cells (fc, 1x1 conv) and at 2 threads: dense vs 4x BCR, 1 and 2 threads
+# (test/bench/results_bcr.tsv; docs/backends.md quotes it).
+.PHONY: bench-bcr
+bench-bcr: all $(BENCH_BCR)
+	$(BENCH_BCR) --out test/bench/results_bcr.tsv
 
 .PHONY: bench deps-bench
 deps-bench:
