@@ -124,7 +124,9 @@ static pdc_status build_mask(tr_net *net, tr_param *p)
 static pdc_status build_csr(tr_net *net, tr_param *p, const ir_layer *l)
 {
     const ir_tensor *w = &net->model->tensors[p->tensor];
-    const size_t rows = (size_t)w->dims[0], cols = p->n / rows;
+    int64_t vrows, vcols; /* conv [O, C/g*k...], fc [O, K], lstm/gru [D*G*H, I or H] */
+    ir_weight_matrix_view(w, &vrows, &vcols);
+    const size_t rows = (size_t)vrows, cols = p->n / rows;
     size_t og = rows, group = 1;
     if (l->op == IR_OP_CONV) {
         group = (size_t)ir_attr_int(&l->attrs, "group", 1);
@@ -191,17 +193,26 @@ pdc_status tr_net_update_sparse(tr_net *net, const tr_options *opt)
     }
     for (size_t li = 0; li < net->model->n_layers; li++) {
         const ir_layer *l = &net->model->layers[li];
-        const int pi = net->layers[li].w_param;
-        if ((l->op != IR_OP_CONV && l->op != IR_OP_FC) || pi < 0) continue;
-        tr_param *p = &net->params[pi];
-        if (!p->mask || p->sparse || opt->sparse == TR_SPARSE_OFF) continue;
-        if (opt->sparse == TR_SPARSE_AUTO && (double)p->kept > opt->sparse_threshold * (double)p->n) continue;
-        /* A small fc costs less dense (dot products straight from x) than sparse (x and y transposed around
-         * the sparse product): auto keeps fc weights below TR_SPARSE_FC_MIN_WEIGHTS dense. */
-        if (opt->sparse == TR_SPARSE_AUTO && l->op == IR_OP_FC && p->n < TR_SPARSE_FC_MIN_WEIGHTS) continue;
-        pdc_status st = build_csr(net, p, l);
-        if (st) return st;
-        p->sparse = 1;
+        const int rnn = l->op == IR_OP_LSTM || l->op == IR_OP_GRU;
+        if (l->op != IR_OP_CONV && l->op != IR_OP_FC && !rnn) continue;
+        /* conv/fc: the weight; lstm: w and r, gru: w (train_rnn.c's products of all steps at once) */
+        for (size_t s = 1; s <= (l->op == IR_OP_LSTM ? 2u : 1u); s++) {
+            const int pi = rnn ? (s < l->n_inputs && l->inputs[s] >= 0 ? net->param_of[l->inputs[s]] : -1)
+                               : net->layers[li].w_param;
+            if (pi < 0) continue;
+            tr_param *p = &net->params[pi];
+            if (!p->mask || p->sparse || opt->sparse == TR_SPARSE_OFF) continue;
+            /* lstm/gru only when asked: their sparse products measured no faster than the dense ones (a BCR
+             * LSTM 512, batch 8: within the shared host's noise, docs/training.md) */
+            if (rnn && opt->sparse != TR_SPARSE_ON) continue;
+            if (opt->sparse == TR_SPARSE_AUTO && (double)p->kept > opt->sparse_threshold * (double)p->n) continue;
+            /* A small fc costs less dense (dot products straight from x) than sparse (x and y transposed around
+             * the sparse product): auto keeps fc weights below TR_SPARSE_FC_MIN_WEIGHTS dense. */
+            if (opt->sparse == TR_SPARSE_AUTO && l->op == IR_OP_FC && p->n < TR_SPARSE_FC_MIN_WEIGHTS) continue;
+            pdc_status st = build_csr(net, p, l);
+            if (st) return st;
+            p->sparse = 1;
+        }
     }
     return PDC_OK;
 }

@@ -13,8 +13,12 @@
  *
  * Products are cpu_train_sgemm (the conv/fc GEMM, bit-identical for any thread count): the input part of
  * every gate for all T steps at once, the recurrent part step by step; in the backward pass the weight and
- * input gradients of all steps at once from the gathered gate gradients dA[T*B, G*H], the recurrent ones
- * step by step. Pruned weights get gradients like kept ones; the optimizer's masks zero them.
+ * input gradients of all steps at once from the gathered gate gradients dA[T*B, G*H] (lstm: dR too, from
+ * every step's h_prev gathered), gru's dR and dh_prev step by step. Pruned weights get gradients like kept
+ * ones there; the optimizer's masks zero them. A pruned w (and lstm's r) that the trainer's option sparse=on
+ * puts on the sparse kernels (tr_param.sparse: CSR of the kept weights) has those all-steps products on
+ * train_kernels.c's instead (dW, dR: one dot product per kept weight; dx: the kept weights only), over
+ * transposed operands; the forward pass and the per-step products stay dense.
  */
 #include <math.h>
 #include <string.h>
@@ -146,6 +150,20 @@ pdc_status tr_rnn_forward(tr_net *net, size_t li)
     return PDC_OK;
 }
 
+/* The parameter behind input tensor t when the trainer put it on the sparse kernels, else NULL. */
+static const tr_param *sparse_param(const tr_net *net, int t)
+{
+    const int pi = t >= 0 ? net->param_of[t] : -1;
+    return pi >= 0 && net->params[pi].sparse ? &net->params[pi] : NULL;
+}
+
+/* dst[c * rows + r] = src[r * cols + c] */
+static void transpose_to(const float *src, size_t rows, size_t cols, float *dst)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
+}
+
 /* The gradient of output o written in this backward pass, or NULL (none, or nothing reached it). */
 static const float *out_grad(const tr_net *net, const ir_layer *l, size_t o)
 {
@@ -161,11 +179,17 @@ pdc_status tr_rnn_backward(tr_net *net, size_t li)
     rnn_shape s;
     pdc_status st = shape_of(net, l, &s);
     if (st) return st;
-    const size_t T = s.T, B = s.B, I = s.I, H = s.H, G = s.G, S = s.S, GH = G * H, BH = B * H;
-    /* work: dA[T*B, G*H], zeros, dh, dc, dh_prev, u (gru: dA_h Rh or dq), rh (gru: r*h_prev) */
-    if ((st = tr_net_work(net, T * B * GH + 6 * BH))) return st;
-    float *dA = net->work, *zeros = dA + T * B * GH, *dh = zeros + BH, *dc = dh + BH, *dhp = dc + BH;
-    float *u = dhp + BH, *rh = u + BH;
+    const size_t T = s.T, B = s.B, I = s.I, H = s.H, G = s.G, S = s.S, GH = G * H, BH = B * H, TB = T * B;
+    const tr_param *pw = sparse_param(net, in_at(l, 1)), *pr = s.lstm ? sparse_param(net, in_at(l, 2)) : NULL;
+    /* work: dA[D][T*B, G*H], zeros, dh, dc, dh_prev, u (gru: dA_h Rh or dq), rh (gru: r*h_prev); lstm: hps[T*B, H]
+     * (every step's h_prev); sparse products: dAt[D*G*H, T*B] (dA transposed), then xt, dxt [I, T*B] (w),
+     * hpt[H, T*B] (r) */
+    const size_t n_hps = s.lstm ? TB * H : 0, n_dat = pw || pr ? s.D * GH * TB : 0;
+    if ((st = tr_net_work(net, s.D * TB * GH + 6 * BH + n_hps + n_dat + (pw ? 2 * I * TB : 0) + (pr ? H * TB : 0))))
+        return st;
+    float *dA = net->work, *zeros = dA + s.D * TB * GH, *dh = zeros + BH, *dc = dh + BH, *dhp = dc + BH;
+    float *u = dhp + BH, *rh = u + BH, *hps = rh + BH, *dAt = hps + n_hps, *xt = dAt + n_dat, *dxt = xt + (pw ? I * TB : 0);
+    float *hpt = dxt + (pw ? I * TB : 0);
     memset(zeros, 0, BH * sizeof *zeros);
     const float *x = net->val[in_at(l, 0)], *w = net->val[in_at(l, 1)], *r = net->val[in_at(l, 2)];
     const float *h0 = in_at(l, 5) >= 0 ? net->val[in_at(l, 5)] : NULL;
@@ -182,11 +206,12 @@ pdc_status tr_rnn_backward(tr_net *net, size_t li)
         float *dwb = db ? db + d * 2 * GH : NULL, *drb = dwb ? dwb + GH : NULL;
         memcpy(dh, dyh ? dyh + d * BH : zeros, BH * sizeof *dh);
         memcpy(dc, dyc ? dyc + d * BH : zeros, BH * sizeof *dc);
+        float *dAd = dA + d * TB * GH;
         for (size_t k = T; k-- > 0;) {
             const size_t t = time_of(&s, d, k);
             const float *hp = h_before(&s, y, h0, zeros, d, k);
             const float *a = saved_at(&s, lr->aux, d, t);
-            float *da = dA + t * B * GH;
+            float *da = dAd + t * B * GH;
             if (dy)
                 for (size_t i = 0; i < BH; i++) dh[i] += dy[(t * s.D + d) * BH + i];
             if (s.lstm) {
@@ -205,9 +230,9 @@ pdc_status tr_rnn_backward(tr_net *net, size_t li)
                         dc[b * H + j] = dct * fg;
                     }
                 }
-                /* dh_prev = dA R; dR += dA^T h_prev */
+                /* dh_prev = dA R (dR after the last step, from every step's h_prev) */
                 cpu_train_sgemm(0, 0, B, H, GH, 1.0f, da, GH, rd, H, 0.0f, dhp, H, net->threads);
-                if (drd) cpu_train_sgemm(1, 0, GH, H, B, 1.0f, da, GH, hp, H, 1.0f, drd, H, net->threads);
+                if (drd) memcpy(hps + t * BH, hp, BH * sizeof *hps);
                 if (drb)
                     for (size_t b = 0; b < B; b++)
                         for (size_t j = 0; j < GH; j++) drb[j] += da[b * GH + j];
@@ -267,12 +292,31 @@ pdc_status tr_rnn_backward(tr_net *net, size_t li)
             for (size_t i = 0; i < BH; i++) dh0[d * BH + i] += dh[i];
         if (dc0)
             for (size_t i = 0; i < BH; i++) dc0[d * BH + i] += dc[i];
-        /* all steps at once: dW += dA^T x, dx += dA W, dWb += column sums of dA */
-        if (dwd) cpu_train_sgemm(1, 0, GH, I, T * B, 1.0f, dA, GH, x, I, 1.0f, dwd, I, net->threads);
-        if (dx) cpu_train_sgemm(0, 0, T * B, I, GH, 1.0f, dA, GH, wd, I, 1.0f, dx, I, net->threads);
+        if (n_dat) transpose_to(dAd, TB, GH, dAt + d * GH * TB);
+        /* lstm, all steps at once: dR += dA^T h_prev (rows d*GH.. of the sparse r: its CSR's rows) */
+        if (drd && pr) {
+            transpose_to(hps, TB, H, hpt);
+            tk_spmm_dw(net->isa, GH, pr->fwd.ptr + d * GH, pr->fwd.idx, pr->fwd.vidx, dAt + d * GH * TB, TB, hpt, TB,
+                       TB, dr, net->threads);
+        } else if (drd && s.lstm) {
+            cpu_train_sgemm(1, 0, GH, H, TB, 1.0f, dAd, GH, hps, H, 1.0f, drd, H, net->threads);
+        }
+        /* all steps at once: dW += dA^T x, dx += dA W (dense w; sparse below), dWb += column sums of dA */
+        if (dwd && !pw) cpu_train_sgemm(1, 0, GH, I, TB, 1.0f, dAd, GH, x, I, 1.0f, dwd, I, net->threads);
+        if (dx && !pw) cpu_train_sgemm(0, 0, TB, I, GH, 1.0f, dAd, GH, wd, I, 1.0f, dx, I, net->threads);
         if (dwb)
-            for (size_t i = 0; i < T * B; i++)
-                for (size_t j = 0; j < GH; j++) dwb[j] += dA[i * GH + j];
+            for (size_t i = 0; i < TB; i++)
+                for (size_t j = 0; j < GH; j++) dwb[j] += dAd[i * GH + j];
+    }
+    if (pw && (dw || dx)) {
+        /* sparse w, every direction at once (dAt's rows are w's rows): dW over the kept weights, dx^T = w^T dA^T */
+        transpose_to(x, TB, I, xt);
+        if (dw) tk_spmm_dw(net->isa, s.D * GH, pw->fwd.ptr, pw->fwd.idx, pw->fwd.vidx, dAt, TB, xt, TB, TB, dw, net->threads);
+        if (dx) {
+            tk_spmm(net->isa, I, pw->tr.ptr, pw->tr.idx, pw->tr.vidx, w, NULL, dAt, TB, dxt, TB, TB, 0, net->threads);
+            for (size_t i = 0; i < TB; i++)
+                for (size_t j = 0; j < I; j++) dx[i * I + j] += dxt[j * TB + i];
+        }
     }
     return PDC_OK;
 }

@@ -267,6 +267,68 @@ START_TEST(pruned_gate_weights_stay_zero)
 }
 END_TEST
 
+/* Every kept weight's gradient and the input's (concatenated, malloc'd, *n) after one backward pass of m at
+ * option sparse = mode; *sparse_params: how many parameters the trainer put on the sparse kernels. */
+static float *kept_grads(pdc_model *m, const char *mode, size_t N, size_t *n, int *sparse_params)
+{
+    pdc_trainer *t = trainer_for(m, "cross_entropy");
+    ck_assert_ok(ctx, pdc_trainer_set_option(t, "sparse", mode));
+    tr_net *net = t->net;
+    ck_assert_ok(ctx, tr_net_enable_input_grad(net));
+    ck_assert_ok(ctx, tr_net_prepare(net, N));
+    const size_t xn = ir_tensor_numel(&net->exec->tensors[net->input]);
+    const size_t on = ir_tensor_numel(&net->exec->tensors[tr_net_loss_tensor(net, &t->opt)]);
+    float *x = malloc(xn * sizeof *x), *y = malloc(on * sizeof *y);
+    test_fill_random(x, xn, 77);
+    for (size_t i = 0; i < N; i++) y[i] = (float)((i * 7 + 3) % (on / N));
+    double l;
+    ck_assert_ok(ctx, tr_net_forward(net, x, &t->opt, 1));
+    ck_assert_ok(ctx, tr_net_loss(net, &t->opt, y, 1, &l, NULL));
+    ck_assert_ok(ctx, tr_net_backward(net, &t->opt));
+    size_t total = xn;
+    for (size_t i = 0; i < net->n_params; i++) total += net->params[i].n;
+    float *g = malloc(total * sizeof *g);
+    *n = 0;
+    *sparse_params = 0;
+    for (size_t i = 0; i < net->n_params; i++) {
+        const tr_param *p = &net->params[i];
+        *sparse_params += p->sparse;
+        for (size_t k = 0; k < p->n; k++)
+            if (!p->mask || p->mask[k]) g[(*n)++] = p->grad[k];
+    }
+    memcpy(g + *n, net->grad[net->input], xn * sizeof *g);
+    *n += xn;
+    free(x);
+    free(y);
+    pdc_trainer_destroy(t);
+    return g;
+}
+
+/* BCR-pruned bidirectional lstm and gru classifiers: with w (and lstm's r) on the sparse kernels (the
+ * products of all steps: dW, dR, dx over the kept weights only), every kept weight's gradient and the
+ * input's match the dense products' (sparse=off) to float rounding. */
+START_TEST(sparse_gate_gradients_match_dense)
+{
+    for (int lstm = 1; lstm >= 0; lstm--) {
+        pdc_model *m = classifier_model(lstm ? "lstm" : "gru", "bidirectional", 5, 3, 12, 8, 3);
+        fill_constants(m, 31, 0.5f);
+        pdc_attrs *o = opt_s("bcr_block", "4x4");
+        ck_assert_ok(ctx, pdc_attrs_set_string(o, "bcr_row_rate", "0.5"));
+        ck_assert_ok(ctx, transform(m, "prune-bcr", o));
+        size_t n1, n2;
+        int sp_on, sp_off;
+        float *want = kept_grads(m, "off", 3, &n1, &sp_off), *got = kept_grads(m, "on", 3, &n2, &sp_on);
+        ck_assert_int_eq(sp_off, 0);
+        ck_assert_int_eq(sp_on, (lstm ? 2 : 1)); /* w, and r for lstm (gru's r stays dense) */
+        ck_assert_uint_eq(n1, n2);
+        ck_assert_floats_near(got, want, n1, 1e-5f);
+        free(want);
+        free(got);
+        pdc_model_destroy(m);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ whole loop */
 
 /* Toy task: the class is which of 3 features has the largest sum over time. Batches of [T, N, F]. */
@@ -424,6 +486,7 @@ int main(void)
     tcase_add_loop_test(tc, rnn_gradients_match_pytorch, 0, (int)(sizeof rref_cases / sizeof rref_cases[0]));
     tcase_add_loop_test(tc, rnn_gradients_match_finite_differences, 0, (int)(sizeof fd_cases / sizeof fd_cases[0]));
     test_add_tests(tc, TEST_LIST(classifier_gradients_match_finite_differences, pruned_gate_weights_stay_zero,
+                                 sparse_gate_gradients_match_dense,
                                  sequence_classifier_trains, checkpoint_and_admm_with_recurrent_weights,
                                  unsupported_recurrent_layers_are_refused));
     return test_run_suite(s);

@@ -7,9 +7,12 @@
  * Configurations: dense; bcr: the gate matrices pruned to 4x fewer weights with prune-bcr (16x16 blocks keeping
  * 4 of their 16 columns), pruned weights and their Adam state kept at zero by the trainer.
  *
- * usage: train_rnn_bench [--threads N] [--steps N] [--repeats R] [--configs dense,bcr]
+ * --sparse MODE sets the trainer's option sparse (on puts the pruned w and r on the sparse kernels for their
+ * all-steps gradient products; auto, the default, and off keep lstm/gru products dense).
+ *
+ * usage: train_rnn_bench [--threads N] [--steps N] [--repeats R] [--configs dense,bcr] [--sparse auto|on|off]
  * Output, one line per configuration:
- *   pdc model=lstm config=NAME threads=T batch=8 step_ms_min=X step_ms_median=Y
+ *   pdc model=lstm config=NAME threads=T batch=8 sparse=MODE step_ms_min=X step_ms_median=Y
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,15 +62,17 @@ static pdc_model *build(void)
 
 int main(int argc, char **argv)
 {
-    const char *threads = "1", *configs = "dense,bcr";
+    const char *threads = "1", *configs = "dense,bcr", *sparse = "auto";
     int steps = 5, repeats = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--configs")) configs = argv[i + 1];
+        else if (!strcmp(argv[i], "--sparse")) sparse = argv[i + 1];
         else {
-            fprintf(stderr, "usage: train_rnn_bench [--threads N] [--steps N] [--repeats R] [--configs dense,bcr]\n");
+            fprintf(stderr, "usage: train_rnn_bench [--threads N] [--steps N] [--repeats R] [--configs dense,bcr] "
+                            "[--sparse auto|on|off]\n");
             return 2;
         }
     }
@@ -88,6 +93,7 @@ int main(int argc, char **argv)
         TRY(pdc_trainer_set_option(t, "optimizer", "adam"), "adam");
         TRY(pdc_trainer_set_option(t, "batch", "8"), "batch");
         TRY(pdc_trainer_set_option(t, "threads", threads), "threads");
+        TRY(pdc_trainer_set_option(t, "sparse", sparse), "sparse");
         TRY(pdc_trainer_init_weights(t), "init");
         if (bcr) {
             pdc_attrs *a;
@@ -106,8 +112,8 @@ int main(int argc, char **argv)
             ms[r] = (clock_s(CLOCK_MONOTONIC) - t0) * 1e3 / steps;
         }
         qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
-        printf("pdc model=lstm config=%s threads=%s batch=%d step_ms_min=%.3f step_ms_median=%.3f\n", name, threads, N,
-               ms[0], ms[repeats / 2]);
+        printf("pdc model=lstm config=%s threads=%s batch=%d sparse=%s step_ms_min=%.3f step_ms_median=%.3f\n", name,
+               threads, N, sparse, ms[0], ms[repeats / 2]);
         fflush(stdout);
         free(ms);
         pdc_trainer_destroy(t);
