@@ -523,21 +523,41 @@ static void emit_matmul_core(arm_gen *G, LLVMValueRef a, LLVMValueRef aoff, int6
 
 static pdc_status emit_gemm_epilogue(arm_gen *G, const ir_layer *l, const ir_gemm_params *pp, LLVMValueRef y);
 
+/* The bias a sparse fc/gemm/matmul row starts from: fc's (constant) or zeros (p->n floats). */
+static pdc_status sparse_bias(arm_gen *G, const ir_layer *l, const ir_gemm_params *p, LLVMValueRef *bias)
+{
+    if (l->op == IR_OP_FC && l->n_inputs > 2 && l->inputs[2] >= 0) return arm_tensor_ptr(G, l->inputs[2], bias);
+    float *z = pdc_calloc(G->ctx, (size_t)p->n, sizeof *z);
+    if (!z) return PDC_ERR_OUT_OF_MEMORY;
+    *bias = arm_const_bytes(G, z, (size_t)p->n * sizeof *z, "zeros");
+    pdc_free(z);
+    return PDC_OK;
+}
+
+/* y[i, :] = bias + W a[i, :] for every row i through the BCR kernel (arm_bcr.c). */
+static pdc_status emit_gemm_bcr(arm_gen *G, const ir_layer *l, const ir_gemm_params *p, const arm_bcr *C,
+                                LLVMValueRef a, LLVMValueRef y)
+{
+    LLVMValueRef bias;
+    pdc_status st = sparse_bias(G, l, p, &bias);
+    if (st) return st;
+    arm_loop L;
+    LLVMValueRef i = arm_loop_begin(G, p->m, &L);
+    LLVMValueRef yi = pdc_irb_gep(&G->irb, G->irb.f32, y, arm_mulc(G, i, p->n));
+    arm_move(G, yi, bias, p->n);
+    arm_bcr_product(G, C, pdc_irb_gep(&G->irb, G->irb.f32, a, arm_mulc(G, i, p->k)), yi);
+    arm_loop_end(G, &L);
+    return PDC_OK;
+}
+
 /* y[i, :] = bias + W a[i, :] for every row i through the block-sparse kernel; bias: fc's (constant)
  * or zeros. */
 static pdc_status emit_gemm_sparse(arm_gen *G, const ir_layer *l, const ir_gemm_params *p, const arm_bsr *S,
                                    LLVMValueRef a, LLVMValueRef y)
 {
     LLVMValueRef bias;
-    pdc_status st;
-    if (l->op == IR_OP_FC && l->n_inputs > 2 && l->inputs[2] >= 0) {
-        if ((st = arm_tensor_ptr(G, l->inputs[2], &bias))) return st;
-    } else {
-        float *z = pdc_calloc(G->ctx, (size_t)p->n, sizeof *z);
-        if (!z) return PDC_ERR_OUT_OF_MEMORY;
-        bias = arm_const_bytes(G, z, (size_t)p->n * sizeof *z, "zeros");
-        pdc_free(z);
-    }
+    pdc_status st = sparse_bias(G, l, p, &bias);
+    if (st) return st;
     /* rows of A are read kpad floats far: through a zero-padded copy where kpad > k */
     LLVMValueRef buf = S->kpad != S->k ? arm_scratch(G, (size_t)S->kpad) : NULL;
     arm_loop L;
@@ -559,11 +579,18 @@ static pdc_status emit_gemm(arm_gen *G, const ir_layer *l)
     LLVMValueRef a, b, y;
     if ((st = arm_tensor_ptr(G, l->inputs[0], &a)) || (st = arm_tensor_ptr(G, l->outputs[0], &y))) return st;
     const int fc = l->op == IR_OP_FC, has_c = l->n_inputs > 2 && l->inputs[2] >= 0;
-    /* block- or unstructured-pruned constant B = W^T (fc; gemm with transB, without transA): the
-     * block-sparse kernel, one y row = bias + W x per row of A, as the cpu target does for fc */
+    /* BCR-, block- or unstructured-pruned constant B = W^T (fc; gemm with transB, without transA): the
+     * BCR or block-sparse kernel, one y row = bias + W x per row of A, as the cpu target does for fc */
     const ir_tensor *tc = has_c ? &m->tensors[l->inputs[2]] : NULL;
     if (tb->kind == IR_TENSOR_CONST && p.trans_b && !p.trans_a && tb->rank == 2 && tb->dims[0] == p.n &&
         tb->dims[1] == p.k && (!fc || !tc || tc->kind == IR_TENSOR_CONST)) {
+        arm_bcr C;
+        st = arm_bcr_plan(G, tb, 0, p.n, &C);
+        if (st != PDC_ERR_UNSUPPORTED) {
+            if (!st) st = emit_gemm_bcr(G, l, &p, &C, a, y);
+            if (st || fc) return st;
+            return emit_gemm_epilogue(G, l, &p, y);
+        }
         arm_bsr S;
         st = arm_bsr_plan(G, tb, 0, p.n, &S);
         if (st != PDC_ERR_UNSUPPORTED) {
@@ -657,19 +684,23 @@ static pdc_status emit_matmul(arm_gen *G, const ir_layer *l)
     LLVMValueRef a, b, y;
     pdc_status st;
     if ((st = arm_tensor_ptr(G, l->inputs[0], &a)) || (st = arm_tensor_ptr(G, l->outputs[0], &y))) return st;
-    /* by a block- or unstructured-pruned constant matrix (a linear layer on x [..., M, K]): x's
+    /* by a BCR-, block- or unstructured-pruned constant matrix (a linear layer on x [..., M, K]): x's
      * leading dims are rows of one product, on the block-sparse kernel through the transpose [N, K]
      * of the weights, as the cpu target runs it */
     if (tb->kind == IR_TENSOR_CONST && tb->rank == 2 && tb->sparsity.kind != IR_SPARSITY_NONE && K > 0) {
         ir_tensor wt;
         if ((st = ir_matrix_transpose(G->ctx, tb, &wt))) return st;
+        ir_gemm_params p = {.m = numel(ta) / K, .n = N, .k = K};
+        arm_bcr C;
+        st = arm_bcr_plan(G, &wt, 0, N, &C);
+        if (st != PDC_ERR_UNSUPPORTED) {
+            ir_matrix_transpose_free(&wt);
+            return st ? st : emit_gemm_bcr(G, l, &p, &C, a, y);
+        }
         arm_bsr S;
         st = arm_bsr_plan(G, &wt, 0, N, &S);
         ir_matrix_transpose_free(&wt);
-        if (st != PDC_ERR_UNSUPPORTED) {
-            ir_gemm_params p = {.m = numel(ta) / K, .n = N, .k = K};
-            return st ? st : emit_gemm_sparse(G, l, &p, &S, a, y);
-        }
+        if (st != PDC_ERR_UNSUPPORTED) return st ? st : emit_gemm_sparse(G, l, &p, &S, a, y);
     }
     if ((st = arm_tensor_ptr(G, l->inputs[1], &b))) return st;
     arm_nest Nn;

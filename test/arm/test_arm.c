@@ -614,7 +614,7 @@ START_TEST(sparse_rnn_match_ref)
 }
 END_TEST
 
-/* prune-bcr on the model's lstm/gru weights with blocks `block` and half the rows of each kept block pruned */
+/* prune-bcr on the model's weights with blocks `block` and half the rows of each kept block pruned */
 static void prune_bcr(const char *block)
 {
     pdc_attrs *a;
@@ -669,6 +669,48 @@ START_TEST(bcr_rnn_match_ref)
         /* no dense (transposed) gate matrix in the library: every one went through the BCR kernel */
         int n = symbols(name, " r c[0-9]+\\.L[0-9]+\\.(w|r|rh)$");
         if (n >= 0) ck_assert_int_eq(n, 0);
+    }
+}
+END_TEST
+
+/* BCR-pruned fc (bias, relu), gemm (transB, alpha, beta, C) and matmul by a constant [K, N] (transposed at
+ * emit time) through the BCR kernel, against ref: 45 inputs and 37 outputs (edge blocks both ways), batch 3,
+ * blocks 8x8, 4x4 and 16x8; no dense copy of the weights is in the library. */
+START_TEST(bcr_fc_gemm_matmul_match_ref)
+{
+    static const char *const blocks[] = {"8x8", "4x4", "16x8"};
+    for (size_t c = 0; c < 3; c++) {
+        if (c > 0 && quick()) return;
+        char name[32];
+        snprintf(name, sizeof name, "bcrfc%zu", c);
+        fresh_model(name);
+        input("x", DIMS(3, 45));
+        constant_rand("fw", DIMS(37, 45), 0.5f, 1);
+        constant_rand("fb", DIMS(37), 0.5f, 2);
+        layer("fc", set_string(attrs(), "activation", "relu"), "f", NAMES("x", "fw", "fb"));
+        constant_rand("gw", DIMS(37, 45), 0.5f, 3);
+        constant_rand("gc", DIMS(37), 1.0f, 4);
+        layer("gemm", set_float(set_float(set_int(attrs(), "transB", 1), "alpha", 0.75f), "beta", -1.5f), "g",
+              NAMES("x", "gw", "gc"));
+        constant_rand("mw", DIMS(45, 37), 0.5f, 5);
+        layer("matmul", NULL, "mm", NAMES("x", "mw"));
+        const char *outs[] = {"f", "g", "mm"};
+        for (size_t i = 0; i < 3; i++) output(outs[i]);
+        prune_bcr(blocks[c]);
+        char what[64];
+        snprintf(what, sizeof what, "BCR-pruned fc, gemm, matmul, %s blocks", blocks[c]);
+        check_arm_matches_ref(name, NULL, what, (uint32_t)(81 + c));
+        /* no transposed dense copy (fc, gemm), and the read-only data well under the three dense matrices
+         * (the packed kept columns hold half the weights here: rows pruned inside them stay as zeros) */
+        int n = symbols(name, " r c[0-9]+\\.L[0-9]+\\.wT$");
+        if (n >= 0) ck_assert_int_eq(n, 0);
+        if (system("command -v aarch64-linux-gnu-size >/dev/null 2>&1") == 0) {
+            char cmd[1024];
+            snprintf(cmd, sizeof cmd,
+                     "aarch64-linux-gnu-size -A %s/lib%s.a | awk '$1 ~ /^\\.rodata/ { s += $2 } END { exit !(s < 3 * 45 * 37 * 4 * 0.75) }'",
+                     tmp, name);
+            ck_assert_msg(sh(cmd) == 0, "BCR fc/gemm/matmul: .rodata not under 75%% of the dense weights: %s", cmd);
+        }
     }
 }
 END_TEST
@@ -985,7 +1027,7 @@ int main(void)
     tcase_add_loop_test(tc, onnx_models_match_ref, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
     test_add_tests(tc, TEST_LIST(nonfinite_inputs_classified_like_ref, conv_variants_dense, conv_variants_pruned_reordered, conv3d_matches_ref, other_ops_match_ref,
                                  rnn_cells_match_ref, sparse_fc_gemm_match_ref, sparse_matmul_matches_ref,
-                                 sparse_rnn_match_ref, bcr_rnn_match_ref, sparse_fc_stores_no_zeros, two_models_link_into_one_program,
+                                 sparse_rnn_match_ref, bcr_rnn_match_ref, bcr_fc_gemm_matmul_match_ref, sparse_fc_stores_no_zeros, two_models_link_into_one_program,
                                  archive_and_code, odd_names_and_no_inputs, bad_input_fails_cleanly));
     return test_run_suite(s);
 }
