@@ -105,6 +105,8 @@ typedef struct arm_bcr {
 pdc_status arm_bcr_plan(arm_gen *G, const ir_tensor *wt, int64_t row0, int64_t rows, arm_bcr *S);
 /* y[0, rows) += W x (emitted inline; x: the matrix's columns). */
 void arm_bcr_product(arm_gen *G, const arm_bcr *S, LLVMValueRef x, LLVMValueRef y);
+/* y[r][0, np) += sum over kept columns c of W[r][c] x[c][0, np): planes of np pixels (a 1x1 conv's image). */
+void arm_bcr_product_planes(arm_gen *G, const arm_bcr *S, LLVMValueRef x, int64_t np, LLVMValueRef y);
 
 /* Per-op generators: build the body of the current function for layer l. */
 pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l);

@@ -6,7 +6,8 @@
  * <bh x float> accumulator (bh / 4 NEON registers at bh = 4, 8, 16) takes, per kept column, its weights
  * times the one input that column reads, loaded once and broadcast; then it is added to y. The code is
  * emitted inline at the call: a loop over the full block-rows, and the edge block-row (fewer than bh
- * rows) after it, storing only its rows.
+ * rows) after it, storing only its rows. A 1x1 conv takes the planes form: per kept column and row, the
+ * column's input plane times the weight onto the row's output plane.
  */
 #include "backends/arm/arm.h"
 #include "backends/cpu/cpu.h"
@@ -85,4 +86,54 @@ void arm_bcr_product(arm_gen *G, const arm_bcr *S, LLVMValueRef x, LLVMValueRef 
         arm_loop_end(G, &L);
     }
     if (tail) bcr_row(G, S, x, y, arm_i64(G, full), tail);
+}
+
+/* y[r0 + i][0, np) += block-row br's kept columns' weights times their input planes x[col[k]][0, np), for
+ * i < h: per kept column and row one unit-stride loop over the pixels (NEON-vectorised by LLVM), the
+ * column's plane read from L1 once per kept row. */
+static void bcr_plane_row(arm_gen *G, const arm_bcr *S, LLVMValueRef x, int64_t np, LLVMValueRef y, LLVMValueRef br,
+                          int64_t h)
+{
+    pdc_irb *irb = &G->irb;
+    LLVMBuilderRef B = irb->b;
+    LLVMValueRef k0 = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, S->rowptr, br));
+    LLVMValueRef k1 = pdc_irb_load_i64(irb, pdc_irb_gep(irb, irb->i64, S->rowptr, arm_addc(G, br, 1)));
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(irb->c, G->fn, "bcrp_head");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(irb->c, G->fn, "bcrp_col");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(irb->c, G->fn, "bcrp_done");
+    LLVMBuildBr(B, head);
+    LLVMPositionBuilderAtEnd(B, head);
+    LLVMValueRef k = LLVMBuildPhi(B, irb->i64, "k");
+    LLVMAddIncoming(k, &k0, &pre, 1);
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, k, k1, ""), body, done);
+    LLVMPositionBuilderAtEnd(B, body);
+    LLVMValueRef c = pdc_irb_load_i32_as_i64(irb, pdc_irb_gep(irb, irb->i32, S->col, k));
+    LLVMValueRef xc = pdc_irb_gep(irb, irb->f32, x, arm_mulc(G, c, np));
+    LLVMValueRef wk = pdc_irb_gep(irb, irb->f32, S->wpk, arm_mulc(G, k, S->bh));
+    arm_loop Li, Lp;
+    LLVMValueRef i = arm_loop_begin(G, h, &Li);
+    LLVMValueRef wv = arm_ldf(G, wk, i);
+    LLVMValueRef yr = pdc_irb_gep(irb, irb->f32, y, arm_mulc(G, arm_add(G, arm_mulc(G, br, S->bh), i), np));
+    LLVMValueRef p = arm_loop_begin(G, np, &Lp);
+    arm_stf(G, yr, p, pdc_irb_fma(irb, wv, arm_ldf(G, xc, p), arm_ldf(G, yr, p)));
+    arm_loop_end(G, &Lp);
+    arm_loop_end(G, &Li);
+    LLVMValueRef k2 = LLVMBuildNSWAdd(B, k, arm_i64(G, 1), "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
+    LLVMAddIncoming(k, &k2, &latch, 1);
+    LLVMBuildBr(B, head);
+    LLVMPositionBuilderAtEnd(B, done);
+}
+
+void arm_bcr_product_planes(arm_gen *G, const arm_bcr *S, LLVMValueRef x, int64_t np, LLVMValueRef y)
+{
+    const int64_t full = S->rows / S->bh, tail = S->rows % S->bh;
+    if (full > 0) {
+        arm_loop L;
+        LLVMValueRef br = arm_loop_begin(G, full, &L);
+        bcr_plane_row(G, S, x, np, y, br, S->bh);
+        arm_loop_end(G, &L);
+    }
+    if (tail) bcr_plane_row(G, S, x, np, y, arm_i64(G, full), tail);
 }

@@ -9,7 +9,7 @@
  * calling the right variant for every filter, and the activation the tile code does not inline.
  *
  * Dense layers use the same generator with one full-window pattern (the multi-filter dense family
- * of conv_dense.c is not retargeted). One thread: every tile runs all filters in one call. A 3-D conv
+ * of conv_dense.c is not retargeted). A BCR-pruned 1x1 conv runs on arm_bcr.c's planes product instead. One thread: every tile runs all filters in one call. A 3-D conv
  * runs as the 2-D conv of each output depth plane (emit_conv3d), as on the cpu target.
  */
 #include <stdio.h>
@@ -195,9 +195,57 @@ static pdc_status emit_conv3d(arm_gen *G, const ir_layer *l)
     return st;
 }
 
+/* A 1x1 conv (stride 1, no padding, one group, no out_perm) with BCR-pruned weights: per image, the output
+ * planes start as the bias and take arm_bcr.c's planes product, then the fused activation;
+ * PDC_ERR_UNSUPPORTED (nothing on ctx) for any other conv. */
+static pdc_status emit_conv_bcr(arm_gen *G, const ir_layer *l)
+{
+    const ir_tensor *wt = &G->m->tensors[l->inputs[1]];
+    if (wt->sparsity.kind != IR_SPARSITY_BCR) return PDC_ERR_UNSUPPORTED;
+    cpu_conv_plan P;
+    char why[200];
+    pdc_status st = cpu_conv_plan_init(G->ctx, G->m, l, &P, why, sizeof why);
+    const conv_geom *g = &P.g;
+    if (!st && (g->kh != 1 || g->kw != 1 || g->sy != 1 || g->sx != 1 || g->group != 1 || g->pt != 0 || g->pl != 0 ||
+                g->oh != g->h || g->ow != g->w || P.fp.out_perm))
+        st = PDC_ERR_UNSUPPORTED;
+    arm_bcr S;
+    if (!st) st = arm_bcr_plan(G, wt, 0, g->o, &S);
+    LLVMValueRef x, y;
+    if (!st) st = arm_tensor_ptr(G, l->inputs[0], &x);
+    if (!st) st = arm_tensor_ptr(G, l->outputs[0], &y);
+    float *bias = st ? NULL : pdc_calloc(G->ctx, (size_t)g->o, sizeof *bias);
+    if (!st && !bias) st = PDC_ERR_OUT_OF_MEMORY;
+    if (st) {
+        cpu_conv_plan_release(&P);
+        return st;
+    }
+    for (int64_t o = 0; P.b && o < g->o; o++) bias[o] = P.b[o];
+    LLVMValueRef bv = arm_const_bytes(G, bias, (size_t)g->o * sizeof *bias, "bias");
+    pdc_free(bias);
+    const int64_t np = g->h * g->w;
+    for (int64_t n = 0; n < g->n; n++) {
+        LLVMValueRef xn = pdc_irb_gepc(&G->irb, G->irb.f32, x, n * g->c * np);
+        LLVMValueRef yn = pdc_irb_gepc(&G->irb, G->irb.f32, y, n * g->o * np);
+        arm_loop Lo, Lp;
+        LLVMValueRef o = arm_loop_begin(G, g->o, &Lo);
+        LLVMValueRef bo = arm_ldf(G, bv, o), yo = pdc_irb_gep(&G->irb, G->irb.f32, yn, arm_mulc(G, o, np));
+        LLVMValueRef p = arm_loop_begin(G, np, &Lp);
+        arm_stf(G, yo, p, bo);
+        arm_loop_end(G, &Lp);
+        arm_loop_end(G, &Lo);
+        arm_bcr_product_planes(G, &S, xn, np, yn);
+        arm_act_inplace(G, &P.fp, yn, g->o * np);
+    }
+    cpu_conv_plan_release(&P);
+    return PDC_OK;
+}
+
 pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
 {
     if (G->m->tensors[l->inputs[1]].rank == 5) return emit_conv3d(G, l);
+    pdc_status bst = emit_conv_bcr(G, l);
+    if (bst != PDC_ERR_UNSUPPORTED) return bst;
     arm_conv C;
     memset(&C, 0, sizeof C);
     pdc_status st = conv_prepare(G, G->m, l, &C);

@@ -621,6 +621,8 @@ static void prune_bcr(const char *block)
     ck_assert_ok(ctx, pdc_attrs_create(ctx, &a));
     ck_assert_ok(ctx, pdc_attrs_set_string(a, "bcr_block", block));
     ck_assert_ok(ctx, pdc_attrs_set_float(a, "bcr_row_rate", 0.5f));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "block_convs", 1));  /* 1x1 convs too, */
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "include_stem", 1)); /* also one that reads the graph input */
     ck_assert_ok(ctx, pdc_model_transform(mdl, "prune-bcr", a));
     pdc_attrs_destroy(a);
 }
@@ -711,6 +713,37 @@ START_TEST(bcr_fc_gemm_matmul_match_ref)
                      tmp, name);
             ck_assert_msg(sh(cmd) == 0, "BCR fc/gemm/matmul: .rodata not under 75%% of the dense weights: %s", cmd);
         }
+    }
+}
+END_TEST
+
+/* BCR-pruned 1x1 convs on the planes product, against ref: x [2, 20, 5, 7] to 37 filters (an edge block-row)
+ * with a bias and a relu, then 37 to 24 without; blocks 8x8 and 16x4; a strided 1x1 conv in the same model
+ * stays on the conv generator. */
+START_TEST(bcr_pointwise_conv_matches_ref)
+{
+    static const char *const blocks[] = {"8x8", "16x4"};
+    for (size_t c = 0; c < 2; c++) {
+        if (c > 0 && quick()) return;
+        char name[32];
+        snprintf(name, sizeof name, "bcrpw%zu", c);
+        fresh_model(name);
+        input("x", DIMS(2, 20, 5, 7));
+        constant_rand("w1", DIMS(37, 20, 1, 1), 0.5f, 1);
+        constant_rand("b1", DIMS(37), 0.5f, 2);
+        layer("conv", set_string(attrs(), "activation", "relu"), "c1", NAMES("x", "w1", "b1"));
+        constant_rand("w2", DIMS(24, 37, 1, 1), 0.5f, 3);
+        layer("conv", NULL, "c2", NAMES("c1", "w2"));
+        constant_rand("w3", DIMS(16, 37, 1, 1), 0.5f, 4);
+        layer("conv", set_ints(attrs(), "strides", DIMS(2, 2)), "c3", NAMES("c1", "w3"));
+        output("c2");
+        output("c3");
+        prune_bcr(blocks[c]);
+        char what[64];
+        snprintf(what, sizeof what, "BCR-pruned 1x1 convs, %s blocks", blocks[c]);
+        check_arm_matches_ref(name, NULL, what, (uint32_t)(91 + c));
+        int n = symbols(name, " r .*bcr_w$");
+        if (n >= 0) ck_assert_int_ge(n, 1);
     }
 }
 END_TEST
@@ -1027,7 +1060,8 @@ int main(void)
     tcase_add_loop_test(tc, onnx_models_match_ref, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
     test_add_tests(tc, TEST_LIST(nonfinite_inputs_classified_like_ref, conv_variants_dense, conv_variants_pruned_reordered, conv3d_matches_ref, other_ops_match_ref,
                                  rnn_cells_match_ref, sparse_fc_gemm_match_ref, sparse_matmul_matches_ref,
-                                 sparse_rnn_match_ref, bcr_rnn_match_ref, bcr_fc_gemm_matmul_match_ref, sparse_fc_stores_no_zeros, two_models_link_into_one_program,
+                                 sparse_rnn_match_ref, bcr_rnn_match_ref, bcr_fc_gemm_matmul_match_ref, bcr_pointwise_conv_matches_ref,
+                                 sparse_fc_stores_no_zeros, two_models_link_into_one_program,
                                  archive_and_code, odd_names_and_no_inputs, bad_input_fails_cleanly));
     return test_run_suite(s);
 }
