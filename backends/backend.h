@@ -26,12 +26,18 @@ typedef struct pdc_layer_knobs {
     int32_t whole;        /* PDC_KNOB_ROWS: 1 = pack the whole input, never in row bands */
 } pdc_layer_knobs;
 
+/* A layer's predicted time on t threads: serial_ms + parallel_ms / t (lib/cost's latency model). */
+typedef struct pdc_layer_cost {
+    double serial_ms, parallel_ms;
+} pdc_layer_cost;
+
 struct pdc_program {
     pdc_context *ctx;
     const struct pdc_backend *backend;
     ir_model *model;      /* owned deep copy, shapes concrete, verified */
     void *state;          /* backend-private */
     pdc_layer_knobs *knobs; /* NULL, or one per layer of model (owned, pdc_free): set before compile */
+    pdc_layer_cost *cost;   /* NULL, or one per layer of model (owned, pdc_free): set before compile */
 };
 
 typedef struct pdc_backend {

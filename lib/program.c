@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "ir/arena.h"
 #include "lib/api_internal.h"
 #include "lib/cost/cost.h"
 #include "lib/tune/tune.h"
@@ -82,6 +83,7 @@ static void program_free(pdc_program *p)
     if (p->backend && p->state) p->backend->destroy(p);
     ir_model_destroy(p->model);
     pdc_free(p->knobs);
+    pdc_free(p->cost);
     pdc_free(p);
 }
 static pdc_status compile_auto(pdc_context *ctx, const pdc_model *model, pdc_program **program_out);
@@ -106,6 +108,8 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
     /* the tuning database's choices for the cpu target's kernels (option tune) */
     if ((st = ir_model_clone(model, &p->model)) ||
         (be == &pdc_backend_cpu && (st = tune_model_knobs(ctx, p->model, ctx->tune, TUNE_DEFAULT_BUDGET_S, &p->knobs, NULL))) ||
+        /* a scheduled model's steps divide the threads by predicted cost (backends/cpu/lanes.c) */
+        (be == &pdc_backend_cpu && ir_model_scheduled(p->model) && (st = cost_layer_costs(ctx, p->model, &p->cost))) ||
         (st = be->compile(p))) {
         program_free(p);
         return st;

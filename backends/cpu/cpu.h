@@ -304,6 +304,18 @@ int cpu_share_owns(int t, int nt, int64_t n, int64_t u);
  * eighth of what is left, at least 1), else one item from the back of another's. Returns the run's
  * first item (-1: none left), its length in *count. */
 int64_t cpu_share_next(cpu_share *s, int t, int nt, int64_t *count);
+/* ------------------------------------------------------------------ lanes of a scheduled step (lanes.c) */
+
+#define CPU_LANES_MAX 64 /* chains of a step weighed at most (the schedule pass's option lanes is <= 64) */
+
+/* How a step of k chains (each one's predicted time: the sum of its layers') runs on `threads` threads: returns the number of lanes L (0: layer after
+ * layer, every thread on each), with lane_of[c] < L the lane of chain c (k slots) and lane_threads[j]
+ * the threads of lane j (L slots, each >= 1 and <= lane_threads_max, summing to at most `threads`).
+ * predicted (NULL or 2 slots): the predicted ms layer after layer and of the lanes' plan. Side by side
+ * only when predicted at least 10% faster, unless force is set (k >= 2 and threads >= 2 then always). */
+int cpu_lanes_plan(const pdc_layer_cost *chains, size_t k, int threads, int lane_threads_max, int force,
+                   size_t *lane_of, int *lane_threads, double *predicted);
+
 /* dst[0, n) = src[0, n) on nt threads in pieces of 64 KiB (one thread if the spans overlap, as a
  * caller's input and output buffers may). */
 void cpu_copy_floats(float *dst, const float *src, size_t n, int nt);

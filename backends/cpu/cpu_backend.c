@@ -52,6 +52,7 @@ typedef struct cpu_state {
     size_t *chain;          /* scheduled models (schedule pass): per layer its chain's lane in its step,
                              * and the step's number of chains in chains[]; NULL when not scheduled */
     size_t *chains;
+    pdc_layer_cost *cost;   /* scheduled models: per layer its predicted time (lanes.c weighs a step's chains) */
     int side_by_side;       /* some step has 2 or more chains: the scratch is there once per thread */
     _Atomic(struct cpu_work *) spare; /* one cached workspace, NULL when lent out or not yet made */
 } cpu_state;
@@ -106,6 +107,7 @@ static void cpu_destroy(pdc_program *prog)
     pdc_free(s->input_slot);
     pdc_free(s->chain);
     pdc_free(s->chains);
+    pdc_free(s->cost);
     work_free(atomic_load(&s->spare));
     pdc_free(s);
     prog->state = NULL;
@@ -139,14 +141,37 @@ static size_t step_end(const ir_model *m, size_t a)
     return b;
 }
 
-/* Lanes for a scheduled model (ir/arena.h): each step's chains numbered in order of their first layer.
- * Only where every layer has a JIT kernel: those cannot fail, so a lane never has an error to report. */
-static pdc_status plan_lanes(const ir_model *m, cpu_state *s)
+/* Without the latency model (lib/cost), a layer's time is taken from its FLOPs: 10 GFLOP/s a core and
+ * nine tenths of it dividing over threads (roughly what the model's defaults give a dense conv). */
+#define FLOP_MS 1e-7
+#define FLOP_PARALLEL 0.9
+
+static pdc_layer_cost flops_cost(const ir_model *m, size_t li)
 {
+    ir_layer_stats st;
+    ir_layer_stats_compute(m, li, &st);
+    const ir_layer *l = &m->layers[li];
+    double out = 0;
+    for (size_t i = 0; i < l->n_outputs; i++)
+        if (l->outputs[i] >= 0) out += (double)ir_tensor_numel(&m->tensors[l->outputs[i]]);
+    double t1 = FLOP_MS * ((double)st.effective_flops + 4.0 * out); /* 4: a memory-bound layer's share */
+    return (pdc_layer_cost){t1 * (1.0 - FLOP_PARALLEL), t1 * FLOP_PARALLEL};
+}
+
+/* Lanes for a scheduled model (ir/arena.h): each step's chains numbered in order of their first layer,
+ * each layer's predicted time (the program's, from the latency model, else from its FLOPs; 0 for a
+ * layer run in another's epilogue). Only where every layer has a JIT kernel: those cannot fail, so a
+ * lane never has an error to report. */
+static pdc_status plan_lanes(const pdc_program *prog, cpu_state *s)
+{
+    const ir_model *m = prog->model;
     size_t n = m->n_layers;
     s->chain = pdc_calloc(m->ctx, n, sizeof *s->chain);
     s->chains = pdc_calloc(m->ctx, n, sizeof *s->chains);
-    if (!s->chain || !s->chains) return PDC_ERR_OUT_OF_MEMORY;
+    s->cost = pdc_calloc(m->ctx, n, sizeof *s->cost);
+    if (!s->chain || !s->chains || !s->cost) return PDC_ERR_OUT_OF_MEMORY;
+    for (size_t li = 0; li < n; li++)
+        if (s->layers[li].run != run_fused) s->cost[li] = prog->cost ? prog->cost[li] : flops_cost(m, li);
     pdc_status st = ir_schedule_chains(m, s->chain); /* chain[li]: the chain's first layer */
     for (size_t a = 0, b; a < n && !st; a = b) {
         b = step_end(m, a);
@@ -159,25 +184,50 @@ static pdc_status plan_lanes(const ir_model *m, cpu_state *s)
             s->chains[li] = k;
             size_t len = strlen(s->layers[li].info);
             if (k > 1)
-                snprintf(s->layers[li].info + len, sizeof s->layers[li].info - len, "; lane %zu of %zu side by side",
-                         s->chain[li] + 1, k);
+                snprintf(s->layers[li].info + len, sizeof s->layers[li].info - len,
+                         "; chain %zu of %zu in its step (side by side where predicted faster)", s->chain[li] + 1, k);
         }
         if (k > 1) s->side_by_side = 1;
     }
     return st;
 }
 
-/* Layers [a, b) of one step, its k chains side by side, one thread each (lane c: chain c, its own
- * scratch, private block and share slot). */
-static void run_lanes(const ir_model *m, const cpu_state *s, size_t a, size_t b, size_t k, float *const *buf,
-                      const uint8_t *live, const cpu_exec *x)
+/* How the step of layers [a, b) with k chains runs on x's threads (lanes.c): the number of lanes (0:
+ * layer after layer), lane_of[c] and lane_threads[j] as cpu_lanes_plan gives them. */
+static int plan_step(const cpu_state *s, size_t a, size_t b, size_t k, const uint8_t *live, const cpu_exec *x,
+                     size_t *lane_of, int *lane_threads, double *predicted)
 {
-#pragma omp parallel num_threads((int)k)
-    {
-        const size_t c = (size_t)omp_get_thread_num();
-        const cpu_exec lane = {1, x->scratch + c * s->scratch_floats, x->own + c, x->shares + c};
+    /* PDC_CPU_LANES=0: never side by side, 1: always where a step has 2+ chains (tuning and test aids) */
+    const char *env = getenv("PDC_CPU_LANES");
+    int force = env && *env == '1';
+    if ((env && *env == '0') || k > CPU_LANES_MAX || x->threads < 2) return 0;
+    pdc_layer_cost chains[CPU_LANES_MAX] = {{0, 0}};
+    for (size_t li = a; li < b; li++)
+        if (!live || live[li]) {
+            chains[s->chain[li]].serial_ms += s->cost[li].serial_ms;
+            chains[s->chain[li]].parallel_ms += s->cost[li].parallel_ms;
+        }
+    /* a lane of several threads is a nested parallel region: with OpenMP's max-active-levels at 1 (its
+     * default) it would get one thread, so lanes are planned with one thread each then */
+    int most = omp_get_max_active_levels() >= 2 ? x->threads : 1;
+    return cpu_lanes_plan(chains, k, x->threads, most, force, lane_of, lane_threads, predicted);
+}
+
+/* Layers [a, b) of one step side by side in nl lanes: lane j runs the chains c with lane_of[c] == j, in
+ * list order, on lane_threads[j] threads with its own scratch, and its own slice of the threads'
+ * private blocks and share slots. */
+static void run_lanes(const ir_model *m, const cpu_state *s, size_t a, size_t b, int nl, const size_t *lane_of,
+                      const int *lane_threads, float *const *buf, const uint8_t *live, const cpu_exec *x)
+{
+    int first[CPU_LANES_MAX + 1];
+    first[0] = 0;
+    for (int j = 0; j < nl; j++) first[j + 1] = first[j] + lane_threads[j];
+#pragma omp parallel num_threads(nl)
+    for (int j = omp_get_thread_num(); j < nl; j += omp_get_num_threads()) { /* a smaller team takes every lane */
+        const cpu_exec lane = {lane_threads[j], x->scratch + (size_t)j * s->scratch_floats, x->own + first[j],
+                               x->shares + first[j]};
         for (size_t li = a; li < b; li++)
-            if (s->chain[li] == c && (!live || live[li]))
+            if (lane_of[s->chain[li]] == (size_t)j && (!live || live[li]))
                 (void)s->layers[li].run(&s->layers[li], m, &m->layers[li], buf, &lane);
     }
 }
@@ -276,7 +326,7 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
     s->infallible = 1;
     for (size_t li = 0; li < s->n_layers; li++)
         if (!s->layers[li].run) s->infallible = 0;
-    if (!st && s->infallible && s->threads > 1 && ir_model_scheduled(m)) st = plan_lanes(m, s);
+    if (!st && s->infallible && s->threads > 1 && ir_model_scheduled(m)) st = plan_lanes(prog, s);
     if (st) cpu_destroy(prog);
     return st;
 }
@@ -356,6 +406,7 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
      * take on an idle machine; a multi-thread run's other threads are not counted) */
     const char *lc = layer_ms ? getenv("PDC_LAYER_CLOCK") : NULL;
     int cpu_clock = lc && !strcmp(lc, "thread-cpu");
+    size_t planned_to = 0; /* layers before it belong to steps already planned */
     for (size_t li = 0; li < m->n_layers && st == PDC_OK; li++) {
         const ir_layer *l = &m->layers[li];
         const cpu_layer *L = &s->layers[li];
@@ -364,16 +415,32 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
             continue;
         }
         double t0 = profile || layer_ms ? omp_get_wtime() : 0.0, c0 = cpu_clock ? thread_cpu_s() : 0.0;
-        /* side by side unless each layer is checked (check_finite) or timed (layer_ms) on its own */
-        size_t lanes = s->chain && !check && !layer_ms ? s->chains[li] : 1;
-        if (lanes > 1 && (size_t)x.threads == lanes) { /* a step of as many chains as threads: side by side */
-            size_t b = step_end(m, li);
-            run_lanes(m, s, li, b, lanes, buf, live, &x);
-            if (profile)
-                fprintf(stderr, "pdc-profile %3zu %-24s %9.3f ms  %zu layers in %zu lanes\n", li, l->name,
-                        (omp_get_wtime() - t0) * 1e3, b - li, lanes);
-            li = b - 1;
-            continue;
+        /* a step's chains side by side where predicted faster, unless each layer is checked
+         * (check_finite) or timed (layer_ms) on its own */
+        if (s->chain && !check && !layer_ms && li >= planned_to && s->chains[li] > 1) {
+            size_t b = step_end(m, li), lane_of[CPU_LANES_MAX];
+            int lane_threads[CPU_LANES_MAX];
+            double predicted[2];
+            int nl = plan_step(s, li, b, s->chains[li], live, &x, lane_of, lane_threads, predicted);
+            planned_to = b; /* 0 lanes: this step's layers run one after the other below */
+            if (profile && !nl)
+                fprintf(stderr, "pdc-profile step of %zu chains layer after layer (predicted %.3f ms, %.3f side by side)\n",
+                        s->chains[li], predicted[0], predicted[1]);
+            if (nl > 0) {
+                run_lanes(m, s, li, b, nl, lane_of, lane_threads, buf, live, &x);
+                if (profile) {
+                    char split[96] = "";
+                    for (int j = 0, n = 0; j < nl && n >= 0 && (size_t)n < sizeof split; j++)
+                        n += snprintf(split + n, sizeof split - (size_t)n, "%s%d", j ? "+" : "", lane_threads[j]);
+                    fprintf(stderr,
+                            "pdc-profile %3zu %-24s %9.3f ms  %zu layers, %zu chains in %d lanes of %s threads "
+                            "(predicted %.3f ms, %.3f layer after layer)\n",
+                            li, l->name, (omp_get_wtime() - t0) * 1e3, b - li, s->chains[li], nl, split, predicted[1],
+                            predicted[0]);
+                }
+                li = b - 1;
+                continue;
+            }
         }
         st = L->run ? L->run(L, m, l, buf, &x) : ref_run_layer(m, l, buf);
         /* option check_finite: a layer with a fused epilogue writes only the epilogue's output (its

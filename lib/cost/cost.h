@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/backend.h"
 #include "ir/ir.h"
 
 /* Kernel families, as the cpu target's planners split the work. Values index tables; names are the
@@ -99,6 +100,11 @@ double cost_layer_ms(const cost_profile *p, const cost_layer *l, int threads);
 /* The whole model: *total and (if not NULL) per_layer[i] in ms (lib/api_predict.c). */
 pdc_status cost_predict_model(pdc_context *ctx, const ir_model *m, const cost_profile *p, int threads,
                               double *total, double *per_layer);
+
+/* Each layer of m's predicted time on t threads as serial_ms + parallel_ms / t, from this host's
+ * profile (or the defaults), for the cpu target's scheduler (layer_cost.c): *out has one entry per
+ * layer (owned by the caller, pdc_free). */
+pdc_status cost_layer_costs(pdc_context *ctx, const ir_model *m, pdc_layer_cost **out);
 
 /* The last-level cache of this host in bytes (sysfs; 32 MiB when unknown). */
 double cost_host_llc_bytes(void);

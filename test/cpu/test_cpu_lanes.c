@@ -1,0 +1,181 @@
+/*
+ * test_cpu_lanes.c - how the cpu target divides a scheduled step's threads among its chains by
+ * predicted cost (backends/cpu/lanes.c): known plans (equal chains side by side, unequal ones layer
+ * after layer, the threads dealt to the slower lane, more chains than threads packed longest first),
+ * and scheduled models run side by side in 2 to 4 lanes, with and without nested thread teams, bit
+ * for bit as the unscheduled model.
+ */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "backends/cpu/cpu.h"
+#include "ir/arena.h"
+#include "ir/ir.h"
+
+#include "test/common/builders.h"
+
+/* A chain of t1 ms on one thread of which the share p divides over threads. */
+static pdc_layer_cost chain(double t1, double p) { return (pdc_layer_cost){t1 * (1.0 - p), t1 * p}; }
+
+START_TEST(plans_follow_predicted_cost)
+{
+    size_t lane_of[8];
+    int threads[8];
+    double pr[2];
+    /* equal chains that scale poorly: each on a thread of its own (1.0 ms against 2 x 0.65) */
+    pdc_layer_cost eq[2] = {chain(1, 0.7), chain(1, 0.7)};
+    ck_assert_int_eq(cpu_lanes_plan(eq, 2, 2, 2, 0, lane_of, threads, pr), 2);
+    ck_assert_uint_eq(lane_of[0], 0);
+    ck_assert_uint_eq(lane_of[1], 1);
+    ck_assert_int_eq(threads[0], 1);
+    ck_assert_int_eq(threads[1], 1);
+    ck_assert_double_eq_tol(pr[0], 1.3, 1e-12);
+    ck_assert_double_eq_tol(pr[1], 1.0, 1e-12);
+    /* equal chains that scale well: 1.0 against 1.1 is not the 10% side by side must win by */
+    pdc_layer_cost good[2] = {chain(1, 0.9), chain(1, 0.9)};
+    ck_assert_int_eq(cpu_lanes_plan(good, 2, 2, 2, 0, lane_of, threads, pr), 0);
+    ck_assert_double_eq_tol(pr[0], 1.1, 1e-12);
+    ck_assert_double_eq_tol(pr[1], 1.0, 1e-12);
+    /* unequal chains (1 and 3 ms): the short one's thread would idle for 2 ms */
+    pdc_layer_cost uneq[2] = {chain(1, 0.7), chain(3, 0.7)};
+    ck_assert_int_eq(cpu_lanes_plan(uneq, 2, 2, 2, 0, lane_of, threads, pr), 0);
+    ck_assert_double_eq_tol(pr[0], 2.6, 1e-12);
+    ck_assert_double_eq_tol(pr[1], 3.0, 1e-12);
+    /* ... unless forced */
+    ck_assert_int_eq(cpu_lanes_plan(uneq, 2, 2, 2, 1, lane_of, threads, pr), 2);
+    /* 4 threads: the longer chain gets 3 (1 + 1.5/3 = 1.5 + ... = 2.0 ms) and the shorter 1 (1.0 ms),
+     * against 2.5 ms layer after layer */
+    pdc_layer_cost big[2] = {chain(1, 0.5), chain(3, 0.5)};
+    ck_assert_int_eq(cpu_lanes_plan(big, 2, 4, 4, 0, lane_of, threads, pr), 2);
+    ck_assert_int_eq(threads[0], 1);
+    ck_assert_int_eq(threads[1], 3);
+    ck_assert_double_eq_tol(pr[0], 2.5, 1e-12);
+    ck_assert_double_eq_tol(pr[1], 2.0, 1e-12);
+    /* without nested teams a lane has one thread: 3.0 ms side by side does not beat 2.5 */
+    ck_assert_int_eq(cpu_lanes_plan(big, 2, 4, 1, 0, lane_of, threads, pr), 0);
+    ck_assert_double_eq_tol(pr[1], 3.0, 1e-12);
+    /* more chains than threads (4, 3, 2, 1 ms, serial): longest first onto the least loaded lane,
+     * 4+1 and 3+2, 5 ms against 10 */
+    pdc_layer_cost four[4] = {chain(4, 0), chain(3, 0), chain(2, 0), chain(1, 0)};
+    ck_assert_int_eq(cpu_lanes_plan(four, 4, 2, 2, 0, lane_of, threads, pr), 2);
+    ck_assert_uint_eq(lane_of[0], 0);
+    ck_assert_uint_eq(lane_of[1], 1);
+    ck_assert_uint_eq(lane_of[2], 1);
+    ck_assert_uint_eq(lane_of[3], 0);
+    ck_assert_double_eq_tol(pr[0], 10.0, 1e-12);
+    ck_assert_double_eq_tol(pr[1], 5.0, 1e-12);
+    /* nothing to divide: one chain, or one thread */
+    ck_assert_int_eq(cpu_lanes_plan(eq, 1, 2, 2, 1, lane_of, threads, pr), 0);
+    ck_assert_int_eq(cpu_lanes_plan(eq, 2, 1, 1, 1, lane_of, threads, pr), 0);
+}
+END_TEST
+
+/* Three branches on input x (conv 3x3 + bias -> relu -> conv 3x3 -> relu), c[i] channels each, summed,
+ * then global average pool, flatten, fc. */
+static pdc_model *three_branches(const int64_t *c)
+{
+    pdc_model *m = new_model("branches");
+    add_input(m, "x", 4, (const int64_t[]){1, 8, 12, 12});
+    add_random(m, "wf", 2, (const int64_t[]){5, 8}, 10, -0.5f, 0.5f);
+    const char *br[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        char w1[8], b1[8], w2[8], ins[64], y1[8], z1[8], y2[8], z2[8], n1[8], r1[8], n2[8], r2[8];
+        snprintf(w1, sizeof w1, "w%s1", br[i]);
+        snprintf(b1, sizeof b1, "b%s1", br[i]);
+        snprintf(w2, sizeof w2, "w%s2", br[i]);
+        add_random(m, w1, 4, (const int64_t[]){c[i], 8, 3, 3}, (uint32_t)(3 * i + 1), -0.3f, 0.3f);
+        add_random(m, b1, 1, (const int64_t[]){c[i]}, (uint32_t)(3 * i + 2), -0.1f, 0.1f);
+        add_random(m, w2, 4, (const int64_t[]){8, c[i], 3, 3}, (uint32_t)(3 * i + 3), -0.3f, 0.3f);
+        snprintf(y1, sizeof y1, "y%s1", br[i]);
+        snprintf(z1, sizeof z1, "z%s1", br[i]);
+        snprintf(y2, sizeof y2, "y%s2", br[i]);
+        snprintf(z2, sizeof z2, "z%s2", br[i]);
+        snprintf(n1, sizeof n1, "%s1", br[i]);
+        snprintf(r1, sizeof r1, "r%s1", br[i]);
+        snprintf(n2, sizeof n2, "%s2", br[i]);
+        snprintf(r2, sizeof r2, "r%s2", br[i]);
+        snprintf(ins, sizeof ins, "x,%s,%s", w1, b1);
+        add_layer(m, n1, "conv", ins, y1, pads(1));
+        add_layer(m, r1, "relu", y1, z1, NULL);
+        snprintf(ins, sizeof ins, "%s,%s", z1, w2);
+        add_layer(m, n2, "conv", ins, y2, pads(1));
+        add_layer(m, r2, "relu", y2, z2, NULL);
+    }
+    add_layer(m, "sab", "add", "za2,zb2", "sab", NULL);
+    add_layer(m, "s", "add", "sab,zc2", "s", NULL);
+    add_layer(m, "pool", "global_avgpool", "s", "p", NULL);
+    add_layer(m, "flat", "flatten", "p", "f", NULL);
+    add_layer(m, "fc", "fc", "f,wf", "y", NULL);
+    add_output(m, "y");
+    return m;
+}
+
+/* Runs m on the cpu target at `threads` (3 runs, each bit for bit the first); the output, malloc'd.
+ * chains > 0: layer a1's kernel says it is one of that many chains of its step. */
+static float *run_cpu(const pdc_model *m, const char *threads, int chains, size_t *n)
+{
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", threads));
+    pdc_program *p;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
+    if (chains) {
+        const char *kernel;
+        char want[32];
+        snprintf(want, sizeof want, "of %d in its step", chains);
+        ck_assert_ok(ctx, pdc_program_layer_kernel(p, (size_t)ir_model_find_layer(m, "a1"), NULL, &kernel));
+        ck_assert_msg(strstr(kernel, want), "a1 runs as %s", kernel);
+    }
+    pdc_tensor *in = io_tensor(ctx, p, 0, 0), *out = io_tensor(ctx, p, 1, 0);
+    test_fill_random(pdc_tensor_data(in), pdc_tensor_size(in), 9);
+    float *y = NULL;
+    for (int rep = 0; rep < 3; rep++) {
+        ck_assert_ok(ctx, pdc_program_run(p, 1, &in, 1, &out));
+        *n = pdc_tensor_size(out);
+        if (!y) {
+            y = malloc(*n * sizeof *y);
+            memcpy(y, pdc_tensor_data(out), *n * sizeof *y);
+        } else {
+            ck_assert(!memcmp(y, pdc_tensor_data(out), *n * sizeof *y));
+        }
+    }
+    pdc_tensor_destroy(in);
+    pdc_tensor_destroy(out);
+    pdc_program_destroy(p);
+    return y;
+}
+
+START_TEST(lanes_run_bit_for_bit)
+{
+    /* branches of 8, 8 and 12 channels, each step's three convs side by side (lanes 3) */
+    pdc_model *plain = three_branches((const int64_t[]){8, 8, 12}), *sched = clone(plain);
+    ck_assert_ok(ctx, transform(plain, "plan", NULL));
+    ck_assert_ok(ctx, transform(sched, "schedule,plan", opt_i("lanes", 3)));
+    setenv("PDC_OMP_STATIC", "1", 1); /* every run takes the threads asked for, however busy the machine */
+    size_t n0, n;
+    float *y0 = run_cpu(plain, "1", 0, &n0);
+    const char *modes[] = {"1", "0", ""}; /* PDC_CPU_LANES: forced, never, by prediction */
+    const char *threads[] = {"2", "3", "4"};
+    int saved = omp_get_max_active_levels();
+    for (int nested = 0; nested < 2; nested++) {
+        omp_set_max_active_levels(nested ? 2 : 1); /* 2: a lane of several threads is a team of its own */
+        for (size_t mo = 0; mo < 3; mo++)
+            for (size_t t = 0; t < 3; t++) {
+                setenv("PDC_CPU_LANES", modes[mo], 1);
+                float *y = run_cpu(sched, threads[t], 3, &n);
+                ck_assert_uint_eq(n, n0);
+                ck_assert_msg(!memcmp(y0, y, n0 * sizeof *y0), "lanes %s, %s threads, nested %d", modes[mo],
+                              threads[t], nested);
+                free(y);
+            }
+    }
+    omp_set_max_active_levels(saved);
+    unsetenv("PDC_CPU_LANES");
+    free(y0);
+    pdc_model_destroy(plain);
+    pdc_model_destroy(sched);
+}
+END_TEST
+
+int main(void)
+{
+    return run_tests("cpu_lanes", ctx_setup, ctx_teardown, 120, TEST_LIST(plans_follow_predicted_cost, lanes_run_bit_for_bit));
+}
