@@ -61,7 +61,7 @@ static const pass_info table[] = {
      NULL, pass_share},
     {"schedule", "concrete shapes (no symbolic input dims)",
      "attribute step on every layer (ir/arena.h): the layers in an order where layers of one step are independent "
-     "chains of at most `lanes` per step, paired only when their FLOPs are within 2x of each other; a conv's or "
+     "chains of at most `lanes` per step, paired only when their FLOPs are within `pair_ratio` (default 2; 0: any) of each other; a conv's or "
      "fc's epilogue layers stay with it; no memory plan (run plan after it)",
      NULL, pass_schedule},
     {"plan", "concrete shapes (no symbolic input dims)",
@@ -229,6 +229,7 @@ void pass_options_init(pass_options *opt, const pdc_context *ctx)
     snprintf(opt->pattern_kernels_text, sizeof opt->pattern_kernels_text, "3x3");
     opt->print_flags = PDC_PRINT_ELIDE_WEIGHTS;
     opt->lanes = 2;
+    opt->pair_ratio = 2;
 }
 
 static void free_names(char **names, size_t n)
@@ -262,7 +263,7 @@ void pass_options_free(pass_options *opt)
 
 static const char known_options[] =
     "patterns, pattern_size, connectivity, block, block_rate, bcr_block, bcr_col_rate, bcr_row_rate, "
-    "unstructured_rate, layers, skip, include_stem, pattern_kernels, block_convs, lanes, print_after, print_file, "
+    "unstructured_rate, layers, skip, include_stem, pattern_kernels, block_convs, lanes, pair_ratio, print_after, print_file, "
     "print_weights, kgs_group, kgs_keep, kgs_rate, kgs_masks";
 
 /* An attribute as text (strings as they are, numbers formatted), for uniform parsing. */
@@ -579,6 +580,9 @@ pdc_status pass_options_set(const pdc_context *ctx, pass_options *opt, const ir_
     } else if (!strcmp(n, "lanes")) {
         if ((st = int_option(ctx, a, 1, 64, &v))) return st;
         opt->lanes = (int)v;
+    } else if (!strcmp(n, "pair_ratio")) {
+        if ((st = int_option(ctx, a, 0, 1000000, &v))) return st;
+        opt->pair_ratio = (int)v;
     } else if (!strcmp(n, "print_after")) {
         if (a->type != IR_ATTR_STRING || (strcmp(a->s, "all") && !pass_find(a->s))) {
             char known[512];

@@ -58,6 +58,7 @@ typedef struct pass_options {
     char pattern_kernels_text[PASS_MAX_KERNEL_SIZES * 12]; /* as given, normalised: "3x3,3x3x3" or "all" */
     int block_convs;            /* 1: prune-block takes 1x1 convs too (default 0) */
     int lanes;                  /* schedule: most layers side by side in one step (default 2) */
+    int pair_ratio;             /* schedule: most cost ratio of the units of one step (default 2; 0: any) */
     /* which layers the pruning passes and reorder touch: only `layers` if set, else all but `skip` */
     char **layers;
     size_t n_layers;

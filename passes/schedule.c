@@ -6,8 +6,10 @@
  * still fuse them. A unit is ready once every unit producing its inputs is in an earlier step.
  * Steps are filled greedily: the ready unit that comes first in the layer list, then up to lanes - 1
  * more ready units whose cost (effective FLOPs, plus a little per output element for memory-bound
- * layers) is within 2x of its cost, the closest first. Two units of unequal cost side by side would
- * leave a thread idle while the longer one finishes, where each could have used every thread in turn.
+ * layers) is within pair_ratio (default 2x) of its cost, the closest first. Two units of unequal cost
+ * side by side would leave a thread idle while the longer one finishes, where each could have used
+ * every thread in turn. pair_ratio 0 pairs any costs: the cpu target weighs each step by the latency
+ * model and runs it side by side only where that is predicted faster (backends/cpu/lanes.c).
  * A model without independent branches keeps its order, one unit a step.
  */
 #include <math.h>
@@ -16,7 +18,6 @@
 #include "ir/ops/epilogue.h"
 #include "passes/passes.h"
 
-#define PAIR_RATIO 2.0 /* most cost ratio of units sharing a step */
 #define WINDOW 256     /* units after the lead considered for its step: keeps the pass linear */
 
 typedef struct unit {
@@ -51,10 +52,11 @@ static int unit_ready(const ir_model *m, const unit *units, const size_t *unit_o
     return 1;
 }
 
-static int similar(double a, double b)
+/* Costs within `ratio` of each other (option pair_ratio; 0: any). */
+static int similar(double a, double b, int ratio)
 {
     double lo = a < b ? a : b, hi = a < b ? b : a;
-    return hi <= PAIR_RATIO * (lo > 1.0 ? lo : 1.0);
+    return !ratio || hi <= (double)ratio * (lo > 1.0 ? lo : 1.0);
 }
 
 pdc_status pass_schedule(ir_model *m, const pass_options *opt)
@@ -89,7 +91,7 @@ pdc_status pass_schedule(ir_model *m, const pass_options *opt)
             size_t best = SIZE_MAX;
             double best_gap = INFINITY;
             for (size_t u = lead + 1; u < nu && u <= lead + WINDOW; u++) {
-                if (units[u].step != SIZE_MAX || !similar(units[u].cost, units[lead].cost)) continue;
+                if (units[u].step != SIZE_MAX || !similar(units[u].cost, units[lead].cost, opt->pair_ratio)) continue;
                 if (!unit_ready(m, units, unit_of, &units[u], s)) continue;
                 double gap = fabs(log((units[u].cost + 1.0) / (units[lead].cost + 1.0)));
                 if (gap < best_gap) best = u, best_gap = gap;

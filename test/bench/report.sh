@@ -519,8 +519,9 @@ schedule() {
     awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
     {
         n++
-        row[n] = sprintf("| %s | %s | %s | %s | %s | %s |", f("model"), f("threads"), tm(f("sequential_ms")), tm(f("dag_ms")),
-                         rx(f("speedup")), f("layers_in_lanes"))
+        row[n] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |", f("model"), f("threads"), tm(f("sequential_ms")),
+                         tm(f("dag_ms")), rx(f("speedup")), f("forced_ms") == "" ? "" : tm(f("forced_ms")),
+                         f("never_ms") == "" ? "" : tm(f("never_ms")), f("layers_in_lanes"), f("load"))
         hs = hs (hs == "" ? "" : ", ") f("model") " " rx(f("speedup"))
     }
     END {
@@ -530,8 +531,11 @@ schedule() {
         printf "\n## %s\n\n", title
         printf "torchvision models exported to ONNX (random weights), converted by `pdc prune --passes` once with\n"
         printf "canonicalize,plan (sequential) and once with canonicalize,schedule,plan (dag), each timed with `pdc bench`\n"
-        printf "at 2 threads, alternating; medians. x = sequential / dag: above 1, the schedule is faster.\n"
-        printf "\n| model | threads | sequential ms | dag ms | x | layers run side by side |\n|---|---:|---:|---:|---:|---:|\n"
+        printf "at 2 threads, alternating; medians. x = sequential / dag: above 1, the schedule is faster. dag runs a\n"
+        printf "step's chains side by side where the latency model predicts it faster; forced (PDC_CPU_LANES=1) always,\n"
+        printf "never (=0) not at all. load: the 1-minute load average before and after.\n"
+        printf "\n| model | threads | sequential ms | dag ms | x | forced ms | never ms | layers in steps of 2+ chains | load |\n"
+        printf "|---|---:|---:|---:|---:|---:|---:|---:|---|\n"
         for (i = 1; i <= n; i++) print row[i]
     }' "$f" >> "$T/tables"
 }

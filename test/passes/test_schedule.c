@@ -85,6 +85,15 @@ START_TEST(unequal_branches_do_not)
     ck_assert_ok(ctx, transform(m, "schedule", NULL));
     /* b1 costs a quarter of a1: side by side, the 2-thread a1 would wait for nothing better */
     ck_assert_int_ne(step_of(m, "a1"), step_of(m, "b1"));
+    /* pair_ratio 4 (or 0, any ratio): they share a step; the cpu target then decides by predicted cost */
+    ck_assert_ok(ctx, transform(m, "schedule", opt_i("pair_ratio", 4)));
+    ck_assert_int_eq(step_of(m, "a1"), step_of(m, "b1"));
+    ck_assert_ok(ctx, transform(m, "schedule", opt_i("pair_ratio", 0)));
+    ck_assert_int_eq(step_of(m, "a1"), step_of(m, "b1"));
+    ck_assert_ok(ctx, transform(m, "schedule", opt_i("pair_ratio", 3)));
+    ck_assert_int_ne(step_of(m, "a1"), step_of(m, "b1"));
+    ck_assert_status(ctx, transform(m, "schedule", opt_i("pair_ratio", -1)), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "pair_ratio");
     pdc_model_destroy(m);
 }
 END_TEST

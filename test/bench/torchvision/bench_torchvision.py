@@ -24,7 +24,10 @@ the pruned ResNet-50 (or the last model) in a fresh kernel cache: cold, then twi
 With --schedule-out TSV it also times the DAG schedule (the schedule pass, passes.md): GoogLeNet (whose
 Inception branches run side by side) and ResNet-18, each converted once with the passes
 canonicalize,plan (sequential) and once with canonicalize,schedule,plan (dag), both timed with
-`pdc bench` at 2 threads, alternating; the TSV holds the medians and how many layers run in lanes.
+`pdc bench` at 2 threads, alternating with the dag model run with PDC_CPU_LANES=1 (every step of 2+
+chains side by side: forced) and =0 (never side by side: the schedule's order and memory plan alone);
+the TSV holds the medians, how many layers are in steps of 2+ chains, and the 1-minute load average
+before and after.
 """
 import argparse
 import json
@@ -170,19 +173,28 @@ def schedule_bench(args, work, env):
                            capture_output=True, env=env)
         r = subprocess.run([args.pdc, "inspect", paths["dag"], "--target", "cpu"], capture_output=True, text=True,
                            env=dict(env, PDC_OMP_STATIC="1"))
-        lanes = r.stdout.count("side by side")
-        ms = {"sequential": [], "dag": []}
+        lanes = r.stdout.count("in its step")
+        # dag: each step's chains side by side where the latency model predicts it faster; forced: every step
+        # of 2+ chains side by side (what dag did before); never: the schedule's order and memory plan alone
+        modes = (("sequential", "sequential", None), ("dag", "dag", None), ("forced", "dag", "1"), ("never", "dag", "0"))
+        ms = {m[0]: [] for m in modes}
+        load0 = os.getloadavg()[0]
         for _ in range(max(args.rounds, 3)):
-            for mode in ("sequential", "dag"):
-                ms[mode].append(pdc_bench(args.pdc, paths[mode], 2, args.repeat, env)["median_ms"])
-        seq, dag = statistics.median(ms["sequential"]), statistics.median(ms["dag"])
-        rows.append((name, 2, seq, dag, seq / dag, lanes))
-        log("%s at 2 threads: sequential %.2f ms, dag %.2f ms (%.2fx), %d layers side by side" % (name, seq, dag,
-                                                                                                seq / dag, lanes))
+            for mode, path, lanes_env in modes:
+                e = dict(env, PDC_CPU_LANES=lanes_env) if lanes_env else env
+                ms[mode].append(pdc_bench(args.pdc, paths[path], 2, args.repeat, e)["median_ms"])
+        med = {m: statistics.median(v) for m, v in ms.items()}
+        load = "%.2f-%.2f" % (load0, os.getloadavg()[0])
+        rows.append((name, 2, med["sequential"], med["dag"], med["sequential"] / med["dag"], lanes, med["forced"],
+                     med["never"], load))
+        log("%s at 2 threads: sequential %.2f ms, dag %.2f ms (%.2fx), forced lanes %.2f ms, never %.2f ms, "
+            "%d layers in steps of 2+ chains, load %s" % (name, med["sequential"], med["dag"],
+                                                          med["sequential"] / med["dag"], med["forced"], med["never"],
+                                                          lanes, load))
     with open(args.schedule_out, "w") as f:
-        f.write("model\tthreads\tsequential_ms\tdag_ms\tspeedup\tlayers_in_lanes\n")
+        f.write("model\tthreads\tsequential_ms\tdag_ms\tspeedup\tlayers_in_lanes\tforced_ms\tnever_ms\tload\n")
         for r in rows:
-            f.write("%s\t%d\t%.3f\t%.3f\t%.3f\t%d\n" % r)
+            f.write("%s\t%d\t%.3f\t%.3f\t%.3f\t%d\t%.3f\t%.3f\t%s\n" % r)
     log("wrote " + args.schedule_out)
 
 
