@@ -312,7 +312,7 @@ int64_t cpu_share_next(cpu_share *s, int t, int nt, int64_t *count);
  * layer, every thread on each), with lane_of[c] < L the lane of chain c (k slots) and lane_threads[j]
  * the threads of lane j (L slots, each >= 1 and <= lane_threads_max, summing to at most `threads`).
  * predicted (NULL or 2 slots): the predicted ms layer after layer and of the lanes' plan. Side by side
- * only when predicted at least 10% faster, unless force is set (k >= 2 and threads >= 2 then always). */
+ * only when predicted at least 1% faster, unless force is set (k >= 2 and threads >= 2 then always). */
 int cpu_lanes_plan(const pdc_layer_cost *chains, size_t k, int threads, int lane_threads_max, int force,
                    size_t *lane_of, int *lane_threads, double *predicted);
 
