@@ -308,11 +308,14 @@ int64_t cpu_share_next(cpu_share *s, int t, int nt, int64_t *count);
 
 #define CPU_LANES_MAX 64 /* chains of a step weighed at most (the schedule pass's option lanes is <= 64) */
 
-/* How a step of k chains (each one's predicted time: the sum of its layers') runs on `threads` threads: returns the number of lanes L (0: layer after
- * layer, every thread on each), with lane_of[c] < L the lane of chain c (k slots) and lane_threads[j]
- * the threads of lane j (L slots, each >= 1 and <= lane_threads_max, summing to at most `threads`).
- * predicted (NULL or 2 slots): the predicted ms layer after layer and of the lanes' plan. Side by side
- * only when predicted at least 1% faster, unless force is set (k >= 2 and threads >= 2 then always). */
+/* How a step of k chains (each one's predicted time: the sum of its layers') runs on `threads` threads:
+ * returns the number of lanes L (0: layer after layer, every thread on each), with lane_of[c] (k slots)
+ * the lane of chain c: CPU_LANE_WHOLE for a chain run first, layer after layer on every thread, else
+ * < L; lane_threads[j] the threads of lane j (L slots, each >= 1 and <= lane_threads_max, summing to
+ * at most `threads`). predicted (NULL or 2 slots): the predicted ms layer after layer and of the plan.
+ * The plan is taken when predicted at least 1% faster; force (tests, measuring): every chain side by
+ * side, whenever k >= 2 and threads >= 2. */
+#define CPU_LANE_WHOLE SIZE_MAX
 int cpu_lanes_plan(const pdc_layer_cost *chains, size_t k, int threads, int lane_threads_max, int force,
                    size_t *lane_of, int *lane_threads, double *predicted);
 

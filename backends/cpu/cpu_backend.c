@@ -213,9 +213,9 @@ static int plan_step(const cpu_state *s, size_t a, size_t b, size_t k, const uin
     return cpu_lanes_plan(chains, k, x->threads, most, force, lane_of, lane_threads, predicted);
 }
 
-/* Layers [a, b) of one step side by side in nl lanes: lane j runs the chains c with lane_of[c] == j, in
- * list order, on lane_threads[j] threads with its own scratch, and its own slice of the threads'
- * private blocks and share slots. */
+/* Layers [a, b) of one step side by side in nl lanes (the CPU_LANE_WHOLE chains already run): lane j
+ * runs the chains c with lane_of[c] == j, in list order, on lane_threads[j] threads with its own
+ * scratch, and its own slice of the threads' private blocks and share slots. */
 static void run_lanes(const ir_model *m, const cpu_state *s, size_t a, size_t b, int nl, const size_t *lane_of,
                       const int *lane_threads, float *const *buf, const uint8_t *live, const cpu_exec *x)
 {
@@ -427,16 +427,21 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
                 fprintf(stderr, "pdc-profile step of %zu chains layer after layer (predicted %.3f ms, %.3f side by side)\n",
                         s->chains[li], predicted[0], predicted[1]);
             if (nl > 0) {
+                for (size_t k = li; k < b; k++) /* the chains run on every thread first, layer after layer */
+                    if (lane_of[s->chain[k]] == CPU_LANE_WHOLE && (!live || live[k]))
+                        (void)s->layers[k].run(&s->layers[k], m, &m->layers[k], buf, &x);
                 run_lanes(m, s, li, b, nl, lane_of, lane_threads, buf, live, &x);
                 if (profile) {
                     char split[96] = "";
                     for (int j = 0, n = 0; j < nl && n >= 0 && (size_t)n < sizeof split; j++)
                         n += snprintf(split + n, sizeof split - (size_t)n, "%s%d", j ? "+" : "", lane_threads[j]);
+                    size_t whole = 0;
+                    for (size_t c = 0; c < s->chains[li]; c++) whole += lane_of[c] == CPU_LANE_WHOLE;
                     fprintf(stderr,
-                            "pdc-profile %3zu %-24s %9.3f ms  %zu layers, %zu chains in %d lanes of %s threads "
-                            "(predicted %.3f ms, %.3f layer after layer)\n",
-                            li, l->name, (omp_get_wtime() - t0) * 1e3, b - li, s->chains[li], nl, split, predicted[1],
-                            predicted[0]);
+                            "pdc-profile %3zu %-24s %9.3f ms  %zu layers, %zu chains: %zu on every thread, then %d "
+                            "lanes of %s threads (predicted %.3f ms, %.3f layer after layer)\n",
+                            li, l->name, (omp_get_wtime() - t0) * 1e3, b - li, s->chains[li], whole, nl, split,
+                            predicted[1], predicted[0]);
                 }
                 li = b - 1;
                 continue;

@@ -1,7 +1,8 @@
 /*
  * test_cpu_lanes.c - how the cpu target divides a scheduled step's threads among its chains by
  * predicted cost (backends/cpu/lanes.c): known plans (equal chains side by side, unequal ones layer
- * after layer, the threads dealt to the slower lane, more chains than threads packed longest first),
+ * after layer, the threads dealt to the slower lane, more chains than threads packed longest first, a
+ * chain that scales on every thread before the others side by side),
  * and scheduled models run side by side in 2 to 4 lanes, with and without nested thread teams, bit
  * for bit as the unscheduled model.
  */
@@ -50,8 +51,9 @@ START_TEST(plans_follow_predicted_cost)
      * against 2.5 ms layer after layer */
     pdc_layer_cost big[2] = {chain(1, 0.5), chain(3, 0.5)};
     ck_assert_int_eq(cpu_lanes_plan(big, 2, 4, 4, 0, lane_of, threads, pr), 2);
-    ck_assert_int_eq(threads[0], 1);
-    ck_assert_int_eq(threads[1], 3);
+    ck_assert_uint_ne(lane_of[0], lane_of[1]);
+    ck_assert_int_eq(threads[lane_of[0]], 1);
+    ck_assert_int_eq(threads[lane_of[1]], 3);
     ck_assert_double_eq_tol(pr[0], 2.5, 1e-12);
     ck_assert_double_eq_tol(pr[1], 2.0, 1e-12);
     /* without nested teams a lane has one thread: 3.0 ms side by side does not beat 2.5 */
@@ -67,6 +69,18 @@ START_TEST(plans_follow_predicted_cost)
     ck_assert_uint_eq(lane_of[3], 0);
     ck_assert_double_eq_tol(pr[0], 10.0, 1e-12);
     ck_assert_double_eq_tol(pr[1], 5.0, 1e-12);
+    /* mixed: a chain that scales (2 ms, all parallel) on both threads first (1 ms), then two serial
+     * ones (0.5 ms each) side by side: 1.5 ms, against 2 ms layer after layer and 2 ms all side by side */
+    pdc_layer_cost mix[3] = {chain(0.5, 0), chain(2, 1), chain(0.5, 0)};
+    ck_assert_int_eq(cpu_lanes_plan(mix, 3, 2, 2, 0, lane_of, threads, pr), 2);
+    ck_assert_uint_eq(lane_of[1], CPU_LANE_WHOLE);
+    ck_assert_uint_ne(lane_of[0], lane_of[2]);
+    ck_assert(lane_of[0] < 2 && lane_of[2] < 2);
+    ck_assert_double_eq_tol(pr[0], 2.0, 1e-12);
+    ck_assert_double_eq_tol(pr[1], 1.5, 1e-12);
+    /* forced: all three side by side */
+    ck_assert_int_eq(cpu_lanes_plan(mix, 3, 2, 2, 1, lane_of, threads, pr), 2);
+    ck_assert_uint_ne(lane_of[1], CPU_LANE_WHOLE);
     /* nothing to divide: one chain, or one thread */
     ck_assert_int_eq(cpu_lanes_plan(eq, 1, 2, 2, 1, lane_of, threads, pr), 0);
     ck_assert_int_eq(cpu_lanes_plan(eq, 2, 1, 1, 1, lane_of, threads, pr), 0);
