@@ -531,8 +531,8 @@ schedule() {
         printf "\n## %s\n\n", title
         printf "torchvision models exported to ONNX (random weights), converted by `pdc prune --passes` once with\n"
         printf "canonicalize,plan (sequential) and once with canonicalize,schedule,plan (dag), each timed with `pdc bench`\n"
-        printf "at 2 threads, alternating; medians. x = sequential / dag: above 1, the schedule is faster. dag runs a\n"
-        printf "step's chains side by side where the latency model predicts it faster; forced (PDC_CPU_LANES=1) always,\n"
+        printf "at 2 threads, alternating; medians. x = sequential / dag: above 1, the schedule is faster. dag runs the\n"
+        printf "chains of a step side by side where the latency model predicts it faster; forced (PDC_CPU_LANES=1) always,\n"
         printf "never (=0) not at all. load: the 1-minute load average before and after.\n"
         printf "\n| model | threads | sequential ms | dag ms | x | forced ms | never ms | layers in steps of 2+ chains | load |\n"
         printf "|---|---:|---:|---:|---:|---:|---:|---:|---|\n"
