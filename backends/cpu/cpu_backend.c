@@ -195,12 +195,9 @@ static pdc_status plan_lanes(const pdc_program *prog, cpu_state *s)
 /* How the step of layers [a, b) with k chains runs on x's threads (lanes.c): the number of lanes (0:
  * layer after layer), lane_of[c] and lane_threads[j] as cpu_lanes_plan gives them. */
 static int plan_step(const cpu_state *s, size_t a, size_t b, size_t k, const uint8_t *live, const cpu_exec *x,
-                     size_t *lane_of, int *lane_threads, double *predicted)
+                     int force, size_t *lane_of, int *lane_threads, double *predicted)
 {
-    /* PDC_CPU_LANES=0: never side by side, 1: always where a step has 2+ chains (tuning and test aids) */
-    const char *env = getenv("PDC_CPU_LANES");
-    int force = env && *env == '1';
-    if ((env && *env == '0') || k > CPU_LANES_MAX || x->threads < 2) return 0;
+    if (k > CPU_LANES_MAX || x->threads < 2) return 0;
     pdc_layer_cost chains[CPU_LANES_MAX] = {{0, 0}};
     for (size_t li = a; li < b; li++)
         if (!live || live[li]) {
@@ -400,6 +397,10 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
     pdc_status st = PDC_OK;
     /* PDC_CPU_PROFILE=1: per-layer wall time of each run on stderr (a tuning aid) */
     const char *prof = getenv("PDC_CPU_PROFILE");
+    /* PDC_CPU_LANES=0: a scheduled step never side by side, 1: always where it has 2+ chains (aids to
+     * measure the prediction against, and for tests) */
+    const char *le = s->chain ? getenv("PDC_CPU_LANES") : NULL;
+    const char lanes_env = le ? *le : 0;
     int profile = prof && *prof == '1';
     /* PDC_LAYER_CLOCK=thread-cpu: layer_ms in CPU time of the calling thread, not wall time (a
      * measuring aid on a machine other processes load: a 1-thread run then reads about what it would
@@ -420,8 +421,9 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
         if (s->chain && !check && !layer_ms && li >= planned_to && s->chains[li] > 1) {
             size_t b = step_end(m, li), lane_of[CPU_LANES_MAX];
             int lane_threads[CPU_LANES_MAX];
-            double predicted[2];
-            int nl = plan_step(s, li, b, s->chains[li], live, &x, lane_of, lane_threads, predicted);
+            double predicted[2] = {0, 0};
+            int nl = lanes_env == '0' ? 0 : plan_step(s, li, b, s->chains[li], live, &x, lanes_env == '1', lane_of,
+                                                      lane_threads, predicted);
             planned_to = b; /* 0 lanes: this step's layers run one after the other below */
             if (profile && !nl)
                 fprintf(stderr, "pdc-profile step of %zu chains layer after layer (predicted %.3f ms, %.3f side by side)\n",
