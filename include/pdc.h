@@ -129,6 +129,11 @@ PDC_API pdc_status pdc_context_num_objects(const pdc_context *ctx, size_t *n_out
  *  - "check_finite"  "1" makes runs on "ref" and "cpu" check every layer's outputs and fail with
  *                 PDC_ERR_NUMERIC naming the first layer that produced a NaN or an infinity (the
  *                 outputs untouched); "0" (default) does not check
+ *  - "schedule"  "dag" (default): pdc_compile_group schedules the group's layers (the schedule pass)
+ *                 and the "cpu" target runs a scheduled model's independent chains side by side
+ *                 where the latency model predicts it faster, the threads divided by predicted cost;
+ *                 "sequential": the layers one after the other, every thread on each. Read at
+ *                 compile; outputs are bit for bit the same either way
  *  - "fail_alloc_after"  for testing error paths: N > 0 makes the N-th allocation pdc makes for ctx
  *                 from now on (from any thread) fail as if memory had run out: that call returns
  *                 PDC_ERR_OUT_OF_MEMORY with "injected failure" in the message. Only that one

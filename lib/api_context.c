@@ -14,7 +14,7 @@
 
 #define KNOWN_OPTIONS \
     "threads, cache_dir, log_level, verify, max_memory, fail_alloc_after, onnx_input_shapes, gpu_arch, " \
-    "sparsity_min_fill, allow_nonfinite, check_finite, tune"
+    "sparsity_min_fill, allow_nonfinite, check_finite, tune, schedule"
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug"};
 static const char *const tune_names[] = {"off", "cached", "on"}; /* by tune_mode */
@@ -65,6 +65,10 @@ PDC_API pdc_status pdc_context_set_option(pdc_context *ctx, const char *name, co
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option %s: expected 0 or 1, got \"%s\"", name, value);
         if (name[0] == 'a') ctx->allow_nonfinite = value[0] == '1';
         else ctx->check_finite = value[0] == '1';
+    } else if (!strcmp(name, "schedule")) {
+        if (strcmp(value, "dag") && strcmp(value, "sequential"))
+            return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option schedule: expected dag or sequential, got \"%s\"", value);
+        ctx->sequential = value[0] == 's';
     } else if (!strcmp(name, "max_memory")) {
         if (!parse_uint(value, SIZE_MAX, &v))
             return pdc_error(ctx, PDC_ERR_INVALID_ARG, "option max_memory: expected a byte count, got \"%s\"", value);
@@ -129,6 +133,7 @@ PDC_API pdc_status pdc_context_get_option(const pdc_context *ctx, const char *na
     else if (!strcmp(name, "allow_nonfinite")) snprintf(tmp, sizeof tmp, "%d", ctx->allow_nonfinite);
     else if (!strcmp(name, "check_finite")) snprintf(tmp, sizeof tmp, "%d", ctx->check_finite);
     else if (!strcmp(name, "tune")) snprintf(tmp, sizeof tmp, "%s", tune_names[ctx->tune]);
+    else if (!strcmp(name, "schedule")) snprintf(tmp, sizeof tmp, "%s", ctx->sequential ? "sequential" : "dag");
     else
         return pdc_error(ctx, PDC_ERR_INVALID_ARG,
                          "unknown option \"%s\" (known: " KNOWN_OPTIONS ")", name);

@@ -39,7 +39,8 @@ PDC_API pdc_status pdc_compile_group(pdc_context *ctx, const pdc_model *const *m
     pdc_model *group = NULL;
     pdc_status st = pdc_model_group(ctx, models, n, NULL, &group);
     if (!st) st = pdc_check_compilable(group);
-    if (!st) st = pdc_model_transform(group, "share,schedule,plan", NULL);
+    /* option schedule: "sequential" keeps the layers in the models' order */
+    if (!st) st = pdc_model_transform(group, ctx->sequential ? "share,plan" : "share,schedule,plan", NULL);
     if (!st) st = pdc_compile(ctx, group, target, program_out);
     pdc_model_destroy(group);
     return st;

@@ -109,7 +109,8 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
     if ((st = ir_model_clone(model, &p->model)) ||
         (be == &pdc_backend_cpu && (st = tune_model_knobs(ctx, p->model, ctx->tune, TUNE_DEFAULT_BUDGET_S, &p->knobs, NULL))) ||
         /* a scheduled model's steps divide the threads by predicted cost (backends/cpu/lanes.c) */
-        (be == &pdc_backend_cpu && ir_model_scheduled(p->model) && (st = cost_layer_costs(ctx, p->model, &p->cost))) ||
+        (be == &pdc_backend_cpu && !ctx->sequential && ir_model_scheduled(p->model) &&
+         (st = cost_layer_costs(ctx, p->model, &p->cost))) ||
         (st = be->compile(p))) {
         program_free(p);
         return st;

@@ -323,7 +323,8 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
     s->infallible = 1;
     for (size_t li = 0; li < s->n_layers; li++)
         if (!s->layers[li].run) s->infallible = 0;
-    if (!st && s->infallible && s->threads > 1 && ir_model_scheduled(m)) st = plan_lanes(prog, s);
+    /* option schedule "sequential": a scheduled model's layers one after the other, as listed */
+    if (!st && s->infallible && s->threads > 1 && !ctx->sequential && ir_model_scheduled(m)) st = plan_lanes(prog, s);
     if (st) cpu_destroy(prog);
     return st;
 }

@@ -14,11 +14,11 @@
 #define MAX_INPUTS 64
 
 const char cli_bench_synopsis[] =
-    "pdc bench MODEL [MODEL... --group] [--target cpu|ref|gpu] [--threads N] [--repeat N] [--warmup N] "
-    "[--shape NAME=DIMS]... [--json]";
+    "pdc bench MODEL [MODEL... --group] [--target cpu|ref|gpu] [--threads N] [--schedule dag|sequential] "
+    "[--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]";
 const char cli_bench_help[] =
-    "usage: pdc bench MODEL [MODEL... --group] [--target cpu|ref|gpu] [--threads N] [--repeat N] [--warmup N]\n"
-    "                 [--shape NAME=DIMS]... [--json]\n"
+    "usage: pdc bench MODEL [MODEL... --group] [--target cpu|ref|gpu] [--threads N] [--schedule dag|sequential]\n"
+    "                 [--repeat N] [--warmup N] [--shape NAME=DIMS]... [--json]\n"
     "\n"
     "Compiles MODEL for a target and times it: --warmup untimed runs, then --repeat timed runs on the\n"
     "same pseudo-random inputs (uniform in [-1, 1), fixed seed). Prints the compile time and the\n"
@@ -30,6 +30,9 @@ const char cli_bench_help[] =
     "                     or gpu; auto picks cpu (the target with a latency model), else gpu, else ref\n"
     "  --threads N        worker threads (0 = all cores, the default); the output gives the number\n"
     "                     the runs used (ref and gpu: 1 host thread)\n"
+    "  --schedule S       dag (default): a group's (or a scheduled model's) independent layers side by\n"
+    "                     side where predicted faster; sequential: one after the other (context option\n"
+    "                     schedule)\n"
     "  -n, --repeat N     timed runs (default 20)\n"
     "  --warmup N         untimed runs first (default 3)\n"
     "  --shape NAME=DIMS  fix the shape of graph input NAME, e.g. --shape image=1x3x224x224; may be repeated\n"
@@ -39,9 +42,9 @@ const char cli_bench_help[] =
     CLI_MAX_MEMORY_HELP
     "  -h, --help         show this help\n";
 
-enum { OPT_TARGET = 1, OPT_THREADS, OPT_REPEAT, OPT_WARMUP, OPT_JSON };
+enum { OPT_TARGET = 1, OPT_THREADS, OPT_REPEAT, OPT_WARMUP, OPT_JSON, OPT_SCHEDULE };
 static const cli_opt bench_opts[] = {{"target", 't', 1, OPT_TARGET}, {"threads", 0, 1, OPT_THREADS},
-                                     {"group", 0, 0, CLI_OPT_GROUP},
+                                     {"group", 0, 0, CLI_OPT_GROUP}, {"schedule", 0, 1, OPT_SCHEDULE},
                                      {"repeat", 'n', 1, OPT_REPEAT}, {"warmup", 0, 1, OPT_WARMUP},
                                      {"shape", 0, 1, CLI_OPT_SHAPE}, {"max-memory", 0, 1, CLI_OPT_MAX_MEMORY}, {"json", 0, 0, OPT_JSON},
                                      {NULL, 0, 0, 0}};
@@ -135,7 +138,7 @@ int cmd_bench(int argc, char **argv)
     cli_parser p;
     cli_parser_init(&p, argc, argv, "bench", cli_bench_synopsis, cli_bench_help, bench_opts);
     cli_model_args a = {0};
-    const char *target = "cpu", *threads = NULL, *v;
+    const char *target = "cpu", *threads = NULL, *schedule = NULL, *v;
     long repeat = 20, warmup = 3;
     int json = 0, id;
     while ((id = cli_next_model_arg(&p, &a, &v)) > 0) {
@@ -145,6 +148,7 @@ int cmd_bench(int argc, char **argv)
             target = v;
             break;
         case OPT_THREADS: threads = v; break;
+        case OPT_SCHEDULE: schedule = v; break;
         case OPT_REPEAT:
             if (cli_parse_count(v, 1000000, &repeat)) return USAGE("--repeat expects a count 0..1000000, got '%s'", v);
             break;
@@ -169,6 +173,12 @@ int cmd_bench(int argc, char **argv)
             pdc_context_destroy(ctx);
             return USAGE("--threads: %s", msg);
         }
+    }
+    if (schedule && pdc_context_set_option(ctx, "schedule", schedule) != PDC_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", pdc_context_last_error(ctx));
+        pdc_context_destroy(ctx);
+        return USAGE("--schedule: %s", msg);
     }
     pdc_model *model = NULL;
     rc = cli_load_model(ctx, &a, &model);

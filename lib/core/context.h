@@ -29,6 +29,7 @@ struct pdc_context {
     double sparsity_min_fill;     /* option sparsity_min_fill: ONNX import's least fill of kept blocks/patterns */
     int allow_nonfinite;          /* option allow_nonfinite: accept NaN/Inf constants at load and in checkpoints */
     int check_finite;             /* option check_finite: runs check each layer's outputs for NaN/Inf */
+    int sequential;               /* option schedule: 1 "sequential", 0 "dag" (default) */
     int tune;                     /* option tune: 0 off, 1 cached (default), 2 on (lib/tune/tune.h's tune_mode) */
     void *jit;                    /* backends/llvm JIT session, created on first use by a JIT backend */
     void (*jit_destroy)(void *);  /* set with jit; called by pdc_context_destroy */

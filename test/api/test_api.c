@@ -66,7 +66,7 @@ START_TEST(options_set_get_and_reject)
     assert_context_option("sparsity_min_fill", "0.9");
     ck_assert_status(ctx, pdc_context_set_option(ctx, "no_such_option", "1"), PDC_ERR_INVALID_ARG);
     ck_assert_error_has(ctx, "no_such_option");
-    ck_assert_error_has(ctx, "allow_nonfinite, check_finite, tune)");
+    ck_assert_error_has(ctx, "allow_nonfinite, check_finite, tune, schedule)");
     for (int k = 0; k < 2; k++) {
         const char *name = k ? "check_finite" : "allow_nonfinite";
         assert_context_option(name, "0");

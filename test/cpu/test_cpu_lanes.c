@@ -4,7 +4,7 @@
  * after layer, the threads dealt to the slower lane, more chains than threads packed longest first, a
  * chain that scales on every thread before the others side by side),
  * and scheduled models run side by side in 2 to 4 lanes, with and without nested thread teams, bit
- * for bit as the unscheduled model.
+ * for bit as the unscheduled model; the context option schedule (dag, sequential).
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -192,7 +192,69 @@ START_TEST(lanes_run_bit_for_bit)
 }
 END_TEST
 
+/* Layers of program p whose kernel says they are one of a step's chains. */
+static size_t chain_layers(const pdc_program *p)
+{
+    size_t nl, n = 0;
+    ck_assert_ok(ctx, pdc_program_num_layers(p, &nl));
+    for (size_t li = 0; li < nl; li++) {
+        const char *k;
+        ck_assert_ok(ctx, pdc_program_layer_kernel(p, li, NULL, &k));
+        n += strstr(k, " in its step") != NULL;
+    }
+    return n;
+}
+
+START_TEST(option_schedule_sequential)
+{
+    char v[32];
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "schedule", v, sizeof v));
+    ck_assert_str_eq(v, "dag");
+    ck_assert_status(ctx, pdc_context_set_option(ctx, "schedule", "parallel"), PDC_ERR_INVALID_ARG);
+    ck_assert_error_has(ctx, "option schedule: expected dag or sequential, got \"parallel\"");
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "2"));
+    pdc_model *m[2] = {three_branches((const int64_t[]){8, 8, 12}), three_branches((const int64_t[]){8, 8, 12})};
+    ck_assert_ok(ctx, transform(m[0], "plan", NULL));
+    ck_assert_ok(ctx, transform(m[1], "plan", NULL));
+    /* dag: a group's models side by side in steps; sequential: one layer after another, same outputs */
+    pdc_program *g[2];
+    float *y[2];
+    for (int seq = 0; seq < 2; seq++) {
+        ck_assert_ok(ctx, pdc_context_set_option(ctx, "schedule", seq ? "sequential" : "dag"));
+        ck_assert_ok(ctx, pdc_compile_group(ctx, (const pdc_model *const *)m, 2, "cpu", &g[seq]));
+        if (seq) ck_assert_uint_eq(chain_layers(g[seq]), 0);
+        else ck_assert_uint_gt(chain_layers(g[seq]), 0);
+        pdc_tensor *in = io_tensor(ctx, g[seq], 0, 0), *out[2] = {io_tensor(ctx, g[seq], 1, 0), io_tensor(ctx, g[seq], 1, 1)};
+        test_fill_random(pdc_tensor_data(in), pdc_tensor_size(in), 5);
+        ck_assert_ok(ctx, pdc_program_run(g[seq], 1, &in, 2, out));
+        size_t n = pdc_tensor_size(out[0]);
+        y[seq] = malloc(8 * n);
+        memcpy(y[seq], pdc_tensor_data(out[0]), 4 * n);
+        memcpy(y[seq] + n, pdc_tensor_data(out[1]), 4 * n);
+        ck_assert(!memcmp(y[0], y[seq], 8 * n));
+        pdc_tensor_destroy(in);
+        pdc_tensor_destroy(out[0]);
+        pdc_tensor_destroy(out[1]);
+    }
+    ck_assert_ok(ctx, pdc_context_get_option(ctx, "schedule", v, sizeof v));
+    ck_assert_str_eq(v, "sequential");
+    /* a model scheduled by hand runs layer after layer too */
+    pdc_model *sched = clone(m[0]);
+    ck_assert_ok(ctx, transform(sched, "schedule,plan", opt_i("lanes", 3)));
+    pdc_program *p;
+    ck_assert_ok(ctx, pdc_compile(ctx, sched, "cpu", &p));
+    ck_assert_uint_eq(chain_layers(p), 0);
+    pdc_program_destroy(p);
+    pdc_model_destroy(sched);
+    for (int k = 0; k < 2; k++) {
+        free(y[k]);
+        pdc_program_destroy(g[k]);
+        pdc_model_destroy(m[k]);
+    }
+}
+END_TEST
+
 int main(void)
 {
-    return run_tests("cpu_lanes", ctx_setup, ctx_teardown, 120, TEST_LIST(plans_follow_predicted_cost, lanes_run_bit_for_bit));
+    return run_tests("cpu_lanes", ctx_setup, ctx_teardown, 120, TEST_LIST(plans_follow_predicted_cost, lanes_run_bit_for_bit, option_schedule_sequential));
 }
