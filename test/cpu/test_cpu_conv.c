@@ -246,6 +246,20 @@ START_TEST(conv_pointwise_flat_rows)
 }
 END_TEST
 
+/* Conv x (w, b) with attributes a, then (residual) an add of x and a relu, the model's output "y"; returns
+ * the conv's output name (the layer whose kernel the tests look at). */
+static const char *conv_maybe_residual(pdc_attrs *a, int residual)
+{
+    const char *conv_out = residual ? "d" : "y";
+    layer("conv", a, conv_out, NAMES("x", "w", "b"));
+    if (residual) {
+        layer("add", NULL, "s", NAMES("d", "x"));
+        layer("relu", NULL, "y", NAMES("s"));
+    }
+    output("y");
+    return conv_out;
+}
+
 START_TEST(conv_depthwise_in_place)
 {
     /* dense 3x3 depthwise convs on AVX-512 read the input where it lies with masked loads (conv_dw.c):
@@ -269,13 +283,7 @@ START_TEST(conv_depthwise_in_place)
         constant_rand("b", DIMS(c), 0.2f, (uint32_t)q + 72);
         pdc_attrs *a = conv_case_attrs(1, cases[q].s, cases[q].s, 1, cases[q].act, c, c, 0);
         ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", DIMS(cases[q].pt, cases[q].pl, cases[q].pt, cases[q].pr)));
-        const char *conv_out = cases[q].residual ? "d" : "y";
-        layer("conv", a, conv_out, NAMES("x", "w", "b"));
-        if (cases[q].residual) {
-            layer("add", NULL, "s", NAMES("d", "x"));
-            layer("relu", NULL, "y", NAMES("s"));
-        }
-        output("y");
+        const char *conv_out = conv_maybe_residual(a, cases[q].residual);
         char desc[64];
         snprintf(desc, sizeof desc, "depthwise case %zu", q);
         pdc_program *p = check_matches_ref(desc, (uint32_t)q + 73);
@@ -336,13 +344,7 @@ START_TEST(conv_pointwise_sparse)
         pointwise_pruned_weight("w", o, c, cases[q].block, cases[q].keep, (uint32_t)q + 81);
         constant_rand("b", DIMS(o), 0.2f, (uint32_t)q + 82);
         pdc_attrs *a = conv_case_attrs(0, cases[q].s, cases[q].s, 1, cases[q].act, 1, o, cases[q].perm);
-        const char *conv_out = cases[q].residual ? "d" : "y";
-        layer("conv", a, conv_out, NAMES("x", "w", "b"));
-        if (cases[q].residual) {
-            layer("add", NULL, "s", NAMES("d", "x"));
-            layer("relu", NULL, "y", NAMES("s"));
-        }
-        output("y");
+        const char *conv_out = conv_maybe_residual(a, cases[q].residual);
         char desc[64];
         snprintf(desc, sizeof desc, "sparse pointwise case %zu", q);
         pdc_program *p = check_matches_ref(desc, (uint32_t)q + 83);
