@@ -238,6 +238,47 @@ static inline pdc_tensor *io_tensor(pdc_context *c, const pdc_program *p, int ou
     return t;
 }
 
+/* Runs m's first input to its first output on the cpu target at `threads` threads, three times, each run
+ * bit for bit the first (the later ones on the cached workspace); returns the output (malloc'd, *n
+ * values). chains > 0: layer `layer`'s kernel must say it is one of that many chains of its step. */
+static inline float *run_cpu_thrice(const pdc_model *m, const char *threads, const char *layer, int chains, size_t *n)
+{
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", threads));
+    pdc_program *p;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
+    if (chains) { /* the layer found by name through the public ABI (test_api includes this too) */
+        const char *name, *kernel = NULL;
+        char want[32];
+        snprintf(want, sizeof want, "of %d in its step", chains);
+        size_t nl;
+        ck_assert_ok(ctx, pdc_model_num_layers(m, &nl));
+        for (size_t i = 0; i < nl && !kernel; i++) {
+            const char *k;
+            ck_assert_ok(ctx, pdc_program_layer_kernel(p, i, &name, &k));
+            if (!strcmp(name, layer)) kernel = k;
+        }
+        ck_assert_msg(kernel && strstr(kernel, want), "%s runs as %s", layer, kernel ? kernel : "(no such layer)");
+    }
+    pdc_tensor *in = io_tensor(ctx, p, 0, 0), *out = io_tensor(ctx, p, 1, 0);
+    test_fill_random(pdc_tensor_data(in), pdc_tensor_size(in), 9);
+    float *y = NULL;
+    for (int rep = 0; rep < 3; rep++) {
+        ck_assert_ok(ctx, pdc_program_run(p, 1, &in, 1, &out));
+        *n = pdc_tensor_size(out);
+        if (!y) {
+            y = malloc(*n * sizeof *y);
+            ck_assert_ptr_nonnull(y);
+            memcpy(y, pdc_tensor_data(out), *n * sizeof *y);
+        } else {
+            ck_assert(!memcmp(y, pdc_tensor_data(out), *n * sizeof *y));
+        }
+    }
+    pdc_tensor_destroy(in);
+    pdc_tensor_destroy(out);
+    pdc_program_destroy(p);
+    return y;
+}
+
 /* Runs m on the reference target with random inputs (input i from seed * 31 + i); returns all outputs
  * concatenated (malloc'd), their count in *n_total. */
 static inline float *run_ref(const pdc_model *m, uint32_t seed, size_t *n_total)

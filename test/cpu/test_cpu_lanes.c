@@ -127,39 +127,6 @@ static pdc_model *three_branches(const int64_t *c)
     return m;
 }
 
-/* Runs m on the cpu target at `threads` (3 runs, each bit for bit the first); the output, malloc'd.
- * chains > 0: layer a1's kernel says it is one of that many chains of its step. */
-static float *run_cpu(const pdc_model *m, const char *threads, int chains, size_t *n)
-{
-    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", threads));
-    pdc_program *p;
-    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
-    if (chains) {
-        const char *kernel;
-        char want[32];
-        snprintf(want, sizeof want, "of %d in its step", chains);
-        ck_assert_ok(ctx, pdc_program_layer_kernel(p, (size_t)ir_model_find_layer(m, "a1"), NULL, &kernel));
-        ck_assert_msg(strstr(kernel, want), "a1 runs as %s", kernel);
-    }
-    pdc_tensor *in = io_tensor(ctx, p, 0, 0), *out = io_tensor(ctx, p, 1, 0);
-    test_fill_random(pdc_tensor_data(in), pdc_tensor_size(in), 9);
-    float *y = NULL;
-    for (int rep = 0; rep < 3; rep++) {
-        ck_assert_ok(ctx, pdc_program_run(p, 1, &in, 1, &out));
-        *n = pdc_tensor_size(out);
-        if (!y) {
-            y = malloc(*n * sizeof *y);
-            memcpy(y, pdc_tensor_data(out), *n * sizeof *y);
-        } else {
-            ck_assert(!memcmp(y, pdc_tensor_data(out), *n * sizeof *y));
-        }
-    }
-    pdc_tensor_destroy(in);
-    pdc_tensor_destroy(out);
-    pdc_program_destroy(p);
-    return y;
-}
-
 START_TEST(lanes_run_bit_for_bit)
 {
     /* branches of 8, 8 and 12 channels, each step's three convs side by side (lanes 3) */
@@ -168,7 +135,7 @@ START_TEST(lanes_run_bit_for_bit)
     ck_assert_ok(ctx, transform(sched, "schedule,plan", opt_i("lanes", 3)));
     setenv("PDC_OMP_STATIC", "1", 1); /* every run takes the threads asked for, however busy the machine */
     size_t n0, n;
-    float *y0 = run_cpu(plain, "1", 0, &n0);
+    float *y0 = run_cpu_thrice(plain, "1", "a1", 0, &n0);
     const char *modes[] = {"1", "0", ""}; /* PDC_CPU_LANES: forced, never, by prediction */
     const char *threads[] = {"2", "3", "4"};
     int saved = omp_get_max_active_levels();
@@ -177,7 +144,7 @@ START_TEST(lanes_run_bit_for_bit)
         for (size_t mo = 0; mo < 3; mo++)
             for (size_t t = 0; t < 3; t++) {
                 setenv("PDC_CPU_LANES", modes[mo], 1);
-                float *y = run_cpu(sched, threads[t], 3, &n);
+                float *y = run_cpu_thrice(sched, threads[t], "a1", 3, &n);
                 ck_assert_uint_eq(n, n0);
                 ck_assert_msg(!memcmp(y0, y, n0 * sizeof *y0), "lanes %s, %s threads, nested %d", modes[mo],
                               threads[t], nested);

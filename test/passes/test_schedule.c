@@ -154,36 +154,6 @@ START_TEST(verifier_refuses_broken_schedules)
 }
 END_TEST
 
-/* Runs m on target cpu with `threads` threads (lanes: b1 must run side by side); returns the output (malloc'd, *n values). */
-static float *run_cpu(const pdc_model *m, const char *threads, int lanes, size_t *n)
-{
-    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", threads));
-    pdc_program *p;
-    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &p));
-    if (lanes) { /* the program says which layers run side by side */
-        const char *kernel;
-        ck_assert_ok(ctx, pdc_program_layer_kernel(p, (size_t)ir_model_find_layer(m, "b1"), NULL, &kernel));
-        ck_assert_msg(strstr(kernel, "of 2 in its step"), "b1 runs as %s", kernel);
-    }
-    pdc_tensor *in = io_tensor(ctx, p, 0, 0), *out = io_tensor(ctx, p, 1, 0);
-    test_fill_random(pdc_tensor_data(in), pdc_tensor_size(in), 9);
-    float *y = NULL;
-    for (int rep = 0; rep < 3; rep++) { /* the cached workspace on the later runs */
-        ck_assert_ok(ctx, pdc_program_run(p, 1, &in, 1, &out));
-        *n = pdc_tensor_size(out);
-        if (!y) {
-            y = malloc(*n * sizeof *y);
-            memcpy(y, pdc_tensor_data(out), *n * sizeof *y);
-        } else {
-            ck_assert(!memcmp(y, pdc_tensor_data(out), *n * sizeof *y));
-        }
-    }
-    pdc_tensor_destroy(in);
-    pdc_tensor_destroy(out);
-    pdc_program_destroy(p);
-    return y;
-}
-
 START_TEST(cpu_runs_scheduled_models_bit_for_bit)
 {
     pdc_model *plain = two_branches(0), *sched = clone(plain);
@@ -191,8 +161,8 @@ START_TEST(cpu_runs_scheduled_models_bit_for_bit)
     ck_assert_ok(ctx, transform(sched, "schedule,plan", NULL));
     size_t n0, n1, n2, n3;
     setenv("PDC_OMP_STATIC", "1", 1); /* every run takes the threads asked for, however busy the machine */
-    float *y0 = run_cpu(plain, "1", 0, &n0), *y1 = run_cpu(plain, "2", 0, &n1);
-    float *y2 = run_cpu(sched, "1", 0, &n2), *y3 = run_cpu(sched, "2", 1, &n3);
+    float *y0 = run_cpu_thrice(plain, "1", "b1", 0, &n0), *y1 = run_cpu_thrice(plain, "2", "b1", 0, &n1);
+    float *y2 = run_cpu_thrice(sched, "1", "b1", 0, &n2), *y3 = run_cpu_thrice(sched, "2", "b1", 2, &n3);
     ck_assert_uint_eq(n0, n3);
     ck_assert(!memcmp(y0, y1, n0 * sizeof *y0));
     ck_assert(!memcmp(y0, y2, n0 * sizeof *y0));
