@@ -55,11 +55,17 @@ int tr_options_get(const tr_options *o, const char *name, char *buf, size_t cap)
 extern const char *const tr_option_names[];
 
 /* Kept weights of a weight viewed as a [rows, cols] matrix, as CSR index arrays (see train_kernels.h):
- * fwd lists each row's kept columns, tr (the transpose) each column's kept rows; vidx points into the
- * dense weight array for both. */
+ * fwd lists each row's kept columns, tr (the transpose) each column's kept rows. val: the kept weights in the
+ * CSR's entry order, copied by tr_csr_pack once per forward pass (the sparse products read them as one stream;
+ * gathered from the dense array instead, tr's order jumps a whole row of weights per entry, and ResNet-18's layer4
+ * fetched each cache line of its 9.4 MB weights once per tap). fwd.vidx: each entry's index in the dense array
+ * (where its gradient goes); tr.src: each entry's position in fwd. */
 typedef struct tr_csr {
     size_t rows, cols, nnz;
-    int32_t *ptr, *idx, *vidx;
+    int32_t *ptr, *idx;
+    int32_t *vidx; /* fwd only */
+    int32_t *src;  /* tr only */
+    float *val;
 } tr_csr;
 
 void tr_csr_free(tr_csr *c);
@@ -150,6 +156,10 @@ pdc_status tr_net_create(pdc_context *ctx, ir_model *model, const tr_options *op
 void tr_net_destroy(tr_net *net);
 /* Recomputes which weights use the sparse kernels (options sparse, sparse_threshold) and their CSR. */
 pdc_status tr_net_update_sparse(tr_net *net, const tr_options *opt);
+/* Copies the kept weights of w (p's dense weight array) into p->fwd.val and p->tr.val: in each forward pass of the
+ * layers that read them, before the products (the backward pass uses the same values: the weights change in the
+ * update only). */
+void tr_csr_pack(const tr_net *net, tr_param *p, const float *w);
 /* Parameter index of tensor `name` or of layer `name`'s weight, or -1. */
 int tr_net_find_param(const tr_net *net, const char *name);
 /* Tests: computes the gradient of the data input too (tr_net_prepare allocates it). */

@@ -279,8 +279,9 @@ static pdc_status conv_forward(tr_net *net, size_t li)
     if ((st = tr_net_work(net, g.o * g.ld))) return st;
     float *yt = net->work;
     if (pi >= 0 && net->params[pi].sparse) {
-        const tr_csr *f = &net->params[pi].fwd;
-        tk_spmm(net->isa, g.o, f->ptr, f->idx, f->vidx, w, NULL, col, g.ld, yt, g.ld, g.P, 0, net->threads);
+        tr_param *wp = &net->params[pi];
+        tr_csr_pack(net, wp, w);
+        tk_spmm(net->isa, g.o, wp->fwd.ptr, wp->fwd.idx, wp->fwd.val, NULL, col, g.ld, yt, g.ld, g.P, 0, net->threads);
     } else {
         for (size_t gi = 0; gi < g.group; gi++)
             cpu_train_sgemm(0, 0, g.og, g.P, g.K, 1.0f, w + gi * g.og * g.K, g.K, col + gi * g.K * g.ld, g.ld, 0.0f,
@@ -327,8 +328,8 @@ static size_t sparse_dx_floats(const conv_geom *g)
     return g->n * g->c * padded_h(g) * wp + g->n * g->o * g->oh * wp + g->n * g->kh * g->kw * len;
 }
 
-static void conv_sparse_dx_direct(const tr_net *net, const conv_geom *g, const tr_csr *r, const float *w, const float *dy,
-                                  float *dx, int accumulate, float *work)
+static void conv_sparse_dx_direct(const tr_net *net, const conv_geom *g, const tr_csr *r, const float *dy, float *dx,
+                                  int accumulate, float *work)
 {
     /* each run ends at the last real output column, so it stays inside its own plane (no write can reach the
      * plane another thread owns) */
@@ -349,7 +350,7 @@ static void conv_sparse_dx_direct(const tr_net *net, const conv_geom *g, const t
         memset(dxn, 0, g->c * plane * sizeof *dxn);
         float *taps = tmp + n * kk * len; /* this image's kk rows: sum over the filters keeping each tap */
         for (size_t c = 0; c < g->c; c++) {
-            isa->spmm(kk, r->ptr + c * kk, r->idx, r->vidx, w, NULL, dyn, run, taps, len, 0, len, 0);
+            isa->spmm(kk, r->ptr + c * kk, r->idx, r->val, NULL, dyn, run, taps, len, 0, len, 0);
             for (size_t t = 0; t < kk; t++) {
                 if (r->ptr[c * kk + t] == r->ptr[c * kk + t + 1]) continue; /* a tap no filter keeps */
                 const size_t kr = t / g->kw, kc = t % g->kw;
@@ -428,9 +429,9 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
         }
         if (dx && sparse_dx_direct_pays(&g)) {
             if ((st = tr_net_work(net, sparse_dx_floats(&g)))) return st;
-            conv_sparse_dx_direct(net, &g, r, w, dy, dx, acc_x, net->work);
+            conv_sparse_dx_direct(net, &g, r, dy, dx, acc_x, net->work);
         } else if (dx) {
-            tk_spmm(isa, r->rows, r->ptr, r->idx, r->vidx, w, NULL, dyg, g.ld, dcol, g.ld, g.P, 0, net->threads);
+            tk_spmm(isa, r->rows, r->ptr, r->idx, r->val, NULL, dyg, g.ld, dcol, g.ld, g.P, 0, net->threads);
             col2im_add(net, &g, dcol, dx, xp, acc_x);
         }
         return PDC_OK;
@@ -474,10 +475,11 @@ static pdc_status fc_forward(tr_net *net, size_t li)
     if ((st = make_col(net, li, NULL, n, k))) return st;
     const float *col = net->layers[li].colp;
     {
-        const tr_csr *f = &net->params[pi].fwd;
+        tr_param *wp = &net->params[pi];
         if ((st = tr_net_work(net, o * n))) return st;
         float *yt = net->work;
-        tk_spmm(net->isa, o, f->ptr, f->idx, f->vidx, w, b, col, n, yt, n, n, 0, net->threads);
+        tr_csr_pack(net, wp, w);
+        tk_spmm(net->isa, o, wp->fwd.ptr, wp->fwd.idx, wp->fwd.val, b, col, n, yt, n, n, 0, net->threads);
         transpose(yt, o, n, y);
         return PDC_OK;
     }
@@ -506,7 +508,7 @@ static pdc_status fc_backward(tr_net *net, size_t li, const float *dy)
         transpose(dy, n, o, dyt);
         if (dw) tk_spmm_dw(net->isa, o, f->ptr, f->idx, f->vidx, dyt, n, col, n, n, dw, net->threads);
         if (dx) {
-            tk_spmm(net->isa, k, r->ptr, r->idx, r->vidx, w, NULL, dyt, n, dxt, n, n, 0, net->threads);
+            tk_spmm(net->isa, k, r->ptr, r->idx, r->val, NULL, dyt, n, dxt, n, n, 0, net->threads);
             for (size_t i = 0; i < n; i++)
                 for (size_t j = 0; j < k; j++) dx[i * k + j] = (acc_x ? dx[i * k + j] : 0.0f) + dxt[j * n + i];
         }

@@ -2,10 +2,10 @@
  * train_kernels.c - sparse-times-dense kernels and Adam for the trainer (see train_kernels.h); dense products
  * go to the cpu target's GEMM (cpu_train_sgemm, backends/backend.h).
  *
- * Sparse: a weight matrix with pruned entries is kept as CSR index arrays into the dense weight
- * array (values are read from the weights themselves, so the index arrays stay valid while the
- * weights train). spmm walks Y in column chunks that stay in L1 while every row's kept entries are
- * accumulated in registers; spmm_dw takes one dot product per kept weight, nothing for pruned ones.
+ * Sparse: a weight matrix with pruned entries is kept as CSR index arrays (tr_csr, lib/train/train.h). spmm reads
+ * the kept values packed in entry order (copied from the training weights once per forward pass) and walks Y in
+ * column chunks that stay in L1 while every row's kept entries are accumulated in registers; spmm_dw takes one dot
+ * product per kept weight (four of a row at a time), nothing for pruned ones, into the dense gradient array.
  *
  * The x86 kernels are compiled for their instruction set with target pragmas and chosen at run time
  * (__builtin_cpu_supports checks the CPU and that the OS saves the vector registers).
@@ -26,7 +26,7 @@
 
 /* ================================================================== portable C */
 
-static void spmm_generic(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
+static void spmm_generic(size_t rows, const int32_t *ptr, const int32_t *xrow, const float *w,
                          const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
                          int accumulate)
 {
@@ -40,7 +40,7 @@ static void spmm_generic(size_t rows, const int32_t *ptr, const int32_t *xrow, c
             if (bias)
                 for (size_t j = 0; j < nc; j++) acc[j] += bias[r];
             for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
-                const float wv = w[vidx[e]], *xr = x + (size_t)xrow[e] * ldx + p;
+                const float wv = w[e], *xr = x + (size_t)xrow[e] * ldx + p;
                 for (size_t j = 0; j < nc; j++) acc[j] += wv * xr[j];
             }
             memcpy(yr, acc, nc * sizeof *acc);
@@ -93,7 +93,7 @@ static const tk_isa isa_generic = {"generic", spmm_generic, spmm_dw_generic, axp
 #pragma GCC target("avx2,fma")
 #endif
 
-static void spmm_avx2(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
+static void spmm_avx2(size_t rows, const int32_t *ptr, const int32_t *xrow, const float *w,
                       const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
                       int accumulate)
 {
@@ -114,7 +114,7 @@ static void spmm_avx2(size_t rows, const int32_t *ptr, const int32_t *xrow, cons
                 s3 = _mm256_add_ps(s3, bv);
             }
             for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
-                const __m256 wv = _mm256_set1_ps(w[vidx[e]]);
+                const __m256 wv = _mm256_set1_ps(w[e]);
                 const float *xr = x + (size_t)xrow[e] * ldx + p;
                 s0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr), s0);
                 s1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr + 8), s1);
@@ -125,7 +125,7 @@ static void spmm_avx2(size_t rows, const int32_t *ptr, const int32_t *xrow, cons
                 _mm256_storeu_ps(yr + 24, s3);
         }
     }
-    if (p < p1) spmm_generic(rows, ptr, xrow, vidx, w, bias, x, ldx, y, ldy, p, p1, accumulate);
+    if (p < p1) spmm_generic(rows, ptr, xrow, w, bias, x, ldx, y, ldy, p, p1, accumulate);
 }
 
 static float hsum256(__m256 v)
@@ -211,7 +211,7 @@ static const tk_isa isa_avx2 = {"avx2", spmm_avx2, spmm_dw_avx2, axpy_avx2, adam
 #define SPMM_KB 128
 #define SPMM_RB 256
 
-static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
+static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, const float *w,
                         const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
                         int accumulate)
 {
@@ -244,7 +244,7 @@ static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, co
                         s3 = _mm512_add_ps(s3, bv);
                     }
                     for (; e < end && xrow[e] < kend; e++) {
-                        const __m512 wv = _mm512_set1_ps(w[vidx[e]]);
+                        const __m512 wv = _mm512_set1_ps(w[e]);
                         const float *xr = x + (size_t)xrow[e] * ldx + p;
                         s0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr), s0);
                         s1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + 16), s1);
@@ -276,7 +276,7 @@ static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, co
             int32_t e = ptr[r];
             const int32_t end = ptr[r + 1];
             for (; e + 1 < end; e += 2) {
-                const __m512 w0 = _mm512_set1_ps(w[vidx[e]]), w1 = _mm512_set1_ps(w[vidx[e + 1]]);
+                const __m512 w0 = _mm512_set1_ps(w[e]), w1 = _mm512_set1_ps(w[e + 1]);
                 const float *x0 = x + (size_t)xrow[e] * ldx + p, *x1 = x + (size_t)xrow[e + 1] * ldx + p;
                 a0 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m0, x0), a0);
                 a1 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m1, x0 + 16), a1);
@@ -284,7 +284,7 @@ static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, co
                 b1 = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m1, x1 + 16), b1);
             }
             if (e < end) {
-                const __m512 w0 = _mm512_set1_ps(w[vidx[e]]);
+                const __m512 w0 = _mm512_set1_ps(w[e]);
                 const float *x0 = x + (size_t)xrow[e] * ldx + p;
                 a0 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m0, x0), a0);
                 a1 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m1, x0 + 16), a1);
@@ -296,28 +296,70 @@ static void spmm_avx512(size_t rows, const int32_t *ptr, const int32_t *xrow, co
     }
 }
 
+/* One kept weight's gradient, a dot product of P floats: four chains of 16 lanes over 64 columns, the last < 64
+ * columns 16 at a time into the first chain, then the chains added pairwise and reduced. spmm_dw_avx512 sums every
+ * weight in exactly this order, alone or four at a time. */
+static float dw_dot_avx512(const float *dr, const float *xr, size_t p)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    size_t j = 0;
+    for (; j + 64 <= p; j += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j), _mm512_loadu_ps(xr + j), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 16), _mm512_loadu_ps(xr + j + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 32), _mm512_loadu_ps(xr + j + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 48), _mm512_loadu_ps(xr + j + 48), s3);
+    }
+    for (; j < p; j += 16) {
+        const size_t nc = p - j < 16 ? p - j : 16;
+        const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, dr + j), _mm512_maskz_loadu_ps(mk, xr + j), s0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+/* Four kept weights of one row at a time: each dY vector loaded once feeds four dot products (5 loads per 4 FMAs
+ * where one weight alone takes 8: the single dot product was load-bound); 16 independent chains. Each weight's sum
+ * is dw_dot_avx512's, bit for bit. */
 static void spmm_dw_avx512(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
                            const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw)
 {
     for (size_t r = r0; r < r1; r++) {
         const float *dr = dy + r * ldy;
-        for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
-            const float *xr = x + (size_t)xrow[e] * ldx;
-            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        int32_t e = ptr[r];
+        const int32_t end = ptr[r + 1];
+        for (; e + 4 <= end; e += 4) {
+            const float *x0 = x + (size_t)xrow[e] * ldx, *x1 = x + (size_t)xrow[e + 1] * ldx;
+            const float *x2 = x + (size_t)xrow[e + 2] * ldx, *x3 = x + (size_t)xrow[e + 3] * ldx;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            __m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0, d0 = a0, d1 = a0, d2 = a0, d3 = a0;
             size_t j = 0;
             for (; j + 64 <= p; j += 64) {
-                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j), _mm512_loadu_ps(xr + j), s0);
-                s1 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 16), _mm512_loadu_ps(xr + j + 16), s1);
-                s2 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 32), _mm512_loadu_ps(xr + j + 32), s2);
-                s3 = _mm512_fmadd_ps(_mm512_loadu_ps(dr + j + 48), _mm512_loadu_ps(xr + j + 48), s3);
+                const __m512 y0 = _mm512_loadu_ps(dr + j), y1 = _mm512_loadu_ps(dr + j + 16);
+                const __m512 y2 = _mm512_loadu_ps(dr + j + 32), y3 = _mm512_loadu_ps(dr + j + 48);
+#define DW4(s0, s1, s2, s3, xr)                                                                                     \
+    s0 = _mm512_fmadd_ps(y0, _mm512_loadu_ps(xr + j), s0), s1 = _mm512_fmadd_ps(y1, _mm512_loadu_ps(xr + j + 16), s1), \
+    s2 = _mm512_fmadd_ps(y2, _mm512_loadu_ps(xr + j + 32), s2), s3 = _mm512_fmadd_ps(y3, _mm512_loadu_ps(xr + j + 48), s3)
+                DW4(a0, a1, a2, a3, x0);
+                DW4(b0, b1, b2, b3, x1);
+                DW4(c0, c1, c2, c3, x2);
+                DW4(d0, d1, d2, d3, x3);
+#undef DW4
             }
             for (; j < p; j += 16) {
                 const size_t nc = p - j < 16 ? p - j : 16;
                 const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
-                s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, dr + j), _mm512_maskz_loadu_ps(mk, xr + j), s0);
+                const __m512 yv = _mm512_maskz_loadu_ps(mk, dr + j);
+                a0 = _mm512_fmadd_ps(yv, _mm512_maskz_loadu_ps(mk, x0 + j), a0);
+                b0 = _mm512_fmadd_ps(yv, _mm512_maskz_loadu_ps(mk, x1 + j), b0);
+                c0 = _mm512_fmadd_ps(yv, _mm512_maskz_loadu_ps(mk, x2 + j), c0);
+                d0 = _mm512_fmadd_ps(yv, _mm512_maskz_loadu_ps(mk, x3 + j), d0);
             }
-            dw[vidx[e]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+            dw[vidx[e]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+            dw[vidx[e + 1]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3)));
+            dw[vidx[e + 2]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)));
+            dw[vidx[e + 3]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3)));
         }
+        for (; e < end; e++) dw[vidx[e]] += dw_dot_avx512(dr, x + (size_t)xrow[e] * ldx, p);
     }
 }
 
@@ -387,8 +429,8 @@ const tk_isa *tk_isa_best(void)
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
-             const float *w, const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p,
+void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const float *w,
+             const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p,
              int accumulate, int threads)
 {
     enum { CHUNK = 64 };
@@ -408,7 +450,7 @@ void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *
             while (r1 < rows && (size_t)ptr[r1] < e1) r1++;
             if (tid + 1 == ntu) r1 = rows;
             if (r0 < r1)
-                isa->spmm(r1 - r0, ptr + r0, xrow, vidx, w, bias ? bias + r0 : NULL, x, ldx, y + r0 * ldy, ldy, 0, p,
+                isa->spmm(r1 - r0, ptr + r0, xrow, w, bias ? bias + r0 : NULL, x, ldx, y + r0 * ldy, ldy, 0, p,
                           accumulate);
         }
         return;
@@ -419,7 +461,7 @@ void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *
         const size_t tid = (size_t)omp_get_thread_num(), ntu = (size_t)omp_get_num_threads();
         size_t c0 = chunks * tid / ntu * CHUNK, c1 = chunks * (tid + 1) / ntu * CHUNK;
         if (c1 > p) c1 = p;
-        if (c0 < c1) isa->spmm(rows, ptr, xrow, vidx, w, bias, x, ldx, y, ldy, c0, c1, accumulate);
+        if (c0 < c1) isa->spmm(rows, ptr, xrow, w, bias, x, ldx, y, ldy, c0, c1, accumulate);
     }
 }
 

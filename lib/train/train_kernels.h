@@ -17,11 +17,11 @@
 /* The kernels of one instruction set. */
 typedef struct tk_isa {
     const char *name;    /* "avx512", "avx2", "generic" */
-    /* Sparse rows times dense matrix, columns [p0, p1) of Y:
-     *   Y[r,p] = (accumulate ? Y[r,p] : 0) + (bias ? bias[r] : 0) + sum_{e=ptr[r]}^{ptr[r+1]-1} w[vidx[e]] * X[xrow[e],p] */
-    void (*spmm)(size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx, const float *w,
-                 const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1,
-                 int accumulate);
+    /* Sparse rows times dense matrix, columns [p0, p1) of Y, the kept values w in entry order (packed: read as one
+     * stream, not gathered from the dense weights):
+     *   Y[r,p] = (accumulate ? Y[r,p] : 0) + (bias ? bias[r] : 0) + sum_{e=ptr[r]}^{ptr[r+1]-1} w[e] * X[xrow[e],p] */
+    void (*spmm)(size_t rows, const int32_t *ptr, const int32_t *xrow, const float *w, const float *bias,
+                 const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1, int accumulate);
     /* Gradient of the kept weights of rows [r0, r1): dw[vidx[e]] += sum_{p<P} dy[r,p] * X[xrow[e],p]. */
     void (*spmm_dw)(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
                     const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw);
@@ -41,8 +41,8 @@ const tk_isa *tk_isa_named(const char *name);
 
 /* Parallel spmm over column ranges, or over rows when there are fewer 64-column chunks than threads (threads >= 1;
  * each output element from one call over the same columns either way). */
-void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
-             const float *w, const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p,
+void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const float *w,
+             const float *bias, const float *x, size_t ldx, float *y, size_t ldy, size_t p,
              int accumulate, int threads);
 /* Parallel spmm_dw over rows. */
 void tk_spmm_dw(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,

@@ -781,6 +781,9 @@ pdc_status tr_op_forward(tr_net *net, size_t li, const tr_options *opt, int trai
     if (!k) return LAYER_ERR(net, l, PDC_ERR_UNSUPPORTED, "no forward kernel");
     pdc_status st = k(net->exec, l, net->val);
     if (st) return st;
+    const int pi = l->op == IR_OP_CONV || l->op == IR_OP_FC ? net->layers[li].w_param : -1;
+    if (pi >= 0 && net->params[pi].sparse) /* the sparse backward reads the kept weights packed, as tr_dense_forward does */
+        tr_csr_pack(net, &net->params[pi], net->val[l->inputs[1]]);
     /* the fused activation of conv/fc/gemm keeps its input for the backward pass */
     return tr_fused_forward(net, li);
 }

@@ -428,11 +428,13 @@ START_TEST(kernels_agree_across_instruction_sets)
             if ((r + q) % 3 == 0) idx[nnz] = q, vidx[nnz] = r * K + q, nnz++;
     }
     ptr[M] = (int32_t)nnz;
+    float wk[M * K]; /* the kept values in entry order, as spmm reads them */
+    for (size_t e = 0; e < nnz; e++) wk[e] = w[vidx[e]];
     for (int i = 0; i < 2; i++) {
         const tk_isa *isa = tk_isa_named(names[i]);
         if (!isa) continue;
-        g->spmm(M, ptr, idx, vidx, w, b, x, LD, y0, LD, 0, N, 0);
-        isa->spmm(M, ptr, idx, vidx, w, b, x, LD, y1, LD, 0, N, 0);
+        g->spmm(M, ptr, idx, wk, b, x, LD, y0, LD, 0, N, 0);
+        isa->spmm(M, ptr, idx, wk, b, x, LD, y1, LD, 0, N, 0);
         for (int r = 0; r < M; r++) ck_assert_floats_near(y1 + r * LD, y0 + r * LD, N, 1e-5f);
         memset(dw0, 0, sizeof dw0);
         memset(dw1, 0, sizeof dw1);
@@ -451,6 +453,52 @@ START_TEST(kernels_agree_across_instruction_sets)
 }
 END_TEST
 
+/* The weight-gradient kernels sum kept weights of one row several at a time (each dY vector loaded once for all of
+ * them): every weight's gradient must be the bits of its dot product computed alone, at widths through the wide loop
+ * and the tail (P = 200: three 64-column steps and 8 columns; P = 37: the tail only), for rows of 0 to 9 kept weights
+ * (groups of four and every remainder). */
+START_TEST(weight_gradient_grouping_keeps_the_bits)
+{
+    static const char *const names[] = {"generic", "avx2", "avx512"};
+    enum { M = 10, K = 23, LD = 208 };
+    static const size_t widths[] = {200, 37};
+    float x[K * LD], dy[M * LD], dw_all[M * K], dw_one[M * K];
+    int32_t ptr[M + 1], idx[M * K], vidx[M * K];
+    test_fill_random(x, K * LD, 5);
+    test_fill_random(dy, M * LD, 6);
+    size_t nnz = 0;
+    for (int r = 0; r < M; r++) { /* row r keeps r entries (row 9 nine), spread over the 23 rows of X */
+        ptr[r] = (int32_t)nnz;
+        for (int q = 0; q < r; q++) idx[nnz] = (q * 5 + r) % K, vidx[nnz] = r * K + idx[nnz], nnz++;
+        for (int32_t a = ptr[r] + 1; a < (int32_t)nnz; a++) /* ascending, as tr_csr keeps them */
+            for (int32_t b = a; b > ptr[r] && idx[b - 1] > idx[b]; b--) {
+                int32_t t = idx[b]; idx[b] = idx[b - 1], idx[b - 1] = t;
+                t = vidx[b], vidx[b] = vidx[b - 1], vidx[b - 1] = t;
+            }
+    }
+    ptr[M] = (int32_t)nnz;
+    int ran = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const tk_isa *isa = tk_isa_named(names[i]);
+        if (!isa) continue;
+        for (size_t wi = 0; wi < 2; wi++) {
+            const size_t p = widths[wi];
+            memset(dw_all, 0, sizeof dw_all);
+            memset(dw_one, 0, sizeof dw_one);
+            isa->spmm_dw(0, M, ptr, idx, vidx, dy, LD, x, LD, p, dw_all);
+            for (int r = 0; r < M; r++)
+                for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
+                    const int32_t one_ptr[2] = {0, 1};
+                    isa->spmm_dw(0, 1, one_ptr, idx + e, vidx + e, dy + (size_t)r * LD, LD, x, LD, p, dw_one);
+                }
+            ck_assert_msg(memcmp(dw_all, dw_one, sizeof dw_all) == 0, "%s, P = %zu: grouped sums differ", names[i], p);
+            ran++;
+        }
+    }
+    ck_assert_int_ge(ran, 2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("train_grad");
@@ -458,6 +506,6 @@ int main(void)
     tcase_add_loop_test(tc, op_gradients_match_finite_differences, 0, (int)N_OP_CASES);
     test_add_tests(tc, TEST_LIST(whole_net_gradients_match_finite_differences,
                                  sparse_kernel_gradients_match_finite_differences, kgs_gradients_match_finite_differences, gradients_match_pytorch,
-                                 kernels_agree_across_instruction_sets));
+                                 kernels_agree_across_instruction_sets, weight_gradient_grouping_keeps_the_bits));
     return test_run_suite(s);
 }
