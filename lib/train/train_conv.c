@@ -406,8 +406,10 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
     const float *w = net->val[l->inputs[1]], *col = net->layers[li].colp;
     const int pi = net->layers[li].w_param;
     const int sparse = pi >= 0 && net->params[pi].sparse;
+    /* the sparse weight gradient writes kept weights only: the pruned ones' stay zero (zeroed when the index arrays
+     * were built, and by every update), so the array is not cleared first */
     int acc_w = 1, acc_x = 1;
-    float *dw = sparse ? tr_grad_acc(net, l->inputs[1]) : tr_grad_out(net, l->inputs[1], &acc_w);
+    float *dw = tr_grad_out(net, l->inputs[1], &acc_w);
     float *db = l->n_inputs > 2 ? tr_grad_acc(net, l->inputs[2]) : NULL;
     float *dx = tr_grad_out(net, l->inputs[0], &acc_x);
     const tk_isa *isa = net->isa;
@@ -423,9 +425,9 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
             /* every weight's gradient as one dense GEMM (the optimizer drops the pruned ones) */
             for (size_t gi = 0; gi < g.group; gi++)
                 cpu_train_sgemm(0, 1, g.og, g.K, g.P, 1.0f, dyg + gi * g.og * g.ld, g.ld, col + gi * g.K * g.ld, g.ld,
-                                1.0f, dw + gi * g.og * g.K, g.K, net->threads);
+                                acc_w ? 1.0f : 0.0f, dw + gi * g.og * g.K, g.K, net->threads);
         } else if (dw) {
-            tk_spmm_dw(isa, g.o, f->ptr, f->idx, f->vidx, dyg, g.ld, col, g.ld, g.P, dw, net->threads);
+            tk_spmm_dw(isa, g.o, f->ptr, f->idx, f->vidx, dyg, g.ld, col, g.ld, g.P, dw, acc_w, net->threads);
         }
         if (dx && sparse_dx_direct_pays(&g)) {
             if ((st = tr_net_work(net, sparse_dx_floats(&g)))) return st;
@@ -497,7 +499,7 @@ static pdc_status fc_backward(tr_net *net, size_t li, const float *dy)
     if (sparse && !net->layers[li].col_valid && (st = make_col(net, li, NULL, n, k))) return st;
     const float *w = net->val[l->inputs[1]], *x = net->val[l->inputs[0]], *col = net->layers[li].colp;
     int acc_w = 1, acc_x = 1;
-    float *dw = sparse ? tr_grad_acc(net, l->inputs[1]) : tr_grad_out(net, l->inputs[1], &acc_w);
+    float *dw = tr_grad_out(net, l->inputs[1], &acc_w); /* sparse: written at kept weights only, as in conv_backward */
     float *db = l->n_inputs > 2 ? tr_grad_acc(net, l->inputs[2]) : NULL;
     float *dx = tr_grad_out(net, l->inputs[0], &acc_x);
     if (db) bias_grad(dy, n, o, 1, db);
@@ -506,7 +508,7 @@ static pdc_status fc_backward(tr_net *net, size_t li, const float *dy)
         if ((st = tr_net_work(net, o * n + (dx ? k * n : 0)))) return st;
         float *dyt = net->work, *dxt = net->work + o * n;
         transpose(dy, n, o, dyt);
-        if (dw) tk_spmm_dw(net->isa, o, f->ptr, f->idx, f->vidx, dyt, n, col, n, n, dw, net->threads);
+        if (dw) tk_spmm_dw(net->isa, o, f->ptr, f->idx, f->vidx, dyt, n, col, n, n, dw, acc_w, net->threads);
         if (dx) {
             tk_spmm(net->isa, k, r->ptr, r->idx, r->val, NULL, dyt, n, dxt, n, n, 0, net->threads);
             for (size_t i = 0; i < n; i++)

@@ -21,6 +21,10 @@
 #define TK_X86 1
 #endif
 
+/* A weight-gradient result into dw: added, or written over what is there (0 + t: the bits of an add to a zeroed
+ * array, which the caller no longer has to clear). */
+#define DW_OUT(d, t) ((d) = (accumulate ? (d) : 0.0f) + (t))
+
 /* Below this many multiply-adds a kernel runs on the calling thread: a parallel region costs more. */
 #define TK_PARALLEL_MIN_WORK ((size_t)1 << 19)
 
@@ -49,7 +53,7 @@ static void spmm_generic(size_t rows, const int32_t *ptr, const int32_t *xrow, c
 }
 
 static void spmm_dw_generic(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
-                            const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw)
+                            const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int accumulate)
 {
     for (size_t r = r0; r < r1; r++) {
         const float *dr = dy + r * ldy;
@@ -61,7 +65,7 @@ static void spmm_dw_generic(size_t r0, size_t r1, const int32_t *ptr, const int3
                 for (int q = 0; q < 8; q++) s[q] += dr[j + q] * xr[j + q];
             float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
             for (; j < p; j++) t += dr[j] * xr[j];
-            dw[vidx[e]] += t;
+            DW_OUT(dw[vidx[e]], t);
         }
     }
 }
@@ -137,7 +141,7 @@ static float hsum256(__m256 v)
 }
 
 static void spmm_dw_avx2(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
-                         const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw)
+                         const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int accumulate)
 {
     for (size_t r = r0; r < r1; r++) {
         const float *dr = dy + r * ldy;
@@ -154,7 +158,7 @@ static void spmm_dw_avx2(size_t r0, size_t r1, const int32_t *ptr, const int32_t
             for (; j + 8 <= p; j += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(dr + j), _mm256_loadu_ps(xr + j), s0);
             float t = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
             for (; j < p; j++) t += dr[j] * xr[j];
-            dw[vidx[e]] += t;
+            DW_OUT(dw[vidx[e]], t);
         }
     }
 }
@@ -321,7 +325,7 @@ static float dw_dot_avx512(const float *dr, const float *xr, size_t p)
  * where one weight alone takes 8: the single dot product was load-bound); 16 independent chains. Each weight's sum
  * is dw_dot_avx512's, bit for bit. */
 static void spmm_dw_avx512(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
-                           const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw)
+                           const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int accumulate)
 {
     for (size_t r = r0; r < r1; r++) {
         const float *dr = dy + r * ldy;
@@ -354,12 +358,12 @@ static void spmm_dw_avx512(size_t r0, size_t r1, const int32_t *ptr, const int32
                 c0 = _mm512_fmadd_ps(yv, _mm512_maskz_loadu_ps(mk, x2 + j), c0);
                 d0 = _mm512_fmadd_ps(yv, _mm512_maskz_loadu_ps(mk, x3 + j), d0);
             }
-            dw[vidx[e]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-            dw[vidx[e + 1]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3)));
-            dw[vidx[e + 2]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)));
-            dw[vidx[e + 3]] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3)));
+            DW_OUT(dw[vidx[e]], _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))));
+            DW_OUT(dw[vidx[e + 1]], _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3))));
+            DW_OUT(dw[vidx[e + 2]], _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3))));
+            DW_OUT(dw[vidx[e + 3]], _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3))));
         }
-        for (; e < end; e++) dw[vidx[e]] += dw_dot_avx512(dr, x + (size_t)xrow[e] * ldx, p);
+        for (; e < end; e++) DW_OUT(dw[vidx[e]], dw_dot_avx512(dr, x + (size_t)xrow[e] * ldx, p));
     }
 }
 
@@ -466,7 +470,7 @@ void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *
 }
 
 void tk_spmm_dw(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
-                const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int threads)
+                const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int accumulate, int threads)
 {
     const size_t nnz = rows ? (size_t)ptr[rows] : 0;
     int nt = threads < 1 ? 1 : threads;
@@ -482,6 +486,6 @@ void tk_spmm_dw(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_
         r1 = r0;
         while (r1 < rows && (size_t)ptr[r1] < e1) r1++;
         if (tid + 1 == ntu) r1 = rows;
-        isa->spmm_dw(r0, r1, ptr, xrow, vidx, dy, ldy, x, ldx, p, dw);
+        isa->spmm_dw(r0, r1, ptr, xrow, vidx, dy, ldy, x, ldx, p, dw, accumulate);
     }
 }

@@ -22,9 +22,11 @@ typedef struct tk_isa {
      *   Y[r,p] = (accumulate ? Y[r,p] : 0) + (bias ? bias[r] : 0) + sum_{e=ptr[r]}^{ptr[r+1]-1} w[e] * X[xrow[e],p] */
     void (*spmm)(size_t rows, const int32_t *ptr, const int32_t *xrow, const float *w, const float *bias,
                  const float *x, size_t ldx, float *y, size_t ldy, size_t p0, size_t p1, int accumulate);
-    /* Gradient of the kept weights of rows [r0, r1): dw[vidx[e]] += sum_{p<P} dy[r,p] * X[xrow[e],p]. */
+    /* Gradient of the kept weights of rows [r0, r1):
+     *   dw[vidx[e]] = (accumulate ? dw[vidx[e]] : 0) + sum_{p<P} dy[r,p] * X[xrow[e],p]
+     * (other elements of dw untouched: a pruned weight's gradient stays what it was). */
     void (*spmm_dw)(size_t r0, size_t r1, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
-                    const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw);
+                    const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int accumulate);
     /* y[i] += a * x[i] for i < n */
     void (*axpy)(size_t n, float a, const float *x, float *y);
     /* Adam's moment and weight update over n elements (PyTorch's formula and order of operations; sqrt and
@@ -46,6 +48,6 @@ void tk_spmm(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *
              int accumulate, int threads);
 /* Parallel spmm_dw over rows. */
 void tk_spmm_dw(const tk_isa *isa, size_t rows, const int32_t *ptr, const int32_t *xrow, const int32_t *vidx,
-                const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int threads);
+                const float *dy, size_t ldy, const float *x, size_t ldx, size_t p, float *dw, int accumulate, int threads);
 
 #endif

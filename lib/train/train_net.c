@@ -233,6 +233,9 @@ pdc_status tr_net_update_sparse(tr_net *net, const tr_options *opt)
             pdc_status st = build_csr(net, p, l);
             if (st) return st;
             p->sparse = 1;
+            /* the sparse weight gradient writes kept weights only: the pruned ones' must be zero (the dense
+             * products may have written them) */
+            if (p->grad) memset(p->grad, 0, p->n * sizeof *p->grad);
         }
     }
     return PDC_OK;

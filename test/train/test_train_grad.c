@@ -438,8 +438,8 @@ START_TEST(kernels_agree_across_instruction_sets)
         for (int r = 0; r < M; r++) ck_assert_floats_near(y1 + r * LD, y0 + r * LD, N, 1e-5f);
         memset(dw0, 0, sizeof dw0);
         memset(dw1, 0, sizeof dw1);
-        g->spmm_dw(0, M, ptr, idx, vidx, y0, LD, x, LD, N, dw0);
-        isa->spmm_dw(0, M, ptr, idx, vidx, y0, LD, x, LD, N, dw1);
+        g->spmm_dw(0, M, ptr, idx, vidx, y0, LD, x, LD, N, dw0, 1);
+        isa->spmm_dw(0, M, ptr, idx, vidx, y0, LD, x, LD, N, dw1, 1);
         ck_assert_floats_near(dw1, dw0, M * K, 1e-4f);
         /* Adam: the same bits */
         float w0[21], w1[21], m0[21] = {0}, m1[21] = {0}, v0[21] = {0}, v1[21] = {0}, gr[21];
@@ -485,11 +485,11 @@ START_TEST(weight_gradient_grouping_keeps_the_bits)
             const size_t p = widths[wi];
             memset(dw_all, 0, sizeof dw_all);
             memset(dw_one, 0, sizeof dw_one);
-            isa->spmm_dw(0, M, ptr, idx, vidx, dy, LD, x, LD, p, dw_all);
+            isa->spmm_dw(0, M, ptr, idx, vidx, dy, LD, x, LD, p, dw_all, 1);
             for (int r = 0; r < M; r++)
                 for (int32_t e = ptr[r]; e < ptr[r + 1]; e++) {
                     const int32_t one_ptr[2] = {0, 1};
-                    isa->spmm_dw(0, 1, one_ptr, idx + e, vidx + e, dy + (size_t)r * LD, LD, x, LD, p, dw_one);
+                    isa->spmm_dw(0, 1, one_ptr, idx + e, vidx + e, dy + (size_t)r * LD, LD, x, LD, p, dw_one, 1);
                 }
             ck_assert_msg(memcmp(dw_all, dw_one, sizeof dw_all) == 0, "%s, P = %zu: grouped sums differ", names[i], p);
             ran++;
