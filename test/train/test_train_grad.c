@@ -191,6 +191,11 @@ static const op_case op_cases[] = {
      "layer m = mul(x, a) -> (u)\nlayer c = concat(x, u, x) -> (y) {axis=1}\noutput y\n", "mse", 1e-2, 0},
     {"maxpool", HDR "input x : f32[2,2,5,5]\nlayer p = maxpool(x) -> (y) {kernel_shape=[2,2], strides=[2,2], pads=[0,0,1,1]}\n"
      "output y\n", "mse", 1e-3, 0},
+    /* ResNet's 3x3/2 pooling: border windows through the checked path, interior ones through the unchecked one */
+    {"maxpool 3x3 stride 2 pad 1", HDR "input x : f32[2,2,9,8]\n"
+     "layer p = maxpool(x) -> (y) {kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1]}\noutput y\n", "mse", 1e-3, 0},
+    {"maxpool dilated", HDR "input x : f32[1,2,7,6]\n"
+     "layer p = maxpool(x) -> (y) {kernel_shape=[2,3], dilations=[2,1], pads=[1,0,1,2]}\noutput y\n", "mse", 1e-3, 0},
     {"avgpool count_include_pad", HDR "input x : f32[2,2,5,5]\n"
      "layer p = avgpool(x) -> (y) {kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1], count_include_pad=1}\noutput y\n",
      "mse", 1e-2, 0},
