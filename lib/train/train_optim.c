@@ -66,6 +66,29 @@ static void update_piece(const tr_net *net, const tr_options *opt, const opt_con
                          float *m, float *v, const uint8_t *mk, const float *z, float *u)
 {
     const float lr = c->lr, wd = c->wd, mom = c->mom, r = c->r;
+    if (mk && !z && opt->optimizer == TR_OPT_SGD && wd == 0.0f && mom == 0.0f) {
+        /* plain SGD on a pruned weight (masked retraining as the issue #38 benchmark runs it): the gradient's
+         * masking, the update and the weight's masking below in one pass, the same values (three passes of selects
+         * on the mask made the update of a pruned ResNet-18 twice that of the dense one) */
+        /* the selects as AND with an all-ones/all-zero mask on the bit patterns (kept: the value; pruned: +0.0f, as
+         * the selects give): with float selects around the multiply, GCC (trapping math) kept a branch per element,
+         * mispredicted on a pattern mask, and the update took 2.6x as long as the three passes */
+#pragma omp simd
+        for (size_t k = 0; k < n; k++) {
+            const uint32_t keep = (uint32_t)0 - (uint32_t)(mk[k] != 0);
+            uint32_t gb, wb;
+            float gk, wk;
+            memcpy(&gb, g + k, sizeof gb);
+            gb &= keep;
+            memcpy(&gk, &gb, sizeof gk);
+            wk = w[k] - lr * gk;
+            memcpy(&wb, &wk, sizeof wb);
+            wb &= keep;
+            memcpy(g + k, &gb, sizeof gb);
+            memcpy(w + k, &wb, sizeof wb);
+        }
+        return;
+    }
     /* Pruned weights get a zero gradient (the dense kernels compute one); with a zero weight and zero state
      * every rule below then leaves them exactly zero. */
     if (mk) {

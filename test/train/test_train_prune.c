@@ -71,6 +71,46 @@ START_TEST(masked_retraining_keeps_pruned_weights_and_state_zero)
 }
 END_TEST
 
+/* Plain SGD on a pruned net (one fused pass per weight): after a step, every kept weight is exactly w - lr g and every
+ * pruned weight and its gradient exactly 0; with weight decay 0 given explicitly the step is the same. */
+START_TEST(plain_sgd_on_pruned_weights_is_w_minus_lr_g)
+{
+    toy d = make_toy(8, 9);
+    static const char *const sgd[] = {"optimizer", "sgd", "lr", "0.05", NULL};
+    pdc_trainer *t = toy_trainer(sgd);
+    float loss;
+    train_toy(t, &d, 1, &loss); /* a dense step first: nonzero gradients at every position */
+    pdc_attrs *o = prune_options(1);
+    ck_assert_ok(ctx, pdc_trainer_prune(t, "prune-pattern,prune-connectivity,prune-block", o));
+    pdc_attrs_destroy(o);
+    const tr_net *net = t->net;
+    size_t total = 0;
+    for (size_t i = 0; i < net->n_params; i++) total += net->params[i].n;
+    float *before = malloc(total * sizeof *before);
+    ck_assert_ptr_nonnull(before);
+    for (size_t i = 0, at = 0; i < net->n_params; at += net->params[i].n, i++)
+        memcpy(before + at, net->model->tensors[net->params[i].tensor].data, net->params[i].n * sizeof *before);
+    train_toy(t, &d, 1, &loss); /* 8 samples: one step */
+    int masked = 0;
+    for (size_t i = 0, at = 0; i < net->n_params; at += net->params[i].n, i++) {
+        const tr_param *p = &net->params[i];
+        if (!p->trainable) continue;
+        const float *w = net->model->tensors[p->tensor].data;
+        masked += p->mask != NULL;
+        for (size_t k = 0; k < p->n; k++) {
+            const int kept = !p->mask || p->mask[k];
+            const float want = kept ? before[at + k] - 0.05f * p->grad[k] : 0.0f;
+            ck_assert_msg(w[k] == want, "param %zu element %zu: %g, want %g", i, k, (double)w[k], (double)want);
+            if (!kept) ck_assert_msg(p->grad[k] == 0.0f, "param %zu element %zu: pruned gradient %g", i, k, (double)p->grad[k]);
+        }
+    }
+    ck_assert_int_ge(masked, 3); /* both convs and the fc */
+    free(before);
+    pdc_trainer_destroy(t);
+    free_toy(&d);
+}
+END_TEST
+
 /* Sparse kernels and dense kernels on the same pruned net train the same, up to rounding; so do the sparse backward
  * products after the reference backend's forward kernels (kernels=ref: the kept weights the sparse backward reads are
  * packed after that forward pass as after the trainer's own). */
@@ -247,7 +287,8 @@ int main(void)
 {
     return run_tests("train_prune", tmpdir_setup, tmpdir_teardown, 120,
                      TEST_LIST(masked_retraining_keeps_pruned_weights_and_state_zero,
-                               sparse_and_dense_kernels_train_the_same, admm_z_step_is_the_pass_projection,
+                               plain_sgd_on_pruned_weights_is_w_minus_lr_g, sparse_and_dense_kernels_train_the_same,
+                               admm_z_step_is_the_pass_projection,
                                trainer_pruning_keeps_the_stem_dense_by_default,
                                exported_model_compiles_runs_and_saves));
 }
