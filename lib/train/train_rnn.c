@@ -151,7 +151,7 @@ pdc_status tr_rnn_forward(tr_net *net, size_t li)
 }
 
 /* The parameter behind input tensor t when the trainer put it on the sparse kernels, else NULL. */
-static const tr_param *sparse_param(const tr_net *net, int t)
+static tr_param *sparse_param(tr_net *net, int t)
 {
     const int pi = t >= 0 ? net->param_of[t] : -1;
     return pi >= 0 && net->params[pi].sparse ? &net->params[pi] : NULL;
@@ -180,7 +180,8 @@ pdc_status tr_rnn_backward(tr_net *net, size_t li)
     pdc_status st = shape_of(net, l, &s);
     if (st) return st;
     const size_t T = s.T, B = s.B, I = s.I, H = s.H, G = s.G, S = s.S, GH = G * H, BH = B * H, TB = T * B;
-    const tr_param *pw = sparse_param(net, in_at(l, 1)), *pr = s.lstm ? sparse_param(net, in_at(l, 2)) : NULL;
+    tr_param *pw = sparse_param(net, in_at(l, 1));
+    const tr_param *pr = s.lstm ? sparse_param(net, in_at(l, 2)) : NULL;
     /* work: dA[D][T*B, G*H], zeros, dh, dc, dh_prev, u (gru: dA_h Rh or dq), rh (gru: r*h_prev); lstm: hps[T*B, H]
      * (every step's h_prev); sparse products: dAt[D*G*H, T*B] (dA transposed), then xt, dxt [I, T*B] (w),
      * hpt[H, T*B] (r) */
@@ -297,7 +298,7 @@ pdc_status tr_rnn_backward(tr_net *net, size_t li)
         if (drd && pr) {
             transpose_to(hps, TB, H, hpt);
             tk_spmm_dw(net->isa, GH, pr->fwd.ptr + d * GH, pr->fwd.idx, pr->fwd.vidx, dAt + d * GH * TB, TB, hpt, TB,
-                       TB, dr, net->threads);
+                       TB, dr, 1, net->threads);
         } else if (drd && s.lstm) {
             cpu_train_sgemm(1, 0, GH, H, TB, 1.0f, dAd, GH, hps, H, 1.0f, drd, H, net->threads);
         }
@@ -311,9 +312,10 @@ pdc_status tr_rnn_backward(tr_net *net, size_t li)
     if (pw && (dw || dx)) {
         /* sparse w, every direction at once (dAt's rows are w's rows): dW over the kept weights, dx^T = w^T dA^T */
         transpose_to(x, TB, I, xt);
-        if (dw) tk_spmm_dw(net->isa, s.D * GH, pw->fwd.ptr, pw->fwd.idx, pw->fwd.vidx, dAt, TB, xt, TB, TB, dw, net->threads);
+        if (dw) tk_spmm_dw(net->isa, s.D * GH, pw->fwd.ptr, pw->fwd.idx, pw->fwd.vidx, dAt, TB, xt, TB, TB, dw, 1, net->threads);
         if (dx) {
-            tk_spmm(net->isa, I, pw->tr.ptr, pw->tr.idx, pw->tr.vidx, w, NULL, dAt, TB, dxt, TB, TB, 0, net->threads);
+            tr_csr_pack(net, pw, w); /* the kept weights in tr's order (the forward pass here is dense) */
+            tk_spmm(net->isa, I, pw->tr.ptr, pw->tr.idx, pw->tr.val, NULL, dAt, TB, dxt, TB, TB, 0, net->threads);
             for (size_t i = 0; i < TB; i++)
                 for (size_t j = 0; j < I; j++) dx[i * I + j] += dxt[j * TB + i];
         }
