@@ -78,8 +78,8 @@ POOL_INLINE_TARGET static inline __attribute__((always_inline)) void POOL_NAME(m
     }
 }
 
-/* Output rows [r0, r1) of one plane of a max pool; t: POOL_ROW_BATCH row buffers of tw +
- * POOL_ROW_SLACK floats. A window with no tap inside the input gives 0, as in the reference. One
+/* Output rows [r0, r1) of one plane of a max pool (row z * oh + r: depth z, row r); t:
+ * POOL_ROW_BATCH row buffers of tw + POOL_ROW_SLACK floats. A window with no tap inside the input gives 0, as in the reference. One
  * function per ISA with its passes inlined (not a call per pass), the down passes of a batch of
  * rows before their across passes: an across pass right after its own down pass reads vectors
  * that straddle stores still in flight, which the core cannot forward. With the vector passes,
@@ -88,20 +88,27 @@ POOL_TARGET __attribute__((optimize("O3")))
 static void POOL_NAME(max_rows)(const pool_state *s, const float *xp, float *yp, float *t, int64_t r0, int64_t r1)
 {
     const ir_window_params *p = &s->p;
-    const int64_t ow = p->out[1], tws = s->tw + POOL_ROW_SLACK;
+    const int64_t ow = p->out[2], tws = s->tw + POOL_ROW_SLACK;
     for (int b = 0; b < POOL_ROW_BATCH; b++) memset(t + b * tws + s->tw, 0, POOL_ROW_SLACK * sizeof *t);
     for (int64_t rb = r0; rb < r1; rb += POOL_ROW_BATCH) {
         int n = r1 - rb < POOL_ROW_BATCH ? (int)(r1 - rb) : POOL_ROW_BATCH, any[POOL_ROW_BATCH] = {0};
         for (int b = 0; b < n; b++) {
+            const int64_t z = (rb + b) / p->out[1], r = (rb + b) % p->out[1];
             const float *rows[POOL_DOWN_ROWS];
             int nr = 0;
-            for (int64_t kr = 0; kr < p->k[0]; kr++) {
-                int64_t ir = (rb + b) * p->stride[0] - p->pad_begin[0] + kr * p->dil[0];
-                if (ir >= 0 && ir < p->in[0]) rows[nr++] = xp + ir * p->in[1];
-                if (nr == POOL_DOWN_ROWS || (nr && kr == p->k[0] - 1)) {
-                    POOL_NAME(max_down)(t + b * tws, rows, nr, s->tw, p->pad_begin[1], p->in[1], !any[b]);
-                    any[b] = 1;
-                    nr = 0;
+            /* the window's input rows, depth plane by depth plane */
+            for (int64_t kz = 0; kz < p->k[0]; kz++) {
+                const int64_t iz = z * p->stride[0] - p->pad_begin[0] + kz * p->dil[0];
+                const int last_plane = kz == p->k[0] - 1;
+                for (int64_t kr = 0; kr < p->k[1]; kr++) {
+                    const int64_t ir = r * p->stride[1] - p->pad_begin[1] + kr * p->dil[1];
+                    if (iz >= 0 && iz < p->in[0] && ir >= 0 && ir < p->in[1])
+                        rows[nr++] = xp + (iz * p->in[1] + ir) * p->in[2];
+                    if (nr == POOL_DOWN_ROWS || (nr && last_plane && kr == p->k[1] - 1)) {
+                        POOL_NAME(max_down)(t + b * tws, rows, nr, s->tw, p->pad_begin[2], p->in[2], !any[b]);
+                        any[b] = 1;
+                        nr = 0;
+                    }
                 }
             }
         }
@@ -111,7 +118,7 @@ static void POOL_NAME(max_rows)(const pool_state *s, const float *xp, float *yp,
                 memset(yr, 0, (size_t)ow * sizeof *yr);
                 continue;
             }
-            POOL_NAME(max_across)(yr, t + b * tws, ow, p->stride[1], p->k[1], p->dil[1]);
+            POOL_NAME(max_across)(yr, t + b * tws, ow, p->stride[2], p->k[2], p->dil[2]);
             for (int64_t c = 0; s->col_valid && c < ow; c++)
                 if (!s->col_valid[c]) yr[c] = 0.0f;
         }

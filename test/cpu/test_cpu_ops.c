@@ -3,8 +3,8 @@
  * reference backend: the shared cases of test/common/backend_cases.h (unary chains, broadcasting
  * binaries, batchnorm, random pools, softmax along rows and columns, transpose/concat/reshape, the
  * layer-kernel API) with the cpu's kernel choices, and the cpu's own: sigmoid and tanh element by
- * element, the max pool's vector passes, pooling rows split over the threads, the ISA the JIT picks and
- * its overrides.
+ * element, the max pool's vector passes, pooling rows split over the threads, 3-D pools (random
+ * windows, bit-exact max, rows split over the threads), the ISA the JIT picks and its overrides.
  */
 #define _XOPEN_SOURCE 700
 #include <float.h>
@@ -136,6 +136,87 @@ START_TEST(pooling_rows_split_over_threads)
 }
 END_TEST
 
+/* mdl := y = op(x), a 3-D pool of x [n, c, in]: kernel k, strides st, dilations dl, pads pb/pe per axis. */
+static void pool3d_model(const char *op, int64_t n, int64_t c, const int64_t in[3], const int64_t k[3], const int64_t st[3],
+                         const int64_t dl[3], const int64_t pb[3], const int64_t pe[3], int ceil_mode, int count_pad)
+{
+    fresh_model(op);
+    input("x", DIMS(n, c, in[0], in[1], in[2]));
+    pdc_attrs *a = attrs();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "kernel_shape", 3, k));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 3, st));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "dilations", 3, dl));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 6, (int64_t[]){pb[0], pb[1], pb[2], pe[0], pe[1], pe[2]}));
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "ceil_mode", ceil_mode));
+    if (!strcmp(op, "avgpool")) ck_assert_ok(ctx, pdc_attrs_set_int(a, "count_include_pad", count_pad));
+    layer(op, a, "y", NAMES("x"));
+    output("y");
+}
+
+/* Random 3-D max and average pools (odd sizes, strides, pads, dilations, ceil_mode,
+ * count_include_pad, windows that reach past the input) against the reference; a max pool's
+ * outputs equal the reference's bit for bit (the max of a set does not depend on the order). */
+START_TEST(pool3d_random_matches_ref)
+{
+    rng = 3303u;
+    for (int q = 0; q < sweep(30); q++) {
+        const int is_max = q % 2 == 0;
+        int64_t in[3], k[3], st[3], dl[3], pb[3], pe[3];
+        for (int i = 0; i < 3; i++) {
+            k[i] = rnd_in(1, 3);
+            st[i] = rnd_in(1, 3);
+            dl[i] = k[i] > 1 && rnd() % 4 == 0 ? 2 : 1;
+            pb[i] = rnd_in(0, k[i] - 1);
+            pe[i] = rnd_in(0, k[i] - 1);
+            in[i] = dl[i] * (k[i] - 1) + rnd_in(1, i == 2 ? 40 : 9);
+        }
+        const int ceil_mode = (int)(rnd() % 2), count_pad = (int)(rnd() % 2);
+        const char *op = is_max ? "maxpool" : "avgpool";
+        pool3d_model(op, rnd_in(1, 2), rnd_in(1, 4), in, k, st, dl, pb, pe, ceil_mode, count_pad);
+        char what[200], needle[64];
+        snprintf(what, sizeof what, "case %d: %s k %lldx%lldx%lld s %lld,%lld,%lld in %lldx%lldx%lld ceil %d", q, op,
+                 (long long)k[0], (long long)k[1], (long long)k[2], (long long)st[0], (long long)st[1],
+                 (long long)st[2], (long long)in[0], (long long)in[1], (long long)in[2], ceil_mode);
+        snprintf(needle, sizeof needle, "%s pool %lldx%lldx%lld stride %lld", is_max ? "max" : "average",
+                 (long long)k[0], (long long)k[1], (long long)k[2], (long long)st[2]);
+        pdc_program *pc = check_matches_ref(what, (uint32_t)q + 300);
+        ck_assert_kernel(pc, "y", needle);
+        if (is_max) {
+            pdc_program *pr = NULL;
+            ck_assert_ok(ctx, pdc_compile(ctx, mdl, "ref", &pr));
+            size_t nr, nc, *sr, *sc;
+            float **want = run_prog(pr, (uint32_t)q + 300, &nr, &sr), **got = run_prog(pc, (uint32_t)q + 300, &nc, &sc);
+            ck_assert_msg(sr[0] == sc[0] && memcmp(want[0], got[0], sr[0] * sizeof(float)) == 0,
+                          "%s: not the reference's values bit for bit", what);
+            free(want[0]), free(got[0]), free(want), free(got), free(sr), free(sc);
+            pdc_program_destroy(pr);
+        }
+        pdc_program_destroy(pc);
+    }
+}
+END_TEST
+
+START_TEST(pool3d_rows_split_over_threads)
+{
+    /* 3-D pools at 2 threads: rows of every depth plane split between them (a share may start and
+     * end inside a depth plane), or planes where the rows are few; the same results at 1 and 2
+     * threads. Every case has 16384 outputs or more. */
+    static const struct {
+        const char *op;
+        int64_t c, d, h, w, k, s, pad;
+    } cases[] = {{"maxpool", 16, 8, 28, 28, 3, 2, 1}, {"avgpool", 12, 7, 19, 33, 3, 1, 1},
+                 {"maxpool", 64, 4, 9, 9, 2, 1, 0},   {"avgpool", 600, 3, 4, 16, 2, 1, 1}};
+    env_flag("PDC_OMP_STATIC", 1); /* two threads even on a busy machine */
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        const int64_t k = cases[q].k, s = cases[q].s, pd = cases[q].pad;
+        pool3d_model(cases[q].op, 1, cases[q].c, (int64_t[]){cases[q].d, cases[q].h, cases[q].w}, (int64_t[]){k, k, k},
+                     (int64_t[]){s, s, s}, (int64_t[]){1, 1, 1}, (int64_t[]){pd, pd, pd}, (int64_t[]){pd, pd, pd}, 0, 0);
+        check_two_threads(cases[q].op, (uint32_t)q + 17, BC_KERNELS({"y", "pool"}));
+    }
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 /* ------------------------------------------------------------------ ISA */
 
 START_TEST(isa_follows_host_and_override)
@@ -179,7 +260,8 @@ int main(void)
     bc_tcases t = bc_add_some_cases(s, bc_setup, bc_teardown, BC_TC_ELTWISE | BC_TC_POOL | BC_TC_API);
     tcase_add_test(t.eltwise, sigmoid_tanh_close_to_reference);
     test_add_tests(t.pool, TEST_LIST(maxpool_window_outside_input, maxpool_wide_rows_and_tall_windows,
-                                     pooling_rows_split_over_threads));
+                                     pooling_rows_split_over_threads, pool3d_random_matches_ref,
+                                     pool3d_rows_split_over_threads));
     tcase_add_test(t.api, isa_follows_host_and_override);
     return cpu_run(s);
 }
