@@ -90,10 +90,10 @@ static void POOL_NAME(max_rows)(const pool_state *s, const float *xp, float *yp,
     const ir_window_params *p = &s->p;
     const int64_t ow = p->out[2], tws = s->tw + POOL_ROW_SLACK;
     for (int b = 0; b < POOL_ROW_BATCH; b++) memset(t + b * tws + s->tw, 0, POOL_ROW_SLACK * sizeof *t);
+    int64_t z = r0 / p->out[1], r = r0 % p->out[1]; /* the next row's depth and row (no division a row) */
     for (int64_t rb = r0; rb < r1; rb += POOL_ROW_BATCH) {
         int n = r1 - rb < POOL_ROW_BATCH ? (int)(r1 - rb) : POOL_ROW_BATCH, any[POOL_ROW_BATCH] = {0};
         for (int b = 0; b < n; b++) {
-            const int64_t z = (rb + b) / p->out[1], r = (rb + b) % p->out[1];
             const float *rows[POOL_DOWN_ROWS];
             int nr = 0;
             /* the window's input rows, depth plane by depth plane */
@@ -111,6 +111,7 @@ static void POOL_NAME(max_rows)(const pool_state *s, const float *xp, float *yp,
                     }
                 }
             }
+            if (++r == p->out[1]) r = 0, z++;
         }
         for (int b = 0; b < n; b++) {
             float *yr = yp + (rb + b) * ow;
