@@ -2,7 +2,9 @@
  * test_cpu_conv3d.c - 3-D convs on the "cpu" target (backends/cpu/conv3d.c) against the reference
  * backend: random shapes (batch, groups and depthwise, odd sizes, strides, pads, dilations, kernels
  * 1..3 per axis) with dense, kernel-group (KGS), 3-D pattern and unstructured weights; the fused
- * epilogue (residual add + relu, batchnorm); results the same at 1 and 2 threads.
+ * epilogue (residual add + relu, batchnorm); results the same at 1 and 2 threads; the planes split by
+ * their depth taps inside the input (clips 1 and 2 deep, depth dilation, planes reading only padding,
+ * groups) and whole planes over the threads.
  */
 #define _XOPEN_SOURCE 700
 #include <stdint.h>
@@ -133,6 +135,50 @@ START_TEST(same_results_at_one_and_two_threads)
 }
 END_TEST
 
+/* Depth edges: the planes are split by their depth taps inside the input, a kernel per range (where
+ * the edges waste >= 1/8 of the taps); with one group the input is read in place (transposed once),
+ * else gathered; planes with no tap inside run the full window over zero planes; at 2 threads whole
+ * planes go to the threads where they are small and many. Against ref at 2 threads, and the same at
+ * 1 and 2 threads. */
+START_TEST(depth_edges_and_thread_layouts)
+{
+    static const struct {
+        int64_t c, o, group, d, hw, k[3], dil_d, pad_d[2], sp;
+        const char *needle;
+    } cases[] = {
+        /* r3d_18's layer4: a clip 1 deep, 1 of 3 taps inside */
+        {8, 8, 1, 1, 7, {3, 3, 3}, 1, {1, 1}, 0, "1 kernel by depth taps inside the input, input read in place"},
+        /* 4 planes, 4 tap ranges [2,3) [1,3) [0,2) [0,1), KGS weights, threads over the planes */
+        {6, 5, 1, 2, 5, {3, 3, 3}, 1, {2, 2}, 1, "4 kernels by depth taps inside the input, input read in place, threads over depth planes"},
+        /* depth dilation 2: the 2 taps inside are 2 planes apart, gathered from the transposed input */
+        {4, 6, 1, 5, 6, {3, 3, 3}, 2, {2, 2}, 2, "kernels by depth taps inside the input, input read in place"},
+        /* planes 0 and 6 read no plane of the input: the full window over zero planes, bias only */
+        {3, 4, 1, 2, 5, {2, 3, 3}, 1, {3, 3}, 0, "3 kernels by depth taps inside the input"},
+        /* two groups: planes gathered channel-major */
+        {4, 4, 2, 1, 6, {3, 3, 3}, 1, {1, 1}, 1, "1 kernel by depth taps inside the input, input planes gathered"},
+        /* a deep clip: the edge planes waste 2 of 24 taps (< 1/8), one kernel over zero planes */
+        {4, 4, 1, 8, 5, {3, 3, 3}, 1, {1, 1}, 0, "1 kernel by depth taps inside the input"},
+    };
+    env_flag("PDC_OMP_STATIC", 1); /* two threads even on a busy machine */
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        fresh_model("edges3d");
+        input("x", DIMS(1, cases[q].c, cases[q].d, cases[q].hw, cases[q].hw));
+        weight3d("w", cases[q].o, cases[q].c / cases[q].group, cases[q].k, (int)cases[q].sp, 40u + (uint32_t)q);
+        constant_rand("b", DIMS(cases[q].o), 0.5f, 50u + (uint32_t)q);
+        pdc_attrs *a = set_int(attrs(), "group", cases[q].group);
+        set_ints(a, "dilations", 3, (int64_t[]){cases[q].dil_d, 1, 1});
+        set_ints(a, "pads", 6, (int64_t[]){cases[q].pad_d[0], 1, 1, cases[q].pad_d[1], 1, 1});
+        set_string(a, "activation", "relu");
+        layer("conv", a, "y", NAMES("x", "w", "b"));
+        ck_assert_ok(ctx, pdc_model_mark_output(mdl, "y"));
+        char what[32];
+        snprintf(what, sizeof what, "depth edges case %zu", q);
+        check_two_threads(what, (uint32_t)q + 60, BC_KERNELS({"y", cases[q].needle}));
+    }
+    unsetenv("PDC_OMP_STATIC");
+}
+END_TEST
+
 /* The kernels a 3-D conv gets: the dense families for a dense weight, the pattern family for KGS. */
 START_TEST(kernel_families)
 {
@@ -156,6 +202,6 @@ int main(void)
     Suite *s = suite_create("cpu_conv3d");
     test_add_tcase(s, "conv3d", bc_setup, bc_teardown, 300,
                    TEST_LIST(random_shapes_match_ref, fused_epilogue_matches_ref, same_results_at_one_and_two_threads,
-                             kernel_families));
+                             depth_edges_and_thread_layouts, kernel_families));
     return cpu_run(s);
 }
