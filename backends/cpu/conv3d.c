@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/cpu/conv3d_taps.h"
 #include "backends/cpu/cpu.h"
 
 #define C3_ALIGN 16      /* floats: the 64-byte alignment of cpu_exec scratch */
@@ -84,6 +85,23 @@ static void taps_inside(const ir_window_params *p, int64_t od, int64_t *k0, int6
         *k1 = k + 1;
     }
     if (*k0 >= *k1) *k0 = *k1 = 0;
+}
+
+int cpu_conv3d_split(const ir_window_params *p)
+{
+    int64_t wasted = 0;
+    for (int64_t od = 0; od < p->out[0]; od++) {
+        int64_t k0, k1;
+        taps_inside(p, od, &k0, &k1);
+        if (k1 > k0) wasted += p->k[0] - (k1 - k0);
+    }
+    return wasted * C3_SLICE_WASTE >= p->out[0] * p->k[0];
+}
+
+void cpu_conv3d_plane_taps(const ir_window_params *p, int split, int64_t od, int64_t *k0, int64_t *k1)
+{
+    taps_inside(p, od, k0, k1);
+    if (!split || *k0 == *k1) *k0 = 0, *k1 = p->k[0];
 }
 
 /* Output plane od of image xn (NCDHW, or [D, C, H, W] in t when kd_major) with plan P into out (and
@@ -321,20 +339,12 @@ pdc_status cpu_plan_conv3d(const cpu_compile *cc, const ir_model *m, const ir_la
         conv3d_free(s);
         return PDC_ERR_OUT_OF_MEMORY;
     }
-    /* the taps the edge planes would run over zero planes; their own kernels where that is 1/8 of all */
-    int64_t wasted = 0;
-    for (int64_t od = 0; od < od_n; od++) {
-        int64_t k0, k1;
-        taps_inside(&p, od, &k0, &k1);
-        if (k1 > k0) wasted += kd - (k1 - k0);
-    }
-    const int slice = wasted * C3_SLICE_WASTE >= od_n * kd;
     /* plans in order of first use; the full window for planes with no tap inside (their output is
-     * the bias and epilogue of zero planes) and, without slices, for every plane */
+     * the bias and epilogue of zero planes) and, unsplit, for every plane */
+    const int split = cpu_conv3d_split(&p);
     for (int64_t od = 0; od < od_n && !st; od++) {
         int64_t k0, k1;
-        taps_inside(&p, od, &k0, &k1);
-        if (!slice || k0 == k1) k0 = 0, k1 = kd;
+        cpu_conv3d_plane_taps(&p, split, od, &k0, &k1);
         int i = 0;
         while (i < s->n_plans && (s->plans[i].k0 != k0 || s->plans[i].k1 != k1)) i++;
         if (i == s->n_plans) {

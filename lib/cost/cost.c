@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/cpu/conv3d_taps.h"
 #include "ir/ops/epilogue.h"
 #include "ir/ops/params.h"
 #include "lib/core/crc32.h"
@@ -61,14 +62,66 @@ void cost_profile_defaults(cost_profile *p)
 
 static int64_t numel_of(const ir_tensor *t) { return (int64_t)ir_tensor_numel(t); }
 
+#define COST_MAX_DEPTH 64 /* 3-D kernels up to this deep get their work counted plane by plane */
+
+/* A 3-D conv runs as 2-D convs, one per output depth plane (backends/cpu/conv3d.c), with the 2-D
+ * family its per-plane weight [O, C/g*KD, KH, KW] gets: its sparsity (any kind) as per-kernel masks
+ * that the pattern generator takes, except over a 1x1 plane window, which runs dense. */
+static cost_family conv3d_family(const ir_tensor *w, const ir_window_params *p)
+{
+    if (w->kind != IR_TENSOR_CONST) return COST_REF;
+    if (p->group > 1) return COST_CONV_DW;
+    if (p->k[1] * p->k[2] == 1) return COST_CONV_1X1;
+    if (w->sparsity.kind != IR_SPARSITY_NONE) return p->stride[1] > 1 || p->stride[2] > 1 ? COST_CONV_SPARSE_S : COST_CONV_SPARSE;
+    return COST_CONV_DENSE;
+}
+
+/* The work of 3-D conv l as its per-plane 2-D kernels do it: each output depth plane runs the depth
+ * taps cpu_conv3d_plane_taps gives (those inside the input where the planes are split by them, else
+ * the whole window over zero planes), reads C*taps input planes and writes O planes, and costs a
+ * call (c->runs); the image is transposed once before and each plane copied out after. In c->flops
+ * ir_layer_stats' count (every output times every kept weight) gives way to that. */
+static void conv3d_facts(const ir_model *m, const ir_layer *l, const ir_window_params *p, cost_layer *c)
+{
+    const ir_tensor *w = &m->tensors[l->inputs[1]];
+    const int64_t cg = p->c / p->group, kd = p->k[0], win = p->k[1] * p->k[2], win3 = kd * win;
+    if (kd > COST_MAX_DEPTH) return; /* no such network: ir_layer_stats' counts stand */
+    double kept_at[COST_MAX_DEPTH] = {0}; /* kept weights of each depth slice */
+    uint8_t keep[4096];
+    const int masked = w->sparsity.kind != IR_SPARSITY_NONE && win > 1; /* a 1x1 plane window runs dense */
+    if (masked && win3 > (int64_t)sizeof keep) { /* a huge window: the kept weights spread evenly */
+        for (int64_t k = 0; k < kd; k++) kept_at[k] = (double)ir_sparsity_kept(w) / (double)kd;
+    } else {
+        for (int64_t q = 0; q < p->o * cg; q++) { /* kernel by kernel */
+            if (masked) ir_sparsity_mask_range(w, &w->sparsity, (size_t)(q * win3), (size_t)win3, keep);
+            for (int64_t k = 0; k < kd; k++)
+                for (int64_t i = 0; i < win; i++) kept_at[k] += masked ? keep[k * win + i] : 1;
+        }
+    }
+    const double oplane = (double)(p->out[1] * p->out[2]), plane = (double)(p->in[1] * p->in[2]);
+    const int split = cpu_conv3d_split(p);
+    double run_kept = 0, run_in = 0;
+    for (int64_t od = 0; od < p->out[0]; od++) {
+        int64_t k0, k1;
+        cpu_conv3d_plane_taps(p, split, od, &k0, &k1);
+        for (int64_t k = k0; k < k1; k++) run_kept += kept_at[k];
+        run_in += (double)(p->c * (k1 - k0)) * plane;
+    }
+    const double n = (double)p->n, od_n = (double)p->out[0];
+    c->flops += 2.0 * n * oplane * (run_kept - od_n * (double)ir_sparsity_kept(w)); /* the kernels' for the stats' */
+    c->abytes = 4.0 * n * (run_in + 2.0 * od_n * (double)p->o * oplane + (double)(p->c * p->in[0]) * plane);
+    c->runs = n * od_n;
+}
+
 cost_family cost_family_of(const ir_model *m, size_t li)
 {
     const ir_layer *l = &m->layers[li];
     switch (l->op) {
     case IR_OP_CONV: {
         ir_window_params p;
-        if (l->n_inputs < 2 || l->inputs[1] < 0 || ir_window_params_get(m, l, &p) || p.nsp == 3) return COST_REF;
+        if (l->n_inputs < 2 || l->inputs[1] < 0 || ir_window_params_get(m, l, &p)) return COST_REF;
         const ir_tensor *w = &m->tensors[l->inputs[1]];
+        if (p.nsp == 3) return conv3d_family(w, &p);
         if (p.group > 1) return COST_CONV_DW;
         int strided = 0;
         int64_t taps = 1;
@@ -108,11 +161,7 @@ cost_family cost_family_of(const ir_model *m, size_t li)
     case IR_OP_DIV:
     case IR_OP_BATCHNORM: return COST_ELTWISE;
     case IR_OP_MAXPOOL:
-    case IR_OP_AVGPOOL: {
-        ir_window_params p;
-        if (ir_window_params_get(m, l, &p) || p.nsp == 3) return COST_REF;
-        return COST_POOL;
-    }
+    case IR_OP_AVGPOOL:
     case IR_OP_GLOBAL_AVGPOOL: return COST_POOL;
     case IR_OP_SOFTMAX: return COST_SOFTMAX;
     case IR_OP_CONCAT:
@@ -149,6 +198,10 @@ pdc_status cost_model_facts(const ir_model *m, cost_layer *out)
         for (size_t i = 0; i < l->n_outputs; i++)
             if (l->outputs[i] >= 0) a += (double)numel_of(&m->tensors[l->outputs[i]]);
         c->abytes = a * 4.0;
+        c->runs = 1;
+        ir_window_params p;
+        if (l->op == IR_OP_CONV && c->family != COST_REF && !ir_window_params_get(m, l, &p) && p.nsp == 3)
+            conv3d_facts(m, l, &p, c);
         total_w += c->wbytes;
         /* the layers this one's epilogue computes (as the cpu target fuses them) */
         ir_epilogue e;
@@ -200,7 +253,7 @@ double cost_layer_ms(const cost_profile *p, const cost_layer *l, int threads)
     if (l->fused) return 0.0;
     const cost_coef *c = &p->f[l->family];
     double wb = cost_layer_dram(p, l) ? c->dram_ns : c->wbyte_ns;
-    double t1 = c->c0_ms + 1e-6 * (c->flop_ns * l->flops + wb * l->wbytes + c->abyte_ns * l->abytes);
+    double t1 = c->c0_ms * (l->runs > 1 ? l->runs : 1) + 1e-6 * (c->flop_ns * l->flops + wb * l->wbytes + c->abyte_ns * l->abytes);
     if (threads < 1) threads = 1;
     return t1 * ((1.0 - c->parallel) + c->parallel / (double)threads);
 }

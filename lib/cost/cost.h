@@ -4,9 +4,11 @@
  * Every layer gets a kernel family (the family the cpu backend's planners take it with, decided
  * from the same IR facts: op, sparsity kind, stride, window, groups) and three sizes the compiler
  * knows before compiling: effective FLOPs (kept weights only), bytes of kept weights, bytes of the
- * activations it reads and writes. Its predicted time on one thread is
+ * activations it reads and writes, and how many times its kernel is called (a 3-D conv: its 2-D
+ * kernel once per output depth plane, with the FLOPs and bytes of the depth taps it runs). Its
+ * predicted time on one thread is
  *
- *     t1 = c0 + flop_ns * flops + wbyte_ns * weight bytes + abyte_ns * activation bytes   (ns -> ms)
+ *     t1 = c0 * runs + flop_ns * flops + wbyte_ns * weight bytes + abyte_ns * activation bytes   (ns -> ms)
  *
  * where fc and rnn layers (which stream their weights once per run) pay dram_ns instead of wbyte_ns
  * per weight byte when the weights come from memory: when the layer's weights do not fit in the
@@ -84,6 +86,8 @@ typedef struct cost_layer {
     double wbytes;    /* bytes of kept weights */
     double abytes;    /* bytes of the activations read and written */
     double model_wbytes; /* bytes of kept weights of the whole model (do they stay in cache?) */
+    double runs;      /* calls of its kernel, each paying c0: a 3-D conv's 2-D kernel runs once per output
+                       * depth plane and image; 1 otherwise (0 is taken as 1) */
 } cost_layer;
 
 /* The built-in defaults. */

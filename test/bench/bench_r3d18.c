@@ -11,7 +11,9 @@
  * needs make deps-bench), and compiled for "cpu" and timed in pdc; outputs compared. The dense model is
  * timed in pdc too. Median of at least 5 runs and --min-time seconds.
  *
- * usage: bench_r3d18 [--out FILE] [--min-time S] [--no-ort]
+ * --save DIR also writes both models as DIR/r3d18-dense.pdc and DIR/r3d18-kgs.pdc (for `pdc predict --measure`).
+ *
+ * usage: bench_r3d18 [--out FILE] [--min-time S] [--no-ort] [--save DIR]
  */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
@@ -158,12 +160,14 @@ int main(int argc, char **argv)
     const char *out = "test/bench/results_r3d18.tsv";
     double min_time = 2.0;
     int use_ort = 1;
+    const char *save = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--min-time") && i + 1 < argc) min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--no-ort")) use_ort = 0;
+        else if (!strcmp(argv[i], "--save") && i + 1 < argc) save = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_r3d18 [--out FILE] [--min-time S] [--no-ort]\n");
+            fprintf(stderr, "usage: bench_r3d18 [--out FILE] [--min-time S] [--no-ort] [--save DIR]\n");
             return 2;
         }
     }
@@ -182,6 +186,13 @@ int main(int argc, char **argv)
     pdc_attrs_set_int(a, "kgs_masks", 8);
     if (pdc_model_transform(pruned, "prune-kgs", a) != PDC_OK) die("prune-kgs");
     pdc_attrs_destroy(a);
+    if (save) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/r3d18-dense.pdc", save);
+        if (pdc_model_save(dense, path) != PDC_OK) die("save the dense model");
+        snprintf(path, sizeof path, "%s/r3d18-kgs.pdc", save);
+        if (pdc_model_save(pruned, path) != PDC_OK) die("save the pruned model");
+    }
     int64_t weights = 0, kept = 0;
     size_t nl = 0;
     pdc_model_num_layers(pruned, &nl);

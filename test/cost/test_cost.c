@@ -128,6 +128,97 @@ START_TEST(facts_and_arithmetic_by_hand)
 }
 END_TEST
 
+/* x [1,4,2,6,6] -> c1 3x3x3 pad 1 (8 out, bias) -> c2 3x3x3 pad 1 stride 1x2x2 (8 out; KGS-pruned below)
+ * -> c3 3x1x1 pad 1x0x0 -> c4 3x3x3 pad 1, 2 groups -> p 3-D max pool 2x2x2 */
+static pdc_model *model3d(void)
+{
+    pdc_model *m = new_model("clip");
+    add_input(m, "x", 5, (const int64_t[]){1, 4, 2, 6, 6});
+    add_random(m, "w1", 5, (const int64_t[]){8, 4, 3, 3, 3}, 11, -0.5f, 0.5f);
+    add_random(m, "b1", 1, (const int64_t[]){8}, 12, -0.1f, 0.1f);
+    add_random(m, "w2", 5, (const int64_t[]){8, 8, 3, 3, 3}, 13, -0.5f, 0.5f);
+    add_random(m, "w3", 5, (const int64_t[]){8, 8, 3, 1, 1}, 14, -0.5f, 0.5f);
+    add_random(m, "w4", 5, (const int64_t[]){8, 4, 3, 3, 3}, 15, -0.5f, 0.5f);
+    const int64_t p1[6] = {1, 1, 1, 1, 1, 1};
+    add_layer(m, "c1", "conv", "x,w1,b1", "y1", opt_ints("pads", 6, p1));
+    pdc_attrs *a = opt_ints("pads", 6, p1);
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 3, (const int64_t[]){1, 2, 2}));
+    add_layer(m, "c2", "conv", "y1,w2", "y2", a);
+    add_layer(m, "c3", "conv", "y2,w3", "y3", opt_ints("pads", 6, (const int64_t[]){1, 0, 0, 1, 0, 0}));
+    a = opt_ints("pads", 6, p1);
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", 2));
+    add_layer(m, "c4", "conv", "y3,w4", "y4", a);
+    add_layer(m, "p", "maxpool", "y4", "y5", opt_ints("kernel_shape", 3, (const int64_t[]){2, 2, 2}));
+    add_output(m, "y5");
+    return m;
+}
+
+/* 3-D convs as the cpu target runs them (backends/cpu/conv3d.c): the 2-D family of the per-plane
+ * weight, one call (c0) per output depth plane, the FLOPs and bytes of the depth taps inside the
+ * input (a clip 2 deep: plane 0 runs taps 1-2, plane 1 taps 0-1; the image transposed once, each
+ * plane copied out), by hand; a deep clip runs every tap. */
+START_TEST(conv3d_facts_by_hand)
+{
+    pdc_model *m = model3d();
+    /* c2, c3, c4 keep 14 of 27 (2 of 3) positions a group; c1 is the stem */
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-kgs", NULL));
+    cost_layer f[5];
+    memset(f, 0, sizeof f);
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    ck_assert_int_eq(f[0].family, COST_CONV_DENSE);
+    ck_assert_int_eq(f[1].family, COST_CONV_SPARSE_S);
+    ck_assert_int_eq(f[2].family, COST_CONV_1X1);
+    ck_assert_int_eq(f[3].family, COST_CONV_DW);
+    ck_assert_int_eq(f[4].family, COST_POOL);
+    /* c1: 2 planes x 2 of 3 depth slices x 8x4x9 weights, 36 outputs a plane */
+    ck_assert_double_eq(f[0].runs, 2);
+    ck_assert_double_eq(f[0].flops, 2.0 * 36 * (2 * 2 * 288));
+    ck_assert_double_eq(f[0].wbytes, 4.0 * (864 + 8));
+    /* planes read (2 x 4 channels x 2 taps x 36), written (2 x 8 x 36) and copied out, image transposed (4 x 2 x 36) */
+    ck_assert_double_eq(f[0].abytes, 4.0 * (2 * 4 * 2 * 36 + 2 * 2 * 8 * 36 + 4 * 2 * 36));
+    /* c2, KGS: the kept weights of its depth slices, counted element by element; 9 outputs a plane */
+    const ir_model *im = m;
+    const ir_tensor *w2 = &im->tensors[ir_model_find_tensor(im, "w2")];
+    ck_assert_int_ne(w2->sparsity.kind, IR_SPARSITY_NONE);
+    double at[3] = {0, 0, 0};
+    for (size_t i = 0; i < 8 * 8 * 27; i++) at[i % 27 / 9] += ir_sparsity_keeps(w2, i);
+    ck_assert_double_eq(f[1].runs, 2);
+    ck_assert_double_eq(f[1].flops, 2.0 * 9 * (at[1] + at[2] + at[0] + at[1]));
+    ck_assert_double_lt(f[1].flops, 2.0 * 9 * 2 * (8 * 8 * 27)); /* below dense over every tap */
+    /* c3: 3x1x1 over depth 2 -> 2 planes of the 1x1 family, 2 of 3 taps each, dense (the masks of a
+     * 1x1 plane window are not carried: its zeros are computed) */
+    ck_assert_int_ne(im->tensors[ir_model_find_tensor(im, "w3")].sparsity.kind, IR_SPARSITY_NONE);
+    ck_assert_double_eq(f[2].flops, 2.0 * 9 * (2 * 2 * 64));
+    cost_profile p;
+    synthetic_profile(&p);
+    double per[5], total;
+    ck_assert_ok(ctx, cost_predict_model(ctx, m, &p, 1, &total, per));
+    const cost_coef *c = &p.f[COST_CONV_DENSE];
+    ck_assert_double_eq_tol(per[0], 2 * c->c0_ms + 1e-6 * (c->flop_ns * f[0].flops + c->wbyte_ns * f[0].wbytes +
+                                                          c->abyte_ns * f[0].abytes), 1e-12);
+    /* against the 2-D conv of one plane: the same family, per-call cost and per-FLOP rate */
+    cost_layer one = f[0];
+    one.runs = 1;
+    ck_assert_double_eq_tol(cost_layer_ms(&p, &f[0], 1) - cost_layer_ms(&p, &one, 1), c->c0_ms, 1e-12);
+    pdc_model_destroy(m);
+
+    /* a clip 8 deep wastes 2 of 24 taps at its edges (< 1/8): every plane runs the whole window,
+     * as ir_layer_stats counts it */
+    m = new_model("deep");
+    add_input(m, "x", 5, (const int64_t[]){1, 4, 8, 5, 5});
+    add_random(m, "w", 5, (const int64_t[]){4, 4, 3, 3, 3}, 21, -0.5f, 0.5f);
+    add_layer(m, "c", "conv", "x,w", "y", opt_ints("pads", 6, (const int64_t[]){1, 1, 1, 1, 1, 1}));
+    add_output(m, "y");
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    int64_t eff = 0;
+    ck_assert_ok(ctx, pdc_model_layer_stat(m, 0, PDC_STAT_EFFECTIVE_FLOPS, &eff));
+    ck_assert_double_eq(f[0].flops, (double)eff);
+    ck_assert_double_eq(f[0].flops, 2.0 * 8 * 25 * 432);
+    ck_assert_double_eq(f[0].runs, 8);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 static void use_tmp_cache(void) { ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", tmpdir)); }
 
 static char note_text[1024];
@@ -286,14 +377,14 @@ START_TEST(fit_recovers_constants)
     for (int i = 0; i < 8; i++) {
         /* half of them beyond the 1 MiB cache */
         double wb = i % 2 ? 1e5 * (i + 1) : 2e6 * (i + 1);
-        s[i].l = (cost_layer){COST_FC_DENSE, 0, 1e6 * (i + 1) * (i % 3 + 1), wb, 2e5 * (i % 2 + 1), wb};
+        s[i].l = (cost_layer){COST_FC_DENSE, 0, 1e6 * (i + 1) * (i % 3 + 1), wb, 2e5 * (i % 2 + 1), wb, 1};
         s[i].t1_ms = truth.c0_ms + 1e-6 * (truth.flop_ns * s[i].l.flops + (i % 2 ? truth.wbyte_ns : truth.dram_ns) * wb);
         s[i].tn_ms = s[i].t1_ms * ((1 - truth.parallel) + truth.parallel / 2);
     }
     /* a sample of another family does not count */
     cost_sample all[9];
     memcpy(all, s, sizeof s);
-    all[8] = (cost_sample){{COST_POOL, 0, 1, 1, 1, 1}, 1000, 1000};
+    all[8] = (cost_sample){{COST_POOL, 0, 1, 1, 1, 1, 1}, 1000, 1000};
     cost_coef c = {0}, c2 = {0};
     cost_fit_family(all, 9, COST_FC_DENSE, 2, 1 << 20, &c);
     ck_assert_double_eq_tol(c.c0_ms, truth.c0_ms, 1e-9);
@@ -580,7 +671,7 @@ END_TEST
 int main(void)
 {
     return run_tests("cost", tmpdir_setup, tmpdir_teardown, 120,
-                     TEST_LIST(facts_and_arithmetic_by_hand, profile_round_trip_and_refusals,
+                     TEST_LIST(facts_and_arithmetic_by_hand, conv3d_facts_by_hand, profile_round_trip_and_refusals,
                                predict_uses_profile_or_says_defaults, predict_bad_input, fit_recovers_constants,
                                planner_matches_exhaustive_search, plan_meets_budget_and_rejects_bad_ones,
                                run_timed_per_layer, auto_target_chooses_cpu_and_says_why,
