@@ -34,8 +34,9 @@
 #define C3_ALIGN 16      /* floats: the 64-byte alignment of cpu_exec scratch */
 #define C3_MAX_TENSORS 5 /* of the 2-D model: x2, w2, b2, r2, y2 */
 #define C3_SLICE_WASTE 8 /* edge planes get kernels of their own where they waste >= 1/8 of the taps */
-/* output planes go to the threads whole where a plane has at most this many outputs (a 2-D kernel
- * on a 7x7 or 14x14 plane splits poorly) and there are at least as many planes as threads */
+/* output planes go to the threads whole where a plane has at most this many outputs (a small plane
+ * leaves the 2-D kernel's threads few pieces each, and a parallel region a plane) and there are at
+ * least as many planes as threads; a heuristic, not yet timed on a quiet host */
 #define C3_PLANE_THREADS_MAX_OUT 1024
 
 /* The 2-D conv of the output planes whose depth taps inside the input are [k0, k1). */
