@@ -96,20 +96,24 @@ static void POOL_NAME(max_rows)(const pool_state *s, const float *xp, float *yp,
         for (int b = 0; b < n; b++) {
             const float *rows[POOL_DOWN_ROWS];
             int nr = 0;
-            /* the window's input rows, depth plane by depth plane */
+            /* the window's input rows, depth plane by depth plane, POOL_DOWN_ROWS at a time */
             for (int64_t kz = 0; kz < p->k[0]; kz++) {
                 const int64_t iz = z * p->stride[0] - p->pad_begin[0] + kz * p->dil[0];
-                const int last_plane = kz == p->k[0] - 1;
+                if (iz < 0 || iz >= p->in[0]) continue;
                 for (int64_t kr = 0; kr < p->k[1]; kr++) {
                     const int64_t ir = r * p->stride[1] - p->pad_begin[1] + kr * p->dil[1];
-                    if (iz >= 0 && iz < p->in[0] && ir >= 0 && ir < p->in[1])
-                        rows[nr++] = xp + (iz * p->in[1] + ir) * p->in[2];
-                    if (nr == POOL_DOWN_ROWS || (nr && last_plane && kr == p->k[1] - 1)) {
+                    if (ir < 0 || ir >= p->in[1]) continue;
+                    rows[nr++] = xp + (iz * p->in[1] + ir) * p->in[2];
+                    if (nr == POOL_DOWN_ROWS) {
                         POOL_NAME(max_down)(t + b * tws, rows, nr, s->tw, p->pad_begin[2], p->in[2], !any[b]);
                         any[b] = 1;
                         nr = 0;
                     }
                 }
+            }
+            if (nr) {
+                POOL_NAME(max_down)(t + b * tws, rows, nr, s->tw, p->pad_begin[2], p->in[2], !any[b]);
+                any[b] = 1;
             }
             if (++r == p->out[1]) r = 0, z++;
         }
