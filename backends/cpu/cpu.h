@@ -164,6 +164,19 @@ pdc_status cpu_plan_softmax(const cpu_compile *cc, const ir_model *m, const ir_l
                             size_t why_cap);
 pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                         size_t why_cap);
+/* One LSTM/GRU step's element-wise part as one JIT'd loop over the hidden units (rnn_cell.c), for nb rows:
+ * row b's gate inputs xw + b*G*nh (input projection, biases folded in) and hr + b*G*nh (recurrent
+ * products), state c, h + b*nh updated in place, h stored to y + b*nh too; rbh: GRU's h-gate Rb, nh
+ * floats shared by the rows (NULL for LSTM); c NULL for GRU. GRU without linear_before_reset first
+ * needs the reset function: rh + b*nh = sigmoid(r gate) * h, the input of the h-gate product that goes
+ * into hr's third block. */
+typedef enum cpu_rnn_cell_kind { CPU_RNN_CELL_LSTM = 0, CPU_RNN_CELL_GRU = 1, CPU_RNN_CELL_GRU_LBR = 2 } cpu_rnn_cell_kind;
+typedef void (*cpu_rnn_cell_fn)(const float *xw, const float *hr, const float *rbh, float *c, float *h, float *y,
+                                int64_t nh, int64_t nb);
+typedef void (*cpu_rnn_reset_fn)(const float *xw, const float *hr, const float *h, float *rh, int64_t nh, int64_t nb);
+/* *reset is NULL except for CPU_RNN_CELL_GRU. */
+pdc_status cpu_rnn_cell_kernels(const cpu_compile *cc, cpu_rnn_cell_kind kind, cpu_rnn_cell_fn *cell,
+                                cpu_rnn_reset_fn *reset);
 
 /* ------------------------------------------------------------------ block column-row products (bcr.c) */
 

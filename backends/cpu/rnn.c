@@ -1,9 +1,9 @@
 /*
  * rnn.c - LSTM and GRU for the cpu target (ONNX semantics, as backends/ref/rnn.c documents them):
  * the input projections of all time steps in one GEMM per direction (x[T*B, I] w^T, biases
- * folded in), then per step one GEMM for the recurrent part (h[B, H] r^T) and the gates: their
- * sigmoids and tanhs JIT'd over each whole gate block (eltwise.c's kernels; one libm call per element
- * cost 1-1.5 ms of a 32-step LSTM with hidden size 512 at batch 1), the products around them in C.
+ * folded in), then per step one GEMM for the recurrent part (h[B, H] r^T) and one JIT'd loop over the
+ * hidden units for the gates' sums, sigmoids and tanhs, the cell and hidden update and the store into y
+ * (rnn_cell.c; GRU's h-gate product sits between its reset gate and that loop).
  * Dense weights go through OpenBLAS, or, for products of 2-32 rows whose slices fall on 8x8
  * blocks, through gemm.c's kernels on a packed copy (cpu_bsr_plan: sgemm repacks w on every
  * call). A block- or unstructured-pruned w or r (sparse enough, blocks
@@ -35,7 +35,8 @@ typedef struct rnn_state {
     cpu_bsr w[2], r[2], rh[2];
     cpu_bcr bw[2], br[2], brh[2]; /* the same matrices where BCR-pruned (then the cpu_bsr ones stay empty) */
     int64_t pad;            /* floats of the block-sparse products' scratch (cpu_bsr_scratch_floats) */
-    cpu_unary_fn sig, tanh; /* the gates' activations, JIT'd over whole vectors (eltwise.c) */
+    cpu_rnn_cell_fn cell;   /* the gates and the state update, one loop (rnn_cell.c) */
+    cpu_rnn_reset_fn reset; /* GRU without linear_before_reset: r*h before the h-gate product */
 } rnn_state;
 
 static void rnn_free(void *p)
@@ -76,16 +77,17 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
     float *y = buf[out_at(l, 0)];
     float *yh = out_at(l, 1) >= 0 ? buf[out_at(l, 1)] : NULL;
     float *yc = s->lstm && out_at(l, 2) >= 0 ? buf[out_at(l, 2)] : NULL;
-    /* scratch: xw[ns*nb*ngh], h[nb*nh], c[nb*nh], hr[nb*ngh], rh[nb*nh], gt[ngh] (a batch row's gate
-     * inputs, the activations' source), bsum[ngh], then the block-sparse products' scratch[s->pad] */
+    /* scratch: xw[ns*nb*ngh], h[nb*nh], c[nb*nh], hr[nb*ngh], rh[nb*nh] (GRU's r*h), rbh[nh] (GRU's
+     * h-gate Rb or zeros), bsum[ngh], then the block-sparse products' scratch[s->pad] */
     float *xw = x->scratch, *h = xw + ns * nb * ngh, *c = h + nb * nh, *hr = c + nb * nh, *rh = hr + nb * ngh;
-    float *gt = rh + nb * nh, *bsum = gt + ngh, *pad = bsum + ngh;
+    float *rbh = rh + nb * nh, *bsum = rbh + nh, *pad = bsum + ngh;
     for (int64_t d = 0; d < nd; d++) {
         const int rev = p->reverse_only || d == 1;
         const float *wd = w + d * ngh * ni, *rd = r + d * ngh * nh;
         const float *wb = bias ? bias + d * 2 * ngh : NULL, *rb = bias ? wb + ngh : NULL;
         /* xw = x w^ns + Wb (+ Rb except GRU's h gate, whose Rb sits inside the reset product) */
         for (int64_t j = 0; j < ngh; j++) bsum[j] = (wb ? wb[j] : 0.0f) + (rb && (s->lstm || j < 2 * nh) ? rb[j] : 0.0f);
+        for (int64_t k = 0; k < nh; k++) rbh[k] = rb ? rb[2 * nh + k] : 0.0f;
         if (cpu_bcr_ready(&s->bw[d])) {
             for (int64_t q = 0; q < ns * nb; q++) memcpy(xw + q * ngh, bsum, (size_t)ngh * sizeof *xw);
             cpu_bcr_product(&s->bw[d], ns * nb, xin, ni, xw, ngh, 1, x->threads);
@@ -110,51 +112,26 @@ static pdc_status rnn_run(const cpu_layer *L, const ir_model *m, const ir_layer 
                 cpu_bsr_product(&s->r[d], nb, h, nh, NULL, hr, ngh, pad, x->own, x->threads, NULL);
             else
                 rows_times_wt((int)nb, (int)nrec, (int)nh, h, rd, hr, (int)ngh, x->threads);
-            /* each activation over a whole gate block: gt = input + recurrent part, then sigmoid or
-             * tanh from gt into hr */
+            /* the gates and the state update in one loop over the units (rnn_cell.c), h into y too */
+            const float *xt = xw + t * nb * ngh;
+            float *yt = y + (t * nd + d) * nb * nh;
             if (s->lstm) {
-                for (int64_t b = 0; b < nb; b++) {
-                    const float *a = xw + (t * nb + b) * ngh;
-                    float *ar = hr + b * ngh, *hb = h + b * nh, *cb = c + b * nh;
-                    for (int64_t j = 0; j < ngh; j++) gt[j] = a[j] + ar[j];
-                    s->sig(gt, NULL, ar, 3 * nh);                 /* i, o, f */
-                    s->tanh(gt + 3 * nh, NULL, ar + 3 * nh, nh); /* c~ */
-                    for (int64_t k = 0; k < nh; k++) cb[k] = ar[2 * nh + k] * cb[k] + ar[k] * ar[3 * nh + k];
-                    s->tanh(cb, NULL, gt, nh);
-                    for (int64_t k = 0; k < nh; k++) hb[k] = ar[nh + k] * gt[k];
-                }
+                s->cell(xt, hr, NULL, c, h, yt, nh, nb);
             } else {
-                /* reset gate, then the h gate's recurrent part with it */
-                for (int64_t b = 0; b < nb; b++) {
-                    const float *a = xw + (t * nb + b) * ngh;
-                    float *ar = hr + b * ngh;
-                    for (int64_t k = 0; k < nh; k++) gt[k] = a[nh + k] + ar[nh + k];
-                    s->sig(gt, NULL, ar + nh, nh); /* r, kept for the lbr case */
-                    for (int64_t k = 0; k < nh; k++)
-                        rh[b * nh + k] = p->linear_before_reset ? h[b * nh + k] : ar[nh + k] * h[b * nh + k];
+                /* linear_before_reset: the h-gate product of h itself, r applied in the cell loop */
+                const float *hin = h;
+                if (s->reset) {
+                    s->reset(xt, hr, h, rh, nh, nb);
+                    hin = rh;
                 }
-                /* (r*h) Rh^ns or h Rh^ns into hr's third block */
                 if (cpu_bcr_ready(&s->brh[d]))
-                    cpu_bcr_product(&s->brh[d], nb, rh, nh, hr + 2 * nh, ngh, 0, x->threads);
+                    cpu_bcr_product(&s->brh[d], nb, hin, nh, hr + 2 * nh, ngh, 0, x->threads);
                 else if (cpu_bsr_ready(&s->rh[d]))
-                    cpu_bsr_product(&s->rh[d], nb, rh, nh, NULL, hr + 2 * nh, ngh, pad, x->own, x->threads, NULL);
+                    cpu_bsr_product(&s->rh[d], nb, hin, nh, NULL, hr + 2 * nh, ngh, pad, x->own, x->threads, NULL);
                 else
-                    rows_times_wt((int)nb, (int)nh, (int)nh, rh, rd + 2 * nh * nh, hr + 2 * nh, (int)ngh, x->threads);
-                for (int64_t b = 0; b < nb; b++) {
-                    const float *a = xw + (t * nb + b) * ngh;
-                    float *ar = hr + b * ngh, *hb = h + b * nh;
-                    for (int64_t k = 0; k < nh; k++) gt[k] = a[k] + ar[k];
-                    s->sig(gt, NULL, ar, nh); /* z */
-                    for (int64_t k = 0; k < nh; k++) {
-                        float rec = ar[2 * nh + k] + (rb ? rb[2 * nh + k] : 0.0f);
-                        if (p->linear_before_reset) rec *= ar[nh + k];
-                        gt[k] = a[2 * nh + k] + rec;
-                    }
-                    s->tanh(gt, NULL, ar + 2 * nh, nh); /* h~ */
-                    for (int64_t k = 0; k < nh; k++) hb[k] = (1.0f - ar[k]) * ar[2 * nh + k] + ar[k] * hb[k];
-                }
+                    rows_times_wt((int)nb, (int)nh, (int)nh, hin, rd + 2 * nh * nh, hr + 2 * nh, (int)ngh, x->threads);
+                s->cell(xt, hr, rbh, NULL, h, yt, nh, nb);
             }
-            for (int64_t b = 0; b < nb; b++) memcpy(y + ((t * nd + d) * nb + b) * nh, h + b * nh, (size_t)nh * sizeof *y);
         }
         if (yh) memcpy(yh + d * nb * nh, h, (size_t)(nb * nh) * sizeof *yh);
         if (yc) memcpy(yc + d * nb * nh, c, (size_t)(nb * nh) * sizeof *yc);
@@ -208,9 +185,8 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
             if (!st) st = plan_matrix(cc, rt, d * gh + 2 * nh, nh, p.batch, &s->rh[d], &s->brh[d]);
         }
     }
-    const ir_fused_params sig = {.act = IR_ACT_SIGMOID}, th = {.act = IR_ACT_TANH};
-    if (!st) st = cpu_act_kernel(cc, &sig, &s->sig);
-    if (!st) st = cpu_act_kernel(cc, &th, &s->tanh);
+    const cpu_rnn_cell_kind kind = s->lstm ? CPU_RNN_CELL_LSTM : p.linear_before_reset ? CPU_RNN_CELL_GRU_LBR : CPU_RNN_CELL_GRU;
+    if (!st) st = cpu_rnn_cell_kernels(cc, kind, &s->cell, &s->reset);
     if (st) {
         rnn_free(s);
         return st;
@@ -244,7 +220,7 @@ pdc_status cpu_plan_rnn(const cpu_compile *cc, const ir_model *m, const ir_layer
     L->state = s;
     L->free_state = rnn_free;
     L->scratch_floats = (size_t)(p.seq * p.batch * gh + 2 * p.batch * p.hidden + p.batch * gh + p.batch * p.hidden) +
-                        (size_t)(2 * gh + s->pad);
+                        (size_t)(p.hidden + gh + s->pad);
     const char *name = ir_op_get_info(l->op)->name;
     const int sparse_w = wt->sparsity.kind != IR_SPARSITY_NONE, sparse_r = rt->sparsity.kind != IR_SPARSITY_NONE;
     static const char unused[] = " (sparsity not used: too dense or blocks misaligned)";

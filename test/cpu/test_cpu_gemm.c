@@ -166,6 +166,47 @@ START_TEST(rnn_block_sparse_uses_jit)
 }
 END_TEST
 
+START_TEST(rnn_cell_loop_every_width)
+{
+    /* the gates and state update in one JIT'd loop (rnn_cell.c), per row whole vectors of units and a
+     * masked rest: hidden 37 (on AVX-512 2 vectors and 5 units, on AVX2 4 and 5, on SSE 9 and 1), batch 3,
+     * every direction, initial states and every output, GRU with and without linear_before_reset, on
+     * the host's ISA and each narrower one, against ref */
+    static const struct {
+        int lstm, lbr;
+        const char *dir;
+    } cases[] = {{1, -1, "forward"}, {1, -1, "reverse"}, {1, -1, "bidirectional"}, {0, 0, "forward"},
+                 {0, 1, "reverse"},  {0, 0, "bidirectional"}, {0, 1, "bidirectional"}};
+    static const char *const narrow[] = {NULL, "-avx512f", "-avx512f,-avx2"}, *const isas[] = {"avx512", "avx2", "sse"};
+    int first = 0;
+    while (first < 2 && strcmp(isas[first], expected_isa())) first++;
+    for (int round = first; round < 3; round++) {
+        if (round > first) reopen_context(narrow[round]);
+        for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+            const int64_t T = 4, B = 3, I = 11, H = 37, G = cases[q].lstm ? 4 : 3, D = q == 2 || q >= 5 ? 2 : 1;
+            fresh_model("rnn_cell");
+            input("x", DIMS(T, B, I));
+            constant_rand("w", DIMS(D, G * H, I), 0.4f, (uint32_t)q + 1);
+            constant_rand("r", DIMS(D, G * H, H), 0.3f, (uint32_t)q + 2);
+            constant_rand("b", DIMS(D, 2 * G * H), 0.5f, (uint32_t)q + 3);
+            input("h0", DIMS(D, B, H));
+            if (cases[q].lstm) input("c0", DIMS(D, B, H));
+            const char *ins[7] = {"x", "w", "r", "b", "", "h0", "c0"}, *outs[3] = {"y", "yh", "yc"};
+            rnn_layer(cases[q].lstm ? "lstm" : "gru", "rnn", H, cases[q].dir, cases[q].lbr, cases[q].lstm ? 7 : 6, ins,
+                      cases[q].lstm ? 3 : 2, outs);
+            output("y");
+            output("yh");
+            if (cases[q].lstm) output("yc");
+            char desc[80];
+            snprintf(desc, sizeof desc, "%s %s lbr %d (%s)", cases[q].lstm ? "lstm" : "gru", cases[q].dir, cases[q].lbr,
+                     isas[round]);
+            check_kernels(desc, (uint32_t)q + 20, BC_KERNELS({"rnn", cases[q].lstm ? "lstm: " : "gru: "}));
+        }
+    }
+    if (first < 2) reopen_context(NULL);
+}
+END_TEST
+
 /* The tests at 2 threads: PDC_OMP_STATIC, so that the team is what the option says whatever else the
  * host runs. */
 static void static_teams_setup(void)
@@ -185,6 +226,7 @@ int main(void)
     Suite *s = suite_create("cpu_gemm");
     bc_tcases t = bc_add_some_cases(s, bc_setup, bc_teardown, BC_TC_GEMM);
     tcase_add_test(t.gemm, rnn_block_sparse_uses_jit);
+    tcase_add_test(t.gemm, rnn_cell_loop_every_width);
     test_add_tcase(s, "threads", static_teams_setup, static_teams_teardown, 300,
                    TEST_LIST(gemm_activation_per_block, dense_small_batches_packed,
                              matmul_const_weights_on_sparse_kernels, matmul_batches_split_over_threads,
