@@ -154,7 +154,7 @@ pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_l
 pdc_status cpu_plan_pool(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                          size_t why_cap);
 /* A JIT'd y[i] = act(a[i]) over n floats (y may be a; b is not read): the kernel eltwise.c runs for
- * such an activation layer, for kernels written in C that apply one (rnn.c's gates, fc/gemm after
+ * such an activation layer, for kernels written in C that apply one (fc/gemm after
  * the BLAS call). *fn NULL for IR_ACT_NONE. */
 typedef void (*cpu_unary_fn)(const float *a, const float *b, float *y, int64_t n);
 pdc_status cpu_act_kernel(const cpu_compile *cc, const ir_fused_params *act, cpu_unary_fn *fn);
