@@ -86,16 +86,17 @@ static void reset_units(cell_gen *g, LLVMValueRef *p, LLVMValueRef at)
 }
 
 /*
- * Function `name` over nb rows: n_ptr pointer parameters, then nh and nb; pointer j advances by
- * rows[j] * nh floats per row. Each row: whole vectors of units, then the rest under a mask.
+ * Function "cell" (cpu_rnn_cell_fn) or, if reset, "reset" (cpu_rnn_reset_fn) over nb rows: n_ptr
+ * pointer parameters, then nh and nb; pointer j advances by rows[j] * nh floats per row. Each row:
+ * whole vectors of units, then the rest under a mask.
  */
-static void emit_rows(pdc_irb *irb, const char *prefix, const char *name, int kind, int n_ptr, const int *rows)
+static void emit_rows(pdc_irb *irb, const char *prefix, int kind, int reset, int n_ptr, const int *rows)
 {
     LLVMBuilderRef B = irb->b;
     LLVMTypeRef params[8];
     for (int j = 0; j < n_ptr; j++) params[j] = irb->ptr;
     params[n_ptr] = params[n_ptr + 1] = irb->i64;
-    LLVMValueRef fn = pdc_irb_function(irb, prefix, name, (unsigned)n_ptr + 2, params);
+    LLVMValueRef fn = pdc_irb_function(irb, prefix, reset ? "reset" : "cell", (unsigned)n_ptr + 2, params);
     LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(irb->c, fn, "entry"));
     LLVMValueRef bv = LLVMBuildAlloca(B, irb->i64, "b"), kv = LLVMBuildAlloca(B, irb->i64, "k");
     cell_gen g = {irb, LLVMGetParam(fn, (unsigned)n_ptr), NULL};
@@ -111,7 +112,7 @@ static void emit_rows(pdc_irb *irb, const char *prefix, const char *name, int ki
         LLVMValueRef at = whole;
         if (!tail) at = pdc_irb_loop_begin(irb, fn, &lk, kv, pdc_irb_i64(irb, 0), whole, irb->vec, "units");
         g.mask = tail ? pdc_irb_lanes_below(irb, LLVMBuildSub(B, g.nh, whole, "")) : NULL;
-        if (kind == CPU_RNN_CELL_GRU && n_ptr == 4) reset_units(&g, p, at);
+        if (reset) reset_units(&g, p, at);
         else cell_units(&g, kind, p, at);
         if (!tail) pdc_irb_loop_end(irb, &lk, at);
     }
@@ -126,11 +127,11 @@ static pdc_status cell_emit(void *arg, const pdc_context *ctx, const pdc_llvm_ta
     const cell_key *k = arg;
     pdc_irb irb;
     pdc_irb_init(&irb, c, m, t->vec);
-    /* floats per row of xw, hr, rbh (shared by the rows), c, h, y, in units of nh */
-    const int ng = k->kind == CPU_RNN_CELL_LSTM ? 4 : 3;
-    const int cell_rows[6] = {ng, ng, 0, 1, 1, 1}, reset_rows[4] = {ng, ng, 1, 1};
-    emit_rows(&irb, prefix, "cell", k->kind, 6, cell_rows);
-    if (k->kind == CPU_RNN_CELL_GRU) emit_rows(&irb, prefix, "reset", k->kind, 4, reset_rows);
+    /* floats per row of xw, hr, rbh (shared by the rows), c (LSTM's only), h, y, in units of nh */
+    const int lstm = k->kind == CPU_RNN_CELL_LSTM, ng = lstm ? 4 : 3;
+    const int cell_rows[6] = {ng, ng, 0, lstm, 1, 1}, reset_rows[4] = {ng, ng, 1, 1};
+    emit_rows(&irb, prefix, k->kind, 0, 6, cell_rows);
+    if (k->kind == CPU_RNN_CELL_GRU) emit_rows(&irb, prefix, k->kind, 1, 4, reset_rows);
     pdc_irb_dispose(&irb);
     return PDC_OK;
 }
