@@ -296,70 +296,6 @@ START_TEST(conv_depthwise_in_place)
 }
 END_TEST
 
-/* A 1x1 conv weight [o, c, 1, 1] of random values (seed): 1x4 blocks (c a multiple of 4) or single weights
- * (block 0) kept with probability keep_pct %, the others zero and marked pruned. */
-static void pointwise_pruned_weight(const char *name, int64_t o, int64_t c, int block, int keep_pct, uint32_t seed)
-{
-    const int64_t bw = block ? 4 : 1, nb = o * c / bw;
-    float *w = malloc((size_t)(o * c) * sizeof *w);
-    uint8_t *mask = malloc((size_t)nb);
-    ck_assert(w && mask);
-    test_fill_random(w, (size_t)(o * c), seed);
-    uint32_t st = seed * 2654435761u + 7u;
-    for (int64_t b = 0; b < nb; b++) {
-        st = st * 1664525u + 1013904223u;
-        mask[b] = (int)(st >> 8) % 100 < keep_pct;
-        if (!mask[b])
-            for (int64_t i = 0; i < bw; i++) w[b * bw + i] = 0.0f;
-    }
-    ck_assert_ok(ctx, pdc_model_add_constant(mdl, name, DIMS(o, c, 1, 1), w));
-    if (block) ck_assert_ok(ctx, pdc_model_set_sparsity_block(mdl, name, 1, 4, (size_t)nb, mask));
-    else ck_assert_ok(ctx, pdc_model_set_sparsity_unstructured(mdl, name, (size_t)nb, mask));
-    free(mask);
-    free(w);
-}
-
-START_TEST(conv_pointwise_sparse)
-{
-    /* pruned 1x1 convs at stride 1 without padding on AVX-512 (conv_pw_sparse.c): 1x4 blocks and single
-     * weights; planes of 56x56 (49 whole tiles of 64 pixels), 14x14 and 5x9 (a partial last tile; 14x14 in
-     * narrow tiles of 32 pixels, filters in fours), 7x7 (one partial tile); batch 2; an odd number of
-     * filters (a pair and a single one) and more than a chunk of 64; out_perm; clip inline and a residual
-     * add + relu taken from the next layers; strides 2 (13x13 -> 7x7, batch 2) and 3 (pixels gathered). A
-     * layer more than half dense keeps the other families. Against the reference, bit-identical at 1 and 2 threads. */
-    static const struct {
-        int64_t n, c, o, h, w, s;
-        int block, keep, residual, perm;
-        const char *act;
-        int taken;
-    } cases[] = {{1, 32, 16, 56, 56, 1, 1, 25, 0, 0, "relu", 1},  {2, 24, 7, 14, 14, 1, 0, 30, 0, 0, NULL, 1},
-                 {1, 16, 130, 5, 9, 1, 1, 40, 0, 0, "clip", 1}, {2, 40, 40, 7, 7, 1, 1, 25, 1, 0, NULL, 1},
-                 {1, 16, 24, 8, 8, 1, 0, 20, 0, 1, "relu", 1},  {1, 16, 24, 8, 8, 1, 1, 80, 0, 0, "relu", 0},
-                 {2, 16, 24, 13, 13, 2, 1, 25, 0, 0, "relu", 1}, {1, 12, 9, 10, 10, 3, 0, 30, 0, 0, NULL, 1}};
-    const int avx512 = !strcmp(expected_isa(), "avx512");
-    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
-        fresh_model("pointwise_sparse");
-        int64_t c = cases[q].c, o = cases[q].o;
-        input("x", DIMS(cases[q].n, c, cases[q].h, cases[q].w));
-        pointwise_pruned_weight("w", o, c, cases[q].block, cases[q].keep, (uint32_t)q + 81);
-        constant_rand("b", DIMS(o), 0.2f, (uint32_t)q + 82);
-        pdc_attrs *a = conv_case_attrs(0, cases[q].s, cases[q].s, 1, cases[q].act, 1, o, cases[q].perm);
-        const char *conv_out = conv_maybe_residual(a, cases[q].residual);
-        char desc[64];
-        snprintf(desc, sizeof desc, "sparse pointwise case %zu", q);
-        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 83);
-        /* narrow tiles for the planes a 64-pixel tile fits badly: 14x14 (196 pixels), 4x4 (16) */
-        const int narrow = q == 1 || q == 7;
-        if (avx512 && cases[q].taken)
-            ck_assert_kernel(p, conv_out, narrow ? "tiles of 32 pixels, filters in fours" : "tiles of 64 pixels, filters in pairs");
-        if (cases[q].residual && avx512) ck_assert_kernel(p, "y", "fused into the epilogue");
-        if (!cases[q].taken) ck_assert_kernel_lacks(p, q, conv_out, "pixels, filters in");
-        pdc_program_destroy(p);
-        check_thread_invariance(desc);
-    }
-}
-END_TEST
-
 START_TEST(conv_strided_channel_major)
 {
     /* strided pattern-sparse convs run channel-major (conv_cmajor.c): rows in several column tiles
@@ -646,7 +582,7 @@ int main(void)
     bc_tcases t = bc_add_some_cases(s, bc_setup, bc_teardown, BC_TC_CONV);
     test_add_tests(t.conv, TEST_LIST(conv_input_packing, conv_flat_planes_overlap, conv_band_tiles_even_and_covering,
                                      conv_small_planes_flat, conv_pointwise_flat_rows, conv_depthwise_in_place,
-                                     conv_pointwise_sparse, conv_strided_channel_major, conv_wide_rows_shift_mode,
+                                     conv_strided_channel_major, conv_wide_rows_shift_mode,
                                      conv_large_inputs_packed_in_bands, conv_dense_output_channel_vectors));
     return cpu_run(s);
 }

@@ -1031,7 +1031,6 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_OCVEC || fam == PDC_KNOB_AUTO)) st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
     if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_DENSE || fam == PDC_KNOB_AUTO || fam == PDC_KNOB_OCVEC))
         st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);
-    if (st == PDC_ERR_UNSUPPORTED && !dense && fam == PDC_KNOB_AUTO) st = cpu_plan_conv_pw_sparse(cc, &s->p, L);
     if (st == PDC_ERR_UNSUPPORTED && !dense && (fam == PDC_KNOB_CMAJOR || fam == PDC_KNOB_AUTO))
         st = cpu_plan_conv_cmajor(cc, &s->p, L);
     if (st != PDC_ERR_UNSUPPORTED) goto fail; /* taken (or a real failure): our plan is not needed */

@@ -272,11 +272,6 @@ void cpu_conv_band_tiles(const conv_geom *g, int64_t b, int64_t *t0, int64_t *t1
 void cpu_conv_band_of(const conv_geom *g, int64_t tyi, int64_t *t0, int64_t *t1);
 
 /*
- * Pruned 1x1 conv without padding, any stride, group 1, at most half of its weights kept (conv_pw_sparse.c,
- * AVX-512 hosts): each filter's kept channels times the input; PDC_ERR_UNSUPPORTED otherwise.
- */
-pdc_status cpu_plan_conv_pw_sparse(const cpu_compile *cc, const cpu_conv_plan *P, cpu_layer *L);
-/*
  * Dense 3x3 depthwise convolution reading the input in place (conv_dw.c, AVX-512 hosts): stride 1 or 2,
  * pads up to 2, activation none/relu/clip/leaky relu; PDC_ERR_UNSUPPORTED for anything else.
  */

@@ -1,5 +1,5 @@
 /*
- * conv_x86.h - AVX-512 pieces the conv kernels written in C share (conv_dw.c, conv_pw_sparse.c):
+ * conv_x86.h - AVX-512 pieces the conv kernels written in C share (conv_dw.c):
  * lane masks and the inline activations, with the reference's NaN rules (ir_act_apply). Included only
  * where CONV_X86 is defined (x86-64 with GCC or clang); every function carries the AVX-512 target, so
  * they inline into the kernels (also compiled for it) and nowhere else.
