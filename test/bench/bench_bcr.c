@@ -28,22 +28,11 @@ static void check(pdc_status st, const char *what)
     exit(1);
 }
 
-static float *random_floats(size_t n, float scale)
-{
-    float *v = malloc(n * sizeof *v);
-    if (!v) {
-        fprintf(stderr, "bench_bcr: out of memory\n");
-        exit(1);
-    }
-    for (size_t i = 0; i < n; i++) v[i] = scale * (float)(2.0 * bench_urand() - 1.0);
-    return v;
-}
-
 static void constant(pdc_model *m, const char *name, int rank, const int64_t *dims, float scale)
 {
     size_t n = 1;
     for (int i = 0; i < rank; i++) n *= (size_t)dims[i];
-    float *v = random_floats(n, scale);
+    float *v = bench_random_floats(n, scale);
     check(pdc_model_add_constant(m, name, (size_t)rank, dims, v), name);
     free(v);
 }
@@ -88,24 +77,6 @@ static pdc_model *make_model(int c, int64_t batch, int pruned, int64_t *in_dims,
         pdc_attrs_destroy(a);
     }
     return m;
-}
-
-/* Median ms of p on x (min_time seconds, at least 11 runs); y holds the last output. */
-static double time_run(pdc_program *p, pdc_tensor *x, pdc_tensor *y, double min_time)
-{
-    enum { MAX = 4000 };
-    static double t[MAX];
-    int n = 0;
-    double spent = 0;
-    for (int w = 0; w < 3; w++) check(pdc_program_run(p, 1, &x, 1, &y), "run");
-    while ((n < 11 || spent < min_time) && n < MAX) {
-        const double t0 = bench_now();
-        check(pdc_program_run(p, 1, &x, 1, &y), "run");
-        t[n] = (bench_now() - t0) * 1e3;
-        spent += t[n] / 1e3;
-        n++;
-    }
-    return bench_median(t, n);
 }
 
 /* Output tensor of p (one output). */
@@ -184,7 +155,7 @@ int main(int argc, char **argv)
                 pdc_program *p;
                 check(pdc_compile(ctx, m, "cpu", &p), "compile");
                 pdc_tensor *y = output_of(p);
-                const double ms = time_run(p, x, y, min_time);
+                const double ms = bench_time_program(p, x, y, min_time);
                 double err = NAN;
                 if (pruned) {
                     const float *a = pdc_tensor_data(y), *b = pdc_tensor_data(ry);

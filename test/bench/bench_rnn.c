@@ -29,17 +29,6 @@ static void check(pdc_status st, const char *what)
     exit(1);
 }
 
-static float *random_floats(size_t n, float scale)
-{
-    float *v = malloc(n * sizeof *v);
-    if (!v) {
-        fprintf(stderr, "bench_rnn: out of memory\n");
-        exit(1);
-    }
-    for (size_t i = 0; i < n; i++) v[i] = scale * (float)(2.0 * bench_urand() - 1.0);
-    return v;
-}
-
 /* The cell at `batch`, dense or BCR-pruned to 1/compression of w and r. */
 static pdc_model *make_model(int lstm, int64_t batch, int compression)
 {
@@ -47,8 +36,8 @@ static pdc_model *make_model(int lstm, int64_t batch, int compression)
     pdc_model *m;
     pdc_attrs *a;
     check(pdc_model_create(ctx, lstm ? "lstm" : "gru", &m), "model");
-    float *w = random_floats((size_t)(G * H * I), 0.1f), *r = random_floats((size_t)(G * H * H), 0.1f);
-    float *b = random_floats((size_t)(2 * G * H), 0.1f);
+    float *w = bench_random_floats((size_t)(G * H * I), 0.1f), *r = bench_random_floats((size_t)(G * H * H), 0.1f);
+    float *b = bench_random_floats((size_t)(2 * G * H), 0.1f);
     check(pdc_model_add_input(m, "x", 3, (const int64_t[]){T, batch, I}), "input");
     check(pdc_model_add_constant(m, "W", 3, (const int64_t[]){1, G * H, I}, w), "W");
     check(pdc_model_add_constant(m, "R", 3, (const int64_t[]){1, G * H, H}, r), "R");
@@ -70,23 +59,6 @@ static pdc_model *make_model(int lstm, int64_t batch, int compression)
         pdc_attrs_destroy(a);
     }
     return m;
-}
-
-static double time_pdc(pdc_program *p, pdc_tensor *x, pdc_tensor *y, double min_time)
-{
-    enum { MAX = 2000 };
-    static double t[MAX];
-    int n = 0;
-    double spent = 0;
-    for (int w = 0; w < 3; w++) check(pdc_program_run(p, 1, &x, 1, &y), "run");
-    while ((n < 11 || spent < min_time) && n < MAX) {
-        const double t0 = bench_now();
-        check(pdc_program_run(p, 1, &x, 1, &y), "run");
-        t[n] = (bench_now() - t0) * 1e3;
-        spent += t[n] / 1e3;
-        n++;
-    }
-    return bench_median(t, n);
 }
 
 /* ONNX Runtime's median ms on model m (saved as ONNX) for input x at 1 thread; its output into ort_y. */
@@ -162,7 +134,7 @@ int main(int argc, char **argv)
         for (size_t bi = 0; bi < 2; bi++) {
             const int64_t batch = batches[bi];
             const size_t nx = (size_t)(T * batch * I), ny = (size_t)(T * batch * H);
-            float *xv = random_floats(nx, 0.5f), *oy = malloc(ny * sizeof *oy);
+            float *xv = bench_random_floats(nx, 0.5f), *oy = malloc(ny * sizeof *oy);
             double dense_ms = NAN;
             for (size_t ci = 0; ci < 3; ci++) {
                 pdc_model *m = make_model(lstm, batch, compressions[ci]);
@@ -172,7 +144,7 @@ int main(int argc, char **argv)
                 check(pdc_tensor_create(ctx, 3, (const int64_t[]){T, batch, I}, &x), "x");
                 check(pdc_tensor_create(ctx, 4, (const int64_t[]){T, 1, batch, H}, &y), "y");
                 memcpy(pdc_tensor_data(x), xv, nx * sizeof *xv);
-                const double ms = time_pdc(p, x, y, min_time);
+                const double ms = bench_time_program(p, x, y, min_time);
                 if (ci == 0) dense_ms = ms;
                 double ort_ms = NAN, err = NAN;
                 if (use_ort) {

@@ -50,6 +50,42 @@ void bench_shuffle(int *v, int n, uint64_t *state)
     }
 }
 
+float *bench_random_floats(size_t n, float scale)
+{
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) v[i] = scale * (float)(2.0 * bench_urand() - 1.0);
+    return v;
+}
+
+static void run_or_exit(const pdc_program *p, pdc_tensor *x, pdc_tensor *y)
+{
+    pdc_status st = pdc_program_run(p, 1, &x, 1, &y);
+    if (st == PDC_OK) return;
+    fprintf(stderr, "bench: program run failed: %s\n", pdc_status_string(st));
+    exit(1);
+}
+
+double bench_time_program(const pdc_program *p, pdc_tensor *x, pdc_tensor *y, double min_time)
+{
+    enum { MAX = 4000 };
+    static double t[MAX];
+    int n = 0;
+    double spent = 0;
+    for (int w = 0; w < 3; w++) run_or_exit(p, x, y);
+    while ((n < 11 || spent < min_time) && n < MAX) {
+        const double t0 = bench_now();
+        run_or_exit(p, x, y);
+        t[n] = (bench_now() - t0) * 1e3;
+        spent += t[n] / 1e3;
+        n++;
+    }
+    return bench_median(t, n);
+}
+
 double bench_now(void)
 {
     struct timespec t;

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pdc.h"
+
 /* A 3x3 conv, pads 1: c -> o channels over an h x w input, stride s. */
 typedef struct layer_case {
     const char *name;
@@ -35,6 +37,11 @@ void bench_rng_restore(uint64_t state);
  * stays as it was, and runs repeat): the benchmarks run their methods in a fresh order each
  * repetition, so that none always follows the same other one. */
 void bench_shuffle(int *v, int n, uint64_t *state);
+/* n floats uniform in [-scale, scale) from bench_urand (malloc'd; exits when out of memory). */
+float *bench_random_floats(size_t n, float scale);
+/* Median ms of running p on x into y (one input, one output): 3 untimed runs, then at least 11 timed
+ * ones and at least min_time seconds of them (at most 4000). Exits with a message if a run fails. */
+double bench_time_program(const pdc_program *p, pdc_tensor *x, pdc_tensor *y, double min_time);
 /* Monotonic seconds. */
 double bench_now(void);
 /* Sorts v; the median of n >= 1 values (NAN for n < 1). */
