@@ -238,6 +238,24 @@ static inline pdc_tensor *io_tensor(pdc_context *c, const pdc_program *p, int ou
     return t;
 }
 
+/* m's first output, run once on target from its first input filled from seed (malloc'd, *n values). */
+static inline float *run_once(const pdc_model *m, const char *target, uint32_t seed, size_t *n)
+{
+    pdc_program *p;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, target, &p));
+    pdc_tensor *in = io_tensor(ctx, p, 0, 0), *out = io_tensor(ctx, p, 1, 0);
+    test_fill_random(pdc_tensor_data(in), pdc_tensor_size(in), seed);
+    ck_assert_ok(ctx, pdc_program_run(p, 1, &in, 1, &out));
+    *n = pdc_tensor_size(out);
+    float *y = malloc(*n * sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    memcpy(y, pdc_tensor_data(out), *n * sizeof *y);
+    pdc_tensor_destroy(in);
+    pdc_tensor_destroy(out);
+    pdc_program_destroy(p);
+    return y;
+}
+
 /* Runs m's first input to its first output on the cpu target at `threads` threads, three times, each run
  * bit for bit the first (the later ones on the cached workspace); returns the output (malloc'd, *n
  * values). chains > 0: layer `layer`'s kernel must say it is one of that many chains of its step. */

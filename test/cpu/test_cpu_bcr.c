@@ -25,18 +25,7 @@ static pdc_attrs *bcr_options(const char *block, float col, float row)
 static float *run_at(const pdc_model *m, const char *target, const char *threads, uint32_t seed, size_t *n)
 {
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", threads));
-    pdc_program *p;
-    ck_assert_ok(ctx, pdc_compile(ctx, m, target, &p));
-    pdc_tensor *in = io_tensor(ctx, p, 0, 0), *out = io_tensor(ctx, p, 1, 0);
-    test_fill_random(pdc_tensor_data(in), pdc_tensor_size(in), seed);
-    ck_assert_ok(ctx, pdc_program_run(p, 1, &in, 1, &out));
-    *n = pdc_tensor_size(out);
-    float *y = malloc(*n * sizeof *y);
-    memcpy(y, pdc_tensor_data(out), *n * sizeof *y);
-    pdc_tensor_destroy(in);
-    pdc_tensor_destroy(out);
-    pdc_program_destroy(p);
-    return y;
+    return run_once(m, target, seed, n);
 }
 
 /* Asserts that layer `name` of m compiled for cpu runs a kernel whose text has `want`. */
