@@ -239,7 +239,7 @@ static inline pdc_tensor *io_tensor(pdc_context *c, const pdc_program *p, int ou
 }
 
 /* m's first output, run once on target from its first input filled from seed (malloc'd, *n values). */
-static inline float *run_once(const pdc_model *m, const char *target, uint32_t seed, size_t *n)
+static inline float *run_first_output(const pdc_model *m, const char *target, uint32_t seed, size_t *n)
 {
     pdc_program *p;
     ck_assert_ok(ctx, pdc_compile(ctx, m, target, &p));

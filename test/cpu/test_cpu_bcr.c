@@ -25,7 +25,7 @@ static pdc_attrs *bcr_options(const char *block, float col, float row)
 static float *run_at(const pdc_model *m, const char *target, const char *threads, uint32_t seed, size_t *n)
 {
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", threads));
-    return run_once(m, target, seed, n);
+    return run_first_output(m, target, seed, n);
 }
 
 /* Asserts that layer `name` of m compiled for cpu runs a kernel whose text has `want`. */

@@ -219,7 +219,7 @@ START_TEST(bcr_models_run_like_their_dense_weights)
     pdc_model *dense = clone(m);
     for (size_t t = 0; t < dense->n_tensors; t++) ir_sparsity_free(&dense->tensors[t].sparsity);
     size_t n1, n2;
-    float *want = run_once(dense, "ref", 5, &n1);
+    float *want = run_first_output(dense, "ref", 5, &n1);
     static const char *const targets[] = {"ref", "cpu"};
     for (int i = 0; i < 2; i++) {
         pdc_program *p;
@@ -236,7 +236,7 @@ START_TEST(bcr_models_run_like_their_dense_weights)
             ck_assert_msg(strstr(kernel_of(p, "gemm"), "bcr gemm"), "gemm: %s", kernel_of(p, "gemm"));
         }
         pdc_program_destroy(p);
-        float *got = run_once(m, targets[i], 5, &n2);
+        float *got = run_first_output(m, targets[i], 5, &n2);
         ck_assert_uint_eq(n1, n2);
         ck_assert_floats_near(got, want, n1, 1e-5f);
         free(got);
@@ -272,7 +272,7 @@ START_TEST(bcr_rnn_kernels_match_ref)
                 ck_assert_ok(ctx, transform(m, "prune-bcr", batch == 1 ? bcr_options("8x8", 0.5f, 0.5f)
                                                                        : bcr_options("16x8", 0.75f, 0.0f)));
                 size_t n1, n2;
-                float *want = run_once(m, "ref", 7, &n1), *got = run_once(m, "cpu", 7, &n2);
+                float *want = run_first_output(m, "ref", 7, &n1), *got = run_first_output(m, "cpu", 7, &n2);
                 ck_assert_uint_eq(n1, n2);
                 ck_assert_floats_near(got, want, n1, 2e-5f);
                 pdc_program *p;
