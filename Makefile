@@ -108,6 +108,7 @@ help:
 	@echo "make test-valgrind   the unit suites under valgrind memcheck"
 	@echo "make test-gpu   the gpu suite on the real GPU (needs an NVIDIA driver and device)"
 	@echo "make test-onnx-full  torchvision resnet18, mobilenet_v2, vgg16 (224x224) exported by python3-torch, run on ref"
+	@echo "make test-train-torch one SGD step on torchvision resnet18 (dense and pruned) against PyTorch (part of make test where python3-torch is)"
 	@echo "make test-onnx-video torchvision r3d_18, mc3_18, r2plus1d_18, dense and KGS-pruned, on cpu and ref (8-16 min)"
 	@echo "make test-fresh the README's quick start on a new debootstrap'd Debian 12 root (root, network)"
 	@echo "make test-tsan  the concurrency suite under ThreadSanitizer (in build-tsan/)"
@@ -204,12 +205,23 @@ $(BUILD)/test/%: test/%.c $(TEST_HDRS) $(STLIB)
 	$(CC) $(PDC_CFLAGS) $(CFLAGS) $(CHECK_FLAGS) -o $@ $< $(STLIB) $(CHECK_LIBS) $(LDLIBS)
 
 test: test-layering test-headers test-exports test-prefetch test-unit test-gpu-abi test-fuzz-regressions test-example test-cli test-install \
-      test-readme test-python test-clips3d test-mpi
+      test-readme test-python test-clips3d test-mpi test-train-torch
 
 # The 3-D CNN example (examples/train_clips3d.c): KGS-pruned and retrained, within 0.01 of its dense accuracy.
 .PHONY: test-clips3d
 test-clips3d: $(TRAIN_CLIPS)
 	@out=$$($(TRAIN_CLIPS) --quiet --threads 1) || { echo "$$out"; exit 1; }; echo "$$out" | tail -1
+
+# One SGD step of the trainer on torchvision's ResNet-18 (dense, and pattern-pruned with masked gradients)
+# against PyTorch's: loss and every weight's gradient (test/train/torch_resnet18_check.py). Needs Debian's
+# python3-torch and python3-torchvision (not installed by CI: skipped there with a message).
+.PHONY: test-train-torch
+test-train-torch: $(SHLIB)
+	@if [ -n "$(SANITIZE)" ]; then echo "train-torch: SKIPPED (SANITIZE=$(SANITIZE): an instrumented library cannot load into $(PYTHON))"; \
+	elif ! $(PYTHON) -c 'import numpy, torch, torchvision' 2>/dev/null; then \
+	  echo "train-torch: SKIPPED ($(PYTHON) cannot import numpy, torch and torchvision: apt-get install python3-torch python3-torchvision)"; \
+	else PDC_LIBRARY=$(CURDIR)/$(SHLIB) PYTHONPATH=$(CURDIR)/python PYTHONDONTWRITEBYTECODE=1 \
+	  $(PYTHON) -W ignore test/train/torch_resnet18_check.py; fi
 
 # The Python bindings (python/pdc, pure Python over the C ABI): Debian's /usr/bin/python3 with python3-numpy
 # and python3-pytest (installed by .ci/install-deps); the pdc.torch tests skip themselves without python3-torch.
