@@ -3,6 +3,8 @@
  * is planted by hand in an otherwise valid model and must be reported with the layer or tensor
  * name; shape inference is checked against hand-computed shapes for every op family.
  */
+#include <math.h>
+
 #include "ir/ir.h"
 #include "ir/ops/params.h"
 #include "test/common/internals.h"
@@ -89,6 +91,50 @@ START_TEST(pruned_weight_must_be_zero)
     ck_assert_ok(ctx, ir_verify(m));
     m->tensors[w].data[17] = 0.5f; /* corrupt a pruned weight behind the IR's back */
     assert_refused(m, PDC_ERR_INVALID_MODEL, "tensor 'w': element 17 is 0.5");
+}
+END_TEST
+
+/* Pattern and block sparsity are checked by their structure (not a mask per element): the first offending
+ * element is named, whatever kernel, block or edge it sits in; -0 is a zero, NaN is not. */
+START_TEST(pruned_weight_found_by_structure)
+{
+    ir_model *m = valid_model();
+    int w = ir_model_find_tensor(m, "w");
+    float *d = m->tensors[w].data;
+    ir_sparsity s = {.kind = IR_SPARSITY_PATTERN, .kh = 3, .kw = 3, .n_patterns = 2, .n_kernels = 32};
+    const uint64_t pats[2] = {0x1d0 /* taps 4, 6, 7, 8 */, 0x00b /* taps 0, 1, 3 */};
+    int32_t ids[32];
+    for (int k = 0; k < 32; k++) ids[k] = k % 5 == 4 ? -1 : k % 2;
+    s.patterns = pdc_alloc(ctx, sizeof pats);
+    s.kernel_pattern = pdc_alloc(ctx, sizeof ids);
+    memcpy(s.patterns, pats, sizeof pats);
+    memcpy(s.kernel_pattern, ids, sizeof ids);
+    for (int k = 0; k < 32; k++)
+        for (int t = 0; t < 9; t++) d[k * 9 + t] = ids[k] >= 0 && pats[ids[k]] >> t & 1 ? 1.0f + (float)t : 0.0f;
+    ck_assert_ok(ctx, ir_model_set_sparsity(m, w, &s));
+    d[13 * 9 + 2] = -0.0f; /* kernel 13 (pattern 1) drops tap 2: a negative zero is a zero */
+    ck_assert_ok(ctx, ir_verify(m));
+    d[14 * 9 + 5] = 0.25f; /* kernel 14 is pruned whole */
+    d[20 * 9 + 2] = 3.0f;  /* a later offender: the first is named */
+    ck_assert_status(ctx, ir_verify(m), PDC_ERR_INVALID_MODEL);
+    ck_assert_error_has(ctx, "tensor 'w': element 131 is 0.25");
+    d[14 * 9 + 5] = 0.0f;
+    d[20 * 9 + 2] = NAN;
+    assert_refused(m, PDC_ERR_INVALID_MODEL, "element 182 is nan");
+
+    /* block: the [8, 36] matrix view in 3x5 blocks, edges partial both ways (8 = 3+3+2 rows, 36 = 7*5+1) */
+    m = valid_model();
+    w = ir_model_find_tensor(m, "w");
+    d = m->tensors[w].data;
+    ir_sparsity b = {.kind = IR_SPARSITY_BLOCK, .bh = 3, .bw = 5, .n_blocks = 24};
+    b.block_mask = pdc_calloc(ctx, 24, 1);
+    for (int i = 0; i < 24; i++) b.block_mask[i] = i % 3 == 0;
+    for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 36; c++) d[r * 36 + c] = b.block_mask[(r / 3) * 8 + c / 5] ? 1.0f : 0.0f;
+    ck_assert_ok(ctx, ir_model_set_sparsity(m, w, &b));
+    ck_assert_ok(ctx, ir_verify(m));
+    d[7 * 36 + 35] = 2.0f; /* row 7, column 35: block (2, 7), the corner, pruned (2*8+7 = 23) */
+    assert_refused(m, PDC_ERR_INVALID_MODEL, "tensor 'w': element 287 is 2");
 }
 END_TEST
 
@@ -224,6 +270,7 @@ int main(void)
     return run_tests("ir_verify", ctx_setup, ctx_teardown, 0,
                      TEST_LIST(valid_model_shapes, wrong_stored_shape_is_reported, use_before_definition_is_reported,
                                duplicate_and_orphan_tensors_are_reported, pruned_weight_must_be_zero,
+                               pruned_weight_found_by_structure,
                                model_without_outputs_is_reported, shape_inference_per_op,
                                shape_inference_rnn_and_gemm, clone_is_deep));
 }
