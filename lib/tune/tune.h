@@ -47,6 +47,8 @@ pdc_status tune_entry_format(const pdc_context *ctx, const char *key, const tune
 pdc_status tune_entry_parse(const char *text, size_t len, const char *key, tune_entry *e, char *why, size_t cap);
 /* The entry's path under ctx's cache_dir ("" if it does not fit). */
 void tune_db_path(const pdc_context *ctx, const char *key, char *path, size_t cap);
+/* 1 when cache_dir holds no tuning entries (no tune folder, or nothing in it): nothing to look up. */
+int tune_db_empty(const pdc_context *ctx);
 /* 1 and *e for a valid entry; 0 when there is none, or (with a note saying why) when it is refused. */
 int tune_db_get(pdc_context *ctx, const char *key, tune_entry *e);
 /* Writes the entry (creating cache_dir/tune, 0700). PDC_ERR_IO with the path on failure. */

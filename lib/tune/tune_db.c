@@ -2,6 +2,7 @@
  * tune_db.c - the tuning database: layer signatures, the entry's text form, and its files under
  * cache_dir/tune (format in tune.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
@@ -205,6 +206,19 @@ void tune_db_path(const pdc_context *ctx, const char *key, char *path, size_t ca
     hex(d, 16, h);
     int n = snprintf(path, cap, "%s/tune/%s.txt", ctx->cache_dir, h);
     if (n < 0 || (size_t)n >= cap) path[0] = 0;
+}
+
+int tune_db_empty(const pdc_context *ctx)
+{
+    char dir[PDC_PATH_MAX + 16];
+    int n = snprintf(dir, sizeof dir, "%s/tune", ctx->cache_dir);
+    if (n < 0 || (size_t)n >= sizeof dir) return 0; /* cannot tell: look entries up as usual */
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT || errno == ENOTDIR;
+    int empty = 1;
+    for (struct dirent *e; empty && (e = readdir(d));) empty = e->d_name[0] == '.';
+    closedir(d);
+    return empty;
 }
 
 int tune_db_get(pdc_context *ctx, const char *key, tune_entry *e)
