@@ -485,11 +485,13 @@ torchvision() {
     {
         n++
         L = f("model") " " f("variant")
-        row[n] = sprintf("| %s | %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %s | %s |", f("model"), f("variant"), comp(f("compression")),
-                         f("threads"), tm(f("pdc_ms")), tm(f("pdc_min")), tm(f("pdc_max")), tm(f("ort_ms")), tm(f("ort_min")),
-                         tm(f("ort_max")), rx(f("speedup")), er(f("max_rel_diff")))
+        b = f("batch") == "" ? 1 : f("batch") + 0 # recordings before the batch column ran batch 1
+        row[n] = sprintf("| %s | %s | %s | %d | %s | %s (%s-%s) | %s (%s-%s) | %s | %s |", f("model"), f("variant"),
+                         comp(f("compression")), b, f("threads"), tm(f("pdc_ms")), tm(f("pdc_min")), tm(f("pdc_max")),
+                         tm(f("ort_ms")), tm(f("ort_min")), tm(f("ort_max")), rx(f("speedup")), er(f("max_rel_diff")))
         if (!(L in seen)) { seen[L] = 1; ml[++nm] = L }
-        hs[L] = hs[L] (hs[L] == "" ? "" : ", ") rx(f("speedup")) " at " f("threads") " thread" (f("threads") + 0 == 1 ? "" : "s")
+        hs[L] = hs[L] (hs[L] == "" ? "" : ", ") rx(f("speedup")) " at " (b == 1 ? "" : "batch " b ", ") f("threads") \
+                " thread" (f("threads") + 0 == 1 ? "" : "s")
     }
     END {
         printf "- `test/bench/results_torchvision.tsv` (bench_torchvision.py): %d row%s\n", n, (n == 1 ? "" : "s") >> R
@@ -500,10 +502,11 @@ torchvision() {
         printf "`test/bench/torchvision/bench_torchvision.py`, written to `test/bench/results_torchvision.tsv`: torchvision\n"
         printf "models with random weights, exported to ONNX dense and pruned in PyTorch (3x3 convs: 8 patterns of 4 and\n"
         printf "50%% of kernels removed; fc, and ResNet-50'"'"'s 1x1 convs, in 1x4 blocks), each timed with `pdc bench` and in\n"
-        printf "ONNX Runtime on the same file, alternating; medians over the rounds (their range in brackets).\n"
+        printf "ONNX Runtime on the same file, alternating, at each batch size (a free batch dimension; ms are per run of\n"
+        printf "the whole batch); medians over the rounds (their range in brackets).\n"
         printf "x ORT = ONNX Runtime / pdc: above 1, pdc is faster. Compile times of the last pruned model are in the notes.\n"
-        printf "\n| model | weights | fewer weights | threads | pdc ms | ONNX Runtime ms | x ORT | max rel diff |\n"
-        printf "|---|---|---:|---:|---:|---:|---:|---:|\n"
+        printf "\n| model | weights | fewer weights | batch | threads | pdc ms | ONNX Runtime ms | x ORT | max rel diff |\n"
+        printf "|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
         for (i = 1; i <= n; i++) print row[i]
     }' "$f" >> "$T/tables"
 }

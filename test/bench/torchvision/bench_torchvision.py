@@ -3,7 +3,7 @@
 `pdc bench` against ONNX Runtime on the same file, in the same minutes.
 
     /usr/bin/python3 test/bench/torchvision/bench_torchvision.py [--pdc build/pdc] [--out TSV]
-        [--models resnet18,vgg16,mobilenet_v2,resnet50] [--threads 1,2] [--rounds 2] [--min-time S]
+        [--models resnet18,vgg16,mobilenet_v2,resnet50] [--threads 1,2] [--batches 1,8] [--rounds 2] [--min-time S]
 
 Needs Debian's python3-torch and python3-torchvision, node and onnxruntime-node in test/bench/ort
 (make deps-bench); without ONNX Runtime the ORT columns are empty.
@@ -16,7 +16,9 @@ pruned the way a pruning loop leaves it, exact zeros in the exported weights:
   - every nn.Linear, and for resnet50 and mobilenet_v2 every 1x1 conv: 1x4 blocks of its [out, in]
     matrix, the 50% (resnet50, mobilenet_v2: 75%) of smallest norm removed;
   - the stem, depthwise convs and 7x7 kernels stay dense (what `pdc prune` leaves by default).
-Per model, threads and round: pdc's median run (pdc bench --json) and ONNX Runtime's median run
+The models are exported with a free batch dimension; each runs at every batch size of --batches (pdc bench
+--shape input=Bx3x224x224, ONNX Runtime on the same B images), so throughput per image at batch 8 can be
+compared with batch 1's. Per model, batch, threads and round: pdc's median run (pdc bench --json) and ONNX Runtime's median run
 (ort_bench.js), alternating; the TSV holds the median over the rounds of each, their ratio, and the
 largest difference between pdc's output and ORT's, relative to max|ORT|. Then the compile time of
 the pruned ResNet-50 (or the last model) in a fresh kernel cache: cold, then twice from the cache.
@@ -128,7 +130,8 @@ def export(name, pruned, outdir):
     path = os.path.join(outdir, "%s-%s.onnx" % (name, "pruned" if pruned else "dense"))
     x = torch.randn(1, 3, 224, 224, generator=gen)
     with torch.no_grad():
-        torch.onnx.export(model, x, path, opset_version=13, input_names=["input"], output_names=["logits"])
+        torch.onnx.export(model, x, path, opset_version=13, input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
     return path, total / max(kept, 1)
 
 
@@ -139,12 +142,13 @@ def run_json(cmd, env=None):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def pdc_bench(pdc, model, threads, repeat, env):
-    return run_json([pdc, "bench", model, "--threads", str(threads), "--repeat", str(repeat), "--json"], env)
+def pdc_bench(pdc, model, threads, repeat, env, batch=None):
+    shape = ["--shape", "input=%dx3x224x224" % batch] if batch else []
+    return run_json([pdc, "bench", model, "--threads", str(threads), "--repeat", str(repeat), "--json"] + shape, env)
 
 
-def ort_bench(model, inp, out, threads, min_time):
-    env = dict(os.environ, ORT_INPUT_DIMS="[1,3,224,224]")
+def ort_bench(model, inp, out, threads, min_time, batch=1):
+    env = dict(os.environ, ORT_INPUT_DIMS="[%d,3,224,224]" % batch)
     return run_json(["node", ORT_JS, model, inp, out, str(threads), str(min_time)], env)
 
 
@@ -204,6 +208,7 @@ def main():
     ap.add_argument("--out", default=None, help="TSV to write (default: print only)")
     ap.add_argument("--models", default="resnet18,vgg16,mobilenet_v2,resnet50")
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--batches", default="1,8", help="batch sizes (pdc runs fewer repetitions at larger ones)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=30, help="pdc bench runs per round")
     ap.add_argument("--min-time", type=float, default=2.0, help="ORT seconds per round")
@@ -215,8 +220,11 @@ def main():
     work = tempfile.mkdtemp(prefix="pdc-tv-")
     cache = os.path.join(work, "cache")
     env = dict(os.environ, XDG_CACHE_HOME=cache)
-    inp = os.path.join(work, "input.bin")
-    np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype("<f4").tofile(inp)
+    batches = [int(v) for v in args.batches.split(",")]
+    inputs = {}
+    for b in batches:
+        inputs[b] = os.path.join(work, "input-%d.bin" % b)
+        np.random.default_rng(3).standard_normal((b, 3, 224, 224)).astype("<f4").tofile(inputs[b])
     rows = []
     last_pruned = None
     for name in args.models.split(","):
@@ -226,38 +234,39 @@ def main():
             if pruned:
                 last_pruned = path
             pdc_out, ort_out = os.path.join(work, "pdc.bin"), os.path.join(work, "ort.bin")
-            subprocess.run([args.pdc, "run", path, "--target", "cpu", "-i", inp, "-o", pdc_out], check=True, env=env,
-                           capture_output=True)
-            for t in [int(v) for v in args.threads.split(",")]:
-                p_ms, o_ms = [], []
-                for r in range(args.rounds):
-                    p_ms.append(pdc_bench(args.pdc, path, t, args.repeat, env)["median_ms"])
-                    if have_ort:
-                        o_ms.append(ort_bench(path, inp, ort_out, t, args.min_time)["median_ms"])
-                pm = statistics.median(p_ms)
-                om = statistics.median(o_ms) if o_ms else float("nan")
-                err = max_rel_diff(pdc_out, ort_out) if have_ort else float("nan")
-                row = (name, "pruned" if pruned else "dense", comp, t, pm, om, om / pm, err, min(p_ms), max(p_ms),
-                       min(o_ms) if o_ms else float("nan"), max(o_ms) if o_ms else float("nan"))
-                rows.append(row)
-                log("%-12s %-6s %5.2fx fewer weights, %d thread%s: pdc %.2f ms, ORT %.2f ms, pdc %.2fx, max rel diff %.2g"
-                    % (name, row[1], comp, t, "" if t == 1 else "s", pm, om, om / pm, err))
+            for b in batches:
+                subprocess.run([args.pdc, "run", path, "--target", "cpu", "--shape", "input=%dx3x224x224" % b,
+                                "-i", inputs[b], "-o", pdc_out], check=True, env=env, capture_output=True)
+                for t in [int(v) for v in args.threads.split(",")]:
+                    p_ms, o_ms = [], []
+                    for r in range(args.rounds):
+                        p_ms.append(pdc_bench(args.pdc, path, t, max(args.repeat // b, 5), env, b)["median_ms"])
+                        if have_ort:
+                            o_ms.append(ort_bench(path, inputs[b], ort_out, t, args.min_time, b)["median_ms"])
+                    pm = statistics.median(p_ms)
+                    om = statistics.median(o_ms) if o_ms else float("nan")
+                    err = max_rel_diff(pdc_out, ort_out) if have_ort else float("nan")
+                    row = (name, "pruned" if pruned else "dense", comp, b, t, pm, om, om / pm, err, min(p_ms), max(p_ms),
+                           min(o_ms) if o_ms else float("nan"), max(o_ms) if o_ms else float("nan"))
+                    rows.append(row)
+                    log("%-12s %-6s %5.2fx fewer weights, batch %d, %d thread%s: pdc %.2f ms, ORT %.2f ms, pdc %.2fx, "
+                        "max rel diff %.2g" % (name, row[1], comp, b, t, "" if t == 1 else "s", pm, om, om / pm, err))
     compile_rows = []
     if last_pruned:
         cold = os.path.join(work, "cold-cache")
         for k in range(3):
             e = dict(os.environ, XDG_CACHE_HOME=cold)
-            j = pdc_bench(args.pdc, last_pruned, 1, 1, e)
+            j = pdc_bench(args.pdc, last_pruned, 1, 1, e, 1)
             compile_rows.append((os.path.basename(last_pruned)[:-5], "cold" if k == 0 else "cached", j["compile_ms"]))
             log("compile %s (%s): %.0f ms" % (compile_rows[-1][0], compile_rows[-1][1], j["compile_ms"]))
     if args.schedule_out:
         schedule_bench(args, work, env)
     if args.out:
         with open(args.out, "w") as f:
-            f.write("model\tvariant\tcompression\tthreads\tpdc_ms\tort_ms\tspeedup\tmax_rel_diff\tpdc_min\tpdc_max\t"
-                    "ort_min\tort_max\n")
+            f.write("model\tvariant\tcompression\tbatch\tthreads\tpdc_ms\tort_ms\tspeedup\tmax_rel_diff\tpdc_min\t"
+                    "pdc_max\tort_min\tort_max\n")
             for r in rows:
-                f.write("%s\t%s\t%.2f\t%d\t%.3f\t%.3f\t%.3f\t%.2e\t%.3f\t%.3f\t%.3f\t%.3f\n" % r)
+                f.write("%s\t%s\t%.2f\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.2e\t%.3f\t%.3f\t%.3f\t%.3f\n" % r)
             for c in compile_rows:
                 f.write("# compile %s %s: %.0f ms\n" % c)
         log("wrote " + args.out)
