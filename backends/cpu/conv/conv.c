@@ -76,7 +76,7 @@ static void conv_free(void *p)
 
 /* Branch-free and inline: baseline x86-64 has no popcnt instruction, and planning counts the kept taps of
  * every kernel (a million 1x1 kernels in a block-pruned ResNet-50 layer). */
-static int popcount64(uint64_t v)
+static inline __attribute__((always_inline)) int popcount64(uint64_t v)
 {
     v -= v >> 1 & 0x5555555555555555ull;
     v = (v & 0x3333333333333333ull) + (v >> 2 & 0x3333333333333333ull);
@@ -715,10 +715,10 @@ static int64_t flat_lead(const conv_geom *g, const uint64_t *pats, size_t n_pat,
 /* Shift mode's lead: zeros before each row's data that align the column offset with the most kept taps. */
 static int64_t shift_lead(const conv_geom *g, const uint64_t *kmask)
 {
-    int64_t count[16] = {0}, taps = g->kh * g->kw;
-    for (int64_t i = 0; i < g->o * g->cg; i++)
-        for (int64_t b = 0; b < taps; b++)
-            if (kmask[i] >> b & 1) count[(b % g->kw) * g->dx / g->sx % 16]++;
+    int64_t count[16] = {0}, kept[64] = {0}, taps = g->kh * g->kw;
+    for (int64_t i = 0; i < g->o * g->cg; i++) /* kept kernels per tap first: no division per kernel */
+        for (int64_t b = 0; b < taps; b++) kept[b] += (int64_t)(kmask[i] >> b & 1);
+    for (int64_t b = 0; b < taps; b++) count[(b % g->kw) * g->dx / g->sx % 16] += kept[b];
     int64_t best = 0;
     for (int64_t c = 1; c < 16; c++)
         if (count[c] > count[best]) best = c;
