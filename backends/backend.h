@@ -24,6 +24,7 @@ typedef struct pdc_layer_knobs {
     int32_t tile_y, tile_x; /* PDC_KNOB_ROWS: tile rows x vectors (within the accumulator budget) */
     int32_t chunk;        /* PDC_KNOB_ROWS: filters a work item */
     int32_t whole;        /* PDC_KNOB_ROWS: 1 = pack the whole input, never in row bands */
+    int32_t threads;      /* any family: at most this many of the program's threads run the layer (0: all) */
 } pdc_layer_knobs;
 
 /* A layer's predicted time on t threads: serial_ms + parallel_ms / t (lib/cost's latency model). */
@@ -59,8 +60,9 @@ typedef struct pdc_backend {
 } pdc_backend;
 
 /* The kernel configurations the cpu target can honour for layer li of m (backends/cpu/conv/
- * conv_knobs.c): *out_n entries (owned, pdc_free), the first all zeros (its heuristics); a layer with
- * nothing to choose (not a conv, or one the reference kernel runs) gets just that one. */
+ * conv_knobs.c) at the context's thread count: *out_n entries (owned, pdc_free), the first all zeros
+ * (its heuristics); a layer with nothing to choose (neither a conv nor an fc, a conv the reference
+ * kernel runs, an fc on one thread) gets just that one. */
 pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pdc_layer_knobs **out, size_t *n_out);
 
 /* ------------------------------------------------------------------ ahead-of-time emitters */

@@ -75,6 +75,7 @@ struct cpu_layer {
     size_t scratch_floats;       /* scratch one run of this layer needs, shared by its threads */
     size_t thread_floats;        /* private scratch each of its threads needs (cpu_exec.own) */
     int fused;                   /* took cpu_compile.fuse: epi is in its epilogue */
+    int threads;                 /* tuned (pdc_layer_knobs.threads): at most this many threads run it; 0: all */
     ir_epilogue epi;
     char info[320];              /* for pdc_program_layer_kernel: kernel chosen and why (and fused layers) */
 };

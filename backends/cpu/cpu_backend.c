@@ -210,6 +210,15 @@ static int plan_step(const cpu_state *s, size_t a, size_t b, size_t k, const uin
     return cpu_lanes_plan(chains, k, x->threads, most, force, lane_of, lane_threads, predicted);
 }
 
+/* What layer L runs on: x, less the threads beyond its tuned count (the first ones: their private
+ * blocks and share slots). */
+static cpu_exec layer_exec(const cpu_layer *L, const cpu_exec *x)
+{
+    cpu_exec lx = *x;
+    if (L->threads > 0 && L->threads < lx.threads) lx.threads = L->threads;
+    return lx;
+}
+
 /* Layers [a, b) of one step side by side in nl lanes (the CPU_LANE_WHOLE chains already run): lane j
  * runs the chains c with lane_of[c] == j, in list order, on lane_threads[j] threads with its own
  * scratch, and its own slice of the threads' private blocks and share slots. */
@@ -224,8 +233,10 @@ static void run_lanes(const ir_model *m, const cpu_state *s, size_t a, size_t b,
         const cpu_exec lane = {lane_threads[j], x->scratch + (size_t)j * s->scratch_floats, x->own + first[j],
                                x->shares + first[j]};
         for (size_t li = a; li < b; li++)
-            if (lane_of[s->chain[li]] == (size_t)j && (!live || live[li]))
-                (void)s->layers[li].run(&s->layers[li], m, &m->layers[li], buf, &lane);
+            if (lane_of[s->chain[li]] == (size_t)j && (!live || live[li])) {
+                const cpu_exec lx = layer_exec(&s->layers[li], &lane);
+                (void)s->layers[li].run(&s->layers[li], m, &m->layers[li], buf, &lx);
+            }
     }
 }
 
@@ -285,6 +296,9 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         cc.fold_w = fold_w;
         cc.fold_b = fold_b;
         cc.knobs = prog->knobs ? &prog->knobs[li] : NULL;
+        /* a tuned thread count: the layer is planned (bands, work items) for the threads it runs on */
+        const int team = cc.threads, own = cc.knobs && cc.knobs->threads > 0 && cc.knobs->threads < team;
+        if (own) cc.threads = cc.knobs->threads;
         char why[160] = "";
         pdc_status ps = PDC_ERR_UNSUPPORTED;
         for (size_t k = 0; k < N_PLANNERS && ps == PDC_ERR_UNSUPPORTED; k++) {
@@ -294,6 +308,7 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
         }
         cc.fuse = NULL;
         cc.fold_w = cc.fold_b = NULL;
+        cc.threads = team;
         pdc_free(fold_w);
         pdc_free(fold_b);
         if (ps == PDC_OK && L->fused) {
@@ -306,6 +321,11 @@ static pdc_status cpu_compile_prog(pdc_program *prog)
             }
             size_t n = strlen(L->info);
             snprintf(L->info + n, sizeof L->info - n, " in the epilogue");
+        }
+        if (ps == PDC_OK && own) {
+            L->threads = cc.knobs->threads;
+            size_t n = strlen(L->info);
+            snprintf(L->info + n, sizeof L->info - n, "; on %d of %d threads (tuned)", L->threads, team);
         }
         if (ps == PDC_ERR_UNSUPPORTED) {
             memset(L, 0, sizeof *L);
@@ -431,8 +451,10 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
                         s->chains[li], predicted[0], predicted[1]);
             if (nl > 0) {
                 for (size_t k = li; k < b; k++) /* the chains run on every thread first, layer after layer */
-                    if (lane_of[s->chain[k]] == CPU_LANE_WHOLE && (!live || live[k]))
-                        (void)s->layers[k].run(&s->layers[k], m, &m->layers[k], buf, &x);
+                    if (lane_of[s->chain[k]] == CPU_LANE_WHOLE && (!live || live[k])) {
+                        const cpu_exec lx = layer_exec(&s->layers[k], &x);
+                        (void)s->layers[k].run(&s->layers[k], m, &m->layers[k], buf, &lx);
+                    }
                 run_lanes(m, s, li, b, nl, lane_of, lane_threads, buf, live, &x);
                 if (profile) {
                     char split[96] = "";
@@ -450,7 +472,8 @@ static pdc_status cpu_run_timed(const pdc_program *prog, const float *const *inp
                 continue;
             }
         }
-        st = L->run ? L->run(L, m, l, buf, &x) : ref_run_layer(m, l, buf);
+        const cpu_exec lx = layer_exec(L, &x);
+        st = L->run ? L->run(L, m, l, buf, &lx) : ref_run_layer(m, l, buf);
         /* option check_finite: a layer with a fused epilogue writes only the epilogue's output (its
          * own and the taken layers' are never written), checked here under this layer's name */
         if (st == PDC_OK && check && L->run != run_fused) {

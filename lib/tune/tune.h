@@ -1,14 +1,14 @@
 /*
  * tune.h - internal: kernel auto-tuning for the cpu target (docs/tuning.md).
  *
- * A conv layer's signature (op, shapes, attributes, a SHA-256 of which weights are kept, the host
+ * A conv or fc layer's signature (op, shapes, attributes, a SHA-256 of which weights are kept, the host
  * with its ISA and LLVM, the thread count, pdc's version and the kernel generators' hash) names an
  * entry of the tuning database:
  * cache_dir/tune/<first 32 hex digits of the signature's SHA-256>.txt, a small text file
  *
- *     pdc-tune 1
+ *     pdc-tune 2
  *     key <signature>
- *     knobs <family> <tile_y> <tile_x> <chunk> <whole>
+ *     knobs <family> <tile_y> <tile_x> <chunk> <whole> <threads>
  *     ms <tuned> <default>
  *     sha256 <64 hex digits of every byte above>
  *
@@ -27,7 +27,8 @@ typedef enum tune_mode { TUNE_OFF = 0, TUNE_CACHED = 1, TUNE_ON = 2 } tune_mode;
 
 #define TUNE_KEY_MAX 1024
 #define TUNE_DEFAULT_BUDGET_S 120 /* a whole model's tuning (pdc_model_tune, option tune=on) */
-#define TUNE_DB_VERSION 1
+#define TUNE_DB_VERSION 2 /* 2: knobs gained threads (entries of 1 are ignored with a note) */
+#define TUNE_THREADS_MAX 4096 /* the largest thread count an entry may hold */
 
 typedef struct tune_entry {
     pdc_layer_knobs knobs;
@@ -37,7 +38,7 @@ typedef struct tune_entry {
 /* ---- the database (tune_db.c) */
 
 /* The signature of layer li of m for the cpu target at `threads` threads on host (pdc_cpu_host_key),
- * "" and PDC_ERR_UNSUPPORTED for a layer that is not a conv with constant weights. */
+ * "" and PDC_ERR_UNSUPPORTED for a layer that is not a conv or fc with constant weights. */
 pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int threads, const char *host, char *key,
                           size_t cap);
 /* The entry's text and its parser: PDC_ERR_CORRUPT with the reason in why (bad syntax, value or
@@ -58,12 +59,12 @@ pdc_status tune_db_put(pdc_context *ctx, const char *key, const tune_entry *e);
 
 /* Threads a cpu program compiled now would use (option threads; 0: the cores). */
 int tune_threads(const pdc_context *ctx);
-/* Tunes layer li of m alone (a one-layer model of it, input of random values): successive halving
- * over pdc_cpu_knob_space within about budget_s seconds. The heuristics' configuration wins unless
+/* Tunes layer li of m (a conv or fc) alone (a one-layer model of it, input of random values):
+ * successive halving over pdc_cpu_knob_space within about budget_s seconds. The heuristics' configuration wins unless
  * another beats it by more than noise in a final side-by-side measurement. */
 pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double budget_s, tune_entry *e);
-/* The knobs of every layer of m from the database (mode TUNE_ON: tuning the conv layers it lacks,
- * storing them, within budget_s seconds in all), or *out NULL when no layer has an entry. Each
+/* The knobs of every layer of m from the database (mode TUNE_ON: tuning the conv and fc layers it
+ * lacks, storing them, within budget_s seconds in all), or *out NULL when no layer has an entry. Each
  * distinct signature is looked up and tuned once. *n_tuned counts the layers tuned now (may be NULL). */
 pdc_status tune_model_knobs(pdc_context *ctx, const ir_model *m, tune_mode mode, double budget_s,
                             pdc_layer_knobs **out, size_t *n_tuned);

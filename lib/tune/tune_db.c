@@ -46,12 +46,12 @@ pdc_status tune_layer_key(pdc_context *ctx, const ir_model *m, size_t li, int th
 {
     key[0] = 0;
     const ir_layer *l = &m->layers[li];
-    if (l->op != IR_OP_CONV || l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 ||
+    if ((l->op != IR_OP_CONV && l->op != IR_OP_FC) || l->n_inputs < 2 || l->inputs[0] < 0 || l->inputs[1] < 0 ||
         m->tensors[l->inputs[1]].kind != IR_TENSOR_CONST)
         return PDC_ERR_UNSUPPORTED;
     const ir_tensor *x = &m->tensors[l->inputs[0]], *w = &m->tensors[l->inputs[1]];
     size_t len = 0;
-    kput(key, cap, &len, "conv");
+    kput(key, cap, &len, "%s", ir_op_get_info(l->op)->name);
     kdims(key, cap, &len, "x", x);
     kdims(key, cap, &len, "w", w);
     kput(key, cap, &len, " bias=%d", l->n_inputs > 2 && l->inputs[2] >= 0);
@@ -106,8 +106,9 @@ pdc_status tune_entry_format(const pdc_context *ctx, const char *key, const tune
     char *t = pdc_alloc(ctx, cap);
     if (!t) return PDC_ERR_OUT_OF_MEMORY;
     const pdc_layer_knobs *k = &e->knobs;
-    int n = snprintf(t, cap, "pdc-tune %d\nkey %s\nknobs %d %d %d %d %d\nms %.6f %.6f\n", TUNE_DB_VERSION, key,
-                     (int)k->family, (int)k->tile_y, (int)k->tile_x, (int)k->chunk, (int)k->whole, e->tuned_ms,
+    int n = snprintf(t, cap, "pdc-tune %d\nkey %s\nknobs %d %d %d %d %d %d\nms %.6f %.6f\n", TUNE_DB_VERSION, key,
+                     (int)k->family, (int)k->tile_y, (int)k->tile_x, (int)k->chunk, (int)k->whole, (int)k->threads,
+                     e->tuned_ms,
                      e->default_ms);
     uint8_t d[PDC_SHA256_BYTES];
     if (n < 0 || (size_t)n + 80 > cap || pdc_sha256(t, (size_t)n, NULL, 0, d)) {
@@ -157,10 +158,10 @@ pdc_status tune_entry_parse(const char *text, size_t len, const char *key, tune_
     char entry_key[TUNE_KEY_MAX + 16];
     tune_entry t;
     memset(&t, 0, sizeof t);
-    int f = 0, ty = 0, tx = 0, ch = 0, wh = 0;
+    int f = 0, ty = 0, tx = 0, ch = 0, wh = 0, th = 0;
     if (!next_line(text, len, &pos, entry_key, sizeof entry_key) || strncmp(entry_key, "key ", 4) ||
         !next_line(text, len, &pos, line, sizeof line) ||
-        sscanf(line, "knobs %d %d %d %d %d%n", &f, &ty, &tx, &ch, &wh, &used) != 5 || line[used] ||
+        sscanf(line, "knobs %d %d %d %d %d %d%n", &f, &ty, &tx, &ch, &wh, &th, &used) != 6 || line[used] ||
         !next_line(text, len, &pos, line, sizeof line) ||
         sscanf(line, "ms %lf %lf%n", &t.tuned_ms, &t.default_ms, &used) != 2 || line[used]) {
         snprintf(why, cap, "malformed entry (line %s)", pos >= len ? "missing" : "unreadable");
@@ -180,7 +181,7 @@ pdc_status tune_entry_parse(const char *text, size_t len, const char *key, tune_
         return PDC_ERR_CORRUPT;
     }
     if (f < 0 || f >= PDC_KNOB_FAMILIES || ty < 0 || ty > 64 || tx < 0 || tx > 64 || ch < 0 || ch > 4096 || wh < 0 ||
-        wh > 1 || !(t.tuned_ms >= 0) || !(t.default_ms >= 0)) {
+        wh > 1 || th < 0 || th > TUNE_THREADS_MAX || !(t.tuned_ms >= 0) || !(t.default_ms >= 0)) {
         snprintf(why, cap, "a value is out of range (%s)", line);
         return PDC_ERR_CORRUPT;
     }
@@ -193,6 +194,7 @@ pdc_status tune_entry_parse(const char *text, size_t len, const char *key, tune_
     t.knobs.tile_x = tx;
     t.knobs.chunk = ch;
     t.knobs.whole = wh;
+    t.knobs.threads = th;
     *e = t;
     return PDC_OK;
 }

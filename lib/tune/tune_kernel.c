@@ -1,5 +1,5 @@
 /*
- * tune_kernel.c - tunes the cpu target's conv layers one at a time: each layer alone in a model of
+ * tune_kernel.c - tunes the cpu target's conv and fc layers one at a time: each layer alone in a model of
  * its own, compiled with every configuration the backend lists (pdc_cpu_knob_space) and timed under
  * successive halving (search.c); then the model's knobs from the database (tune.h).
  */
@@ -238,7 +238,8 @@ static void knobs_text(const pdc_layer_knobs *k, char *buf, size_t cap)
     int n = snprintf(buf, cap, "%s", fam[k->family]);
     if (k->tile_y) n += snprintf(buf + n, cap - (size_t)n, ", tile %dx%d", (int)k->tile_y, (int)k->tile_x);
     if (k->chunk) n += snprintf(buf + n, cap - (size_t)n, ", %d filters a chunk", (int)k->chunk);
-    if (k->whole) snprintf(buf + n, cap - (size_t)n, ", packed whole");
+    if (k->whole) n += snprintf(buf + n, cap - (size_t)n, ", packed whole");
+    if (k->threads) snprintf(buf + n, cap - (size_t)n, ", %d threads", (int)k->threads);
 }
 
 pdc_status tune_model_knobs(pdc_context *ctx, const ir_model *m, tune_mode mode, double budget_s,

@@ -80,7 +80,7 @@ START_TEST(signature_names_what_the_code_depends_on)
     ck_assert_ptr_nonnull(strstr(kd, " kept=dense |"));
     ck_assert_ptr_nonnull(strstr(k3, " strides=2,2"));
     ck_assert_ptr_null(strchr(k2, '\n'));
-    /* not a conv: no signature */
+    /* neither a conv nor an fc: no signature */
     pdc_model *f = parse_model("pdcir 1\nmodel \"r\"\ninput x : f32[1,4]\nlayer r = relu(x) -> (y)\noutput y\n");
     ck_assert_status(ctx, tune_layer_key(ctx, f, 0, 1, host, k2, sizeof k2), PDC_ERR_UNSUPPORTED);
     ck_assert_str_eq(k2, "");
@@ -101,7 +101,7 @@ static void on_note(void *user, pdc_note_kind kind, const char *pass, const char
     notes++;
 }
 
-static const tune_entry sample = {{PDC_KNOB_ROWS, 2, 1, 8, 1}, 0.125, 0.25};
+static const tune_entry sample = {{PDC_KNOB_ROWS, 2, 1, 8, 1, 3}, 0.125, 0.25};
 
 static void assert_entry_eq(const tune_entry *a, const tune_entry *b)
 {
@@ -126,7 +126,8 @@ START_TEST(database_round_trip)
     ck_assert_int_eq(strncmp(path, want, strlen(want)), 0);
     size_t len;
     char *text = test_read_file(path, &len);
-    ck_assert_int_eq(strncmp(text, "pdc-tune 1\nkey conv x=1x2 | host | threads=1 | pdc 0.4.0\nknobs 1 2 1 8 1\n", 72), 0);
+    const char *head = "pdc-tune 2\nkey conv x=1x2 | host | threads=1 | pdc 0.4.0\nknobs 1 2 1 8 1 3\n";
+    ck_assert_int_eq(strncmp(text, head, strlen(head)), 0);
     free(text);
     /* replaced whole by the next put */
     tune_entry other = sample;
@@ -145,7 +146,7 @@ static void expect_refused(const char *key, const char *text, size_t len, const 
     write_file(path, text, len);
     notes = 0;
     note_text[0] = 0;
-    tune_entry e = {{9, 9, 9, 9, 9}, 9, 9};
+    tune_entry e = {{9, 9, 9, 9, 9, 9}, 9, 9};
     ck_assert_int_eq(tune_db_get(ctx, key, &e), 0);
     ck_assert_int_eq(notes, 1);
     ck_assert_msg(strstr(note_text, why) && strstr(note_text, path), "note '%s' lacks '%s'", note_text, why);
@@ -172,10 +173,12 @@ START_TEST(database_refuses_bad_entries)
     /* cut short, and empty */
     expect_refused(key, text, len - 10, "checksum line");
     expect_refused(key, "", 0, "not a pdc tuning entry");
-    /* another format version */
+    /* another format version: 1 (before the threads knob), and a later one */
     strcpy(bad, text);
-    bad[9] = '2';
-    expect_refused(key, bad, len, "format version 2, this pdc reads 1");
+    bad[9] = '1';
+    expect_refused(key, bad, len, "format version 1, this pdc reads 2");
+    bad[9] = '3';
+    expect_refused(key, bad, len, "format version 3, this pdc reads 2");
     /* a valid entry of another key, copied under this key's name (foreign, or stale: an older pdc's) */
     char *foreign;
     size_t flen;
@@ -186,6 +189,11 @@ START_TEST(database_refuses_bad_entries)
     wild.knobs.family = 7;
     char *w;
     size_t wlen;
+    ck_assert_ok(ctx, tune_entry_format(ctx, key, &wild, &w, &wlen));
+    expect_refused(key, w, wlen, "out of range");
+    pdc_free(w);
+    wild = sample;
+    wild.knobs.threads = -1;
     ck_assert_ok(ctx, tune_entry_format(ctx, key, &wild, &w, &wlen));
     expect_refused(key, w, wlen, "out of range");
     /* not a regular file */
@@ -274,6 +282,10 @@ static float *run_on(const pdc_model *m, const char *target, pdc_program **keep,
 /* What the kernel description of a layer compiled with k must say (NULL: nothing to check). */
 static const char *expected_info(const pdc_layer_knobs *k, char *buf, size_t cap)
 {
+    if (k->threads) {
+        snprintf(buf, cap, "; on %d of 2 threads (tuned)", (int)k->threads);
+        return buf;
+    }
     if (k->family == PDC_KNOB_CMAJOR) return "channel-major";
     if (k->family == PDC_KNOB_OCVEC) return "output channels vectorised";
     if (k->family == PDC_KNOB_DENSE) return "filters x";
@@ -284,56 +296,103 @@ static const char *expected_info(const pdc_layer_knobs *k, char *buf, size_t cap
     return NULL;
 }
 
+/* Every configuration of layer `layer`'s space at `threads` threads (with only_threaded: those with a
+ * thread count of their own) put in the database, compiled, honoured and equal to the reference's
+ * outputs `want`; counts what it saw. Returns the size of the space. */
+static size_t check_space(pdc_model *m, const float *want, size_t n_ref, const char *layer, int threads,
+                          int only_threaded, int *families_seen, size_t *tiles_seen, size_t *threaded_seen)
+{
+    char t[16];
+    snprintf(t, sizeof t, "%d", threads);
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", t));
+    int li = layer_index(m, layer);
+    char key[TUNE_KEY_MAX], host[512];
+    ck_assert_ok(ctx, pdc_cpu_host_key(ctx, host, sizeof host));
+    ck_assert_ok(ctx, tune_layer_key(ctx, m, (size_t)li, threads, host, key, sizeof key));
+    pdc_layer_knobs *space;
+    size_t n;
+    ck_assert_ok(ctx, pdc_cpu_knob_space(ctx, m, (size_t)li, &space, &n));
+    const pdc_layer_knobs zero = {0, 0, 0, 0, 0, 0};
+    ck_assert_mem_eq(&space[0], &zero, sizeof zero);
+    for (size_t c = 0; c < n; c++) {
+        /* no two alike; a thread count of its own only below the team's */
+        for (size_t d = 0; d < c; d++) ck_assert(memcmp(&space[c], &space[d], sizeof space[c]));
+        ck_assert(space[c].threads >= 0 && space[c].threads < threads);
+        if (only_threaded && !space[c].threads) continue;
+        tune_entry e = {space[c], 1, 1};
+        ck_assert_ok(ctx, tune_db_put(ctx, key, &e));
+        pdc_program *p;
+        size_t n_got;
+        float *got = run_on(m, "cpu", &p, &n_got);
+        ck_assert_uint_eq(n_got, n_ref);
+        char what[64];
+        snprintf(what, sizeof what, "%s config %zu at %d threads", layer, c, threads);
+        test_assert_close(got, want, n_ref, 1e-4f, "cpu", what);
+        char buf[64];
+        const char *info = expected_info(&space[c], buf, sizeof buf);
+        const char *got_info = NULL;
+        ck_assert_ok(ctx, pdc_program_layer_kernel(p, (size_t)li, NULL, &got_info));
+        if (info) ck_assert_msg(strstr(got_info, info), "%s: '%s' lacks '%s'", what, got_info, info);
+        if (!space[c].threads) ck_assert_msg(!strstr(got_info, "(tuned)"), "%s: '%s'", what, got_info);
+        families_seen[space[c].family]++;
+        *tiles_seen += space[c].tile_y > 0;
+        *threaded_seen += space[c].threads > 0;
+        free(got);
+        pdc_program_destroy(p);
+    }
+    pdc_free(space);
+    return n;
+}
+
 START_TEST(every_configuration_is_honoured_and_matches_ref)
 {
     use_tmp_cache();
-    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "1"));
     pdc_model *m = tune_model();
     size_t n_ref;
     float *want = run_on(m, "ref", NULL, &n_ref);
     const char *layers[] = {"p2", "p3", "d1"};
     int families_seen[PDC_KNOB_FAMILIES] = {0};
-    size_t tiles_seen = 0;
-    for (size_t j = 0; j < 3; j++) {
-        int li = layer_index(m, layers[j]);
-        char key[TUNE_KEY_MAX], host[512];
-        ck_assert_ok(ctx, pdc_cpu_host_key(ctx, host, sizeof host));
-        ck_assert_ok(ctx, tune_layer_key(ctx, m, (size_t)li, 1, host, key, sizeof key));
-        pdc_layer_knobs *space;
-        size_t n;
-        ck_assert_ok(ctx, pdc_cpu_knob_space(ctx, m, (size_t)li, &space, &n));
-        ck_assert_uint_gt(n, 3);
-        const pdc_layer_knobs zero = {0, 0, 0, 0, 0};
-        ck_assert_mem_eq(&space[0], &zero, sizeof zero);
-        for (size_t c = 0; c < n; c++) {
-            /* no two alike */
-            for (size_t d = 0; d < c; d++) ck_assert(memcmp(&space[c], &space[d], sizeof space[c]));
-            tune_entry e = {space[c], 1, 1};
-            ck_assert_ok(ctx, tune_db_put(ctx, key, &e));
-            pdc_program *p;
-            size_t n_got;
-            float *got = run_on(m, "cpu", &p, &n_got);
-            ck_assert_uint_eq(n_got, n_ref);
-            char what[64];
-            snprintf(what, sizeof what, "%s config %zu", layers[j], c);
-            test_assert_close(got, want, n_ref, 1e-4f, "cpu", what);
-            char buf[64];
-            const char *info = expected_info(&space[c], buf, sizeof buf);
-            const char *got_info = NULL;
-            ck_assert_ok(ctx, pdc_program_layer_kernel(p, (size_t)li, NULL, &got_info));
-            if (info) ck_assert_msg(strstr(got_info, info), "%s: '%s' lacks '%s'", what, got_info, info);
-            families_seen[space[c].family]++;
-            tiles_seen += space[c].tile_y > 0;
-            free(got);
-            pdc_program_destroy(p);
-        }
-        pdc_free(space);
-    }
+    size_t tiles_seen = 0, threaded_seen = 0;
+    for (size_t j = 0; j < 3; j++)
+        ck_assert_uint_gt(check_space(m, want, n_ref, layers[j], 1, 0, families_seen, &tiles_seen, &threaded_seen), 3);
     /* pattern layers offer the channel-major family, the dense one both dense families */
     ck_assert_int_ge(families_seen[PDC_KNOB_CMAJOR], 2);
     ck_assert_int_ge(families_seen[PDC_KNOB_OCVEC], 1);
     ck_assert_int_ge(families_seen[PDC_KNOB_DENSE], 1);
     ck_assert_uint_gt(tiles_seen, 4);
+    ck_assert_uint_eq(threaded_seen, 0); /* one thread: nothing fewer to offer */
+    /* on 2 threads each family as the heuristics set it is offered on 1 too: pattern layers the
+     * heuristics, channel-major and rows, the dense one the heuristics and its three families */
+    for (size_t j = 0; j < 3; j++) check_space(m, want, n_ref, layers[j], 2, 1, families_seen, &tiles_seen, &threaded_seen);
+    ck_assert_uint_eq(threaded_seen, 3 + 3 + 4);
+    free(want);
+    pdc_model_destroy(m);
+}
+END_TEST
+
+/* An fc layer: its thread count is its knob. */
+START_TEST(fc_threads_are_tuned_and_honoured)
+{
+    use_tmp_cache();
+    pdc_model *m = new_model("fc");
+    add_input(m, "x", 2, (const int64_t[]){4, 256});
+    add_random(m, "w", 2, (const int64_t[]){64, 256}, 1, -1, 1);
+    add_random(m, "b", 1, (const int64_t[]){64}, 2, -0.1f, 0.1f);
+    add_layer(m, "f", "fc", "x,w,b", "y", NULL);
+    add_output(m, "y");
+    char host[512], key[TUNE_KEY_MAX];
+    ck_assert_ok(ctx, pdc_cpu_host_key(ctx, host, sizeof host));
+    ck_assert_ok(ctx, tune_layer_key(ctx, m, 0, 2, host, key, sizeof key));
+    ck_assert_ptr_nonnull(strstr(key, "fc x=4x256 w=64x256 bias=1 kept=dense |"));
+    size_t n_ref;
+    float *want = run_on(m, "ref", NULL, &n_ref);
+    int families_seen[PDC_KNOB_FAMILIES] = {0};
+    size_t tiles_seen = 0, threaded_seen = 0;
+    /* 1 thread: nothing to choose; 2: the heuristics on 2 or on 1 */
+    ck_assert_uint_eq(check_space(m, want, n_ref, "f", 1, 0, families_seen, &tiles_seen, &threaded_seen), 1);
+    ck_assert_uint_eq(check_space(m, want, n_ref, "f", 2, 0, families_seen, &tiles_seen, &threaded_seen), 2);
+    ck_assert_uint_eq(threaded_seen, 1);
+    ck_assert_int_eq(families_seen[PDC_KNOB_AUTO], 3);
     free(want);
     pdc_model_destroy(m);
 }
@@ -427,5 +486,5 @@ int main(void)
     return run_tests("tune", tmpdir_setup, tmpdir_teardown, 300,
                      TEST_LIST(signature_names_what_the_code_depends_on, database_round_trip, database_refuses_bad_entries,
                                database_concurrent_writers, every_configuration_is_honoured_and_matches_ref,
-                               model_tune_then_compiles_use_it, bad_arguments));
+                               fc_threads_are_tuned_and_honoured, model_tune_then_compiles_use_it, bad_arguments));
 }

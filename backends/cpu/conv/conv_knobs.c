@@ -1,7 +1,9 @@
 /*
  * conv_knobs.c - the choices of the cpu target's conv planners that a tuner may make instead of
  * their heuristics (pdc_layer_knobs, backends/backend.h): which family takes the layer, and for the
- * pattern kernel along rows its tile, filters a work item and whether the input is packed whole.
+ * pattern kernel along rows its tile, filters a work item and whether the input is packed whole;
+ * and for conv and fc layers how many of the program's threads run it (a small layer can finish
+ * sooner on fewer threads than the team: less to split, one barrier fewer to wait at).
  * Only configurations the planners honour as given are listed (tiles within the accumulator budget,
  * no wider than the row, no taller than the image), so no two measure the same code.
  */
@@ -10,7 +12,7 @@
 
 #include "backends/cpu/conv/conv.h"
 
-#define KNOBS_MAX 96
+#define KNOBS_MAX 128
 
 static void add(pdc_layer_knobs *k, size_t *n, int32_t family, int32_t ty, int32_t tx, int32_t chunk, int32_t whole)
 {
@@ -24,6 +26,17 @@ static void add(pdc_layer_knobs *k, size_t *n, int32_t family, int32_t ty, int32
     e->whole = whole;
 }
 
+/* Entries [first, last) again on each thread count 1, 2, 4, ... below the team's (tiles are searched
+ * on the whole team only: the space stays linear in the thread counts). */
+static void add_threads(pdc_layer_knobs *k, size_t *n, size_t first, size_t last, int team)
+{
+    for (int t = 1; t < team; t *= 2)
+        for (size_t i = first; i < last && *n < KNOBS_MAX; i++) {
+            k[*n] = k[i];
+            k[(*n)++].threads = t;
+        }
+}
+
 pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pdc_layer_knobs **out, size_t *n_out)
 {
     *out = NULL;
@@ -33,6 +46,9 @@ pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pd
     size_t n = 0;
     add(k, &n, PDC_KNOB_AUTO, 0, 0, 0, 0); /* the heuristics: always first */
     const ir_layer *l = &m->layers[li];
+    const int team = cpu_threads_for(ctx->threads);
+    /* an fc: the thread count is its one knob */
+    if (l->op == IR_OP_FC) add_threads(k, &n, 0, 1, team);
     pdc_jit *jit = NULL;
     pdc_status st = l->op == IR_OP_CONV ? pdc_jit_get(ctx, &jit) : PDC_OK;
     cpu_conv_plan P;
@@ -50,6 +66,7 @@ pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pd
                 add(k, &n, PDC_KNOB_CMAJOR, 0, 0, 0, 0);
             }
             add(k, &n, PDC_KNOB_ROWS, 0, 0, 0, 0);
+            add_threads(k, &n, 0, n, team); /* each family as the heuristics set it, on fewer threads */
             add(k, &n, PDC_KNOB_ROWS, 0, 0, 8, 0);
             add(k, &n, PDC_KNOB_ROWS, 0, 0, 32, 0);
             add(k, &n, PDC_KNOB_ROWS, 0, 0, 0, 1);
