@@ -60,12 +60,15 @@ pdc_status tune_db_put(pdc_context *ctx, const char *key, const tune_entry *e);
 /* Threads a cpu program compiled now would use (option threads; 0: the cores). */
 int tune_threads(const pdc_context *ctx);
 /* Tunes layer li of m (a conv or fc) alone (a one-layer model of it, input of random values):
- * successive halving over pdc_cpu_knob_space within about budget_s seconds. The heuristics' configuration wins unless
- * another beats it by more than noise in a final side-by-side measurement. */
-pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double budget_s, tune_entry *e);
+ * successive halving over pdc_cpu_knob_space within about budget_s seconds. The heuristics'
+ * configuration wins unless another beats it by more than noise in a final side-by-side measurement.
+ * *n_configs: the size of the space (1: nothing to choose, nothing measured). */
+pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double budget_s, tune_entry *e,
+                      size_t *n_configs);
 /* The knobs of every layer of m from the database (mode TUNE_ON: tuning the conv and fc layers it
- * lacks, storing them, within budget_s seconds in all), or *out NULL when no layer has an entry. Each
- * distinct signature is looked up and tuned once. *n_tuned counts the layers tuned now (may be NULL). */
+ * lacks that have more than one configuration, storing them, within budget_s seconds in all), or
+ * *out NULL when no layer has an entry. Each distinct signature is looked up and tuned once.
+ * *n_tuned counts the layers tuned now (may be NULL). */
 pdc_status tune_model_knobs(pdc_context *ctx, const ir_model *m, tune_mode mode, double budget_s,
                             pdc_layer_knobs **out, size_t *n_tuned);
 

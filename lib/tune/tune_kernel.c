@@ -169,9 +169,11 @@ static pdc_status side_by_side(bench *b, size_t ca, size_t cb, double *ma, doubl
     return PDC_OK;
 }
 
-pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double budget_s, tune_entry *e)
+pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double budget_s, tune_entry *e,
+                      size_t *n_configs)
 {
     memset(e, 0, sizeof *e);
+    *n_configs = 0;
     ir_model *lm = NULL;
     pdc_layer_knobs *space = NULL;
     size_t n = 0;
@@ -179,7 +181,8 @@ pdc_status tune_layer(pdc_context *ctx, const ir_model *m, size_t li, double bud
     float *x = NULL;
     pdc_status st = one_layer_model(ctx, m, li, &lm);
     if (!st) st = pdc_cpu_knob_space(ctx, lm, 0, &space, &n);
-    if (!st) {
+    if (!st) *n_configs = n;
+    if (!st && n > 1) {
         size_t nx = ir_tensor_numel(&lm->tensors[lm->inputs[0]]), ny = ir_tensor_numel(&lm->tensors[lm->outputs[0]]);
         x = pdc_alloc(ctx, nx * sizeof *x);
         b.y = pdc_alloc(ctx, ny * sizeof *b.y);
@@ -284,7 +287,12 @@ pdc_status tune_model_knobs(pdc_context *ctx, const ir_model *m, tune_mode mode,
     for (size_t li = 0; li < m->n_layers && !st && missing; li++) {
         if (have[li] != 2) continue;
         tune_entry e;
-        if ((st = tune_layer(ctx, m, li, budget_s / (double)missing, &e))) break;
+        size_t n_configs;
+        if ((st = tune_layer(ctx, m, li, budget_s / (double)missing, &e, &n_configs))) break;
+        if (n_configs < 2) { /* the heuristics are all there is (an fc on one thread): no entry */
+            have[li] = 0;
+            continue;
+        }
         knobs[li] = e.knobs;
         have[li] = 1;
         tuned++;
