@@ -545,15 +545,19 @@ bench-predict: all $(BENCH_PREDICT)
 
 # Kernel auto-tuning against the heuristics (test/bench/bench_tune.c, docs/tuning.md): the VGG-16 and
 # ResNet-50 3x3 layers at 4.5x/9x and whole ResNet-18 / VGG-16, at 1 and 2 threads, on the host's ISA
-# and with AVX-512 turned off (AVX2); rows appended to test/bench/results_tune.tsv.
+# and with AVX-512 turned off (AVX2); rows appended to test/bench/results_tune.tsv. A subset:
+# BENCH_TUNE_ARGS (bench_tune's options) and BENCH_TUNE_ISA (host, avx2, or both: the default); the
+# whole models on the host's ISA only: make bench-tune BENCH_TUNE_ARGS='--cases resnet18@,vgg16@' BENCH_TUNE_ISA=host
 BENCH_TUNE := $(BUILD)/bench_tune
+BENCH_TUNE_ARGS ?=
+BENCH_TUNE_ISA ?= host avx2
 $(BENCH_TUNE): $(BUILD)/obj/test/bench/bench_tune.o $(BUILD)/obj/test/bench/conv_case.o $(BUILD)/obj/test/bench/models.o \
                $(BUILD)/obj/test/bench/layers.o $(SHLIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 .PHONY: bench-tune
 bench-tune: all $(BENCH_TUNE)
-	$(BENCH_TUNE) --out test/bench/results_tune.tsv
-	PDC_CPU_FEATURES=-avx512f $(BENCH_TUNE) --out test/bench/results_tune.tsv
+	$(if $(filter host,$(BENCH_TUNE_ISA)),$(BENCH_TUNE) --out test/bench/results_tune.tsv $(BENCH_TUNE_ARGS))
+	$(if $(filter avx2,$(BENCH_TUNE_ISA)),PDC_CPU_FEATURES=-avx512f $(BENCH_TUNE) --out test/bench/results_tune.tsv $(BENCH_TUNE_ARGS))
 
 # docs/performance.md from the benchmark TSVs, without running the benchmarks again.
 .PHONY: perf-report

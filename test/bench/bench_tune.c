@@ -10,8 +10,10 @@
  * on a first `pdc tune`). Run it with PDC_CPU_FEATURES=-avx512f to tune for AVX2 (make bench-tune
  * does both); the ISA is part of the database key.
  *
- * usage: bench_tune [--threads 1,2] [--cases SUBSTRING] [--layer-budget S] [--model-budget S]
+ * usage: bench_tune [--threads 1,2] [--cases SUBSTRING,...] [--layer-budget S] [--model-budget S]
  *                   [--rounds N] [--out FILE]
+ * --cases: only the cases whose name contains one of the substrings: "resnet18@,vgg16@" the whole
+ * models, "resnet50.512@7" one layer at both sparsities, "conv4_1@9x" one at one.
  */
 #include <math.h>
 #include <stdio.h>
@@ -162,6 +164,19 @@ static void run_case(const char *name, pdc_model *(*make)(pdc_context *, const v
     if (system(cmd)) fprintf(stderr, "bench_tune: could not remove %s\n", dir);
 }
 
+/* Whether case `name` is one of the comma-separated substrings of `cases` ("": every case). */
+static int wanted(const char *name, const char *cases)
+{
+    if (!*cases) return 1;
+    for (const char *s = cases; *s;) {
+        size_t n = strcspn(s, ",");
+        for (const char *p = name; n && *p; p++)
+            if (!strncmp(p, s, n)) return 1;
+        s += n + (s[n] == ',');
+    }
+    return 0;
+}
+
 typedef struct layer_arg {
     const layer_case *L;
     const conv_data *d;
@@ -195,7 +210,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_tune [--threads 1,2] [--cases SUBSTRING] [--layer-budget S] [--model-budget S] "
+            fprintf(stderr, "usage: bench_tune [--threads 1,2] [--cases SUBSTRING,...] [--layer-budget S] [--model-budget S] "
                             "[--rounds N] [--out FILE]\n");
             return 2;
         }
@@ -233,7 +248,7 @@ int main(int argc, char **argv)
         for (int nine = 0; nine < 2; nine++) {
             char name[96];
             snprintf(name, sizeof name, "%s@%s", L->name, nine ? "9x" : "4.5x");
-            if (!strstr(name, cases)) continue;
+            if (!wanted(name, cases)) continue;
             layer_arg a = {L, &d, nine};
             for (int k = 0; k < nt; k++) run_case(name, make_layer, &a, threads[k], layer_budget, rounds);
         }
@@ -243,7 +258,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < 2; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s@4.5x", models[i]);
-        if (!strstr(name, cases)) continue;
+        if (!wanted(name, cases)) continue;
         for (int k = 0; k < nt; k++) run_case(name, make_model, models[i], threads[k], model_budget, rounds);
     }
     if (out != stdout) fclose(out);
