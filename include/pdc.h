@@ -151,8 +151,8 @@ PDC_API pdc_status pdc_context_num_objects(const pdc_context *ctx, size_t *n_out
  *                 capability, capped to the highest listed SM not above it) or one of "sm_75",
  *                 "sm_80", "sm_86", "sm_89", "sm_90" (others: PDC_ERR_INVALID_ARG listing these).
  *  - "tune"       the cpu target's tuned kernel choices (pdc_model_tune): "cached" (default) uses what the
- *                 tuning database in cache_dir/tune holds for each conv layer, "on" also tunes the conv
- *                 layers it lacks during pdc_compile (and stores them), "off" uses the heuristics only
+ *                 tuning database in cache_dir/tune holds for each conv and fc layer, "on" also tunes
+ *                 the layers it lacks during pdc_compile (and stores them), "off" uses the heuristics only
  * @retval PDC_OK, PDC_ERR_INVALID_ARG (NULL, unknown name or bad value; the message says which)
  * Thread-safety: not while other calls use ctx.
  */
@@ -817,10 +817,11 @@ PDC_API pdc_status pdc_model_predict(pdc_context *ctx, const pdc_model *model, c
  */
 PDC_API pdc_status pdc_calibrate(pdc_context *ctx, const char *target, const pdc_attrs *options, char **path_out);
 /**
- * Tunes the cpu target's kernels for model's conv layers at the context's thread count: each distinct
- * layer signature (op, shapes, attributes, which weights are kept, this host's CPU, ISA and LLVM, the
+ * Tunes the cpu target's kernels for model's conv and fc layers at the context's thread count: each
+ * distinct layer signature (op, shapes, attributes, which weights are kept, this host's CPU, ISA and LLVM, the
  * threads, pdc's version) that the tuning database in cache_dir/tune lacks is compiled alone with every
- * configuration the backend can honour (kernel family, tile, filters a work item, packing) and timed,
+ * configuration the backend can honour (kernel family, tile, filters a work item, packing, threads the
+ * layer runs on) and timed (a layer with nothing to choose, e.g. an fc on one thread, is not tuned),
  * dropping the slower half at each round (successive halving), within about options "budget_s" seconds
  * for the model; a configuration replaces the heuristics only if it beats them by more than 3% side by
  * side. Results go to the database (one file per signature, written atomically), where every later

@@ -1304,7 +1304,7 @@ expect_no_err
 end
 
 begin "tune: a damaged database entry is ignored with a warning; bad options are usage errors"
-for f in "$T/tcache/pdc/tune/"*.txt; do printf 'pdc-tune 1\nkey x\n' >"$f"; break; done
+for f in "$T/tcache/pdc/tune/"*.txt; do printf 'pdc-tune 2\nkey x\n' >"$f"; break; done
 run env XDG_CACHE_HOME="$T/tcache" "$PDC" bench "$T/dense.pdcir" --threads 1 --repeat 3
 expect_rc 0
 expect_err "tune: ignored tuning entry $T/tcache/pdc/tune/"

@@ -1,5 +1,5 @@
 /*
- * cmd_tune.c - `pdc tune`: tune the cpu target's kernels for a model's conv layers (pdc_model_tune)
+ * cmd_tune.c - `pdc tune`: tune the cpu target's kernels for a model's conv and fc layers (pdc_model_tune)
  * and print what each layer got; later compiles of any model with those layers use the results.
  */
 #include <stdio.h>
@@ -13,14 +13,14 @@ const char cli_tune_synopsis[] = "pdc tune MODEL [--target cpu] [--threads N] [-
 const char cli_tune_help[] =
     "usage: pdc tune MODEL [--target cpu] [--threads N] [--budget-s SECONDS] [--shape NAME=DIMS]...\n"
     "\n"
-    "Tunes the cpu target's kernels for MODEL's conv layers at N threads: each distinct layer (shapes,\n"
-    "attributes, kept weights) is compiled alone with every configuration the backend offers (kernel\n"
-    "family, tile, filters a work item, packing) and timed, the slower half dropped at each round\n"
-    "(successive halving). Results go to the tuning database in the cache folder (cache_dir/tune/),\n"
-    "keyed by the layer, this CPU and ISA, N and pdc's version; every later compile for cpu (pdc run,\n"
-    "pdc bench, the C API with the context option tune=cached, the default) of any model with such a\n"
-    "layer uses them. Layers the database has are not tuned again. Prints one line per layer tuned and\n"
-    "a summary; exits 0 when done.\n"
+    "Tunes the cpu target's kernels for MODEL's conv and fc layers at N threads: each distinct layer\n"
+    "(shapes, attributes, kept weights) is compiled alone with every configuration the backend offers\n"
+    "(kernel family, tile, filters a work item, packing, threads the layer runs on) and timed, the\n"
+    "slower half dropped at each round (successive halving). Results go to the tuning database in the\n"
+    "cache folder (cache_dir/tune/), keyed by the layer, this CPU and ISA, N and pdc's version; every\n"
+    "later compile for cpu (pdc run, pdc bench, the C API with the context option tune=cached, the\n"
+    "default) of any model with such a layer uses them. Layers the database has are not tuned again.\n"
+    "Prints one line per layer tuned and a summary; exits 0 when done.\n"
     "\n"
     "Options:\n"
     "  -t, --target NAME    cpu (the default)\n"

@@ -242,7 +242,7 @@ static void knobs_text(const pdc_layer_knobs *k, char *buf, size_t cap)
     if (k->tile_y) n += snprintf(buf + n, cap - (size_t)n, ", tile %dx%d", (int)k->tile_y, (int)k->tile_x);
     if (k->chunk) n += snprintf(buf + n, cap - (size_t)n, ", %d filters a chunk", (int)k->chunk);
     if (k->whole) n += snprintf(buf + n, cap - (size_t)n, ", packed whole");
-    if (k->threads) snprintf(buf + n, cap - (size_t)n, ", %d threads", (int)k->threads);
+    if (k->threads) snprintf(buf + n, cap - (size_t)n, ", on %d thread%s", (int)k->threads, k->threads > 1 ? "s" : "");
 }
 
 pdc_status tune_model_knobs(pdc_context *ctx, const ir_model *m, tune_mode mode, double budget_s,
