@@ -23,10 +23,13 @@
  *        [--recompute 0|1]
  *        (LIST e.g. "1,2"; defaults digits / 1,2 / 200 / 5 / dense,pruned_sparse_kernels,pruned_dense_kernels)
  * Output, one line per configuration and thread count:
- *   pdc model=M config=NAME threads=T batch=32 step_ms_min=X step_ms_median=Y cpu_ms_min=C isa=Z
+ *   pdc model=M config=NAME threads=T batch=32 step_ms_min=X step_ms_median=Y cpu_ms_min=C isa=Z loss=L peak_mb=P
  * step_ms_*: wall time per step; cpu_ms_min: the calling thread's CPU time per step (threads=1 only, where all
- * work runs on that thread: less disturbed by other load on the machine; 0 otherwise).
+ * work runs on that thread: less disturbed by other load on the machine; 0 otherwise); peak_mb: the most resident
+ * memory the process held during the timed steps, less what it held before the trainer was created (the model
+ * the trainer is made from is resident already; the trainer's own weights, gradients and state count).
  */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,9 +82,32 @@ static int resnet;             /* a 3x32x32 model trained with SGD (--model othe
 static const char *recompute = "0"; /* --recompute 1: trainer option recompute */
 static const char *model_name = "digits";
 
+/* VmRSS or VmHWM of this process in MB (/proc/self/status), 0 where unreadable. */
+static double status_mb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, strlen(field))) kb = strtod(line + strlen(field) + 1, NULL);
+    if (f) fclose(f);
+    return kb / 1024.0;
+}
+
+/* The resident memory now, with the peak reset to it (writing 5 to clear_refs, Linux 4.0+) and freed heap
+ * returned first, so that memory freed earlier is not counted. */
+static double peak_reset_mb(void)
+{
+    malloc_trim(0);
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) fputs("5", f), fclose(f);
+    return status_mb("VmRSS:");
+}
+
 static void bench(const pdc_model *m, const char *config, int pruned, const char *sparse, const char *threads,
                   int steps, int repeats)
 {
+    const double rss0 = peak_reset_mb();
     pdc_trainer *t;
     TRY(pdc_trainer_create(ctx, m, &t), "trainer");
     TRY(pdc_trainer_set_option(t, "threads", threads), "threads");
@@ -121,6 +147,7 @@ static void bench(const pdc_model *m, const char *config, int pruned, const char
     float loss;
     const int warm = resnet ? 3 : 50;
     for (int i = 0; i < warm; i++) TRY(pdc_trainer_step(t, tx, ty, &loss), "step");
+    peak_reset_mb(); /* the peak of the steps: pruning's transient copies are gone by now */
     double *r = malloc((size_t)repeats * sizeof *r), cpu = 1e30;
     if (!r) exit(1);
     for (int k = 0; k < repeats; k++) {
@@ -134,9 +161,9 @@ static void bench(const pdc_model *m, const char *config, int pruned, const char
     char isa[32] = "?";
     pdc_trainer_get_option(t, "isa", isa, sizeof isa);
     printf("pdc model=%s config=%s threads=%s batch=32 step_ms_min=%.4f step_ms_median=%.4f cpu_ms_min=%.4f isa=%s "
-           "loss=%.4f\n",
+           "loss=%.4f peak_mb=%.1f\n",
            model_name, config, threads, r[0], r[repeats / 2], strcmp(threads, "1") ? 0.0 : cpu,
-           isa, (double)loss);
+           isa, (double)loss, status_mb("VmHWM:") - rss0);
     fflush(stdout);
     free(r);
     free(x);

@@ -22,6 +22,8 @@ reported, and with 1 thread also the minimum CPU time of the calling thread (whe
 thread; the least disturbed by other load on the machine). pdc and PyTorch alternate per thread count.
 """
 import argparse
+import ctypes
+import gc
 import os
 import statistics
 import subprocess
@@ -142,7 +144,27 @@ def torch_masks(net):
     return masks
 
 
+def status_mb(field):
+    """VmRSS or VmHWM of this process in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def peak_reset_mb():
+    """The resident memory now, freed heap returned first and the peak reset to it (clear_refs 5), as
+    train_bench does for pdc."""
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status_mb("VmRSS:")
+
+
 def time_torch(model, threads, steps, repeats, pruned):
+    rss0 = peak_reset_mb()
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     if model != "digits":
@@ -170,6 +192,7 @@ def time_torch(model, threads, steps, repeats, pruned):
 
     for _ in range(3 if model != "digits" else 50):
         step()
+    peak_reset_mb()
     times, cpu = [], []
     for _ in range(repeats):
         t0, c0 = time.perf_counter(), time.thread_time()
@@ -177,7 +200,7 @@ def time_torch(model, threads, steps, repeats, pruned):
             step()
         times.append((time.perf_counter() - t0) * 1e3 / steps)
         cpu.append((time.thread_time() - c0) * 1e3 / steps)
-    return min(times), statistics.median(times), (min(cpu) if threads == 1 else 0.0)
+    return min(times), statistics.median(times), (min(cpu) if threads == 1 else 0.0), status_mb("VmHWM:") - rss0
 
 
 def main():
@@ -204,13 +227,13 @@ def main():
         for line in out.splitlines():
             f = dict(kv.split("=", 1) for kv in line.split()[1:])
             rows.append(("pdc", f["config"], int(t), float(f["step_ms_min"]), float(f["step_ms_median"]), f["isa"],
-                         float(f["cpu_ms_min"])))
+                         float(f["cpu_ms_min"]), float(f["peak_mb"])))
         for pruned in (False, True):
-            mn, md, cp = time_torch(a.model, int(t), a.steps, a.repeats, pruned)
-            rows.append(("torch", "pruned_masked" if pruned else "dense", int(t), mn, md, "-", cp))
+            mn, md, cp, peak = time_torch(a.model, int(t), a.steps, a.repeats, pruned)
+            rows.append(("torch", "pruned_masked" if pruned else "dense", int(t), mn, md, "-", cp, peak))
     for r in rows:
         print(f"{r[0]} config={r[1]} threads={r[2]} batch=32 step_ms_min={r[3]:.4f} step_ms_median={r[4]:.4f} "
-              f"cpu_ms_min={r[6]:.4f} isa={r[5]}")
+              f"cpu_ms_min={r[6]:.4f} isa={r[5]} peak_mb={r[7]:.1f}")
     print("\n| threads | pdc dense | pdc pruned, sparse kernels | pdc pruned, dense kernels | PyTorch dense | "
           "PyTorch pruned (masked) | sparse gain (pdc) | pdc vs PyTorch, dense | pdc vs PyTorch, pruned |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -223,8 +246,13 @@ def main():
                 continue
             print(f"| {t} ({what}) | {d:.3f} ms | {s:.3f} ms | {sd:.3f} ms | {td:.3f} ms | {tp:.3f} ms | "
                   f"{sd / s:.2f}x (vs dense kernels), {d / s:.2f}x (vs dense net) | {td / d:.2f}x | {tp / s:.2f}x |")
+        get = {(r[0], r[1]): r[7] for r in rows if r[2] == t}
+        print(f"| {t} (peak MB) | {get[('pdc', 'dense')]:.0f} | {get[('pdc', 'pruned_sparse_kernels')]:.0f} | "
+              f"{get[('pdc', 'pruned_dense_kernels')]:.0f} | {get[('torch', 'dense')]:.0f} | "
+              f"{get[('torch', 'pruned_masked')]:.0f} | | | |")
     print("(per-step times over the repeats; pdc vs PyTorch: PyTorch's time / pdc's, above 1 = pdc faster; "
-          "CPU = the calling thread's CPU time, 1 thread only)")
+          "CPU = the calling thread's CPU time, 1 thread only; peak MB: the most resident memory during the timed "
+          "steps less what the process held before the trainer or net was made)")
 
 if __name__ == "__main__":
     main()
