@@ -1,7 +1,9 @@
 /*
  * bench_conv3d.c - pdc's "cpu" target on the 3x3x3 convs of torchvision's r3d_18 at 1x3x8x112x112
- * against oneDNN's direct 3-D convolution, batch 1, fp32, 1 thread, methods interleaved repetition by
- * repetition (shuffled order), median of the repetitions after a warm-up.
+ * against oneDNN's direct 3-D convolution, batch 1, fp32, at 1 and 2 threads, methods interleaved repetition
+ * by repetition (shuffled order), median of the repetitions after a warm-up. oneDNN's OpenMP team is set
+ * with omp_set_num_threads: libgomp reads OMP_NUM_THREADS before main, so setting it here would leave
+ * oneDNN on every core (its "1 thread" figures recorded before 2026-11-29 ran on 2 threads).
  *
  *   pdc dense      the layer dense, compiled for "cpu" (backends/cpu/conv3d.c), timed through
  *                  pdc_program_run from NCDHW input to NCDHW output
@@ -13,9 +15,10 @@
  * Writes a TSV (default test/bench/results_conv3d.tsv) and prints a table with each pdc method's speed-up
  * over oneDNN.
  *
- * usage: bench_conv3d [--out FILE] [--reps N] [--cases SUBSTRING]
+ * usage: bench_conv3d [--out FILE] [--reps N] [--cases SUBSTRING] [--threads LIST]
  */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +69,8 @@ typedef struct pconv {
     size_t kept;
 } pconv;
 
-/* The layer as a model, pruned by prune-kgs with `keep` positions (0: dense), compiled for cpu at 1 thread. */
+/* The layer as a model, pruned by prune-kgs with `keep` positions (0: dense), compiled for cpu at the
+ * context's threads. */
 static void pconv_make(pconv *p, const shape *S, const float *x, const float *w, const float *b, int keep)
 {
     memset(p, 0, sizeof *p);
@@ -135,34 +139,91 @@ static void fill(float *v, size_t n, uint32_t seed, float scale)
     }
 }
 
+enum { M = 4 };
+static const int keeps[M - 1] = {0, 7, 3};
+static const char *const names[M] = {"pdc dense", "pdc kgs 7/27", "pdc kgs 3/27", "oneDNN direct"};
+
+/* Layer S at th threads (pdc and oneDNN): each method timed, printed and written to tsv. */
+static void run_layer(FILE *tsv, const shape *S, int th, int reps, const float *x, const float *w, const float *b,
+                      float *yref)
+{
+    const size_t nw = (size_t)(S->o * S->c * 27);
+    const size_t ny = (size_t)(S->o * out_dim(S->d, S->s) * out_dim(S->h, S->s) * out_dim(S->w, S->s));
+    char ths[16];
+    snprintf(ths, sizeof ths, "%d", th);
+    PD(pdc_context_set_option(ctx, "threads", ths));
+    omp_set_num_threads(th); /* oneDNN's team */
+    pconv P[M - 1];
+    double err[M] = {0};
+    for (int k = 0; k < M - 1; k++) {
+        pconv_make(&P[k], S, x, w, b, keeps[k]);
+        pconv_run(&P[k]);
+        dconv check; /* oneDNN on the weights pdc has (pruned: zero-filled) */
+        dconv_make(&check, 3, (const int64_t[]){S->d, S->h, S->w}, S->c, S->o, S->s, 0, x, P[k].w, b, yref);
+        dconv_free(&check);
+        err[k] = max_rel_err(pdc_tensor_data(P[k].out), yref, ny);
+    }
+    dconv D;
+    dconv_make(&D, 3, (const int64_t[]){S->d, S->h, S->w}, S->c, S->o, S->s, 0, x, w, b, yref);
+    double t[M][100];
+    uint32_t order = 12345u;
+    for (int r = 0; r <= reps; r++) { /* repetition 0: warm-up */
+        int perm[M] = {0, 1, 2, 3};
+        for (int i = M - 1; i > 0; i--) {
+            order ^= order << 13, order ^= order >> 17, order ^= order << 5;
+            const int j = (int)(order % (uint32_t)(i + 1)), s = perm[i];
+            perm[i] = perm[j];
+            perm[j] = s;
+        }
+        for (int i = 0; i < M; i++) {
+            const int k = perm[i];
+            const double t0 = bench_now();
+            if (k < M - 1) pconv_run(&P[k]);
+            else dconv_run(&D);
+            if (r) t[k][r - 1] = (bench_now() - t0) * 1e3;
+        }
+    }
+    double med[M];
+    for (int k = 0; k < M; k++) med[k] = bench_median(t[k], reps);
+    for (int k = 0; k < M; k++) {
+        const size_t kept = k < M - 1 ? P[k].kept : nw;
+        printf("%-28s %2d %-14s %10zu %8.2f %10.3f %8.2fx %9.1e\n", S->name, th, names[k], kept,
+               (double)nw / (double)kept, med[k], med[M - 1] / med[k], err[k]);
+        fprintf(tsv, "%s\t%d\t%s\t%zu\t%.2f\t%.4f\t%.3f\t%.2e\n", S->name, th, names[k], kept,
+                (double)nw / (double)kept, med[k], med[M - 1] / med[k], err[k]);
+    }
+    fflush(stdout);
+    for (int k = 0; k < M - 1; k++) pconv_free(&P[k]);
+    dconv_free(&D);
+}
+
 int main(int argc, char **argv)
 {
-    const char *out = "test/bench/results_conv3d.tsv", *only = NULL;
+    const char *out = "test/bench/results_conv3d.tsv", *only = NULL, *threads_list = "1,2";
     int reps = 7;
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && !strcmp(argv[i], "--out")) out = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--cases")) only = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads_list = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_conv3d [--out FILE] [--reps N] [--cases SUBSTRING]\n");
+            fprintf(stderr, "usage: bench_conv3d [--out FILE] [--reps N] [--cases SUBSTRING] [--threads LIST]\n");
             return 2;
         }
     }
     if (reps < 1 || reps > 99) reps = 7;
-    setenv("OMP_NUM_THREADS", "1", 1);
+    /* a 2-thread row runs at 2 threads: pdc otherwise shrinks a run's team to 1 while another process
+     * is runnable (team.c) */
+    setenv("PDC_OMP_STATIC", "1", 1);
     if (pdc_context_create(&ctx) != PDC_OK) return 1;
-    PD(pdc_context_set_option(ctx, "threads", "1"));
     FILE *tsv = fopen(out, "w");
     if (!tsv) {
         perror(out);
         return 1;
     }
-    fprintf(tsv, "layer\tmethod\tkept_weights\tcompression\tmedian_ms\tspeedup_vs_onednn\tmax_rel_err\n");
-    printf("%-28s %-14s %10s %8s %10s %9s %9s\n", "layer (1 thread)", "method", "kept", "compr.", "median ms",
+    fprintf(tsv, "layer\tthreads\tmethod\tkept_weights\tcompression\tmedian_ms\tspeedup_vs_onednn\tmax_rel_err\n");
+    printf("%-28s %2s %-14s %10s %8s %10s %9s %9s\n", "layer", "th", "method", "kept", "compr.", "median ms",
            "vs oneDNN", "rel.err");
-    enum { M = 4 };
-    static const int keeps[M - 1] = {0, 7, 3};
-    static const char *const names[M] = {"pdc dense", "pdc kgs 7/27", "pdc kgs 3/27", "oneDNN direct"};
     for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; q++) {
         const shape *S = &shapes[q];
         if (only && !strstr(S->name, only)) continue;
@@ -173,48 +234,12 @@ int main(int argc, char **argv)
         fill(x, nx, 7u + (uint32_t)q, 1.0f);
         fill(w, nw, 11u + (uint32_t)q, 0.1f);
         fill(b, (size_t)S->o, 13u, 0.1f);
-        pconv P[M - 1];
-        double err[M] = {0};
-        for (int k = 0; k < M - 1; k++) {
-            pconv_make(&P[k], S, x, w, b, keeps[k]);
-            pconv_run(&P[k]);
-            dconv check; /* oneDNN on the weights pdc has (pruned: zero-filled) */
-            dconv_make(&check, 3, (const int64_t[]){S->d, S->h, S->w}, S->c, S->o, S->s, 0, x, P[k].w, b, yref);
-            dconv_free(&check);
-            err[k] = max_rel_err(pdc_tensor_data(P[k].out), yref, ny);
+        for (const char *tp = threads_list; *tp;) {
+            const int th = atoi(tp);
+            while (*tp && *tp != ',') tp++;
+            if (*tp == ',') tp++;
+            if (th >= 1) run_layer(tsv, S, th, reps, x, w, b, yref);
         }
-        dconv D;
-        dconv_make(&D, 3, (const int64_t[]){S->d, S->h, S->w}, S->c, S->o, S->s, 0, x, w, b, yref);
-        double t[M][100];
-        uint32_t order = 12345u;
-        for (int r = 0; r <= reps; r++) { /* repetition 0: warm-up */
-            int perm[M] = {0, 1, 2, 3};
-            for (int i = M - 1; i > 0; i--) {
-                order ^= order << 13, order ^= order >> 17, order ^= order << 5;
-                const int j = (int)(order % (uint32_t)(i + 1)), s = perm[i];
-                perm[i] = perm[j];
-                perm[j] = s;
-            }
-            for (int i = 0; i < M; i++) {
-                const int k = perm[i];
-                const double t0 = bench_now();
-                if (k < M - 1) pconv_run(&P[k]);
-                else dconv_run(&D);
-                if (r) t[k][r - 1] = (bench_now() - t0) * 1e3;
-            }
-        }
-        double med[M];
-        for (int k = 0; k < M; k++) med[k] = bench_median(t[k], reps);
-        for (int k = 0; k < M; k++) {
-            const size_t kept = k < M - 1 ? P[k].kept : nw;
-            printf("%-28s %-14s %10zu %8.2f %10.3f %8.2fx %9.1e\n", S->name, names[k], kept,
-                   (double)nw / (double)kept, med[k], med[M - 1] / med[k], err[k]);
-            fprintf(tsv, "%s\t%s\t%zu\t%.2f\t%.4f\t%.3f\t%.2e\n", S->name, names[k], kept, (double)nw / (double)kept,
-                    med[k], med[M - 1] / med[k], err[k]);
-        }
-        fflush(stdout);
-        for (int k = 0; k < M - 1; k++) pconv_free(&P[k]);
-        dconv_free(&D);
         free(x);
         free(w);
         free(b);
