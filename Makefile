@@ -506,7 +506,7 @@ bench: deps-bench all $(BENCH_CONV) $(BENCH_SCALING) $(BENCH_E2E) $(BENCH_BATCH)
 	    --out test/bench/results_batch.tsv
 	$(BENCH_GROUP) --out test/bench/results_group.tsv
 	$(BENCH_RNN) --out test/bench/results_rnn.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
-	$(BENCH_CONV3D) --out test/bench/results_conv3d.tsv
+	$(BENCH_CONV3D) --clock thread-cpu --out test/bench/results_conv3d.tsv
 	$(BENCH_R3D18) --out test/bench/results_r3d18.tsv $$([ -d test/bench/ort/node_modules/onnxruntime-node ] || echo --no-ort)
 	@if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then $(MAKE) --no-print-directory bench-torchvision-run; \
 	else echo "bench: no python3-torch/python3-torchvision: the torchvision models are skipped (make bench-torchvision)"; fi

@@ -591,24 +591,29 @@ conv3d() {
     awk -F '\t' -v title="$title" -v H="$T/headline" -v R="$T/recording" "$LIB"'
     {
         n++
-        row[n] = sprintf("| %s | %s | %s | %s | %s | %s | %s |", f("layer"), f("method"), f("kept_weights"), f("compression"),
-                         tm(f("median_ms")), rx(f("speedup_vs_onednn")), f("max_rel_err"))
+        th = f("threads") == "" ? 1 : f("threads") + 0
+        row[n] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |", f("layer"), th, f("method"), f("kept_weights"),
+                         f("compression"), tm(f("median_ms")), rx(f("speedup_vs_onednn")), f("max_rel_err"))
         m = f("method")
-        if (m != "oneDNN direct") list[m] = list[m] (list[m] == "" ? "" : ", ") rx(f("speedup_vs_onednn"))
+        if (m != "oneDNN direct") list[th, m] = list[th, m] (list[th, m] == "" ? "" : ", ") rx(f("speedup_vs_onednn"))
+        seen[th] = 1
     }
     END {
         printf "- `test/bench/results_conv3d.tsv` (bench_conv3d): %d row%s\n", n, (n == 1 ? "" : "s") >> R
         if (!n) exit
-        printf "- r3d_18 3x3x3 layers (`results_conv3d.tsv`), oneDNN direct / pdc at 1 thread, layer by layer: dense %s; KGS 7/27 %s; KGS 3/27 %s\n",
-               list["pdc dense"], list["pdc kgs 7/27"], list["pdc kgs 3/27"] >> H
+        for (th = 1; th <= 2; th++)
+            if (seen[th])
+                printf "- r3d_18 3x3x3 layers (`results_conv3d.tsv`), oneDNN direct / pdc at %d thread%s, layer by layer: dense %s; KGS 7/27 %s; KGS 3/27 %s\n",
+                       th, (th == 1 ? "" : "s"), list[th, "pdc dense"], list[th, "pdc kgs 7/27"], list[th, "pdc kgs 3/27"] >> H
         printf "\n## %s\n\n", title
         printf "`build/bench_conv3d`, written to `test/bench/results_conv3d.tsv`: the 3x3x3 pad-1 convs of torchvision r3d_18 at a\n"
-        printf "1x3x8x112x112 clip, batch 1, 1 thread; pdc dense, pdc pruned by `prune-kgs` (4x4 groups, 7 or 3 of 27 positions,\n"
-        printf "`kgs_masks` 8) and oneDNN direct 3-D conv on the dense weights (its preferred layouts, reorders outside the timing),\n"
-        printf "interleaved in a shuffled order, median of the repetitions; vs oneDNN = oneDNN time / method time; rel. err of pdc\n"
-        printf "against oneDNN on the same weights.\n"
-        printf "\n| layer | method | kept weights | compression | median ms | vs oneDNN | max rel err |\n"
-        printf "|---|---|---:|---:|---:|---:|---:|\n"
+        printf "1x3x8x112x112 clip, batch 1, at 1 and 2 threads (both pdc and oneDNN); pdc dense, pdc pruned by `prune-kgs` (4x4\n"
+        printf "groups, 7 or 3 of 27 positions, `kgs_masks` 8) and oneDNN direct 3-D conv on the dense weights (its preferred\n"
+        printf "layouts, reorders outside the timing), interleaved in a shuffled order, median of the repetitions; 1-thread rows\n"
+        printf "in CPU time of the calling thread (`--clock thread-cpu`: what a shared host's other processes take stays out),\n"
+        printf "2-thread rows in wall time; vs oneDNN = oneDNN time / method time; rel. err of pdc against oneDNN on the same weights.\n"
+        printf "\n| layer | threads | method | kept weights | compression | median ms | vs oneDNN | max rel err |\n"
+        printf "|---|---:|---|---:|---:|---:|---:|---:|\n"
         for (i = 1; i <= n; i++) print row[i]
     }' "$f" >> "$T/tables"
 }
