@@ -33,7 +33,7 @@
 
 #define C3_ALIGN 16      /* floats: the 64-byte alignment of cpu_exec scratch */
 #define C3_MAX_TENSORS 5 /* of the 2-D model: x2, w2, b2, r2, y2 */
-#define C3_SLICE_WASTE 8 /* edge planes get kernels of their own where they waste >= 1/8 of the taps */
+#define C3_SLICE_WASTE 16 /* edge planes get kernels of their own where they waste >= 1/16 of the taps */
 /* output planes go to the threads whole where a plane has at most this many outputs (a small plane
  * leaves the 2-D kernel's threads few pieces each, and a parallel region a plane) and there are at
  * least as many planes as threads; a heuristic, not yet timed on a quiet host */
