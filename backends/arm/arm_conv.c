@@ -10,13 +10,14 @@
  *
  * Dense layers use the same generator with one full-window pattern (the multi-filter dense family
  * of conv_dense.c is not retargeted). A BCR-pruned 1x1 conv runs on arm_bcr.c's planes product instead. One thread: every tile runs all filters in one call. A 3-D conv
- * runs as the 2-D conv of each output depth plane (emit_conv3d), as on the cpu target.
+ * runs as the 2-D conv of each output depth plane (emit_conv3d), split by depth taps as on the cpu target.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "backends/arm/arm.h"
 #include "backends/cpu/conv/conv.h"
+#include "backends/cpu/conv3d_taps.h"
 
 /* ceil(a / b) for b > 0 */
 static int64_t cdiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
@@ -72,18 +73,19 @@ typedef struct arm_conv {
     LLVMValueRef meta, cidx, wpk, bias, ochan;
 } arm_conv;
 
-/* Plans conv l of model m (the module's, or a 2-D stand-in) and emits its tile functions and arrays;
- * release C->P either way. */
-static pdc_status conv_prepare(arm_gen *G, const ir_model *m, const ir_layer *l, arm_conv *C)
+/* Plans conv l of model m (the module's, or a 2-D stand-in: part of a 3-D conv) and emits its tile
+ * functions and arrays; release C->P either way. */
+static pdc_status conv_prepare(arm_gen *G, const ir_model *m, const ir_layer *l, int part, arm_conv *C)
 {
     char why[200] = "";
     pdc_status st = cpu_conv_plan_init(G->ctx, m, l, &C->P, why, sizeof why);
     if (!st) st = cpu_conv_plan_pack(G->ctx, &G->t, 0, 1, &C->P);
     if (st == PDC_ERR_UNSUPPORTED) return arm_unsupported(G, l, why[0] ? why : "not supported by the conv generator");
     if (st) return st;
-    /* the tile functions, internal to the module */
+    /* the tile functions, internal to the module (part >= 0: one of a layer's several 2-D convs) */
     char prefix[32];
-    snprintf(prefix, sizeof prefix, "L%zu", G->li);
+    if (part < 0) snprintf(prefix, sizeof prefix, "L%zu", G->li);
+    else snprintf(prefix, sizeof prefix, "L%zu_%d", G->li, part);
     LLVMBasicBlockRef here = LLVMGetInsertBlock(G->irb.b);
     if ((st = cpu_conv_emit_tiles(&C->P.key, G->ctx, &G->t, G->irb.c, G->irb.m, prefix))) return st;
     LLVMPositionBuilderAtEnd(G->irb.b, here);
@@ -135,10 +137,11 @@ static void conv_image(arm_gen *G, const arm_conv *C, LLVMValueRef x, LLVMValueR
 }
 
 /*
- * A 3-D conv: output depth plane od is the 2-D conv cpu_conv3d_as_2d describes over the C*KD input
- * planes it reads (backends/cpu/conv3d.c). Per image and plane (unrolled: depths are few), those planes
- * are gathered into scratch (zeros for a depth outside the input), the 2-D tiles run, and the result is
- * scattered into the plane.
+ * A 3-D conv: output depth plane od is the 2-D conv cpu_conv3d_as_2d describes over the input planes of
+ * the depth taps it runs (backends/cpu/conv3d.c, conv3d_taps.h: those inside the input where the clip's
+ * edge planes would waste enough taps over zero planes, else the whole window), one 2-D conv per range of
+ * taps. Per image and plane (unrolled: depths are few), those planes are gathered into scratch (zeros for
+ * a depth outside the input), the range's 2-D tiles run, and the result is scattered into the plane.
  */
 static pdc_status emit_conv3d(arm_gen *G, const ir_layer *l)
 {
@@ -149,27 +152,48 @@ static pdc_status emit_conv3d(arm_gen *G, const ir_layer *l)
     const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &G->m->tensors[l->inputs[2]] : NULL;
     if (wt->kind != IR_TENSOR_CONST || (bt && bt->kind != IR_TENSOR_CONST))
         return arm_unsupported(G, l, "3-D conv with a weight or bias computed at run time");
-    ir_model *m2 = NULL;
-    if ((st = cpu_conv3d_as_2d(G->ctx, G->m, l, wt->data, bt ? bt->data : NULL, 0, &m2))) return st;
-    arm_conv C;
-    memset(&C, 0, sizeof C);
-    st = conv_prepare(G, m2, &m2->layers[0], &C);
+    const int64_t od_n = p.out[0], kd = p.k[0], plane = p.in[1] * p.in[2], oplane = p.out[1] * p.out[2];
+    const int split = cpu_conv3d_split(&p);
+    /* the ranges of taps, in order of first use, and each plane's */
+    arm_conv *C = pdc_calloc(G->ctx, (size_t)od_n, sizeof *C);
+    ir_model **m2 = pdc_calloc(G->ctx, (size_t)od_n, sizeof *m2); /* alive while C is */
+    int64_t *k0s = pdc_calloc(G->ctx, (size_t)od_n * 2, sizeof *k0s);
+    int *part_of = pdc_calloc(G->ctx, (size_t)od_n, sizeof *part_of);
+    int n_parts = 0;
+    if (!C || !m2 || !k0s || !part_of) st = PDC_ERR_OUT_OF_MEMORY;
+    int64_t packed = 0;
+    for (int64_t od = 0; od < od_n && !st; od++) {
+        int64_t k0, k1;
+        cpu_conv3d_plane_taps(&p, split, od, &k0, &k1);
+        int i = 0;
+        while (i < n_parts && (k0s[2 * i] != k0 || k0s[2 * i + 1] != k1)) i++;
+        if (i == n_parts) {
+            st = cpu_conv3d_as_2d(G->ctx, G->m, l, wt->data, bt ? bt->data : NULL, 0, k0, k1, &m2[i]);
+            if (!st) st = conv_prepare(G, m2[i], &m2[i]->layers[0], i, &C[i]);
+            if (st) break;
+            k0s[2 * i] = k0, k0s[2 * i + 1] = k1;
+            if (conv_packed_floats(&C[i]) > packed) packed = conv_packed_floats(&C[i]);
+            n_parts++;
+        }
+        part_of[od] = i;
+    }
     LLVMValueRef x, y;
     if (!st) st = arm_tensor_ptr(G, l->inputs[0], &x);
     if (!st) st = arm_tensor_ptr(G, l->outputs[0], &y);
     if (!st) {
-        const int64_t kd = p.k[0], plane = p.in[1] * p.in[2], oplane = p.out[1] * p.out[2];
-        const int64_t packed = conv_packed_floats(&C), gathered = p.c * kd * plane;
+        const int64_t gathered = p.c * kd * plane;
         LLVMValueRef xp = arm_scratch(G, (size_t)(packed + gathered + p.o * oplane));
         LLVMValueRef xg = pdc_irb_gepc(&G->irb, G->irb.f32, xp, packed);
         LLVMValueRef yg = pdc_irb_gepc(&G->irb, G->irb.f32, xg, gathered);
         for (int64_t n = 0; n < p.n; n++)
-            for (int64_t od = 0; od < p.out[0]; od++) {
-                for (int64_t k = 0; k < kd; k++) {
-                    const int64_t id = od * p.stride[0] + k * p.dil[0] - p.pad_begin[0];
+            for (int64_t od = 0; od < od_n; od++) {
+                const int i = part_of[od];
+                const int64_t k0 = k0s[2 * i], nk = k0s[2 * i + 1] - k0;
+                for (int64_t j = 0; j < nk; j++) {
+                    const int64_t id = od * p.stride[0] + (k0 + j) * p.dil[0] - p.pad_begin[0];
                     arm_loop Lc;
                     LLVMValueRef c = arm_loop_begin(G, p.c, &Lc);
-                    LLVMValueRef dst = pdc_irb_gep(&G->irb, G->irb.f32, xg, arm_affine(G, c, kd * plane, NULL, 0, k * plane));
+                    LLVMValueRef dst = pdc_irb_gep(&G->irb, G->irb.f32, xg, arm_affine(G, c, nk * plane, NULL, 0, j * plane));
                     if (id < 0 || id >= p.in[0]) {
                         arm_zero(G, dst, plane);
                     } else {
@@ -180,18 +204,24 @@ static pdc_status emit_conv3d(arm_gen *G, const ir_layer *l)
                     }
                     arm_loop_end(G, &Lc);
                 }
-                conv_image(G, &C, xg, xp, yg);
+                conv_image(G, &C[i], xg, xp, yg);
                 arm_loop Lo;
                 LLVMValueRef o = arm_loop_begin(G, p.o, &Lo);
                 arm_move(G,
                          pdc_irb_gep(&G->irb, G->irb.f32, y,
-                                     arm_affine(G, o, p.out[0] * oplane, NULL, 0, (n * p.o * p.out[0] + od) * oplane)),
+                                     arm_affine(G, o, od_n * oplane, NULL, 0, (n * p.o * od_n + od) * oplane)),
                          pdc_irb_gep(&G->irb, G->irb.f32, yg, arm_mulc(G, o, oplane)), oplane);
                 arm_loop_end(G, &Lo);
             }
     }
-    cpu_conv_plan_release(&C.P);
-    ir_model_destroy(m2);
+    for (int i = 0; C && m2 && i < od_n; i++) {
+        cpu_conv_plan_release(&C[i].P);
+        ir_model_destroy(m2[i]);
+    }
+    pdc_free(C);
+    pdc_free(m2);
+    pdc_free(k0s);
+    pdc_free(part_of);
     return st;
 }
 
@@ -248,7 +278,7 @@ pdc_status arm_emit_conv(arm_gen *G, const ir_layer *l)
     if (bst != PDC_ERR_UNSUPPORTED) return bst;
     arm_conv C;
     memset(&C, 0, sizeof C);
-    pdc_status st = conv_prepare(G, G->m, l, &C);
+    pdc_status st = conv_prepare(G, G->m, l, -1, &C);
     LLVMValueRef x, y;
     if (!st) st = arm_tensor_ptr(G, l->inputs[0], &x);
     if (!st) st = arm_tensor_ptr(G, l->outputs[0], &y);

@@ -273,12 +273,9 @@ static pdc_status slice_as_2d(pdc_context *ctx, const ir_model *m, const ir_laye
 }
 
 pdc_status cpu_conv3d_as_2d(pdc_context *ctx, const ir_model *m, const ir_layer *l, const float *w3, const float *b3,
-                           int residual, ir_model **out)
+                           int residual, int64_t k0, int64_t k1, ir_model **out)
 {
-    ir_window_params p;
-    pdc_status st = ir_window_params_get(m, l, &p);
-    if (st) return st;
-    return slice_as_2d(ctx, m, l, w3, b3, residual, 0, p.k[0], 0, out);
+    return slice_as_2d(ctx, m, l, w3, b3, residual, k0, k1, 0, out);
 }
 
 /* Plans the 2-D conv of depth taps [k0, k1) into P. */

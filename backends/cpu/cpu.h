@@ -141,13 +141,14 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
 /* 3-D convs through the 2-D conv planner, one output depth plane at a time (conv3d.c). */
 pdc_status cpu_plan_conv3d(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                            size_t why_cap);
-/* The 2-D conv one output depth plane of 3-D conv l is (conv3d.c), as a model of its own: input "x2" [1, C*KD,
- * H, W] (input plane (c, kd) = channel c at depth od*sd + kd*dd - pd), weight "w2" [O, C/g*KD, KH, KW] = w3
- * (l's weight, or one with a batchnorm folded in) with l's sparsity as a mask, bias "b2" = b3 (if not NULL),
- * with residual an input "r2" [1, O, OH, OW], output "y2" [1, O, OH, OW]; l's attributes in 2-D. The ARM
- * emitter uses it too. */
+/* The 2-D conv an output depth plane of 3-D conv l is (conv3d.c) when it runs depth taps [k0, k1) (see
+ * conv3d_taps.h), as a model of its own: input "x2" [1, C*NK, H, W] (NK = k1 - k0; input plane (c, j) =
+ * channel c at depth od*sd + (k0 + j)*dd - pd), weight "w2" [O, C/g*NK, KH, KW] = the depth slices k0..k1-1
+ * of w3 (l's weight, or one with a batchnorm folded in) with l's sparsity as a mask, bias "b2" = b3 (if not
+ * NULL), with residual an input "r2" [1, O, OH, OW], output "y2" [1, O, OH, OW]; l's attributes in 2-D.
+ * The ARM emitter uses it too. */
 pdc_status cpu_conv3d_as_2d(pdc_context *ctx, const ir_model *m, const ir_layer *l, const float *w3, const float *b3,
-                           int residual, ir_model **out);
+                           int residual, int64_t k0, int64_t k1, ir_model **out);
 pdc_status cpu_plan_gemm(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,
                          size_t why_cap);
 pdc_status cpu_plan_eltwise(const cpu_compile *cc, const ir_model *m, const ir_layer *l, cpu_layer *L, char *why,

@@ -405,6 +405,37 @@ START_TEST(conv3d_matches_ref)
 }
 END_TEST
 
+/* The depth split (backends/cpu/conv3d_taps.h) on ARM: a clip 1 deep runs 1 of 3 depth taps; with depth
+ * pads of 3 the edge planes read no input plane (the full window over zeros: the bias) and the others
+ * 1 or 2 taps, a 2-D conv per range; dense, then KGS-pruned. */
+static void depth_split_zoo(void)
+{
+    input("x1", DIMS(1, 4, 1, 5, 5));
+    constant_rand("w1", DIMS(6, 4, 3, 3, 3), 0.5f, 41);
+    constant_rand("b1", DIMS(6), 0.5f, 42);
+    layer("conv", set_ints(attrs(), "pads", 6, (int64_t[]){1, 1, 1, 1, 1, 1}), "c1", NAMES("x1", "w1", "b1"));
+    input("x2", DIMS(1, 3, 2, 5, 4));
+    constant_rand("w2", DIMS(4, 3, 2, 3, 3), 0.5f, 43);
+    constant_rand("b2", DIMS(4), 0.5f, 44);
+    layer("conv", set_ints(attrs(), "pads", 6, (int64_t[]){3, 1, 0, 3, 1, 1}), "c2", NAMES("x2", "w2", "b2"));
+    output("c1");
+    output("c2");
+}
+
+START_TEST(conv3d_depth_split_matches_ref)
+{
+    depth_split_zoo();
+    check_arm_matches_ref("conv3d_split", NULL, "3-D convs split by depth taps, dense", 33);
+    fresh_model("conv3d_split_kgs");
+    depth_split_zoo();
+    pdc_attrs *opt = set_string(set_int(attrs(), "include_stem", 1), "kgs_rate", "0.6");
+    set_string(opt, "kgs_group", "2x2");
+    ck_assert_ok(ctx, pdc_model_transform(mdl, "prune-kgs", opt));
+    pdc_attrs_destroy(opt);
+    check_arm_matches_ref("conv3d_split_kgs", NULL, "3-D convs split by depth taps, KGS", 34);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ every other op */
 
 /* Symbols of tmp/libNAME.a whose nm line matches the extended regex re, or -1 without the cross nm. */
@@ -1058,7 +1089,8 @@ int main(void)
     Suite *s = suite_create("arm");
     TCase *tc = test_add_tcase(s, "core", setup, teardown, 300, NULL);
     tcase_add_loop_test(tc, onnx_models_match_ref, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
-    test_add_tests(tc, TEST_LIST(nonfinite_inputs_classified_like_ref, conv_variants_dense, conv_variants_pruned_reordered, conv3d_matches_ref, other_ops_match_ref,
+    test_add_tests(tc, TEST_LIST(nonfinite_inputs_classified_like_ref, conv_variants_dense, conv_variants_pruned_reordered, conv3d_matches_ref,
+                                 conv3d_depth_split_matches_ref, other_ops_match_ref,
                                  rnn_cells_match_ref, sparse_fc_gemm_match_ref, sparse_matmul_matches_ref,
                                  sparse_rnn_match_ref, bcr_rnn_match_ref, bcr_fc_gemm_matmul_match_ref, bcr_pointwise_conv_matches_ref,
                                  sparse_fc_stores_no_zeros, two_models_link_into_one_program,
