@@ -610,7 +610,7 @@ conv3d() {
         printf "1x3x8x112x112 clip, batch 1, at 1 and 2 threads (both pdc and oneDNN); pdc dense, pdc pruned by `prune-kgs` (4x4\n"
         printf "groups, 7 or 3 of 27 positions, `kgs_masks` 8) and oneDNN direct 3-D conv on the dense weights (its preferred\n"
         printf "layouts, reorders outside the timing), interleaved in a shuffled order, median of the repetitions; 1-thread rows\n"
-        printf "in CPU time of the calling thread (`--clock thread-cpu`: what a shared host's other processes take stays out),\n"
+        printf "in CPU time of the calling thread (`--clock thread-cpu`: on a shared host, what other processes take stays out),\n"
         printf "2-thread rows in wall time; vs oneDNN = oneDNN time / method time; rel. err of pdc against oneDNN on the same weights.\n"
         printf "\n| layer | threads | method | kept weights | compression | median ms | vs oneDNN | max rel err |\n"
         printf "|---|---:|---|---:|---:|---:|---:|---:|\n"
