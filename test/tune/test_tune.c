@@ -398,6 +398,54 @@ START_TEST(fc_threads_are_tuned_and_honoured)
 }
 END_TEST
 
+/* 3-D convs: each runs as 2-D convs of its depth planes, every plane with the layer's knobs; the space
+ * is that of its middle plane. x[1,8,3,12,12] -> c1 (3x3x3 pad 1, 8->16, dense, relu; the stem) -> k1
+ * (3x3x3 pad 1, 16->16, KGS) -> k2 (3x3x3 pad 1 stride 2, 16->16, KGS). */
+START_TEST(conv3d_configurations_are_honoured_and_match_ref)
+{
+    use_tmp_cache();
+    ck_assert_ok(ctx, pdc_context_set_option(ctx, "threads", "1"));
+    pdc_model *m = new_model("tune3d");
+    add_input(m, "x", 5, (const int64_t[]){1, 8, 3, 12, 12});
+    add_random(m, "w1", 5, (const int64_t[]){16, 8, 3, 3, 3}, 31, -1, 1);
+    add_random(m, "b1", 1, (const int64_t[]){16}, 32, -0.1f, 0.1f);
+    add_random(m, "w2", 5, (const int64_t[]){16, 16, 3, 3, 3}, 33, -1, 1);
+    add_random(m, "w3", 5, (const int64_t[]){16, 16, 3, 3, 3}, 34, -1, 1);
+    const int64_t p1[6] = {1, 1, 1, 1, 1, 1};
+    pdc_attrs *a = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 6, p1));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+    add_layer(m, "c1", "conv", "x,w1,b1", "y1", a);
+    a = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 6, p1));
+    add_layer(m, "k1", "conv", "y1,w2", "y2", a);
+    a = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "pads", 6, p1));
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 3, (const int64_t[]){2, 2, 2}));
+    add_layer(m, "k2", "conv", "y2,w3", "y3", a);
+    add_output(m, "y3");
+    /* at most 8 group masks: their depth slices fit the pattern generator's 32 (more run dense) */
+    pdc_attrs *o = attrs_new();
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "kgs_masks", 8));
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-kgs", o));
+    pdc_attrs_destroy(o);
+    size_t n_ref;
+    float *want = run_on(m, "ref", NULL, &n_ref);
+    int families_seen[PDC_KNOB_FAMILIES] = {0};
+    size_t tiles_seen = 0, threaded_seen = 0;
+    const char *layers[] = {"c1", "k1", "k2"};
+    for (size_t j = 0; j < 3; j++)
+        ck_assert_uint_gt(check_space(m, want, n_ref, layers[j], 1, 0, families_seen, &tiles_seen, &threaded_seen), 3);
+    /* the dense stem offers both dense families, the KGS layers the channel-major one, and tiles */
+    ck_assert_int_ge(families_seen[PDC_KNOB_OCVEC], 1);
+    ck_assert_int_ge(families_seen[PDC_KNOB_DENSE], 1);
+    ck_assert_int_ge(families_seen[PDC_KNOB_CMAJOR], 2);
+    ck_assert_uint_gt(tiles_seen, 2);
+    free(want);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 static int tuned_notes;
 static void on_tuned(void *user, pdc_note_kind kind, const char *pass, const char *layer, const char *text)
 {
@@ -486,5 +534,6 @@ int main(void)
     return run_tests("tune", tmpdir_setup, tmpdir_teardown, 300,
                      TEST_LIST(signature_names_what_the_code_depends_on, database_round_trip, database_refuses_bad_entries,
                                database_concurrent_writers, every_configuration_is_honoured_and_matches_ref,
-                               fc_threads_are_tuned_and_honoured, model_tune_then_compiles_use_it, bad_arguments));
+                               fc_threads_are_tuned_and_honoured, conv3d_configurations_are_honoured_and_match_ref,
+                               model_tune_then_compiles_use_it, bad_arguments));
 }

@@ -5,12 +5,15 @@
  * and for conv and fc layers how many of the program's threads run it (a small layer can finish
  * sooner on fewer threads than the team: less to split, one barrier fewer to wait at).
  * Only configurations the planners honour as given are listed (tiles within the accumulator budget,
- * no wider than the row, no taller than the image), so no two measure the same code.
+ * no wider than the row, no taller than the image), so no two measure the same code. A 3-D conv runs
+ * as 2-D convs of its depth planes (conv3d.c), each planned with the layer's knobs: its space is that
+ * of its middle plane's 2-D conv.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/conv/conv.h"
+#include "backends/cpu/conv3d_taps.h"
 
 #define KNOBS_MAX 128
 
@@ -37,10 +40,36 @@ static void add_threads(pdc_layer_knobs *k, size_t *n, size_t first, size_t last
         }
 }
 
+/* 1 (and its window in p) if l is a 3-D conv with constant weight and bias: the cpu target compiles it. */
+static int const_conv3d(const ir_model *m, const ir_layer *l, ir_window_params *p)
+{
+    if (l->op != IR_OP_CONV || l->n_inputs < 2 || l->inputs[1] < 0) return 0;
+    if (m->tensors[l->inputs[1]].kind != IR_TENSOR_CONST) return 0;
+    if (l->n_inputs > 2 && l->inputs[2] >= 0 && m->tensors[l->inputs[2]].kind != IR_TENSOR_CONST) return 0;
+    return ir_window_params_get(m, l, p) == PDC_OK && p->nsp == 3;
+}
+
+/* The knob space of 3-D conv l: that of the 2-D conv its middle output depth plane runs. */
+static pdc_status space_3d(pdc_context *ctx, const ir_model *m, const ir_layer *l, const ir_window_params *p,
+                           pdc_layer_knobs **out, size_t *n_out)
+{
+    const ir_tensor *wt = &m->tensors[l->inputs[1]];
+    const ir_tensor *bt = l->n_inputs > 2 && l->inputs[2] >= 0 ? &m->tensors[l->inputs[2]] : NULL;
+    int64_t k0, k1;
+    cpu_conv3d_plane_taps(p, cpu_conv3d_split(p), p->out[0] / 2, &k0, &k1);
+    ir_model *m2 = NULL;
+    pdc_status st = cpu_conv3d_as_2d(ctx, m, l, wt->data, bt ? bt->data : NULL, 0, k0, k1, &m2);
+    if (!st) st = pdc_cpu_knob_space(ctx, m2, 0, out, n_out);
+    ir_model_destroy(m2);
+    return st;
+}
+
 pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pdc_layer_knobs **out, size_t *n_out)
 {
     *out = NULL;
     *n_out = 0;
+    ir_window_params p3;
+    if (const_conv3d(m, &m->layers[li], &p3)) return space_3d(ctx, m, &m->layers[li], &p3, out, n_out);
     pdc_layer_knobs *k = pdc_calloc(ctx, KNOBS_MAX, sizeof *k);
     if (!k) return PDC_ERR_OUT_OF_MEMORY;
     size_t n = 0;
