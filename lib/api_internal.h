@@ -20,6 +20,8 @@ struct pdc_tensor {
 /* What pdc_compile and pdc_model_emit require: every input shape concrete (else PDC_ERR_SHAPE naming
  * the input) and the model verified. */
 pdc_status pdc_check_compilable(const pdc_model *model);
+/* pdc_compile(ctx, model, "auto", ...): the target predicted fastest (lib/compile_auto.c). */
+pdc_status pdc_compile_auto(pdc_context *ctx, const pdc_model *model, pdc_program **program_out);
 
 /* A run's buffers: pdc_program_run's checks of its arguments (counts, NULLs, shapes), with its messages,
  * then the tensors' data pointers (NULL for an output not wanted and an input not needed) and, when some

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "backends/gpu/gpu_props.h"
 #include "lib/api_internal.h"
+#include "lib/cost/gpu_cost.h"
 #include "lib/cost/plan.h"
 #include "lib/train/train.h"
 
@@ -59,7 +61,10 @@ static int threads_of(int v)
 static pdc_status check_target(pdc_context *ctx, const char *target, const char *fn)
 {
     if (!target || !strcmp(target, "cpu") || !strcmp(target, "auto")) return PDC_OK;
-    if (!strcmp(target, "ref") || !strcmp(target, "gpu"))
+    if (!strcmp(target, "gpu"))
+        return pdc_error(ctx, PDC_ERR_UNSUPPORTED,
+                         "%s: target 'gpu' has no calibrated latency model (its roofline is for pdc_model_predict only)", fn);
+    if (!strcmp(target, "ref"))
         return pdc_error(ctx, PDC_ERR_UNSUPPORTED, "%s: target '%s' has no latency model (only 'cpu' has)", fn, target);
     return pdc_error(ctx, PDC_ERR_UNKNOWN_TARGET, "%s: unknown target '%s'", fn, target);
 }
@@ -86,7 +91,7 @@ PDC_API pdc_status pdc_model_predict(pdc_context *ctx, const pdc_model *model, c
 {
     PDC_CHECK_ARG(ctx, model, "model");
     PDC_CHECK_ARG(ctx, total_ms_out, "total_ms_out");
-    pdc_status st = check_target(ctx, target, __func__);
+    pdc_status st = target && !strcmp(target, "gpu") ? PDC_OK : check_target(ctx, target, __func__);
     if (st) return st;
     const ir_attrs *list = options ? &options->list : NULL;
     static const char *const known[] = {"threads", "profile", NULL};
@@ -94,11 +99,18 @@ PDC_API pdc_status pdc_model_predict(pdc_context *ctx, const pdc_model *model, c
     if ((st = opt_check_known(ctx, list, known, __func__)) ||
         (st = opt_int(ctx, list, "threads", 0, 4096, ctx->threads, &threads)))
         return st;
+    double total = 0;
+    if (target && !strcmp(target, "gpu")) { /* the analytic roofline of device 0 (lib/cost/gpu_cost.h) */
+        gpu_props g;
+        if ((st = gpu_props_query(ctx, &g)) || (st = cost_gpu_predict_model(model, &g, &total, per_layer_ms, NULL)))
+            return st;
+        *total_ms_out = total;
+        return PDC_OK;
+    }
     cost_profile p;
     char why[1024];
     if ((st = cost_profile_for_host(ctx, opt_string(list, "profile"), &p, why, sizeof why))) return st;
     if (why[0]) pdc_note(ctx, PDC_NOTE_PREDICT_DEFAULTS, "predict", "", "%s", why);
-    double total = 0;
     st = cost_predict_model(ctx, model, &p, threads_of((int)threads), &total, per_layer_ms);
     if (!st) *total_ms_out = total;
     return st;

@@ -3,7 +3,6 @@
  * verified, shapes concrete, inputs/outputs of the right count and shape), and the program's
  * private copy of the model.
  */
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,7 +85,6 @@ static void program_free(pdc_program *p)
     pdc_free(p->cost);
     pdc_free(p);
 }
-static pdc_status compile_auto(pdc_context *ctx, const pdc_model *model, pdc_program **program_out);
 
 PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const char *target,
                                pdc_program **program_out)
@@ -96,7 +94,7 @@ PDC_API pdc_status pdc_compile(pdc_context *ctx, const pdc_model *model, const c
     PDC_CHECK_ARG(ctx, target, "target");
     PDC_CHECK_ARG(ctx, program_out, "program_out");
     pdc_status st = PDC_OK;
-    if (!strcmp(target, "auto")) return compile_auto(ctx, model, program_out);
+    if (!strcmp(target, "auto")) return pdc_compile_auto(ctx, model, program_out);
     const pdc_backend *be = find_backend(ctx, target, &st);
     if (!be) return st;
     if ((st = pdc_check_compilable(model))) return st;
@@ -287,41 +285,5 @@ PDC_API pdc_status pdc_program_run(const pdc_program *program, size_t n_inputs, 
     if (st) return st;
     st = program->backend->run(program, io.in, io.out, io.live);
     pdc_program_io_free(&io);
-    return st;
-}
-
-/* "auto": cpu, the one target with a latency model, predicted first (lib/cost); then gpu, then ref,
- * each only where the one before did not compile (a device missing, max_memory exceeded, an op it
- * cannot take). A PDC_NOTE_TARGET_CHOSEN note says what was chosen and why. */
-static pdc_status compile_auto(pdc_context *ctx, const pdc_model *model, pdc_program **program_out)
-{
-    pdc_status st = pdc_check_compilable(model);
-    if (st) return st;
-    cost_profile prof;
-    char why[1024], cpu_why[600] = "", gpu_why[600] = "";
-    double ms = 0;
-    int threads = ctx->threads > 0 ? ctx->threads : omp_get_num_procs();
-    if ((st = cost_profile_for_host(ctx, NULL, &prof, why, sizeof why))) return st;
-    if ((st = cost_predict_model(ctx, model, &prof, threads < 1 ? 1 : threads, &ms, NULL))) return st;
-    st = pdc_compile(ctx, model, "cpu", program_out);
-    if (st == PDC_OK) {
-        pdc_note(ctx, PDC_NOTE_TARGET_CHOSEN, "compile", "",
-                 "chose cpu: predicted %.3f ms on %d thread%s (%s); gpu is not weighed (no latency model for it "
-                 "yet); ref only where nothing else compiles",
-                 ms, threads, threads == 1 ? "" : "s", why[0] ? "default constants" : "calibrated profile");
-        return PDC_OK;
-    }
-    if (st == PDC_ERR_INVALID_MODEL || st == PDC_ERR_SHAPE) return st;
-    snprintf(cpu_why, sizeof cpu_why, "%s", pdc_context_last_error(ctx));
-    st = pdc_compile(ctx, model, "gpu", program_out);
-    if (st == PDC_OK) {
-        pdc_note(ctx, PDC_NOTE_TARGET_CHOSEN, "compile", "", "chose gpu: cpu did not compile (%s)", cpu_why);
-        return PDC_OK;
-    }
-    snprintf(gpu_why, sizeof gpu_why, "%s", pdc_context_last_error(ctx));
-    st = pdc_compile(ctx, model, "ref", program_out);
-    if (st == PDC_OK)
-        pdc_note(ctx, PDC_NOTE_TARGET_CHOSEN, "compile", "", "chose ref: cpu did not compile (%s); gpu did not (%s)",
-                 cpu_why, gpu_why);
     return st;
 }

@@ -14,10 +14,10 @@
 #define MAX_IO 64
 
 const char cli_predict_synopsis[] =
-    "pdc predict MODEL [--target cpu] [--threads N] [--batch B] [--profile FILE] [--measure] [--repeat N] "
+    "pdc predict MODEL [--target cpu|gpu] [--threads N] [--batch B] [--profile FILE] [--measure] [--repeat N] "
     "[--shape NAME=DIMS]... [--json]";
 const char cli_predict_help[] =
-    "usage: pdc predict MODEL [--target cpu] [--threads N] [--batch B] [--profile FILE] [--measure] [--repeat N]\n"
+    "usage: pdc predict MODEL [--target cpu|gpu] [--threads N] [--batch B] [--profile FILE] [--measure] [--repeat N]\n"
     "                   [--shape NAME=DIMS]... [--json]\n"
     "\n"
     "Predicts MODEL's run time on the cpu target without compiling it, per layer and in total, on 1\n"
@@ -26,7 +26,8 @@ const char cli_predict_help[] =
     "defaults are used and a line on stderr says so. See docs/predict.md.\n"
     "\n"
     "Options:\n"
-    "  -t, --target NAME  cpu (the default; auto means cpu)\n"
+    "  -t, --target NAME  cpu (the default; auto means cpu), or gpu: an analytic roofline of device 0's\n"
+    "                     attributes (constants unvalidated on real hardware; threads do not apply)\n"
     "  --threads N        threads to predict for (0 = all cores, the default)\n"
     "  --batch B          fix dim 0 (the batch) of every graph input to B first; it must be symbolic\n"
     "  --profile FILE     use this latency profile instead of this host's\n"
@@ -207,8 +208,11 @@ int cmd_predict(int argc, char **argv)
     }
     if (id != CLI_ARG_END) return cli_arg_exit(id);
     if (!a.path) return cli_usage_error("predict", cli_predict_synopsis, "missing MODEL");
-    if (strcmp(target, "cpu") && strcmp(target, "auto"))
-        return cli_usage_error("predict", cli_predict_synopsis, "--target: only cpu has a latency model, got '%s'", target);
+    if (strcmp(target, "cpu") && strcmp(target, "auto") && strcmp(target, "gpu"))
+        return cli_usage_error("predict", cli_predict_synopsis, "--target: cpu, auto or gpu, got '%s'", target);
+    if (do_measure && !strcmp(target, "gpu"))
+        return cli_usage_error("predict", cli_predict_synopsis, "--measure times layers on the cpu target only");
+    const char *shown = strcmp(target, "gpu") ? "cpu" : "gpu";
     pdc_context *ctx = NULL;
     pdc_model *model = NULL;
     pdc_attrs *opt1 = NULL, *optn = NULL;
@@ -246,8 +250,8 @@ int cmd_predict(int argc, char **argv)
          * ask a compiled program only when measuring; otherwise print the option */
         if (note.text[0]) fprintf(stderr, "pdc predict: %s\n", note.text);
         if (!json) {
-            printf("model: %s\ntarget: cpu, threads: %ld%s, profile: %s\n", a.path, threads, threads ? "" : " (all cores)",
-                   note.text[0] ? "built-in defaults" : "calibrated");
+            printf("model: %s\ntarget: %s, threads: %ld%s, profile: %s\n", a.path, shown, threads, threads ? "" : " (all cores)",
+                   shown[0] == 'g' ? "none (roofline)" : note.text[0] ? "built-in defaults" : "calibrated");
             printf("%4s  %-24s %-16s %10s %11s %11s %11s", "#", "layer", "op", "MFLOPs", "weight KB", "1-thread ms",
                    "N-thread ms");
             if (do_measure) printf(" %11s %7s", "measured ms", "error");
@@ -277,8 +281,8 @@ int cmd_predict(int argc, char **argv)
         } else {
             printf("{\"model\": ");
             cli_json_string(a.path);
-            printf(", \"target\": \"cpu\", \"threads\": %ld, \"profile\": \"%s\", \"total_ms\": %.6g, \"total_1thread_ms\": %.6g",
-                   threads, note.text[0] ? "defaults" : "calibrated", tn, t1);
+            printf(", \"target\": \"%s\", \"threads\": %ld, \"profile\": \"%s\", \"total_ms\": %.6g, \"total_1thread_ms\": %.6g",
+                   shown, threads, shown[0] == 'g' ? "roofline" : note.text[0] ? "defaults" : "calibrated", tn, t1);
             if (do_measure) printf(", \"measured_total_ms\": %.6g", mtotal);
             printf(", \"layers\": [");
             for (size_t i = 0; i < n; i++) {
