@@ -15,9 +15,11 @@
 
 typedef struct cal_case {
     cost_family family;
-    const char *op;  /* conv, fc, lstm, relu, add, maxpool, global_avgpool, softmax, flatten */
+    const char *op;  /* conv, fc, lstm (conv_bcr, fc_bcr, lstm_bcr: BCR-pruned), relu, add, maxpool,
+                      * global_avgpool, softmax, flatten */
     int c, o, hw, k, stride, group;
-    double rate;     /* conv: connectivity pruned (with 8x4 patterns), < 0: dense; fc: block 1x4 rate, < 0 dense */
+    double rate;     /* conv: connectivity pruned (with 8x4 patterns), < 0: dense; fc: block 1x4 rate, < 0 dense;
+                      * *_bcr: bcr_col_rate of 8x8 blocks */
 } cal_case;
 
 /* The cases, family by family: sizes spread over what ResNet-18/50, VGG-16 and MobileNetV2 at 224x224
@@ -36,9 +38,9 @@ static const cal_case cases[] = {
     {COST_CONV_1X1, "conv", 64, 256, 56, 1, 1, 1, -1},         {COST_CONV_1X1, "conv", 256, 64, 56, 1, 1, 1, -1},
     {COST_CONV_1X1, "conv", 128, 512, 28, 1, 1, 1, -1},        {COST_CONV_1X1, "conv", 512, 128, 14, 1, 1, 1, -1},
     {COST_CONV_1X1, "conv", 64, 128, 56, 1, 2, 1, -1},         {COST_CONV_1X1, "conv", 320, 1280, 7, 1, 1, 1, -1},
-    {COST_CONV_DW, "conv", 32, 32, 112, 3, 1, 32, -1},         {COST_CONV_DW, "conv", 96, 96, 112, 3, 2, 96, -1},
-    {COST_CONV_DW, "conv", 144, 144, 56, 3, 1, 144, -1},       {COST_CONV_DW, "conv", 384, 384, 14, 3, 1, 384, -1},
-    {COST_CONV_DW, "conv", 960, 960, 7, 3, 1, 960, -1},
+    {COST_CONV_DW3, "conv", 32, 32, 112, 3, 1, 32, -1},        {COST_CONV_DW3, "conv", 96, 96, 112, 3, 2, 96, -1},
+    {COST_CONV_DW3, "conv", 144, 144, 56, 3, 1, 144, -1},      {COST_CONV_DW3, "conv", 384, 384, 14, 3, 1, 384, -1},
+    {COST_CONV_DW3, "conv", 960, 960, 7, 3, 1, 960, -1},
     {COST_FC_SPARSE, "fc", 4096, 4096, 1, 0, 0, 0, 0.5},       {COST_FC_SPARSE, "fc", 4096, 4096, 1, 0, 0, 0, 0.8},
     {COST_FC_SPARSE, "fc", 4096, 1000, 1, 0, 0, 0, 0.9},       {COST_FC_SPARSE, "fc", 1024, 1024, 1, 0, 0, 0, 0.5},
     {COST_FC_DENSE, "fc", 512, 1000, 1, 0, 0, 0, -1},          {COST_FC_DENSE, "fc", 4096, 4096, 1, 0, 0, 0, -1},
@@ -49,7 +51,7 @@ static const cal_case cases[] = {
     {COST_RNN_SPARSE, "lstm", 128, 256, 16, 0, 0, 0, 0.8},     {COST_RNN, "lstm", 1536, 1536, 8, 0, 0, 0, -1},
     {COST_FC_DENSE, "fc", 12544, 4096, 1, 0, 0, 0, -1},        {COST_FC_SPARSE, "fc", 12544, 4096, 1, 0, 0, 0, 0.8},
     {COST_CONV_1X1, "conv", 16, 96, 112, 1, 1, 1, -1},         {COST_CONV_1X1, "conv", 144, 24, 56, 1, 1, 1, -1},
-    {COST_CONV_1X1, "conv", 32, 16, 112, 1, 1, 1, -1},         {COST_CONV_DW, "conv", 144, 144, 56, 3, 2, 144, -1},
+    {COST_CONV_1X1, "conv", 32, 16, 112, 1, 1, 1, -1},         {COST_CONV_DW3, "conv", 144, 144, 56, 3, 2, 144, -1},
     {COST_CONV_BLOCK, "conv", 16, 96, 112, 1, 1, 1, 0.5},      {COST_CONV_BLOCK, "conv", 144, 24, 56, 1, 1, 1, 0.5},
     {COST_CONV_BLOCK, "conv", 64, 256, 56, 1, 1, 1, 0.75},     {COST_CONV_BLOCK, "conv", 320, 1280, 7, 1, 1, 1, 0.5},
     {COST_CONV_BLOCK, "conv", 576, 96, 14, 1, 1, 1, 0.5},      {COST_CONV_BLOCK, "conv", 32, 192, 28, 1, 1, 1, 0.75},
@@ -61,6 +63,18 @@ static const cal_case cases[] = {
     {COST_POOL, "global_avgpool", 512, 512, 7, 0, 0, 0, -1},   {COST_POOL, "global_avgpool", 1280, 1280, 7, 0, 0, 0, -1},
     {COST_SOFTMAX, "softmax", 1000, 1000, 1, 0, 0, 0, -1},     {COST_SOFTMAX, "softmax", 10, 10, 1, 0, 0, 0, -1},
     {COST_SHAPE, "flatten", 512, 512, 7, 0, 0, 0, -1},         {COST_SHAPE, "flatten", 256, 256, 6, 0, 0, 0, -1},
+    /* grouped convs the depthwise kernel does not take: ResNeXt's 32 groups, a 5x5 depthwise */
+    {COST_CONV_DW, "conv", 128, 128, 28, 3, 1, 32, -1},        {COST_CONV_DW, "conv", 256, 256, 14, 3, 1, 32, -1},
+    {COST_CONV_DW, "conv", 240, 240, 14, 5, 1, 240, -1},       {COST_CONV_DW, "conv", 672, 672, 7, 5, 1, 672, -1},
+    /* BCR (8x8 blocks, half or three quarters of each block's columns removed) */
+    {COST_FC_BCR, "fc_bcr", 4096, 4096, 1, 0, 0, 0, 0.5},      {COST_FC_BCR, "fc_bcr", 4096, 4096, 1, 0, 0, 0, 0.75},
+    {COST_FC_BCR, "fc_bcr", 4096, 1000, 1, 0, 0, 0, 0.75},     {COST_FC_BCR, "fc_bcr", 1024, 1024, 1, 0, 0, 0, 0.5},
+    {COST_FC_BCR, "fc_bcr", 512, 1000, 1, 0, 0, 0, 0.5},       {COST_FC_BCR, "fc_bcr", 12544, 4096, 1, 0, 0, 0, 0.75},
+    {COST_CONV_BCR, "conv_bcr", 64, 256, 56, 1, 1, 1, 0.5},    {COST_CONV_BCR, "conv_bcr", 256, 64, 56, 1, 1, 1, 0.75},
+    {COST_CONV_BCR, "conv_bcr", 128, 512, 28, 1, 1, 1, 0.5},   {COST_CONV_BCR, "conv_bcr", 320, 1280, 7, 1, 1, 1, 0.5},
+    {COST_CONV_BCR, "conv_bcr", 144, 24, 56, 1, 1, 1, 0.5},    {COST_CONV_BCR, "conv_bcr", 576, 96, 14, 1, 1, 1, 0.75},
+    {COST_RNN_BCR, "lstm_bcr", 256, 512, 64, 0, 0, 0, 0.75},   {COST_RNN_BCR, "lstm_bcr", 512, 512, 32, 0, 0, 0, 0.5},
+    {COST_RNN_BCR, "lstm_bcr", 128, 256, 16, 0, 0, 0, 0.75},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -85,6 +99,8 @@ static pdc_status add_random(pdc_model *m, const char *name, size_t rank, const 
     return st;
 }
 
+static int is_op(const cal_case *c, const char *op) { return !strcmp(c->op, op); }
+
 /* The one-layer model of case c, pruned as it says. */
 static pdc_status build_case(pdc_context *ctx, const cal_case *c, pdc_model **out)
 {
@@ -95,8 +111,9 @@ static pdc_status build_case(pdc_context *ctx, const cal_case *c, pdc_model **ou
     if (!st) st = pdc_attrs_create(ctx, &a);
     const char *y = "y";
     const char *pipeline = NULL;
+    const int bcr = is_op(c, "conv_bcr") || is_op(c, "fc_bcr") || is_op(c, "lstm_bcr");
     if (st) goto done;
-    if (!strcmp(c->op, "conv")) {
+    if ((is_op(c, "conv") || is_op(c, "conv_bcr"))) {
         int64_t xd[4] = {1, c->c, c->hw, c->hw}, wd[4] = {c->o, c->c / c->group, c->k, c->k}, bd[1] = {c->o};
         int64_t p = c->k / 2;
         if (!(st = pdc_model_add_input(m, "x", 4, xd)) && !(st = add_random(m, "w", 4, wd, sqrt(6.0 / (c->c * c->k * c->k)), &rng)) &&
@@ -105,15 +122,15 @@ static pdc_status build_case(pdc_context *ctx, const cal_case *c, pdc_model **ou
             !(st = pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){c->stride, c->stride})) &&
             !(st = pdc_attrs_set_int(a, "group", c->group)) && !(st = pdc_attrs_set_string(a, "activation", "relu")))
             st = pdc_model_add_layer(m, "l", "conv", 3, (const char *const[]){"x", "w", "b"}, 1, &y, a);
-        if (c->rate >= 0) pipeline = c->k == 1 ? "prune-block" : "prune-pattern,prune-connectivity";
-    } else if (!strcmp(c->op, "fc")) {
+        if (c->rate >= 0) pipeline = bcr ? "prune-bcr" : c->k == 1 ? "prune-block" : "prune-pattern,prune-connectivity";
+    } else if ((is_op(c, "fc") || is_op(c, "fc_bcr"))) {
         int64_t xd[2] = {1, c->c}, wd[2] = {c->o, c->c}, bd[1] = {c->o};
         if (!(st = pdc_model_add_input(m, "x", 2, xd)) && !(st = add_random(m, "w", 2, wd, sqrt(3.0 / c->c), &rng)) &&
             !(st = add_random(m, "b", 1, bd, 0.05, &rng)))
             st = pdc_model_add_layer(m, "l", "fc", 3, (const char *const[]){"x", "w", "b"}, 1, &y, NULL);
-        if (c->rate >= 0) pipeline = "prune-block";
-    } else if (!strcmp(c->op, "lstm")) {
-        if (c->rate >= 0) pipeline = "prune-block";
+        if (c->rate >= 0) pipeline = bcr ? "prune-bcr" : "prune-block";
+    } else if ((is_op(c, "lstm") || is_op(c, "lstm_bcr"))) {
+        if (c->rate >= 0) pipeline = bcr ? "prune-bcr" : "prune-block";
         int64_t xd[3] = {c->hw, 1, c->c}, wd[3] = {1, 4 * c->o, c->c}, rd[3] = {1, 4 * c->o, c->o};
         if (!(st = pdc_model_add_input(m, "x", 3, xd)) && !(st = add_random(m, "w", 3, wd, 0.1, &rng)) &&
             !(st = add_random(m, "r", 3, rd, 0.1, &rng)) && !(st = pdc_attrs_set_int(a, "hidden_size", c->o)))
@@ -138,7 +155,10 @@ static pdc_status build_case(pdc_context *ctx, const cal_case *c, pdc_model **ou
     if (!st) st = pdc_model_mark_output(m, "y");
     if (!st && pipeline) {
         if (!(st = pdc_attrs_create(ctx, &opt)) && !(st = pdc_attrs_set_int(opt, "include_stem", 1))) {
-            if (!strcmp(c->op, "conv") && c->k == 1) {
+            if (bcr) {
+                if (!(st = pdc_attrs_set_float(opt, "bcr_col_rate", (float)c->rate)) && !strcmp(c->op, "conv_bcr"))
+                    st = pdc_attrs_set_int(opt, "block_convs", 1);
+            } else if (!strcmp(c->op, "conv") && c->k == 1) {
                 if (!(st = pdc_attrs_set_int(opt, "block_convs", 1)) && !(st = pdc_attrs_set_string(opt, "block", "1x4")))
                     st = pdc_attrs_set_float(opt, "block_rate", (float)c->rate);
             } else if (!strcmp(c->op, "conv")) st = pdc_attrs_set_float(opt, "connectivity", (float)c->rate);
@@ -250,14 +270,16 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
         s[i].l.fused = 0;
         /* memory-bound activation families (1x1, depthwise, block-sparse 1x1) run as in a network: the
          * cache flushed, then the input read again */
-        int cold = cases[i].family == COST_CONV_1X1 || cases[i].family == COST_CONV_DW || cases[i].family == COST_CONV_BLOCK;
+        const cost_family cf = cases[i].family;
+        int cold = cf == COST_CONV_1X1 || cf == COST_CONV_DW || cf == COST_CONV_BLOCK || cf == COST_CONV_BCR || cf == COST_CONV_DW3;
         if (!st) st = time_case(ctx, m, 1, per, cold ? flush : NULL, flush_n, &s[i].t1_ms);
         if (!st && threads > 1) st = time_case(ctx, m, threads, per, cold ? flush : NULL, flush_n, &s[i].tn_ms);
         if (!st && s[i].tn_ms < 0) {
             s[i].tn_ms = 0; /* not counted in the thread scaling: the family keeps its default p */
             busy++;
         }
-        if (!st && s[i].l.family != cases[i].family)
+        /* without AVX-512 the 3x3 depthwise cases are grouped convs like the others */
+        if (!st && s[i].l.family != cf && !(cf == COST_CONV_DW3 && s[i].l.family == COST_CONV_DW))
             st = pdc_error(ctx, PDC_ERR_INTERNAL, "calibrate: case %zu (%s) is in family %s, expected %s", i, cases[i].op,
                            cost_family_name(s[i].l.family), cost_family_name(cases[i].family));
         pdc_model_destroy(m);

@@ -20,7 +20,7 @@
 static const char *const family_names[COST_N_FAMILIES] = {
     "conv_sparse", "conv_sparse_strided", "conv_dense", "conv_1x1", "conv_grouped", "fc_sparse", "fc_dense",
     "rnn",         "eltwise",             "pool",       "softmax",  "shape",        "ref",
-    "rnn_sparse",  "conv_block"};
+    "rnn_sparse",  "conv_block",          "fc_bcr",     "conv_bcr", "rnn_bcr",  "conv_dw3x3"};
 
 const char *cost_family_name(cost_family f) { return (unsigned)f < COST_N_FAMILIES ? family_names[f] : "?"; }
 
@@ -36,28 +36,33 @@ int cost_family_from_name(const char *name, cost_family *f)
 
 /* Defaults: `pdc calibrate` on the development machine (AMD EPYC, AVX-512, 32 MiB L3, LLVM 19), 1-thread
  * constants rounded; the parallel shares are estimates (that machine was too loaded to measure thread
- * scaling). They describe that machine; any other one should calibrate. */
+ * scaling), the weight stream's from memory (0.4) from VGG-16's 411 MB fc, which two threads ran 1.26x
+ * faster than one. They describe that machine; any other one should calibrate. */
 void cost_profile_defaults(cost_profile *p)
 {
     memset(p, 0, sizeof *p);
     p->threads = 2;
     p->llc_bytes = cost_host_llc_bytes();
-    /*                                      c0 ms  ns/FLOP  ns/weight B  ns/act B  parallel  ns/weight B from memory */
-    p->f[COST_CONV_SPARSE] = (cost_coef){0.0, 0.0136, 0.0, 0.0, 0.95, 0.0};
-    p->f[COST_CONV_SPARSE_S] = (cost_coef){0.021, 0.0117, 0.0, 0.0, 0.95, 0.0};
-    p->f[COST_CONV_DENSE] = (cost_coef){0.036, 0.0100, 0.0, 0.072, 0.95, 0.0};
-    p->f[COST_CONV_1X1] = (cost_coef){0.0, 0.0120, 0.0, 0.059, 0.95, 0.0};
-    p->f[COST_CONV_DW] = (cost_coef){0.054, 0.0045, 0.0, 0.078, 0.90, 0.0};
-    p->f[COST_FC_SPARSE] = (cost_coef){0.0, 0.0, 0.052, 0.0, 0.90, 0.127};
-    p->f[COST_FC_DENSE] = (cost_coef){0.0046, 0.024, 0.0, 0.0, 0.90, 0.042};
-    p->f[COST_RNN] = (cost_coef){0.068, 0.0234, 0.0, 0.0, 0.80, 0.226};
-    p->f[COST_ELTWISE] = (cost_coef){0.0005, 0.0, 0.0, 0.011, 0.90, 0.0};
-    p->f[COST_POOL] = (cost_coef){0.013, 0.0, 0.0, 0.039, 0.90, 0.0};
-    p->f[COST_SOFTMAX] = (cost_coef){0.0009, 0.324, 0.0, 0.0, 0.50, 0.0};
-    p->f[COST_SHAPE] = (cost_coef){0.0009, 0.0, 0.0, 0.0086, 0.80, 0.0};
-    p->f[COST_REF] = (cost_coef){0.002, 1.0, 0.0, 0.2, 0.0, 0.0};
-    p->f[COST_RNN_SPARSE] = (cost_coef){0.015, 0.052, 0.0, 0.0, 0.50, 0.0};
-    p->f[COST_CONV_BLOCK] = (cost_coef){0.036, 0.028, 0.0, 0.011, 0.95, 0.0};
+    /*                                      c0 ms  ns/FLOP  ns/weight B  ns/act B  parallel  ns/weight B from memory, its parallel share */
+    p->f[COST_CONV_SPARSE] = (cost_coef){0.0, 0.0117, 0.108, 0.0, 0.95, 0.0, 0.95};
+    p->f[COST_CONV_SPARSE_S] = (cost_coef){0.014, 0.0108, 0.0435, 0.0, 0.95, 0.0, 0.95};
+    p->f[COST_CONV_DENSE] = (cost_coef){0.036, 0.0100, 0.0, 0.072, 0.95, 0.0, 0.95};
+    p->f[COST_CONV_1X1] = (cost_coef){0.0, 0.0120, 0.0, 0.059, 0.95, 0.0, 0.95};
+    p->f[COST_CONV_DW] = (cost_coef){0.054, 0.0045, 0.0, 0.078, 0.90, 0.0, 0.90};
+    p->f[COST_FC_SPARSE] = (cost_coef){0.0, 0.0, 0.052, 0.0, 0.90, 0.127, 0.40};
+    p->f[COST_FC_DENSE] = (cost_coef){0.0046, 0.024, 0.0, 0.0, 0.90, 0.042, 0.40};
+    p->f[COST_RNN] = (cost_coef){0.068, 0.0234, 0.0, 0.0, 0.80, 0.226, 0.40};
+    p->f[COST_ELTWISE] = (cost_coef){0.0005, 0.0, 0.0, 0.011, 0.90, 0.0, 0.90};
+    p->f[COST_POOL] = (cost_coef){0.013, 0.0, 0.0, 0.039, 0.90, 0.0, 0.90};
+    p->f[COST_SOFTMAX] = (cost_coef){0.0009, 0.324, 0.0, 0.0, 0.50, 0.0, 0.50};
+    p->f[COST_SHAPE] = (cost_coef){0.0009, 0.0, 0.0, 0.0086, 0.80, 0.0, 0.80};
+    p->f[COST_REF] = (cost_coef){0.002, 1.0, 0.0, 0.2, 0.0, 0.0, 0.0};
+    p->f[COST_RNN_SPARSE] = (cost_coef){0.015, 0.052, 0.0, 0.0, 0.50, 0.0, 0.50};
+    p->f[COST_CONV_BLOCK] = (cost_coef){0.036, 0.028, 0.0, 0.011, 0.95, 0.0, 0.95};
+    p->f[COST_FC_BCR] = (cost_coef){0.0, 0.0, 0.028, 0.0, 0.90, 0.132, 0.40};
+    p->f[COST_CONV_BCR] = (cost_coef){0.026, 0.0178, 0.0, 0.0, 0.95, 0.0, 0.95};
+    p->f[COST_RNN_BCR] = (cost_coef){0.0, 0.048, 0.0, 0.0, 0.50, 0.0, 0.50};
+    p->f[COST_CONV_DW3] = (cost_coef){0.011, 0.035, 0.0, 0.008, 0.90, 0.0, 0.90};
 }
 
 static int64_t numel_of(const ir_tensor *t) { return (int64_t)ir_tensor_numel(t); }
@@ -113,6 +118,22 @@ static void conv3d_facts(const ir_model *m, const ir_layer *l, const ir_window_p
     c->runs = n * od_n;
 }
 
+/* Whether conv/conv_dw.c's direct kernel takes a grouped conv: dense, depthwise (groups = channels =
+ * filters), 3x3, undilated, stride 1 or 2 alike, padding <= 2, on an AVX-512 host (as the cpu target
+ * plans it; the profile is keyed by the ISA). */
+static int dw3_direct(const ir_tensor *w, const ir_window_params *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (!__builtin_cpu_supports("avx512f")) return 0;
+#else
+    return 0;
+#endif
+    if (w->kind != IR_TENSOR_CONST || w->sparsity.kind != IR_SPARSITY_NONE || p->nsp != 2) return 0;
+    if (p->group != p->c || p->o != p->c || p->k[0] != 3 || p->k[1] != 3 || p->dil[0] != 1 || p->dil[1] != 1) return 0;
+    if (p->stride[0] != p->stride[1] || (p->stride[0] != 1 && p->stride[0] != 2)) return 0;
+    return p->pad_begin[0] <= 2 && p->pad_begin[1] <= 2;
+}
+
 cost_family cost_family_of(const ir_model *m, size_t li)
 {
     const ir_layer *l = &m->layers[li];
@@ -122,7 +143,12 @@ cost_family cost_family_of(const ir_model *m, size_t li)
         if (l->n_inputs < 2 || l->inputs[1] < 0 || ir_window_params_get(m, l, &p)) return COST_REF;
         const ir_tensor *w = &m->tensors[l->inputs[1]];
         if (p.nsp == 3) return conv3d_family(w, &p);
-        if (p.group > 1) return COST_CONV_DW;
+        if (w->kind == IR_TENSOR_CONST && w->sparsity.kind == IR_SPARSITY_BCR)
+            return p.nsp == 2 && p.k[0] * p.k[1] == 1 && p.group == 1 && p.stride[0] == 1 && p.stride[1] == 1 &&
+                           !p.pad_begin[0] && !p.pad_begin[1] && !p.pad_end[0] && !p.pad_end[1]
+                       ? COST_CONV_BCR
+                       : COST_CONV_BLOCK;
+        if (p.group > 1) return dw3_direct(w, &p) ? COST_CONV_DW3 : COST_CONV_DW;
         int strided = 0;
         int64_t taps = 1;
         for (int i = 0; i < p.nsp; i++) {
@@ -139,6 +165,7 @@ cost_family cost_family_of(const ir_model *m, size_t li)
     case IR_OP_MATMUL: {
         if (l->n_inputs < 2 || l->inputs[1] < 0) return COST_FC_DENSE;
         const ir_tensor *w = &m->tensors[l->inputs[1]];
+        if (w->kind == IR_TENSOR_CONST && w->sparsity.kind == IR_SPARSITY_BCR) return COST_FC_BCR;
         if (w->kind == IR_TENSOR_CONST && w->sparsity.kind != IR_SPARSITY_NONE && l->op != IR_OP_GEMM) {
             size_t n = ir_tensor_numel(w), kept = ir_sparsity_kept(w);
             if (n && 2 * kept <= n) return COST_FC_SPARSE;
@@ -148,6 +175,7 @@ cost_family cost_family_of(const ir_model *m, size_t li)
     case IR_OP_LSTM:
     case IR_OP_GRU: {
         const ir_tensor *w = l->n_inputs > 1 && l->inputs[1] >= 0 ? &m->tensors[l->inputs[1]] : NULL;
+        if (w && w->kind == IR_TENSOR_CONST && w->sparsity.kind == IR_SPARSITY_BCR) return COST_RNN_BCR;
         if (w && w->kind == IR_TENSOR_CONST && w->sparsity.kind != IR_SPARSITY_NONE) {
             size_t n = ir_tensor_numel(w), kept = ir_sparsity_kept(w);
             if (n && 2 * kept <= n) return COST_RNN_SPARSE;
@@ -215,7 +243,8 @@ pdc_status cost_model_facts(const ir_model *m, cost_layer *out)
 
 static int streams(cost_family f)
 {
-    return f == COST_FC_SPARSE || f == COST_FC_DENSE || f == COST_RNN || f == COST_RNN_SPARSE;
+    return f == COST_FC_SPARSE || f == COST_FC_DENSE || f == COST_RNN || f == COST_RNN_SPARSE || f == COST_FC_BCR ||
+           f == COST_RNN_BCR;
 }
 
 double cost_host_llc_bytes(void)
@@ -252,10 +281,13 @@ double cost_layer_ms(const cost_profile *p, const cost_layer *l, int threads)
 {
     if (l->fused) return 0.0;
     const cost_coef *c = &p->f[l->family];
-    double wb = cost_layer_dram(p, l) ? c->dram_ns : c->wbyte_ns;
-    double t1 = c->c0_ms * (l->runs > 1 ? l->runs : 1) + 1e-6 * (c->flop_ns * l->flops + wb * l->wbytes + c->abyte_ns * l->abytes);
+    const int dram = cost_layer_dram(p, l);
+    double t1 = c->c0_ms * (l->runs > 1 ? l->runs : 1) +
+                1e-6 * (c->flop_ns * l->flops + (dram ? 0 : c->wbyte_ns * l->wbytes) + c->abyte_ns * l->abytes);
+    double td = dram ? 1e-6 * c->dram_ns * l->wbytes : 0; /* the stream from memory scales on its own */
     if (threads < 1) threads = 1;
-    return t1 * ((1.0 - c->parallel) + c->parallel / (double)threads);
+    return t1 * ((1.0 - c->parallel) + c->parallel / (double)threads) +
+           td * ((1.0 - c->dram_parallel) + c->dram_parallel / (double)threads);
 }
 
 /* ------------------------------------------------------------------ profiles */
@@ -285,8 +317,8 @@ pdc_status cost_profile_format(const pdc_context *ctx, const cost_profile *p, ch
                      p->threads, p->llc_bytes);
     for (int f = 0; f < COST_N_FAMILIES; f++) {
         const cost_coef *c = &p->f[f];
-        n += snprintf(t + n, cap - (size_t)n, "family %s %.9g %.9g %.9g %.9g %.6g %.9g\n", family_names[f], c->c0_ms,
-                      c->flop_ns, c->wbyte_ns, c->abyte_ns, c->parallel, c->dram_ns);
+        n += snprintf(t + n, cap - (size_t)n, "family %s %.9g %.9g %.9g %.9g %.6g %.9g %.6g\n", family_names[f], c->c0_ms,
+                      c->flop_ns, c->wbyte_ns, c->abyte_ns, c->parallel, c->dram_ns, c->dram_parallel);
     }
     n += snprintf(t + n, cap - (size_t)n, "crc32 %08x\n", pdc_crc32(0, t, (size_t)n));
     *text_out = t;
@@ -364,16 +396,17 @@ pdc_status cost_profile_parse(const pdc_context *ctx, const char *text, size_t l
             char name[64];
             cost_coef c;
             int used = 0;
-            if (sscanf(buf + 7, "%63s %lf %lf %lf %lf %lf %lf%n", name, &c.c0_ms, &c.flop_ns, &c.wbyte_ns, &c.abyte_ns,
-                       &c.parallel, &c.dram_ns, &used) != 7 || buf[7 + used])
-                return corrupt(ctx, line,
-                               "a family line is 'family NAME C0_MS FLOP_NS WBYTE_NS ABYTE_NS PARALLEL DRAM_NS'");
+            if (sscanf(buf + 7, "%63s %lf %lf %lf %lf %lf %lf %lf%n", name, &c.c0_ms, &c.flop_ns, &c.wbyte_ns, &c.abyte_ns,
+                       &c.parallel, &c.dram_ns, &c.dram_parallel, &used) != 8 || buf[7 + used])
+                return corrupt(ctx, line, "a family line is 'family NAME C0_MS FLOP_NS WBYTE_NS ABYTE_NS PARALLEL "
+                                          "DRAM_NS DRAM_PARALLEL'");
             cost_family f;
             if (!cost_family_from_name(name, &f)) return corrupt(ctx, line, "unknown kernel family");
             double v[5] = {c.c0_ms, c.flop_ns, c.wbyte_ns, c.abyte_ns, c.dram_ns};
             for (int i = 0; i < 5; i++)
                 if (!isfinite(v[i]) || v[i] < 0 || v[i] > 1e6) return corrupt(ctx, line, "a constant is negative or not finite");
-            if (!(c.parallel >= 0 && c.parallel <= 1)) return corrupt(ctx, line, "parallel share outside [0, 1]");
+            if (!(c.parallel >= 0 && c.parallel <= 1) || !(c.dram_parallel >= 0 && c.dram_parallel <= 1))
+                return corrupt(ctx, line, "parallel share outside [0, 1]");
             if (seen[f]++) return corrupt(ctx, line, "family given twice");
             p.f[f] = c;
         } else {
@@ -506,6 +539,26 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The median over family f's samples that stream from memory (dram 1) or not (0) of
+ * (1 - tN/t1) / (1 - 1/threads), clamped to [0, 1]; 0 if there is no such sample. */
+static int median_share(const cost_sample *s, size_t n, cost_family f, int threads, const cost_profile *where,
+                        int dram, double *out)
+{
+    double *p = malloc((n ? n : 1) * sizeof *p);
+    size_t q = 0;
+    for (size_t i = 0; p && i < n; i++) {
+        if (s[i].l.family != f || s[i].t1_ms <= 0 || s[i].tn_ms <= 0 || cost_layer_dram(where, &s[i].l) != dram) continue;
+        double v = (1.0 - s[i].tn_ms / s[i].t1_ms) / (1.0 - 1.0 / threads);
+        p[q++] = v < 0 ? 0 : v > 1 ? 1 : v;
+    }
+    if (q) {
+        qsort(p, q, sizeof *p, cmp_double);
+        *out = q % 2 ? p[q / 2] : 0.5 * (p[q / 2 - 1] + p[q / 2]);
+    }
+    free(p);
+    return q > 0;
+}
+
 void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, double llc_bytes, cost_coef *c)
 {
     size_t m = 0;
@@ -516,9 +569,11 @@ void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads,
      * bytes (ns -> ms). Weight bytes count where a kernel streams its weights once per run (fc, rnn:
      * memory-bound at batch 1); a conv reuses each weight over the whole plane, activation bytes count
      * instead. Fewer terms than samples allow keeps the fit from trading one for another (seen: dense
-     * convs of 9 MB weights predicted at twice their time). */
-    int st = streams(f);
-    int active[5] = {1, 1, st, st, !st};
+     * convs of 9 MB weights predicted at twice their time). Pattern convs pay per kept kernel too (its
+     * offsets and loop, whatever the plane): a weight-byte term instead of the activation bytes, without
+     * which ResNet-18's 512-channel 7x7 pattern convs came out 20-30% under. */
+    int st = streams(f), pattern = f == COST_CONV_SPARSE || f == COST_CONV_SPARSE_S;
+    int active[5] = {1, 1, st || pattern, st, !st && !pattern};
     double x[5] = {0};
     for (int round = 0; round < 5; round++) {
         int idx[5], k = 0;
@@ -568,17 +623,13 @@ void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads,
     c->abyte_ns = x[4];
     if (st && c->dram_ns == 0 && !active[3]) c->dram_ns = c->wbyte_ns; /* no sample beyond the cache */
     if (threads > 1) {
-        double *p = malloc(m * sizeof *p);
-        size_t q = 0;
-        for (size_t i = 0; p && i < n; i++) {
-            if (s[i].l.family != f || s[i].t1_ms <= 0 || s[i].tn_ms <= 0) continue;
-            double v = (1.0 - s[i].tn_ms / s[i].t1_ms) / (1.0 - 1.0 / threads);
-            p[q++] = v < 0 ? 0 : v > 1 ? 1 : v;
-        }
-        if (q) {
-            qsort(p, q, sizeof *p, cmp_double);
-            c->parallel = q % 2 ? p[q / 2] : 0.5 * (p[q / 2 - 1] + p[q / 2]);
-        }
-        free(p);
+        /* the samples in cache give p, those streaming from memory dram_parallel */
+        double share[2];
+        int have[2];
+        for (int d = 0; d < 2; d++) have[d] = median_share(s, n, f, threads, &where, d, &share[d]);
+        if (have[0] || have[1]) c->parallel = have[0] ? share[0] : share[1];
+        c->dram_parallel = have[1] ? share[1] : c->parallel;
+    } else {
+        c->dram_parallel = c->parallel;
     }
 }

@@ -16,7 +16,7 @@
  * activations share the cache).
  *
  * with four constants per family, and on N threads tN = t1 * ((1 - p) + p / N) (Amdahl, p the
- * family's parallel share). Layers the cpu target computes in a conv's or fc's epilogue cost 0.
+ * family's parallel share; a weight stream from memory scales with its own share, dram_parallel). Layers the cpu target computes in a conv's or fc's epilogue cost 0.
  * The constants come from a profile that `pdc calibrate` measures on this machine (calibrate.c),
  * or from built-in defaults (measured once on an AVX-512 AMD EPYC, LLVM 19).
  *
@@ -52,6 +52,10 @@ typedef enum cost_family {
     COST_REF,              /* the reference kernel (a layer no family takes) */
     COST_RNN_SPARSE,       /* rnn.c: lstm, gru with block-sparse gate matrices (<= 50% kept) */
     COST_CONV_BLOCK,       /* conv.c: conv with block or unstructured sparsity (1x1 with block_convs) */
+    COST_FC_BCR,           /* bcr_fc.c: fc / matmul / gemm by a BCR-pruned constant */
+    COST_CONV_BCR,         /* conv/conv_bcr.c: 1x1 conv, stride 1, no padding, one group, BCR-pruned */
+    COST_RNN_BCR,          /* rnn.c through bcr.c: lstm, gru with BCR-pruned gate matrices */
+    COST_CONV_DW3,         /* conv/conv_dw.c: dense 3x3 depthwise, stride 1 or 2, input read in place (AVX-512) */
     COST_N_FAMILIES
 } cost_family;
 
@@ -65,9 +69,11 @@ typedef struct cost_coef {
     double abyte_ns;  /* per byte of activations read and written */
     double parallel;  /* p in [0, 1]: share of the time that divides over the threads */
     double dram_ns;   /* per byte of kept weights streamed from memory (fc, rnn; see above) */
+    double dram_parallel; /* the parallel share of the dram_ns term: N threads do not stream memory N
+                           * times as fast (VGG-16's 411 MB fc on 2 threads) */
 } cost_coef;
 
-#define COST_PROFILE_VERSION 1
+#define COST_PROFILE_VERSION 2 /* 2: dram_parallel, the BCR and 3x3 depthwise families */
 #define COST_KEY_MAX 256
 
 typedef struct cost_profile {
@@ -148,7 +154,9 @@ typedef struct cost_sample {
  * (relative error) least squares of c0, flop_ns and wbyte_ns + dram_ns (fc and rnn families; a sample
  * whose weights exceed llc_bytes counts for dram_ns) or abyte_ns (the others), all >= 0 (a term that would go negative is dropped and the rest refitted; the other byte
  * term is 0), then p as the median of the samples'
- * (1 - tN/t1) / (1 - 1/threads), clamped to [0, 1]. Families without samples keep *c as it is. */
+ * (1 - tN/t1) / (1 - 1/threads), clamped to [0, 1], over the samples whose weights stay in cache
+ * (all of them if none does), and dram_parallel the same over those that stream from memory (p if
+ * none does). Families without samples keep *c as it is. */
 void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, double llc_bytes, cost_coef *c);
 
 /* ---- calibration (calibrate.c) */

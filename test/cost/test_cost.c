@@ -43,7 +43,7 @@ static void synthetic_profile(cost_profile *p)
 {
     cost_profile_defaults(p);
     for (int f = 0; f < COST_N_FAMILIES; f++)
-        p->f[f] = (cost_coef){0.001 * (f + 1), 0.01 * (f + 1), 0.002 * (f + 1), 0.003 * (f + 1), 0.5, 0.02 * (f + 1)};
+        p->f[f] = (cost_coef){0.001 * (f + 1), 0.01 * (f + 1), 0.002 * (f + 1), 0.003 * (f + 1), 0.5, 0.02 * (f + 1), 0.25};
     p->llc_bytes = 1 << 20;
     p->threads = 2;
     p->calibrated = 1;
@@ -115,6 +115,9 @@ START_TEST(facts_and_arithmetic_by_hand)
     ck_assert_double_eq_tol(cost_layer_ms(&p, &big, 1),
                             c->c0_ms + 1e-6 * (c->flop_ns * big.flops + c->dram_ns * big.wbytes + c->abyte_ns * big.abytes),
                             1e-12);
+    /* on 2 threads the stream from memory scales by its own share (0.25), the rest by p (0.5) */
+    const double rest = c->c0_ms + 1e-6 * (c->flop_ns * big.flops + c->abyte_ns * big.abytes), dram = 1e-6 * c->dram_ns * big.wbytes;
+    ck_assert_double_eq_tol(cost_layer_ms(&p, &big, 2), rest * 0.75 + dram * 0.875, 1e-12);
     big.family = COST_CONV_DENSE; /* convs reuse their weights: never */
     ck_assert_int_eq(cost_layer_dram(&p, &big), 0);
     /* pruning c2 with patterns changes its family and FLOPs */
@@ -124,6 +127,73 @@ START_TEST(facts_and_arithmetic_by_hand)
     ck_assert_ok(ctx, cost_model_facts(m, f));
     ck_assert_int_eq(f[2].family, COST_CONV_SPARSE_S);
     ck_assert_double_eq(f[2].flops, 2.0 * 64 * (256 * 4) + 2048); /* 256 of 512 kernels kept, 4 taps each */
+    pdc_model_destroy(m);
+}
+END_TEST
+
+/* The families of the kernels added since the model was first fitted: BCR fc / 1x1 conv / lstm
+ * (bcr_fc.c, conv_bcr.c, rnn.c through bcr.c), the direct 3x3 depthwise kernel (conv_dw.c, AVX-512
+ * hosts), and grouped convs it does not take; then the model's arithmetic on them by hand. */
+START_TEST(new_kernel_families)
+{
+    pdc_model *m = new_model("families");
+    add_input(m, "x", 4, (const int64_t[]){1, 16, 8, 8});
+    add_random(m, "w1", 4, (const int64_t[]){32, 16, 1, 1}, 1, -0.5f, 0.5f);
+    add_random(m, "w2", 4, (const int64_t[]){32, 1, 3, 3}, 2, -0.5f, 0.5f);
+    add_random(m, "w3", 4, (const int64_t[]){32, 1, 5, 5}, 3, -0.5f, 0.5f);
+    add_random(m, "w4", 4, (const int64_t[]){32, 4, 3, 3}, 4, -0.5f, 0.5f);
+    add_random(m, "w5", 2, (const int64_t[]){16, 2048}, 5, -0.5f, 0.5f);
+    add_layer(m, "c1", "conv", "x,w1", "y1", NULL);
+    pdc_attrs *a = pads(1);
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", 32));
+    add_layer(m, "dw3", "conv", "y1,w2", "y2", a);
+    a = pads(2);
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", 32));
+    add_layer(m, "dw5", "conv", "y2,w3", "y3", a);
+    a = pads(1);
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", 8));
+    add_layer(m, "g8", "conv", "y3,w4", "y4", a);
+    add_layer(m, "flat", "flatten", "y4", "f", NULL);
+    add_layer(m, "fc", "fc", "f,w5", "out", NULL);
+    add_output(m, "out");
+    cost_layer f[6];
+    memset(f, 0, sizeof f);
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    const cost_family dw3 = __builtin_cpu_supports("avx512f") ? COST_CONV_DW3 : COST_CONV_DW;
+    const cost_family dense[6] = {COST_CONV_1X1, dw3, COST_CONV_DW, COST_CONV_DW, COST_SHAPE, COST_FC_DENSE};
+    for (int i = 0; i < 6; i++) ck_assert_str_eq(cost_family_name(f[i].family), cost_family_name(dense[i]));
+    /* prune-bcr (8x8 blocks, half the columns) on the 1x1 conv (block_convs, include_stem) and the fc */
+    pdc_attrs *o = opt_i("block_convs", 1);
+    ck_assert_ok(ctx, pdc_attrs_set_int(o, "include_stem", 1));
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-bcr", o));
+    pdc_attrs_destroy(o);
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    ck_assert_str_eq(cost_family_name(f[0].family), "conv_bcr");
+    ck_assert_str_eq(cost_family_name(f[5].family), "fc_bcr");
+    ck_assert_double_eq(f[0].wbytes, 4.0 * 32 * 8);     /* 8 of 16 columns of every 8x8 block */
+    ck_assert_double_eq(f[5].wbytes, 4.0 * 16 * 1024);  /* 1024 of 2048 */
+    cost_profile p;
+    synthetic_profile(&p);
+    double per[6], total = 0;
+    ck_assert_ok(ctx, cost_predict_model(ctx, m, &p, 2, &total, per));
+    /* conv_bcr: c0 + FLOPs + activation bytes (64 outputs x 32 filters x 8 kept inputs); fc_bcr streams
+     * its 64 KiB from cache: c0 + FLOPs + weight and activation bytes; both at 3/4 of 1 thread on 2 (p = 0.5) */
+    ck_assert_double_eq_tol(per[0], hand_ms(&p, COST_CONV_BCR, 2.0 * 64 * 256, 4.0 * 256, 4.0 * (1024 + 2048), 2), 1e-12);
+    ck_assert_double_eq_tol(per[5], hand_ms(&p, COST_FC_BCR, 2.0 * 16 * 1024, 4.0 * 16 * 1024, 4.0 * (2048 + 16), 2), 1e-12);
+    pdc_model_destroy(m);
+
+    /* an LSTM with BCR gate matrices */
+    m = new_model("lstm");
+    add_input(m, "x", 3, (const int64_t[]){4, 1, 16});
+    add_random(m, "w", 3, (const int64_t[]){1, 128, 16}, 1, -0.2f, 0.2f);
+    add_random(m, "r", 3, (const int64_t[]){1, 128, 32}, 2, -0.2f, 0.2f);
+    add_layer(m, "l", "lstm", "x,w,r", "y", opt_i("hidden_size", 32));
+    add_output(m, "y");
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    ck_assert_str_eq(cost_family_name(f[0].family), "rnn");
+    ck_assert_ok(ctx, pdc_model_transform(m, "prune-bcr", NULL));
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    ck_assert_str_eq(cost_family_name(f[0].family), "rnn_bcr");
     pdc_model_destroy(m);
 }
 END_TEST
@@ -249,6 +319,7 @@ START_TEST(profile_round_trip_and_refusals)
         ck_assert_double_eq_tol(q.f[f].flop_ns, p.f[f].flop_ns, 1e-15);
         ck_assert_double_eq_tol(q.f[f].parallel, p.f[f].parallel, 1e-12);
         ck_assert_double_eq_tol(q.f[f].dram_ns, p.f[f].dram_ns, 1e-15);
+        ck_assert_double_eq_tol(q.f[f].dram_parallel, p.f[f].dram_parallel, 1e-12);
     }
     /* another host */
     ck_assert_status(ctx, cost_profile_parse(ctx, text, len, "Other CPU; x; avx2; LLVM 19.1.7", &q), PDC_ERR_UNSUPPORTED);
@@ -269,13 +340,16 @@ START_TEST(profile_round_trip_and_refusals)
     /* another version, with a valid checksum */
     cost_profile_defaults(&p);
     ck_assert_ok(ctx, cost_profile_format(ctx, &p, &text, &len));
-    char *v2 = strdup(text);
-    v2[strlen("pdc-latency-profile ")] = '2';
-    char *crc = strstr(v2, "crc32 ");
-    snprintf(crc, 16, "crc32 %08x\n", pdc_crc32(0, v2, (size_t)(crc - v2)));
-    ck_assert_status(ctx, cost_profile_parse(ctx, v2, strlen(v2), NULL, &q), PDC_ERR_UNSUPPORTED);
-    ck_assert_error_has(ctx, "format version 2, this pdc reads version 1");
-    free(v2);
+    for (char v = '1'; v <= '3'; v += 2) { /* version 1 (before dram_parallel and the BCR families), 3 */
+        char *other = strdup(text), want[64];
+        other[strlen("pdc-latency-profile ")] = v;
+        char *crc = strstr(other, "crc32 ");
+        snprintf(crc, 16, "crc32 %08x\n", pdc_crc32(0, other, (size_t)(crc - other)));
+        ck_assert_status(ctx, cost_profile_parse(ctx, other, strlen(other), NULL, &q), PDC_ERR_UNSUPPORTED);
+        snprintf(want, sizeof want, "format version %c, this pdc reads version 2", v);
+        ck_assert_error_has(ctx, want);
+        free(other);
+    }
     pdc_free(text);
 }
 END_TEST
@@ -372,14 +446,16 @@ END_TEST
 START_TEST(fit_recovers_constants)
 {
     /* fc families: fixed cost, FLOPs and weight bytes (activation bytes not fitted) */
-    cost_coef truth = {0.01, 0.02, 0.004, 0.0, 0.8, 0.05};
+    cost_coef truth = {0.01, 0.02, 0.004, 0.0, 0.8, 0.05, 0.4};
     cost_sample s[8];
     for (int i = 0; i < 8; i++) {
         /* half of them beyond the 1 MiB cache */
         double wb = i % 2 ? 1e5 * (i + 1) : 2e6 * (i + 1);
         s[i].l = (cost_layer){COST_FC_DENSE, 0, 1e6 * (i + 1) * (i % 3 + 1), wb, 2e5 * (i % 2 + 1), wb, 1};
         s[i].t1_ms = truth.c0_ms + 1e-6 * (truth.flop_ns * s[i].l.flops + (i % 2 ? truth.wbyte_ns : truth.dram_ns) * wb);
-        s[i].tn_ms = s[i].t1_ms * ((1 - truth.parallel) + truth.parallel / 2);
+        /* those streaming from memory scale by dram_parallel (0.4), the others by p (0.8) */
+        const double share = i % 2 ? truth.parallel : truth.dram_parallel;
+        s[i].tn_ms = s[i].t1_ms * ((1 - share) + share / 2);
     }
     /* a sample of another family does not count */
     cost_sample all[9];
@@ -393,23 +469,39 @@ START_TEST(fit_recovers_constants)
     ck_assert_double_eq_tol(c.dram_ns, truth.dram_ns, 1e-9);
     ck_assert_double_eq(c.abyte_ns, 0);
     ck_assert_double_eq_tol(c.parallel, truth.parallel, 1e-9);
+    ck_assert_double_eq_tol(c.dram_parallel, truth.dram_parallel, 1e-9);
     cost_fit_family(all, 9, COST_FC_DENSE, 2, 1 << 20, &c2);
     ck_assert_mem_eq(&c, &c2, sizeof c);
     /* conv families: fixed cost, FLOPs and activation bytes */
-    cost_coef tc = {0.02, 0.01, 0.0, 0.003, 0.9, 0.0};
+    cost_coef tc = {0.02, 0.01, 0.0, 0.003, 0.9, 0.0, 0.0};
     for (int i = 0; i < 8; i++) {
-        s[i].l.family = COST_CONV_SPARSE;
+        s[i].l.family = COST_CONV_DENSE;
         s[i].t1_ms = tc.c0_ms + 1e-6 * (tc.flop_ns * s[i].l.flops + tc.abyte_ns * s[i].l.abytes);
         s[i].tn_ms = s[i].t1_ms * ((1 - tc.parallel) + tc.parallel / 4);
     }
-    cost_fit_family(s, 8, COST_CONV_SPARSE, 4, 1 << 20, &c);
+    cost_fit_family(s, 8, COST_CONV_DENSE, 4, 1 << 20, &c);
     ck_assert_double_eq_tol(c.c0_ms, tc.c0_ms, 1e-9);
     ck_assert_double_eq_tol(c.flop_ns, tc.flop_ns, 1e-9);
     ck_assert_double_eq(c.wbyte_ns, 0);
     ck_assert_double_eq_tol(c.abyte_ns, tc.abyte_ns, 1e-9);
     ck_assert_double_eq_tol(c.parallel, tc.parallel, 1e-9);
+    ck_assert_double_eq_tol(c.dram_parallel, tc.parallel, 1e-9); /* none from memory: p */
+    /* pattern convs: fixed cost, FLOPs and weight bytes (the per-kept-kernel cost), no activation term */
+    cost_coef tp = {0.01, 0.012, 0.1, 0.0, 0.95, 0.0, 0.0};
+    for (int i = 0; i < 8; i++) {
+        s[i].l.family = i % 2 ? COST_CONV_SPARSE : COST_CONV_SPARSE_S;
+        s[i].t1_ms = tp.c0_ms + 1e-6 * (tp.flop_ns * s[i].l.flops + tp.wbyte_ns * s[i].l.wbytes) + 1e-9 * s[i].l.abytes;
+        s[i].tn_ms = 0;
+    }
+    for (int f = COST_CONV_SPARSE; f <= COST_CONV_SPARSE_S; f++) {
+        cost_coef cp = {0};
+        cost_fit_family(s, 8, (cost_family)f, 1, 1 << 20, &cp);
+        ck_assert_double_eq(cp.abyte_ns, 0);
+        ck_assert_double_eq_tol(cp.wbyte_ns, tp.wbyte_ns, 0.002); /* the activation bytes' share goes elsewhere */
+        ck_assert_double_eq_tol(cp.flop_ns, tp.flop_ns, 0.002);
+    }
     /* no samples: the constants stay */
-    cost_coef keep = {1, 2, 3, 4, 0.5, 6}, k2 = keep;
+    cost_coef keep = {1, 2, 3, 4, 0.5, 6, 0.25}, k2 = keep;
     cost_fit_family(all, 9, COST_RNN, 2, 1 << 20, &k2);
     ck_assert_mem_eq(&keep, &k2, sizeof keep);
     /* a term that would come out negative is dropped, the rest stays >= 0 */
@@ -671,7 +763,7 @@ END_TEST
 int main(void)
 {
     return run_tests("cost", tmpdir_setup, tmpdir_teardown, 120,
-                     TEST_LIST(facts_and_arithmetic_by_hand, conv3d_facts_by_hand, profile_round_trip_and_refusals,
+                     TEST_LIST(facts_and_arithmetic_by_hand, new_kernel_families, conv3d_facts_by_hand, profile_round_trip_and_refusals,
                                predict_uses_profile_or_says_defaults, predict_bad_input, fit_recovers_constants,
                                planner_matches_exhaustive_search, plan_meets_budget_and_rejects_bad_ones,
                                run_timed_per_layer, auto_target_chooses_cpu_and_says_why,
