@@ -103,6 +103,6 @@ int main(void)
         }
     if (n != sizeof bound_to / sizeof bound_to[0]) bad++;
     printf("cuda abi (cuda.h %d.%d): %zu types/prototypes/values checked at compile time, %zu symbol names: %s\n",
-           CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, (size_t)7 + 20 + 24, n, bad ? "FAILED" : "ok");
+           CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, (size_t)7 + 20 + 28, n, bad ? "FAILED" : "ok");
     return bad ? 1 : 0;
 }
