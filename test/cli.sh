@@ -865,11 +865,28 @@ expect_err "$T/bad-profile.txt: latency profile: no crc32 line (truncated?): pro
 expect_out '"profile": "defaults"'
 run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --target ref
 expect_rc 2
-expect_err "only cpu has a latency model"
+expect_err "only cpu (calibrated) and gpu (roofline) have a latency model, got 'ref'"
 run "$PDC" predict "$T/dense.pdcir" --threads -1
 expect_rc 2
 run "$PDC" predict "$T/dense.pdcir" --batch 0
 expect_rc 2
+end
+
+begin "predict --target gpu: the roofline of the (emulated) device; without a device the driver's message"
+run env PDC_GPU_EMULATE=1 PDC_GPU_EMULATE_PROPS=sms=10,clock_mhz=1000 "$PDC" predict "$T/dense.pdcir" --target gpu --json
+expect_rc 0
+expect_out '"target": "gpu"'
+expect_out '"profile": "roofline"'
+run env PDC_CUDA_LIBRARY=/nonexistent/libcuda.so.1 "$PDC" predict "$T/dense.pdcir" --target gpu
+expect_rc 1
+expect_err "cannot load the CUDA driver library '/nonexistent/libcuda.so.1'"
+run env PDC_GPU_EMULATE=1 "$PDC" predict "$T/dense.pdcir" --target gpu --measure
+expect_rc 2
+expect_err "--measure times layers on the cpu target only"
+run env PDC_GPU_EMULATE=1 XDG_CACHE_HOME="$T/cache" "$PDC" inspect "$T/dense.pdcir" --target auto
+expect_rc 0
+expect_out "gpu predicted "
+expect_out "on 'emulated device (PDC_GPU_EMULATE=1)' (roofline: 108 SMs sm_80 at 1410 MHz"
 end
 
 begin "predict --batch fixes a symbolic batch dim first (the FLOPs grow with it); a fixed batch is an error"
@@ -886,7 +903,7 @@ begin "calibrate writes a profile (exit 0) that predict then uses without a note
 run env XDG_CACHE_HOME="$T/cache" "$PDC" calibrate --threads 1 --budget 2 -o "$T/profile.txt"
 expect_rc 0
 expect_out "wrote $T/profile.txt"
-head -n 1 "$T/profile.txt" | grep -q '^pdc-latency-profile 1$' || bad "profile lacks its header"
+head -n 1 "$T/profile.txt" | grep -q '^pdc-latency-profile 2$' || bad "profile lacks its header"
 grep -q '^family conv_sparse ' "$T/profile.txt" || bad "profile lacks family conv_sparse"
 run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --profile "$T/profile.txt" --json
 expect_rc 0

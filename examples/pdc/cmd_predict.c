@@ -209,7 +209,8 @@ int cmd_predict(int argc, char **argv)
     if (id != CLI_ARG_END) return cli_arg_exit(id);
     if (!a.path) return cli_usage_error("predict", cli_predict_synopsis, "missing MODEL");
     if (strcmp(target, "cpu") && strcmp(target, "auto") && strcmp(target, "gpu"))
-        return cli_usage_error("predict", cli_predict_synopsis, "--target: cpu, auto or gpu, got '%s'", target);
+        return cli_usage_error("predict", cli_predict_synopsis, "--target: only cpu (calibrated) and gpu (roofline) have a latency model, got '%s'",
+                               target);
     if (do_measure && !strcmp(target, "gpu"))
         return cli_usage_error("predict", cli_predict_synopsis, "--measure times layers on the cpu target only");
     const char *shown = strcmp(target, "gpu") ? "cpu" : "gpu";

@@ -12,8 +12,8 @@
  *
  * where fc and rnn layers (which stream their weights once per run) pay dram_ns instead of wbyte_ns
  * per weight byte when the weights come from memory: when the layer's weights do not fit in the
- * last-level cache, or the model's take more than a quarter of it (the rest of the model and the
- * activations share the cache).
+ * last-level cache, or (fc only: an rnn rereads its own each step) the model's take more than a
+ * quarter of it (the rest of the model and the activations share the cache).
  *
  * with four constants per family, and on N threads tN = t1 * ((1 - p) + p / N) (Amdahl, p the
  * family's parallel share; a weight stream from memory scales with its own share, dram_parallel). Layers the cpu target computes in a conv's or fc's epilogue cost 0.
@@ -155,8 +155,8 @@ typedef struct cost_sample {
  * whose weights exceed llc_bytes counts for dram_ns) or abyte_ns (the others), all >= 0 (a term that would go negative is dropped and the rest refitted; the other byte
  * term is 0), then p as the median of the samples'
  * (1 - tN/t1) / (1 - 1/threads), clamped to [0, 1], over the samples whose weights stay in cache
- * (all of them if none does), and dram_parallel the same over those that stream from memory (p if
- * none does). Families without samples keep *c as it is. */
+ * (all of them if none does), and dram_parallel the same over those that stream from memory (kept as
+ * it is if none does). Families without samples keep *c as it is. */
 void cost_fit_family(const cost_sample *s, size_t n, cost_family f, int threads, double llc_bytes, cost_coef *c);
 
 /* ---- calibration (calibrate.c) */

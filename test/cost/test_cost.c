@@ -118,6 +118,11 @@ START_TEST(facts_and_arithmetic_by_hand)
     /* on 2 threads the stream from memory scales by its own share (0.25), the rest by p (0.5) */
     const double rest = c->c0_ms + 1e-6 * (c->flop_ns * big.flops + c->abyte_ns * big.abytes), dram = 1e-6 * c->dram_ns * big.wbytes;
     ck_assert_double_eq_tol(cost_layer_ms(&p, &big, 2), rest * 0.75 + dram * 0.875, 1e-12);
+    cost_layer rnn = big; /* an rnn's gate matrices stay in cache between steps when they alone fit */
+    rnn.family = COST_RNN;
+    ck_assert_int_eq(cost_layer_dram(&p, &rnn), 0);
+    rnn.wbytes = 1.1 * (1 << 20);
+    ck_assert_int_eq(cost_layer_dram(&p, &rnn), 1);
     big.family = COST_CONV_DENSE; /* convs reuse their weights: never */
     ck_assert_int_eq(cost_layer_dram(&p, &big), 0);
     /* pruning c2 with patterns changes its family and FLOPs */
@@ -479,13 +484,14 @@ START_TEST(fit_recovers_constants)
         s[i].t1_ms = tc.c0_ms + 1e-6 * (tc.flop_ns * s[i].l.flops + tc.abyte_ns * s[i].l.abytes);
         s[i].tn_ms = s[i].t1_ms * ((1 - tc.parallel) + tc.parallel / 4);
     }
+    c.dram_parallel = 0.123;
     cost_fit_family(s, 8, COST_CONV_DENSE, 4, 1 << 20, &c);
     ck_assert_double_eq_tol(c.c0_ms, tc.c0_ms, 1e-9);
     ck_assert_double_eq_tol(c.flop_ns, tc.flop_ns, 1e-9);
     ck_assert_double_eq(c.wbyte_ns, 0);
     ck_assert_double_eq_tol(c.abyte_ns, tc.abyte_ns, 1e-9);
     ck_assert_double_eq_tol(c.parallel, tc.parallel, 1e-9);
-    ck_assert_double_eq_tol(c.dram_parallel, tc.parallel, 1e-9); /* none from memory: p */
+    ck_assert_double_eq(c.dram_parallel, 0.123); /* none from memory: as it was */
     /* pattern convs: fixed cost, FLOPs and weight bytes (the per-kept-kernel cost), no activation term */
     cost_coef tp = {0.01, 0.012, 0.1, 0.0, 0.95, 0.0, 0.0};
     for (int i = 0; i < 8; i++) {
