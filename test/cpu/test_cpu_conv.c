@@ -131,6 +131,7 @@ START_TEST(conv_dense_output_channel_vectors)
                  {1, 64, 32, 70, 28, 3, 1, 1, 1, "relu", 0, 0},   {1, 32, 16, 5, 29, 3, 1, 1, 1, "relu", 1, 0},
                  {1, 16, 32, 14, 14, 3, 1, 1, 1, "relu", 0, 0}};
     env_flag("PDC_OMP_STATIC", 1);
+    setenv("PDC_CONV_WINO", "0", 1); /* case 6 (70x28) would go to Winograd */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         env_flag("PDC_CONV_OCVEC", cases[q].force);
         fresh_model("ocvec");
@@ -152,6 +153,7 @@ START_TEST(conv_dense_output_channel_vectors)
         if (q == 1 || q == 6) check_thread_invariance(desc);
     }
     unsetenv("PDC_CONV_OCVEC");
+    unsetenv("PDC_CONV_WINO");
     unsetenv("PDC_OMP_STATIC");
 }
 END_TEST
@@ -576,6 +578,54 @@ START_TEST(conv_flat_planes_overlap)
 }
 END_TEST
 
+START_TEST(conv_dense_winograd)
+{
+    /* dense 3x3 stride-1 convs with output planes from 28x28 run by Winograd F(4x4, 3x3) on AVX-512
+     * (conv_wino.c): planes that end inside a tile (30x29, 31x33), pads 0, 1 and 2, batch 2, out_perm,
+     * relu/clip/leaky relu/none inline, a residual add + relu taken from the next layers, tile rows of
+     * more than one vector of tiles (70 wide: 18 tiles), several blocks an image (64 channels of 56x56:
+     * 3 blocks, bit-identical at 1 and 2 threads), and small planes forced onto it (PDC_CONV_WINO=1:
+     * 7x7, a tile and a half). Within the suite's tolerance of the reference (Winograd rounds
+     * differently); a sigmoid, a stride of 2, a dilation, groups and small planes keep the direct families. */
+    static const struct {
+        int64_t n, c, o, h, w, pad, s, dil, group;
+        const char *act;
+        int perm, residual, force, wino;
+    } cases[] = {{1, 16, 32, 28, 28, 1, 1, 1, 1, "relu", 0, 0, 0, 1},      {2, 8, 16, 30, 29, 1, 1, 1, 1, "clip", 1, 0, 0, 1},
+                 {1, 12, 24, 33, 31, 0, 1, 1, 1, "leaky_relu", 0, 0, 0, 1}, {1, 16, 8, 28, 30, 2, 1, 1, 1, NULL, 0, 0, 0, 1},
+                 {1, 24, 24, 32, 70, 1, 1, 1, 1, NULL, 0, 1, 0, 1},       {1, 64, 64, 56, 56, 1, 1, 1, 1, NULL, 0, 1, 0, 1},  
+                 {1, 16, 16, 7, 7, 1, 1, 1, 1, "relu", 1, 0, 1, 1},       {1, 16, 32, 14, 14, 1, 1, 1, 1, "relu", 0, 0, 0, 0},
+                 {1, 16, 32, 28, 28, 1, 1, 1, 1, "sigmoid", 0, 0, 0, 0},  {1, 16, 32, 56, 56, 1, 2, 1, 1, "relu", 0, 0, 0, 0},
+                 {1, 16, 32, 32, 32, 2, 1, 2, 1, "relu", 0, 0, 0, 0},     {1, 16, 32, 32, 32, 1, 1, 1, 2, "relu", 0, 0, 0, 0}};
+    const int avx512 = !strcmp(expected_isa(), "avx512");
+    /* Winograd's transforms (coefficients up to 5 on the input, 8 on the output) round otherwise than
+     * a direct sum: case 1 (8 channels, clipped at 0.75) is 9.4e-6 off, over the suite's 1e-5 x 0.75 */
+    const float tol = bc_tolerance;
+    bc_tolerance = 3e-5f;
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        env_flag("PDC_CONV_WINO", cases[q].force);
+        fresh_model("winograd");
+        int64_t c = cases[q].c, o = cases[q].o;
+        input("x", DIMS(cases[q].n, c, cases[q].h, cases[q].w));
+        constant_rand("w", DIMS(o, c / cases[q].group, 3, 3), 0.3f, (uint32_t)q + 81);
+        constant_rand("b", DIMS(o), 0.2f, (uint32_t)q + 82);
+        pdc_attrs *a = conv_case_attrs(cases[q].pad, cases[q].s, cases[q].s, cases[q].dil, cases[q].act, cases[q].group,
+                                       o, cases[q].perm);
+        const char *conv_out = conv_maybe_residual(a, cases[q].residual);
+        char desc[64];
+        snprintf(desc, sizeof desc, "winograd case %zu", q);
+        pdc_program *p = check_matches_ref(desc, (uint32_t)q + 83);
+        if (avx512 && cases[q].wino) ck_assert_kernel(p, conv_out, "by Winograd F(4x4, 3x3)");
+        if (avx512 && cases[q].residual) ck_assert_kernel(p, "y", "fused into the epilogue");
+        if (!avx512 || !cases[q].wino) ck_assert_kernel_lacks(p, q, conv_out, "Winograd");
+        pdc_program_destroy(p);
+        if (q == 1 || q == 5) check_thread_invariance(desc);
+    }
+    bc_tolerance = tol;
+    unsetenv("PDC_CONV_WINO");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpu_conv");
@@ -583,6 +633,7 @@ int main(void)
     test_add_tests(t.conv, TEST_LIST(conv_input_packing, conv_flat_planes_overlap, conv_band_tiles_even_and_covering,
                                      conv_small_planes_flat, conv_pointwise_flat_rows, conv_depthwise_in_place,
                                      conv_strided_channel_major, conv_wide_rows_shift_mode,
-                                     conv_large_inputs_packed_in_bands, conv_dense_output_channel_vectors));
+                                     conv_large_inputs_packed_in_bands, conv_dense_output_channel_vectors,
+                                     conv_dense_winograd));
     return cpu_run(s);
 }

@@ -1040,6 +1040,7 @@ pdc_status cpu_plan_conv(const cpu_compile *cc, const ir_model *m, const ir_laye
     st = dense ? PDC_ERR_UNSUPPORTED : cpu_plan_conv_bcr(cc, m, l, &s->p.g, &s->p.fp, L);
     if (st == PDC_ERR_UNSUPPORTED && dense && fam == PDC_KNOB_AUTO)
         st = cpu_plan_conv_depthwise(cc, m, l, &s->p.g, &s->p.fp, L);
+    if (st == PDC_ERR_UNSUPPORTED && dense && fam == PDC_KNOB_AUTO) st = cpu_plan_conv_wino(cc, m, l, &s->p.g, &s->p.fp, L);
     if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_OCVEC || fam == PDC_KNOB_AUTO)) st = cpu_plan_conv_ocvec(cc, m, l, &s->p.g, &s->p.fp, L);
     if (st == PDC_ERR_UNSUPPORTED && dense && (fam == PDC_KNOB_DENSE || fam == PDC_KNOB_AUTO || fam == PDC_KNOB_OCVEC))
         st = cpu_plan_conv_dense(cc, m, l, &s->p.g, &s->p.fp, L);

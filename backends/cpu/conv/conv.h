@@ -278,6 +278,12 @@ void cpu_conv_band_of(const conv_geom *g, int64_t tyi, int64_t *t0, int64_t *t1)
 pdc_status cpu_plan_conv_depthwise(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g,
                                    const ir_fused_params *fp, cpu_layer *L);
 /*
+ * Dense 3x3 stride-1 convolution by Winograd F(4x4, 3x3) (conv_wino.c, AVX-512 hosts): output planes
+ * from 14x14, one group, activation none/relu/clip/leaky relu; PDC_ERR_UNSUPPORTED for anything else.
+ */
+pdc_status cpu_plan_conv_wino(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g,
+                              const ir_fused_params *fp, cpu_layer *L);
+/*
  * Dense convolution with several filters per register tile (conv_dense.c): PDC_ERR_UNSUPPORTED if
  * the layer does not suit it (fewer than two filters per group, a window over 64 taps).
  */
