@@ -34,7 +34,7 @@ typedef struct wino_state {
     int64_t rows;            /* tile rows a block */
     int64_t nblk;            /* blocks an image */
     int64_t cap;             /* V and M row stride: a block's tiles rounded up to 32 */
-    float *u;                /* [36][o][c] */
+    float *u;                /* [36][o / 8][c][8]: 8 filters of a channel side by side */
     float *bias;             /* [o] (stored filter order) */
     int64_t *dst;            /* per stored filter: its output channel */
     conv_act act;
@@ -72,7 +72,7 @@ static void wino_weights(const float *w, int64_t o, int64_t c, float *u)
                 for (int j = 0; j < 3; j++) gk[i][j] = gm[i][0] * k[j] + gm[i][1] * k[3 + j] + gm[i][2] * k[6 + j];
             for (int i = 0; i < 6; i++)
                 for (int j = 0; j < 6; j++)
-                    u[((int64_t)(i * 6 + j) * o + f) * c + ch] =
+                    u[(((int64_t)(i * 6 + j) * (o / 8) + f / 8) * c + ch) * 8 + f % 8] =
                         (float)(gk[i][0] * gm[j][0] + gk[i][1] * gm[j][1] + gk[i][2] * gm[j][2]);
         }
 }
@@ -233,7 +233,7 @@ WINO_AVX512 static void wino_output(const wino_state *s, const float *m, int64_t
                 __m512 vv[NV];                                                                             \
                 for (int q = 0; q < NV; q++) vv[q] = _mm512_loadu_ps(vt + ch * cap + 16 * q);              \
                 _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {                                      \
-                    const __m512 w = _mm512_set1_ps(uf[i * c + ch]);                                       \
+                    const __m512 w = _mm512_set1_ps(uf[ch * 8 + i]);                                       \
                     for (int q = 0; q < NV; q++) acc[i][q] = _mm512_fmadd_ps(w, vv[q], acc[i][q]);         \
                 }                                                                                          \
             }                                                                                              \
@@ -251,10 +251,10 @@ static int64_t wino_scratch_floats(const wino_state *s)
     return (36 * s->c * s->cap + 36 * 8 * 32 + 24 * (s->tw16 + 16) + 16 + 15) / 16 * 16;
 }
 
-/* Block b of image xn: tile rows [b * rows, ...) transformed, then per 8 filters and 32 tiles the
- * products and their output transform (the products stay in L1). */
+/* Block b of image xn: tile rows [b * rows, ...) transformed, then per 8 filters (groups [g0, g1) of
+ * them) and 32 tiles the products and their output transform (the products stay in L1). */
 WINO_AVX512 static void wino_block(const wino_state *s, const float *xn, float *yn, const float *rn, int64_t b,
-                                   float *scr)
+                                   int64_t g0, int64_t g1, float *scr)
 {
     const int64_t r0 = b * s->rows, r1 = r0 + s->rows < s->th ? r0 + s->rows : s->th;
     const int64_t nt = (r1 - r0) * s->tw, plane = s->h * s->w, oplane = s->oh * s->ow;
@@ -263,7 +263,7 @@ WINO_AVX512 static void wino_block(const wino_state *s, const float *xn, float *
     for (int64_t c = 0; c < s->c; c++)
         for (int64_t ti = r0; ti < r1; ti++)
             wino_input_row(s, xn + c * plane, ti, v + c * cap + (ti - r0) * s->tw, s->c * cap, z);
-    for (int64_t f0 = 0; f0 < s->o; f0 += 8)
+    for (int64_t f0 = 8 * g0; f0 < 8 * g1; f0 += 8)
         for (int64_t t0 = 0; t0 < nt; t0 += 32) {
             const int nv = nt - t0 > 16 ? 2 : 1;
             if (nv == 2) wino_product2(s, v, cap, f0, t0, m);
@@ -277,7 +277,6 @@ WINO_AVX512 static void wino_block(const wino_state *s, const float *xn, float *
         }
 }
 
-
 static pdc_status wino_run(const cpu_layer *L, const ir_model *m, const ir_layer *l, float *const *buf,
                            const cpu_exec *x)
 {
@@ -285,14 +284,21 @@ static pdc_status wino_run(const cpu_layer *L, const ir_model *m, const ir_layer
     const wino_state *s = L->state;
     const float *in = buf[l->inputs[0]], *res = cpu_conv_residual(L, buf);
     float *out = cpu_layer_out(L, l, buf);
-    const int64_t items = s->n * s->nblk;
+    /* items: (image, block) pairs, and where they do not split evenly over the threads each also in
+     * `parts` shares of the filters (each share transforms the block's input again: 3 blocks on 2
+     * threads had run as 2 + 1). An output is the same arithmetic whoever computes it, so results do
+     * not depend on the thread count. */
+    const int64_t pairs = s->n * s->nblk, groups = s->o / 8;
+    int64_t parts = x->threads > 1 && pairs % x->threads ? x->threads : 1;
+    if (parts > groups) parts = groups;
+    const int64_t items = pairs * parts;
     const int nt = items >= 2 ? x->threads : 1;
-    /* each block is one thread's, in the same steps whoever runs it */
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t q = 0; q < items; q++) {
-        const int64_t img = q / s->nblk, b = q % s->nblk;
+        const int64_t pr = q / parts, part = q % parts, img = pr / s->nblk, b = pr % s->nblk;
         wino_block(s, in + img * s->c * s->h * s->w, out + img * s->o * s->oh * s->ow,
-                   res ? res + img * s->o * s->oh * s->ow : NULL, b, x->own[omp_get_thread_num()]);
+                   res ? res + img * s->o * s->oh * s->ow : NULL, b, groups * part / parts, groups * (part + 1) / parts,
+                   x->own[omp_get_thread_num()]);
     }
     return PDC_OK;
 }
