@@ -109,15 +109,16 @@ WINO_AVX512 static inline __m512 wino_load_row(const float *row, int64_t at, int
     return _mm512_maskz_loadu_ps(m, (const void *)((uintptr_t)row + (uintptr_t)(at * (int64_t)sizeof(float))));
 }
 
-/* The input transform of tile row ti of channel plane x into v (row t0 of the block's tile index):
- * d[r][m][j] = x[4ti + r - pt][4j + m - pl] (zeros outside) for the four column classes m (tile j's
- * columns 4 and 5 are classes 0 and 1 of tile j + 1), then the 1-D transform down the six rows and
- * along the six columns, 16 tiles a vector. z: 6 * 4 * (tw16 + 16) floats of scratch. */
+/* The input transform of tile row ti of channel plane x into v (V[0] at the tile row's first tile;
+ * xi apart by vstride): d[r][m][j] = x[4ti + r - pt][4j + m - pl] (zeros outside) for the four
+ * column classes m (tile j's columns 4 and 5 are classes 0 and 1 of tile j + 1), then the 1-D
+ * transform down the six rows and along the six columns, 16 tiles a vector (lanes past the tile row
+ * are computed from whatever d holds there and not stored). z: d, 6 * 4 * (tw16 + 16) floats. */
 WINO_AVX512 static void wino_input_row(const wino_state *s, const float *x, int64_t ti, float *v, int64_t vstride,
                                        float *z)
 {
     const int64_t tw = s->tw, n = s->tw16 + 16;
-    float *d = z; /* [6][4][n], then reused as the column-transformed rows */
+    float *d = z; /* [6][4][n] */
     for (int r = 0; r < 6; r++) {
         const int64_t iy = 4 * ti + r - s->pt;
         float *dr = d + (int64_t)r * 4 * n;
