@@ -31,6 +31,7 @@ START_TEST(conv_residual_add_relu_fused)
                  {"dense", 2, 32, 14, 0},   {"pattern", 1, 16, 20, 1}, {"downsample", 1, 16, 12, 1},
                  {"downsample", 2, 16, 40, 0}, {"downsample", 1, 16, 16, 2}, {"strided", 2, 16, 20, 0},
                  {"strided", 1, 16, 14, 1}};
+    setenv("PDC_CONV_WINO", "0", 1); /* the 14x14 dense case is the output-channel kernel's here (Winograd: test_cpu_conv) */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         fresh_model("residual");
         int64_t c = cases[q].c, h = cases[q].h;
@@ -86,6 +87,7 @@ START_TEST(conv_residual_add_relu_fused)
         if ((q == 1 || q == 9) && !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, fused_conv, "flat vector");
         pdc_program_destroy(p);
     }
+    unsetenv("PDC_CONV_WINO");
 }
 END_TEST
 
@@ -196,6 +198,7 @@ START_TEST(conv_activation_fused)
                  {"hardswish", "jit pattern-sparse conv 3x3", 16, 20, 1, 0}, {"hardswish", "flat vector", 16, 7, 1, 0},
                  {"hardswish", "channel-major", 16, 20, 2, 0}, {"hardswish", "output channels vectorised", 32, 14, 1, 1},
                  {"hardswish", "jit dense conv 3x3, tile", 8, 20, 1, 1}};
+    setenv("PDC_CONV_WINO", "0", 1); /* the 14x14 dense cases are the output-channel kernel's here */
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         conv_then_activation(cases[q].act, cases[q].c, cases[q].h, cases[q].s, cases[q].dense, (uint32_t)q + 61);
         output("y");
@@ -222,6 +225,7 @@ START_TEST(conv_activation_fused)
         ck_assert_kernel_lacks(p, q, "c", "epilogue");
         pdc_program_destroy(p);
     }
+    unsetenv("PDC_CONV_WINO");
 }
 END_TEST
 
@@ -285,8 +289,17 @@ START_TEST(conv_batchnorm_fused)
         {"jit dense conv 3x3, tile", NULL, 8, 20, 1, 1, 1, 1, 0, 1, " + batchnorm 'n' + add 's' in the epilogue"},
         {"jit pattern-sparse conv 3x3", "relu", 16, 20, 1, 2, 0, 1, 0, 1, " + batchnorm 'n' + add 's' + relu 'y' in the epilogue"},
         {"depthwise", "relu", 16, 20, 1, 16, 1, 1, 0, 0, " + batchnorm 'n' + relu 'y' in the epilogue"},
+        {"by Winograd F(4x4, 3x3)", "relu", 32, 28, 1, 1, 1, 1, 1, 1, " + batchnorm 'n' + add 's' + relu 'y' in the epilogue"},
     };
+    const float tol = bc_tolerance;
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        /* Winograd (AVX-512, by its default rules) only where the case names it; it rounds
+         * otherwise (test_cpu_conv) */
+        const int wino = strstr(cases[q].family, "Winograd") != NULL;
+        if (wino) unsetenv("PDC_CONV_WINO");
+        else setenv("PDC_CONV_WINO", "0", 1);
+        bc_tolerance = wino ? 3e-5f : tol;
+        if (wino && strcmp(expected_isa(), "avx512")) continue;
         conv_then_batchnorm(cases[q].c, cases[q].h, cases[q].s, cases[q].group, cases[q].dense, cases[q].bias,
                             cases[q].perm, cases[q].residual, cases[q].act, (uint32_t)q + 121);
         output(cases[q].act ? "y" : cases[q].residual ? "s" : "n");
@@ -298,6 +311,8 @@ START_TEST(conv_batchnorm_fused)
         if (q != 1 || !strcmp(expected_isa(), "avx512")) ck_assert_kernel(p, "c", cases[q].family); /* flat: avx512 */
         pdc_program_destroy(p);
     }
+    bc_tolerance = tol;
+    unsetenv("PDC_CONV_WINO");
     /* what is not fused: statistics that are not constants (the mean a graph input), a conv output
      * that a second layer reads too; a batchnorm output that is a graph output ends the epilogue */
     for (int q = 0; q < 3; q++) {
