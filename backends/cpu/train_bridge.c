@@ -88,12 +88,16 @@ pdc_status cpu_eltwise_run(const cpu_eltwise_set *c, const ir_model *m, size_t l
     return L->run(L, m, &m->layers[li], val, &x);
 }
 
-/* Block of the output one call computes: whole multiples of 16 rows or columns, at least 64, about an eighth of
- * the split dimension; a function of the shape alone (see backend.h). */
-static size_t sgemm_block(size_t len)
+/* Block of the output one call computes: the split dimension cut into 1 to 8 equal parts of at least 256 rows or
+ * columns (whole multiples of 16), and into one when the product is too small to be split between threads; a
+ * function of the shape alone (see backend.h). Every call packs the whole other operand again: blocks of 64 (an
+ * eighth, at least 64, before) packed the weights 8 times over in ResNet-18's 4x4 and 2x2 layers. */
+static size_t sgemm_block(size_t len, double flops)
 {
-    size_t b = ((len + 7) / 8 + 15) / 16 * 16;
-    return b < 64 ? 64 : b;
+    size_t parts = len / 256;
+    if (parts < 1 || flops < 1e6) parts = 1;
+    if (parts > 8) parts = 8;
+    return ((len + parts - 1) / parts + 15) / 16 * 16;
 }
 
 void cpu_train_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
@@ -103,9 +107,10 @@ void cpu_train_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, 
     cpu_blas_single_thread();
     const enum CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
     const int by_cols = n >= m; /* split the longer side of C */
-    const size_t len = by_cols ? n : m, blk = sgemm_block(len), blocks = (len + blk - 1) / blk;
+    const double flops = (double)m * (double)n * (double)k;
+    const size_t len = by_cols ? n : m, blk = sgemm_block(len, flops), blocks = (len + blk - 1) / blk;
     /* small products: one call (splitting costs more than it saves) */
-    const int nt = (double)m * (double)n * (double)k < 1e6 || threads < 1 ? 1 : threads;
+    const int nt = flops < 1e6 || threads < 1 ? 1 : threads;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1 && blocks > 1)
     for (size_t q = 0; q < blocks; q++) {
         const size_t i0 = q * blk, i1 = len - i0 < blk ? len : i0 + blk;
