@@ -21,6 +21,8 @@
 #include "lib/train/train.h"
 #include "lib/train/train_conv3d.h"
 
+#define CONV_MAX_TAPS 64 /* larger 2-D windows keep every tap */
+
 typedef struct conv_geom {
     size_t n, c, o, group, cg, og;
     size_t h, w, oh, ow, kh, kw;
@@ -29,7 +31,43 @@ typedef struct conv_geom {
     ptrdiff_t sh, sw, ph, pw, dh, dw;
     size_t K, ohw, P, rows;
     size_t ld; /* row stride of col, dcol and the [O, P] matrices: P padded (see conv_geom_get) */
+    /* 2-D: the taps (kr*kw + kc) that read the input somewhere, increasing; col has rows for these only (nl of kk) */
+    size_t kk, nl;
+    uint8_t live[CONV_MAX_TAPS];
 } conv_geom;
+
+/* Tap t' of the live ones as an index into the kh*kw window. */
+static size_t tap_of(const conv_geom *g, size_t t)
+{
+    return g->nl == g->kk ? t : g->live[t];
+}
+
+/* Whether kernel offset k reads the input for some output position: 0 <= o*s - p + k*d < in, o < out. */
+static int offset_live(size_t k, size_t out, size_t in, ptrdiff_t s, ptrdiff_t p, ptrdiff_t d)
+{
+    for (size_t o = 0; o < out; o++) {
+        const ptrdiff_t i = (ptrdiff_t)o * s - p + (ptrdiff_t)k * d;
+        if (i >= 0 && i < (ptrdiff_t)in) return 1;
+    }
+    return 0;
+}
+
+/* Dead taps read padding only (ResNet-18 at 32x32: layer4's 1x1 maps with pad 1 use 1 tap of 9, its stride-2 entry
+ * 4): their rows of col are zeros, their weights get a zero gradient and their input gradient lands in the padding.
+ * The products leave them out (the same sums without the zero terms). */
+static void live_taps(conv_geom *g)
+{
+    g->kk = g->kh * g->kw;
+    g->nl = g->kk;
+    if (g->kd || g->kk > CONV_MAX_TAPS) return;
+    size_t nl = 0;
+    for (size_t kr = 0; kr < g->kh; kr++) {
+        if (!offset_live(kr, g->oh, g->h, g->sh, g->ph, g->dh)) continue;
+        for (size_t kc = 0; kc < g->kw; kc++)
+            if (offset_live(kc, g->ow, g->w, g->sw, g->pw, g->dw)) g->live[nl++] = (uint8_t)(kr * g->kw + kc);
+    }
+    if (nl) g->nl = nl; /* no live tap at all (an output of padding only): left as it is */
+}
 
 static pdc_status conv_geom_get(const ir_model *m, const ir_layer *l, conv_geom *g)
 {
@@ -62,7 +100,8 @@ static pdc_status conv_geom_get(const ir_model *m, const ir_layer *l, conv_geom 
             v->s[i] = p.stride[i], v->pb[i] = p.pad_begin[i], v->d[i] = p.dil[i];
         }
     }
-    g->K = g->cg * kd * g->kh * g->kw;
+    live_taps(g);
+    g->K = g->cg * kd * g->nl;
     g->ohw = od * g->oh * g->ow;
     g->P = g->n * g->ohw;
     /* whole vectors, and never a multiple of 2 KB: rows 8 KB apart (P = 2048) all fall into the same L1 set and
@@ -70,7 +109,7 @@ static pdc_status conv_geom_get(const ir_model *m, const ir_layer *l, conv_geom 
     g->ld = (g->P + 15) / 16 * 16;
     if (g->ld % 512 == 0) g->ld += 16;
     g->v3.ld = g->ld;
-    g->rows = g->c * kd * g->kh * g->kw;
+    g->rows = g->c * kd * g->nl;
     return PDC_OK;
 }
 
@@ -115,7 +154,7 @@ static size_t padded_w(const conv_geom *g)
 static size_t padded_floats(const conv_geom *g) { return g->n * g->c * padded_h(g) * padded_w(g); }
 
 /* col[r, n*ohw + oh*ow + ow] = x[n, c, oh*sh - ph + kr*dh, ow*sw - pw + kc*dw] (0 outside the input) for
- * r = (c*kh + kr)*kw + kc; xp: padded_floats(g) floats of scratch. */
+ * r = c*nl + t', (kr, kc) the live tap t'; xp: padded_floats(g) floats of scratch. */
 static void im2col(const tr_net *net, const conv_geom *g, const float *x, float *col, float *xp)
 {
     if (g->kd) {
@@ -138,7 +177,7 @@ static void im2col(const tr_net *net, const conv_geom *g, const float *x, float 
         }
 #pragma omp for schedule(static)
         for (size_t r = 0; r < g->rows; r++) {
-            const size_t c = r / (g->kh * g->kw), kr = r / g->kw % g->kh, kc = r % g->kw;
+            const size_t c = r / g->nl, t = tap_of(g, r % g->nl), kr = t / g->kw, kc = t % g->kw;
             for (size_t n = 0; n < g->n; n++) {
                 const float *plane = xp + (n * g->c + c) * hp * wp + kr * dh * wp + kc * dw;
                 float *d = col + r * g->ld + n * g->ohw;
@@ -178,25 +217,24 @@ static void col2im_add(const tr_net *net, const conv_geom *g, const float *dcol,
         const size_t n = q / g->c, c = q % g->c;
         float *acc = xp + q * hp * wp;
         memset(acc, 0, hp * wp * sizeof *acc);
-        for (size_t kr = 0; kr < g->kh; kr++) {
-            for (size_t kc = 0; kc < g->kw; kc++) {
-                const float *src = dcol + ((c * g->kh + kr) * g->kw + kc) * g->ld + n * g->ohw;
-                float *plane = acc + kr * dh * wp + kc * dw;
+        for (size_t tl = 0; tl < g->nl; tl++) {
+            const size_t t = tap_of(g, tl), kr = t / g->kw, kc = t % g->kw;
+            const float *src = dcol + (c * g->nl + tl) * g->ld + n * g->ohw;
+            float *plane = acc + kr * dh * wp + kc * dw;
 #define COL2IM_ROWS(W)                                                                                             \
     for (size_t oh = 0; oh < g->oh; oh++)                                                                          \
         for (size_t j = 0; j < (W); j++) plane[oh * sh * wp + j] += src[oh * (W) + j];
-                if (sw == 1 && ow == 8) {
-                    COL2IM_ROWS(8)
-                } else if (sw == 1 && ow == 16) {
-                    COL2IM_ROWS(16)
-                } else if (sw == 1) {
-                    for (size_t oh = 0; oh < g->oh; oh++) row_add(plane + oh * sh * wp, src + oh * ow, ow);
-                } else {
-                    for (size_t oh = 0; oh < g->oh; oh++)
-                        for (size_t j = 0; j < ow; j++) plane[oh * sh * wp + j * sw] += src[oh * ow + j];
-                }
-#undef COL2IM_ROWS
+            if (sw == 1 && ow == 8) {
+                COL2IM_ROWS(8)
+            } else if (sw == 1 && ow == 16) {
+                COL2IM_ROWS(16)
+            } else if (sw == 1) {
+                for (size_t oh = 0; oh < g->oh; oh++) row_add(plane + oh * sh * wp, src + oh * ow, ow);
+            } else {
+                for (size_t oh = 0; oh < g->oh; oh++)
+                    for (size_t j = 0; j < ow; j++) plane[oh * sh * wp + j * sw] += src[oh * ow + j];
             }
+#undef COL2IM_ROWS
         }
         float *dxp = dx + q * g->h * g->w;
         for (size_t i = 0; i < g->h; i++) {
@@ -257,6 +295,33 @@ static pdc_status make_col(tr_net *net, size_t li, const conv_geom *g, size_t fc
     return PDC_OK;
 }
 
+/* The weights of the live taps as the [O, K] matrix of the products: w itself when every tap is live, else gathered
+ * into wl (live_weight_floats). */
+static size_t live_weight_floats(const conv_geom *g) { return g->nl == g->kk ? 0 : g->o * g->K; }
+
+static const float *live_weights(const conv_geom *g, const float *w, float *wl)
+{
+    if (g->nl == g->kk) return w;
+    for (size_t oc = 0; oc < g->o * g->cg; oc++)
+        for (size_t t = 0; t < g->nl; t++) wl[oc * g->nl + t] = w[oc * g->kk + g->live[t]];
+    return wl;
+}
+
+/* dw (+)= the live taps' gradient dwl ([O, K]); a dead tap's gradient is zero. */
+static void scatter_live_grad(const conv_geom *g, const float *dwl, float *dw, int accumulate)
+{
+    for (size_t oc = 0; oc < g->o * g->cg; oc++) {
+        float *d = dw + oc * g->kk;
+        const float *s = dwl + oc * g->nl;
+        if (accumulate) {
+            for (size_t t = 0; t < g->nl; t++) d[g->live[t]] += s[t];
+        } else {
+            for (size_t t = 0; t < g->kk; t++) d[t] = 0.0f;
+            for (size_t t = 0; t < g->nl; t++) d[g->live[t]] = s[t];
+        }
+    }
+}
+
 static const float *bias_of(const tr_net *net, const ir_layer *l)
 {
     return l->n_inputs > 2 && l->inputs[2] >= 0 ? net->val[l->inputs[2]] : NULL;
@@ -276,15 +341,19 @@ static pdc_status conv_forward(tr_net *net, size_t li)
     /* Y[o, p] = W_g col_g over the whole batch at once (one product of P = N*OH*OW columns, so a layer with few
      * output pixels still makes wide products: the sparse kernel works on 64 columns at a time), then scattered
      * into NCHW with the bias */
-    if ((st = tr_net_work(net, g.o * g.ld))) return st;
+    if ((st = tr_net_work(net, g.o * g.ld + live_weight_floats(&g)))) return st;
     float *yt = net->work;
-    if (pi >= 0 && net->params[pi].sparse) {
+    /* a pruned conv with dead taps takes the dense products over its live taps: ResNet-18's layer4 at 32x32 does
+     * 1/9 of the dense work there, 1/2 of the sparse kernels' (which would multiply the zero rows of its kept dead
+     * taps) */
+    if (pi >= 0 && net->params[pi].sparse && g.nl == g.kk) {
         tr_param *wp = &net->params[pi];
         tr_csr_pack(net, wp, w);
         tk_spmm(net->isa, g.o, wp->fwd.ptr, wp->fwd.idx, wp->fwd.val, NULL, col, g.ld, yt, g.ld, g.P, 0, net->threads);
     } else {
+        const float *wk = live_weights(&g, w, yt + g.o * g.ld);
         for (size_t gi = 0; gi < g.group; gi++)
-            cpu_train_sgemm(0, 0, g.og, g.P, g.K, 1.0f, w + gi * g.og * g.K, g.K, col + gi * g.K * g.ld, g.ld, 0.0f,
+            cpu_train_sgemm(0, 0, g.og, g.P, g.K, 1.0f, wk + gi * g.og * g.K, g.K, col + gi * g.K * g.ld, g.ld, 0.0f,
                             yt + gi * g.og * g.ld, g.ld, net->threads);
     }
     const size_t rows = g.n * g.o;
@@ -405,7 +474,7 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
     if (!net->layers[li].col_valid && (st = make_col(net, li, &g, 0, 0))) return st;
     const float *w = net->val[l->inputs[1]], *col = net->layers[li].colp;
     const int pi = net->layers[li].w_param;
-    const int sparse = pi >= 0 && net->params[pi].sparse;
+    const int sparse = pi >= 0 && net->params[pi].sparse && g.nl == g.kk; /* as conv_forward */
     /* the sparse weight gradient writes kept weights only: the pruned ones' stay zero (zeroed when the index arrays
      * were built, and by every update), so the array is not cleared first */
     int acc_w = 1, acc_x = 1;
@@ -439,18 +508,24 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
         return PDC_OK;
     }
 
-    /* dense: dY gathered as [O, P] rows; dW_g = dY_g col_g^T and dcol_g = W_g^T dY_g, each one GEMM over the batch */
-    if ((st = tr_net_work(net, g.o * g.ld + (dx ? g.rows * g.ld + padded_floats(&g) : 0)))) return st;
-    float *dyg = net->work, *dcol = dyg + g.o * g.ld, *xp = dcol + g.rows * g.ld;
+    /* dense: dY gathered as [O, P] rows; dW_g = dY_g col_g^T and dcol_g = W_g^T dY_g, each one GEMM over the batch
+     * (over the live taps: with dead ones, the weights gathered and the gradient computed aside, then scattered) */
+    const size_t wlf = live_weight_floats(&g);
+    if ((st = tr_net_work(net, g.o * g.ld + (dx ? g.rows * g.ld + padded_floats(&g) : 0) + 2 * wlf))) return st;
+    float *dyg = net->work, *dcol = dyg + g.o * g.ld, *xp = dcol + (dx ? g.rows * g.ld : 0);
+    float *wl = xp + (dx ? padded_floats(&g) : 0), *dwl = wlf ? wl + wlf : dw;
+    const float *wk = dx ? live_weights(&g, w, wl) : w;
+    const int acc_l = wlf ? 0 : acc_w;
     gather_dy(net, &g, dy, dyg);
     for (size_t gi = 0; gi < g.group; gi++) {
         if (dw)
             cpu_train_sgemm(0, 1, g.og, g.K, g.P, 1.0f, dyg + gi * g.og * g.ld, g.ld, col + gi * g.K * g.ld, g.ld,
-                            acc_w ? 1.0f : 0.0f, dw + gi * g.og * g.K, g.K, net->threads);
+                            acc_l ? 1.0f : 0.0f, dwl + gi * g.og * g.K, g.K, net->threads);
         if (dx)
-            cpu_train_sgemm(1, 0, g.K, g.P, g.og, 1.0f, w + gi * g.og * g.K, g.K, dyg + gi * g.og * g.ld, g.ld, 0.0f,
+            cpu_train_sgemm(1, 0, g.K, g.P, g.og, 1.0f, wk + gi * g.og * g.K, g.K, dyg + gi * g.og * g.ld, g.ld, 0.0f,
                             dcol + gi * g.K * g.ld, g.ld, net->threads);
     }
+    if (dw && wlf) scatter_live_grad(&g, dwl, dw, acc_w);
     if (dx) col2im_add(net, &g, dcol, dx, xp, acc_x);
     return PDC_OK;
 }

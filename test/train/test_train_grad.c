@@ -297,6 +297,87 @@ START_TEST(sparse_kernel_gradients_match_finite_differences)
 }
 END_TEST
 
+/* Taps that read padding only (a 3x3 stride-2 conv from 2x2 to 1x1 keeps 4 of its 9 taps, a 3x3 conv on 1x1 maps 1):
+ * the products leave them out. Dense, and pruned on the sparse and the dense kernels: every (kept) weight's and the
+ * input's gradient against finite differences; a dead tap's weight gradient is exactly zero. */
+static const char *dead_tap_cnn =
+    HDR "input x : f32[3,4,2,2]\n"
+    "const c1w : f32[8,4,3,3] = dense<elided>\nconst c1b : f32[8] = dense<elided>\n"
+    "const c2w : f32[8,8,3,3] = dense<elided>\n"
+    "const fw : f32[3,8] = dense<elided>\nconst fb : f32[3] = dense<elided>\n"
+    "layer conv1 = conv(x, c1w, c1b) -> (a) {pads=[1,1,1,1], strides=[2,2]}\nlayer r1 = tanh(a) -> (b)\n"
+    "layer conv2 = conv(b, c2w) -> (c) {pads=[1,1,1,1]}\nlayer r2 = tanh(c) -> (d)\n"
+    "layer flat = flatten(d) -> (e)\nlayer fc = fc(e, fw, fb) -> (z)\nlayer sm = softmax(z) -> (y)\noutput y\n";
+
+/* The loss of m on kernels (trainer option) and sparse (NULL: default). */
+static double loss_on(pdc_model *m, const char *kernels, const char *sparse)
+{
+    pdc_trainer *t = trainer_for(m, "cross_entropy");
+    ck_assert_ok(ctx, pdc_trainer_set_option(t, "kernels", kernels));
+    if (sparse) ck_assert_ok(ctx, pdc_trainer_set_option(t, "sparse", sparse));
+    ck_assert_ok(ctx, tr_net_prepare(t->net, 3));
+    float x[3 * 4 * 2 * 2];
+    test_fill_random(x, sizeof x / sizeof *x, 4);
+    float *y = make_labels(t, 3, 2);
+    const double l = loss_at(t, x, y);
+    free(y);
+    pdc_trainer_destroy(t);
+    return l;
+}
+
+START_TEST(dead_tap_gradients_match_finite_differences)
+{
+    static const char *const modes[] = {NULL, "on", "off"};
+    for (int i = 0; i < 3; i++) {
+        pdc_model *m = parse_model(dead_tap_cnn);
+        fill_constants(m, 9, 0.5f);
+        if (modes[i]) prune_model(m, 0);
+        /* the forward pass against the reference interpreter's (finite differences only check self-consistency) */
+        const double want = loss_on(m, "ref", modes[i]), got = loss_on(m, "native", modes[i]);
+        ck_assert_msg(fabs(got - want) <= 1e-5 * fabs(want), "sparse=%s: loss %.9g, the reference %.9g",
+                      modes[i] ? modes[i] : "auto", got, want);
+        grad_check_model(m, "cross_entropy", modes[i], 1e-2, 0);
+        pdc_model_destroy(m);
+    }
+    /* the dead taps' gradient after a backward pass: conv1 keeps taps (1,1) (1,2) (2,1) (2,2), conv2 the centre */
+    pdc_model *m = parse_model(dead_tap_cnn);
+    fill_constants(m, 9, 0.5f);
+    pdc_trainer *t = trainer_for(m, "cross_entropy");
+    tr_net *net = t->net;
+    ck_assert_ok(ctx, tr_net_prepare(net, 3));
+    float x[3 * 4 * 2 * 2];
+    test_fill_random(x, sizeof x / sizeof *x, 4);
+    float *y = make_labels(t, 3, 2);
+    double l;
+    ck_assert_ok(ctx, tr_net_forward(net, x, &t->opt, 1));
+    ck_assert_ok(ctx, tr_net_loss(net, &t->opt, y, 1, &l, NULL));
+    ck_assert_ok(ctx, tr_net_backward(net, &t->opt));
+    size_t seen = 0;
+    for (size_t i = 0; i < net->n_params; i++) {
+        const tr_param *p = &net->params[i];
+        const char *name = net->model->tensors[p->tensor].name;
+        const int c1 = !strcmp(name, "c1w");
+        if (!c1 && strcmp(name, "c2w")) continue;
+        seen++;
+        size_t live = 0;
+        for (size_t k = 0; k < p->n; k++) {
+            const size_t kr = k % 9 / 3, kc = k % 3;
+            const int is_live = c1 ? kr >= 1 && kc >= 1 : kr == 1 && kc == 1;
+            if (is_live) {
+                live += p->grad[k] != 0.0f;
+                continue;
+            }
+            ck_assert_msg(p->grad[k] == 0.0f, "%s[%zu] (a dead tap) has gradient %g", name, k, (double)p->grad[k]);
+        }
+        ck_assert_msg(2 * live > (c1 ? 4 : 1) * p->n / 9, "%s: %zu nonzero gradients on live taps", name, live);
+    }
+    ck_assert_uint_eq(seen, 2);
+    free(y);
+    pdc_trainer_destroy(t);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 /* A small 3-D CNN pruned by prune-kgs (4x4 kernel groups, 9 of 27 positions) and prune-connectivity: every
  * kept weight's gradient against finite differences, on the sparse kernels and on the dense ones. */
 START_TEST(kgs_gradients_match_finite_differences)
@@ -510,7 +591,8 @@ int main(void)
     TCase *tc = test_add_tcase(s, "core", ctx_setup, ctx_teardown, 120, NULL);
     tcase_add_loop_test(tc, op_gradients_match_finite_differences, 0, (int)N_OP_CASES);
     test_add_tests(tc, TEST_LIST(whole_net_gradients_match_finite_differences,
-                                 sparse_kernel_gradients_match_finite_differences, kgs_gradients_match_finite_differences, gradients_match_pytorch,
+                                 sparse_kernel_gradients_match_finite_differences, dead_tap_gradients_match_finite_differences,
+                                 kgs_gradients_match_finite_differences, gradients_match_pytorch,
                                  kernels_agree_across_instruction_sets, weight_gradient_grouping_keeps_the_bits));
     return test_run_suite(s);
 }
