@@ -201,25 +201,28 @@ static void im2col(const tr_net *net, const conv_geom *g, const float *x, float 
     }
 }
 
-/* dx[n, c, ih, iw] (+)= the sum of dcol over every (kr, kc, oh, ow) that read it: accumulated in a padded
- * plane (xp: padded_floats(g) floats of scratch), one thread per plane (n, c), then cropped into dx. */
-static void col2im_add(const tr_net *net, const conv_geom *g, const float *dcol, float *dx, float *xp, int accumulate)
+/* dx[n, c, ih, iw] (+)= the sum of dcol over every (kr, kc, oh, ow) that read it, for images [n0, n1) (dcol holds
+ * their columns from 0, row stride ldc): accumulated in a padded plane (xp: padded_floats(g) floats of scratch), one
+ * thread per plane (n, c), then cropped into dx. */
+static void col2im_add(const tr_net *net, const conv_geom *g, const float *dcol, size_t ldc, size_t n0, size_t n1,
+                       float *dx, float *xp, int accumulate)
 {
-    if (g->kd) {
+    if (g->kd) { /* 3-D: the whole batch at once (conv_dx_tile_images) */
         tr_col2im3d(&g->v3, dcol, dx, accumulate, threads_for(net, g->rows * g->P));
         return;
     }
-    const size_t hp = padded_h(g), wp = padded_w(g), planes = g->n * g->c, ow = g->ow;
+    const size_t hp = padded_h(g), wp = padded_w(g), planes = (n1 - n0) * g->c, ow = g->ow;
+    dx += n0 * g->c * g->h * g->w;
     const size_t sh = (size_t)g->sh, sw = (size_t)g->sw, dh = (size_t)g->dh, dw = (size_t)g->dw;
     const int nt = threads_for(net, g->rows * g->P);
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (size_t q = 0; q < planes; q++) {
-        const size_t n = q / g->c, c = q % g->c;
+        const size_t n = q / g->c, c = q % g->c; /* n: the image within [n0, n1) */
         float *acc = xp + q * hp * wp;
         memset(acc, 0, hp * wp * sizeof *acc);
         for (size_t tl = 0; tl < g->nl; tl++) {
             const size_t t = tap_of(g, tl), kr = t / g->kw, kc = t % g->kw;
-            const float *src = dcol + (c * g->nl + tl) * g->ld + n * g->ohw;
+            const float *src = dcol + (c * g->nl + tl) * ldc + n * g->ohw;
             float *plane = acc + kr * dh * wp + kc * dw;
 #define COL2IM_ROWS(W)                                                                                             \
     for (size_t oh = 0; oh < g->oh; oh++)                                                                          \
@@ -460,6 +463,52 @@ static int sparse_dx_direct_pays(const conv_geom *g)
     return g->ohw >= 256 || (g->ohw >= 64 && g->rows <= 256);
 }
 
+/* Images per tile of the input gradient through dcol: dcol is 9x the input for a 3x3 conv (4.7 MB in ResNet-18's
+ * layer1); a tile of about 512 KB stays in L2 between the product writing it and col2im reading it, instead of
+ * streaming through L3 twice. At least 256 columns per tile (narrower products lose more than the cache gains);
+ * the whole batch when that leaves one tile. A function of the shape alone. */
+static size_t conv_dx_tile_images(const conv_geom *g)
+{
+    if (g->kd) return g->n;
+    const size_t per_image = g->rows * g->ohw * sizeof(float), min_nb = (256 + g->ohw - 1) / g->ohw;
+    size_t nb = ((size_t)512 << 10) / per_image;
+    if (nb < min_nb) nb = min_nb;
+    return nb >= g->n || nb * g->ohw % 16 ? g->n : nb; /* tiles start on whole vectors */
+}
+
+/* The row stride of a tile of p columns (as conv_geom_get's ld). */
+static size_t tile_ld(size_t p)
+{
+    size_t ld = (p + 15) / 16 * 16;
+    return ld % 512 == 0 ? ld + 16 : ld;
+}
+
+/* dx (+)= the input gradient, tile by tile of images: dcol_t = W^T dY_t (dense: wk, the live taps' weights; sparse:
+ * r, the transposed kept weights), then col2im of the tile. dcol: rows x tile_ld(tile columns) floats. */
+static void conv_dx_by_tiles(const tr_net *net, const conv_geom *g, const float *wk, const tr_csr *r, const float *dyg,
+                             float *dcol, float *xp, float *dx, int accumulate)
+{
+    const size_t nb = conv_dx_tile_images(g), ldt = nb == g->n ? g->ld : tile_ld(nb * g->ohw);
+    for (size_t n0 = 0; n0 < g->n; n0 += nb) {
+        const size_t n1 = n0 + nb < g->n ? n0 + nb : g->n, p0 = n0 * g->ohw, pc = (n1 - n0) * g->ohw;
+        if (r) {
+            tk_spmm(net->isa, r->rows, r->ptr, r->idx, r->val, NULL, dyg + p0, g->ld, dcol, ldt, pc, 0, net->threads);
+        } else {
+            for (size_t gi = 0; gi < g->group; gi++)
+                cpu_train_sgemm(1, 0, g->K, pc, g->og, 1.0f, wk + gi * g->og * g->K, g->K, dyg + gi * g->og * g->ld + p0,
+                                g->ld, 0.0f, dcol + gi * g->K * ldt, ldt, net->threads);
+        }
+        col2im_add(net, g, dcol, ldt, n0, n1, dx, xp, accumulate);
+    }
+}
+
+/* Floats of dcol conv_dx_by_tiles needs. */
+static size_t conv_dx_tile_floats(const conv_geom *g)
+{
+    const size_t nb = conv_dx_tile_images(g);
+    return g->rows * (nb == g->n ? g->ld : tile_ld(nb * g->ohw));
+}
+
 /* Below this many columns (output pixels of the batch) the sparse weight gradient, one dot product of P floats per
  * kept weight, loses to the dense GEMM: 512x512x3x3 at 4.5x fewer weights, P = 32, 1 thread: 2.9 ms vs 2.1 ms;
  * at P = 128 it wins, 0.88 ms vs 1.66 ms. */
@@ -487,8 +536,8 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
     if (sparse) {
         const tr_csr *f = &net->params[pi].fwd, *r = &net->params[pi].tr;
         /* dY gathered into [O, P] rows */
-        if ((st = tr_net_work(net, g.o * g.ld + (dx ? g.rows * g.ld + padded_floats(&g) : 0)))) return st;
-        float *dyg = net->work, *dcol = net->work + g.o * g.ld, *xp = dcol + g.rows * g.ld;
+        if ((st = tr_net_work(net, g.o * g.ld + (dx ? conv_dx_tile_floats(&g) + padded_floats(&g) : 0)))) return st;
+        float *dyg = net->work, *dcol = net->work + g.o * g.ld, *xp = dcol + conv_dx_tile_floats(&g);
         gather_dy(net, &g, dy, dyg);
         if (dw && g.P < SPARSE_DW_MIN_P) {
             /* every weight's gradient as one dense GEMM (the optimizer drops the pruned ones) */
@@ -502,8 +551,7 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
             if ((st = tr_net_work(net, sparse_dx_floats(&g)))) return st;
             conv_sparse_dx_direct(net, &g, r, dy, dx, acc_x, net->work);
         } else if (dx) {
-            tk_spmm(isa, r->rows, r->ptr, r->idx, r->val, NULL, dyg, g.ld, dcol, g.ld, g.P, 0, net->threads);
-            col2im_add(net, &g, dcol, dx, xp, acc_x);
+            conv_dx_by_tiles(net, &g, NULL, r, dyg, dcol, xp, dx, acc_x);
         }
         return PDC_OK;
     }
@@ -511,22 +559,20 @@ static pdc_status conv_backward(tr_net *net, size_t li, const float *dy)
     /* dense: dY gathered as [O, P] rows; dW_g = dY_g col_g^T and dcol_g = W_g^T dY_g, each one GEMM over the batch
      * (over the live taps: with dead ones, the weights gathered and the gradient computed aside, then scattered) */
     const size_t wlf = live_weight_floats(&g);
-    if ((st = tr_net_work(net, g.o * g.ld + (dx ? g.rows * g.ld + padded_floats(&g) : 0) + 2 * wlf))) return st;
-    float *dyg = net->work, *dcol = dyg + g.o * g.ld, *xp = dcol + (dx ? g.rows * g.ld : 0);
+    const size_t dcf = dx ? conv_dx_tile_floats(&g) : 0;
+    if ((st = tr_net_work(net, g.o * g.ld + (dx ? dcf + padded_floats(&g) : 0) + 2 * wlf))) return st;
+    float *dyg = net->work, *dcol = dyg + g.o * g.ld, *xp = dcol + dcf;
     float *wl = xp + (dx ? padded_floats(&g) : 0), *dwl = wlf ? wl + wlf : dw;
     const float *wk = dx ? live_weights(&g, w, wl) : w;
     const int acc_l = wlf ? 0 : acc_w;
     gather_dy(net, &g, dy, dyg);
-    for (size_t gi = 0; gi < g.group; gi++) {
-        if (dw)
+    if (dw) {
+        for (size_t gi = 0; gi < g.group; gi++)
             cpu_train_sgemm(0, 1, g.og, g.K, g.P, 1.0f, dyg + gi * g.og * g.ld, g.ld, col + gi * g.K * g.ld, g.ld,
                             acc_l ? 1.0f : 0.0f, dwl + gi * g.og * g.K, g.K, net->threads);
-        if (dx)
-            cpu_train_sgemm(1, 0, g.K, g.P, g.og, 1.0f, wk + gi * g.og * g.K, g.K, dyg + gi * g.og * g.ld, g.ld, 0.0f,
-                            dcol + gi * g.K * g.ld, g.ld, net->threads);
+        if (wlf) scatter_live_grad(&g, dwl, dw, acc_w);
     }
-    if (dw && wlf) scatter_live_grad(&g, dwl, dw, acc_w);
-    if (dx) col2im_add(net, &g, dcol, dx, xp, acc_x);
+    if (dx) conv_dx_by_tiles(net, &g, wk, NULL, dyg, dcol, xp, dx, acc_x);
     return PDC_OK;
 }
 

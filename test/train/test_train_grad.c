@@ -378,6 +378,62 @@ START_TEST(dead_tap_gradients_match_finite_differences)
 }
 END_TEST
 
+/* A conv whose input gradient is computed a tile of images at a time (dcol of one 16x16 image with 64 channels is
+ * 590 KB, over the 512 KB tile: three tiles of one image): sampled input and weight gradients against finite
+ * differences, dense and pruned (sparse kernels on and off). */
+static const char *tiled_dx_cnn =
+    HDR "input x : f32[3,64,16,16]\n"
+    "const cw : f32[4,64,3,3] = dense<elided>\nconst cb : f32[4] = dense<elided>\n"
+    "const fw : f32[3,4] = dense<elided>\nconst fb : f32[3] = dense<elided>\n"
+    "layer conv = conv(x, cw, cb) -> (a) {pads=[1,1,1,1]}\nlayer t = tanh(a) -> (b)\n"
+    "layer gap = global_avgpool(b) -> (c)\nlayer flat = flatten(c) -> (e)\nlayer fc = fc(e, fw, fb) -> (z)\n"
+    "layer sm = softmax(z) -> (y)\noutput y\n";
+
+START_TEST(tiled_input_gradient_matches_finite_differences)
+{
+    static const char *const modes[] = {NULL, "on", "off"};
+    for (int i = 0; i < 3; i++) {
+        pdc_model *m = parse_model(tiled_dx_cnn);
+        fill_constants(m, 13, 0.5f);
+        if (modes[i]) prune_model(m, 0);
+        pdc_trainer *t = trainer_for(m, "cross_entropy");
+        if (modes[i]) ck_assert_ok(ctx, pdc_trainer_set_option(t, "sparse", modes[i]));
+        tr_net *net = t->net;
+        ck_assert_ok(ctx, tr_net_enable_input_grad(net));
+        ck_assert_ok(ctx, tr_net_prepare(net, 3));
+        const size_t xn = 3 * 64 * 16 * 16;
+        float *x = malloc(xn * sizeof *x);
+        ck_assert_ptr_nonnull(x);
+        test_fill_random(x, xn, 21);
+        float *y = make_labels(t, 3, 8);
+        double l;
+        ck_assert_ok(ctx, tr_net_forward(net, x, &t->opt, 1));
+        ck_assert_ok(ctx, tr_net_loss(net, &t->opt, y, 1, &l, NULL));
+        ck_assert_ok(ctx, tr_net_backward(net, &t->opt));
+        float *gx = malloc(xn * sizeof *gx);
+        ck_assert_ptr_nonnull(gx);
+        memcpy(gx, net->grad[net->input], xn * sizeof *gx);
+        /* every image and channel, interior and border pixels: a stride prime to the plane and image sizes */
+        for (size_t k = 5; k < xn; k += 2003) check_fd(t, x + k, gx + k, 1, x, y, 1e-2, "input");
+        for (size_t pi = 0; pi < net->n_params; pi++) {
+            tr_param *p = &net->params[pi];
+            if (strcmp(net->model->tensors[p->tensor].name, "cw")) continue;
+            float *w = net->model->tensors[p->tensor].data, *g = malloc(p->n * sizeof *g);
+            ck_assert_ptr_nonnull(g);
+            memcpy(g, p->grad, p->n * sizeof *g);
+            for (size_t k = 3; k < p->n; k += 97)
+                if (!p->mask || p->mask[k]) check_fd(t, w + k, g + k, 1, x, y, 1e-2, "cw");
+            free(g);
+        }
+        free(gx);
+        free(x);
+        free(y);
+        pdc_trainer_destroy(t);
+        pdc_model_destroy(m);
+    }
+}
+END_TEST
+
 /* A small 3-D CNN pruned by prune-kgs (4x4 kernel groups, 9 of 27 positions) and prune-connectivity: every
  * kept weight's gradient against finite differences, on the sparse kernels and on the dense ones. */
 START_TEST(kgs_gradients_match_finite_differences)
@@ -592,6 +648,7 @@ int main(void)
     tcase_add_loop_test(tc, op_gradients_match_finite_differences, 0, (int)N_OP_CASES);
     test_add_tests(tc, TEST_LIST(whole_net_gradients_match_finite_differences,
                                  sparse_kernel_gradients_match_finite_differences, dead_tap_gradients_match_finite_differences,
+                                 tiled_input_gradient_matches_finite_differences,
                                  kgs_gradients_match_finite_differences, gradients_match_pytorch,
                                  kernels_agree_across_instruction_sets, weight_gradient_grouping_keeps_the_bits));
     return test_run_suite(s);
