@@ -2,19 +2,21 @@
  * train_conv.c - forward and backward of conv (1-D, 2-D and 3-D: the depth axis in train_conv3d.c) and fc
  * as matrix products.
  *
- * conv: the input is unrolled (im2col) into col [C*KH*KW, P], P = N*OH*OW, row (c, kr, kc), column
- * (n, oh, ow), row stride ld (conv_geom); kept for the backward pass. Per group g (K = C/group*KH*KW rows of col,
- * og filters), each a single product over all P columns of the batch:
+ * conv: the input is unrolled (im2col) into col [C*T, P], P = N*OH*OW, row (c, tap), column (n, oh, ow), row
+ * stride ld (conv_geom); kept for the backward pass. In 2-D, T counts the live taps only: a tap that reads nothing
+ * but padding (1x1 maps with pad 1) would have a zero row, and the products leave it out (live_taps). Per group g
+ * (K = C/group*T rows of col, og filters), each a single product over all P columns of the batch:
  *   forward   Y_g = W_g col_g, then scattered into NCHW y with the bias
  *   weights   dW_g = dY_g col_g^T                   (dY gathered as [O, P])
- *   input     dcol_g = W_g^T dY_g, then col2im adds dcol into dx
+ *   input     dcol_g = W_g^T dY_g, then col2im adds dcol into dx, a tile of images at a time (dcol stays in L2)
  * Dense products are cpu_train_sgemm (backends/backend.h: OpenBLAS, blocks fixed by the shape, so bit-identical
  * for any thread count). fc: y = x W^T + b, dW = dy^T x, dx = dy W; sparse: col = x^T [K, N], y^T = W col + b.
  *
  * Sparse weights (tr_param.sparse) replace the products by the sparse kernels: the forward and the
  * input gradient touch kept weights only (the transposed index arrays list, per col row, the filters
  * that keep it, so pruned kernels cost nothing), and the weight gradient is one dot product per kept
- * weight. Both paths give the same results up to float rounding.
+ * weight. Both paths give the same results up to float rounding. A sparse conv with dead taps takes the dense
+ * products over its live taps (fewer multiply-adds than the sparse kernels over its kept taps).
  */
 #include <string.h>
 

@@ -297,17 +297,19 @@ START_TEST(sparse_kernel_gradients_match_finite_differences)
 }
 END_TEST
 
-/* Taps that read padding only (a 3x3 stride-2 conv from 2x2 to 1x1 keeps 4 of its 9 taps, a 3x3 conv on 1x1 maps 1):
+/* Taps that read padding only (a 3x3 stride-2 conv from 2x2 to 1x1 keeps 4 of its 9 taps, a 3x3 conv on 1x1 maps 1,
+ * depthwise as well):
  * the products leave them out. Dense, and pruned on the sparse and the dense kernels: every (kept) weight's and the
  * input's gradient against finite differences; a dead tap's weight gradient is exactly zero. */
 static const char *dead_tap_cnn =
     HDR "input x : f32[3,4,2,2]\n"
     "const c1w : f32[8,4,3,3] = dense<elided>\nconst c1b : f32[8] = dense<elided>\n"
-    "const c2w : f32[8,8,3,3] = dense<elided>\n"
+    "const c2w : f32[8,8,3,3] = dense<elided>\nconst c3w : f32[8,1,3,3] = dense<elided>\n"
     "const fw : f32[3,8] = dense<elided>\nconst fb : f32[3] = dense<elided>\n"
     "layer conv1 = conv(x, c1w, c1b) -> (a) {pads=[1,1,1,1], strides=[2,2]}\nlayer r1 = tanh(a) -> (b)\n"
     "layer conv2 = conv(b, c2w) -> (c) {pads=[1,1,1,1]}\nlayer r2 = tanh(c) -> (d)\n"
-    "layer flat = flatten(d) -> (e)\nlayer fc = fc(e, fw, fb) -> (z)\nlayer sm = softmax(z) -> (y)\noutput y\n";
+    "layer conv3 = conv(d, c3w) -> (f) {pads=[1,1,1,1], group=8}\nlayer r3 = tanh(f) -> (h)\n"
+    "layer flat = flatten(h) -> (e)\nlayer fc = fc(e, fw, fb) -> (z)\nlayer sm = softmax(z) -> (y)\noutput y\n";
 
 /* The loss of m on kernels (trainer option) and sparse (NULL: default). */
 static double loss_on(pdc_model *m, const char *kernels, const char *sparse)
@@ -339,7 +341,7 @@ START_TEST(dead_tap_gradients_match_finite_differences)
         grad_check_model(m, "cross_entropy", modes[i], 1e-2, 0);
         pdc_model_destroy(m);
     }
-    /* the dead taps' gradient after a backward pass: conv1 keeps taps (1,1) (1,2) (2,1) (2,2), conv2 the centre */
+    /* the dead taps' gradient after a backward pass: conv1 keeps taps (1,1) (1,2) (2,1) (2,2), conv2 and conv3 the centre */
     pdc_model *m = parse_model(dead_tap_cnn);
     fill_constants(m, 9, 0.5f);
     pdc_trainer *t = trainer_for(m, "cross_entropy");
@@ -357,7 +359,7 @@ START_TEST(dead_tap_gradients_match_finite_differences)
         const tr_param *p = &net->params[i];
         const char *name = net->model->tensors[p->tensor].name;
         const int c1 = !strcmp(name, "c1w");
-        if (!c1 && strcmp(name, "c2w")) continue;
+        if (!c1 && strcmp(name, "c2w") && strcmp(name, "c3w")) continue;
         seen++;
         size_t live = 0;
         for (size_t k = 0; k < p->n; k++) {
@@ -371,7 +373,7 @@ START_TEST(dead_tap_gradients_match_finite_differences)
         }
         ck_assert_msg(2 * live > (c1 ? 4 : 1) * p->n / 9, "%s: %zu nonzero gradients on live taps", name, live);
     }
-    ck_assert_uint_eq(seen, 2);
+    ck_assert_uint_eq(seen, 3);
     free(y);
     pdc_trainer_destroy(t);
     pdc_model_destroy(m);
