@@ -31,10 +31,11 @@ static const cal_case cases[] = {
     {COST_CONV_SPARSE, "conv", 512, 512, 7, 3, 1, 1, 0.75},    {COST_CONV_SPARSE, "conv", 64, 64, 112, 3, 1, 1, 0.5},
     {COST_CONV_SPARSE_S, "conv", 64, 128, 56, 3, 2, 1, 0.0},   {COST_CONV_SPARSE_S, "conv", 128, 256, 28, 3, 2, 1, 0.5},
     {COST_CONV_SPARSE_S, "conv", 256, 512, 14, 3, 2, 1, 0.0},  {COST_CONV_SPARSE_S, "conv", 256, 512, 14, 3, 2, 1, 0.75},
-    {COST_CONV_DENSE, "conv", 64, 64, 56, 3, 1, 1, -1},        {COST_CONV_DENSE, "conv", 128, 128, 28, 3, 1, 1, -1},
-    {COST_CONV_DENSE, "conv", 256, 256, 14, 3, 1, 1, -1},      {COST_CONV_DENSE, "conv", 512, 512, 7, 3, 1, 1, -1},
+    {COST_CONV_WINO, "conv", 64, 64, 56, 3, 1, 1, -1},         {COST_CONV_WINO, "conv", 128, 128, 28, 3, 1, 1, -1},
+    {COST_CONV_WINO, "conv", 256, 256, 14, 3, 1, 1, -1},       {COST_CONV_DENSE, "conv", 512, 512, 7, 3, 1, 1, -1},
     {COST_CONV_DENSE, "conv", 3, 64, 224, 7, 2, 1, -1},        {COST_CONV_DENSE, "conv", 128, 256, 28, 3, 2, 1, -1},
-    {COST_CONV_DENSE, "conv", 64, 64, 112, 3, 1, 1, -1},
+    {COST_CONV_WINO, "conv", 64, 64, 112, 3, 1, 1, -1},        {COST_CONV_WINO, "conv", 512, 512, 14, 3, 1, 1, -1},
+    {COST_CONV_DENSE, "conv", 3, 64, 224, 3, 1, 1, -1},        {COST_CONV_DENSE, "conv", 256, 256, 7, 3, 1, 1, -1},
     {COST_CONV_1X1, "conv", 64, 256, 56, 1, 1, 1, -1},         {COST_CONV_1X1, "conv", 256, 64, 56, 1, 1, 1, -1},
     {COST_CONV_1X1, "conv", 128, 512, 28, 1, 1, 1, -1},        {COST_CONV_1X1, "conv", 512, 128, 14, 1, 1, 1, -1},
     {COST_CONV_1X1, "conv", 64, 128, 56, 1, 2, 1, -1},         {COST_CONV_1X1, "conv", 320, 1280, 7, 1, 1, 1, -1},
@@ -278,8 +279,9 @@ pdc_status cost_calibrate(pdc_context *ctx, int threads, double budget_s, cost_p
             s[i].tn_ms = 0; /* not counted in the thread scaling: the family keeps its default p */
             busy++;
         }
-        /* without AVX-512 the 3x3 depthwise cases are grouped convs like the others */
-        if (!st && s[i].l.family != cf && !(cf == COST_CONV_DW3 && s[i].l.family == COST_CONV_DW))
+        /* without AVX-512 the 3x3 depthwise cases are grouped convs like the others, the Winograd ones direct */
+        if (!st && s[i].l.family != cf && !(cf == COST_CONV_DW3 && s[i].l.family == COST_CONV_DW) &&
+            !(cf == COST_CONV_WINO && s[i].l.family == COST_CONV_DENSE))
             st = pdc_error(ctx, PDC_ERR_INTERNAL, "calibrate: case %zu (%s) is in family %s, expected %s", i, cases[i].op,
                            cost_family_name(s[i].l.family), cost_family_name(cases[i].family));
         pdc_model_destroy(m);

@@ -20,7 +20,7 @@
 static const char *const family_names[COST_N_FAMILIES] = {
     "conv_sparse", "conv_sparse_strided", "conv_dense", "conv_1x1", "conv_grouped", "fc_sparse", "fc_dense",
     "rnn",         "eltwise",             "pool",       "softmax",  "shape",        "ref",
-    "rnn_sparse",  "conv_block",          "fc_bcr",     "conv_bcr", "rnn_bcr",  "conv_dw3x3"};
+    "rnn_sparse",  "conv_block",          "fc_bcr",     "conv_bcr", "rnn_bcr",  "conv_dw3x3", "conv_wino"};
 
 const char *cost_family_name(cost_family f) { return (unsigned)f < COST_N_FAMILIES ? family_names[f] : "?"; }
 
@@ -63,6 +63,8 @@ void cost_profile_defaults(cost_profile *p)
     p->f[COST_CONV_BCR] = (cost_coef){0.026, 0.0178, 0.0, 0.0, 0.95, 0.0, 0.95};
     p->f[COST_RNN_BCR] = (cost_coef){0.0, 0.048, 0.0, 0.0, 0.50, 0.0, 0.50};
     p->f[COST_CONV_DW3] = (cost_coef){0.011, 0.035, 0.0, 0.008, 0.90, 0.0, 0.90};
+    /* Winograd: ResNet-18's 64@56 in 1.3-1.4 ms for 231 M direct FLOPs (conv_wino.c) */
+    p->f[COST_CONV_WINO] = (cost_coef){0.036, 0.0058, 0.0, 0.072, 0.95, 0.0, 0.95};
 }
 
 static int64_t numel_of(const ir_tensor *t) { return (int64_t)ir_tensor_numel(t); }
@@ -134,6 +136,25 @@ static int dw3_direct(const ir_tensor *w, const ir_window_params *p)
     return p->pad_begin[0] <= 2 && p->pad_begin[1] <= 2;
 }
 
+/* 1 if the cpu target computes conv p (weight w) by Winograd (conv/conv_wino.c's rules: dense, one group,
+ * 3x3, stride and dilation 1, padding <= 2, filters a multiple of 8, output planes from 14x14 and 32 input
+ * channels up unless PDC_CONV_WINO=1, never with PDC_CONV_WINO=0, on an AVX-512 host). */
+static int wino_direct(const ir_tensor *w, const ir_window_params *p)
+{
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512f")) return 0;
+#else
+    return 0;
+#endif
+    if (w->kind != IR_TENSOR_CONST || w->sparsity.kind != IR_SPARSITY_NONE || p->nsp != 2 || p->group != 1) return 0;
+    if (p->k[0] != 3 || p->k[1] != 3 || p->stride[0] != 1 || p->stride[1] != 1 || p->dil[0] != 1 || p->dil[1] != 1)
+        return 0;
+    if (p->pad_begin[0] > 2 || p->pad_begin[1] > 2 || p->o % 8) return 0;
+    const char *force = getenv("PDC_CONV_WINO");
+    if (force && *force == '0') return 0;
+    return (force && *force == '1') || (p->out[0] >= 14 && p->out[1] >= 14 && p->c >= 32);
+}
+
 cost_family cost_family_of(const ir_model *m, size_t li)
 {
     const ir_layer *l = &m->layers[li];
@@ -158,7 +179,7 @@ cost_family cost_family_of(const ir_model *m, size_t li)
         if (w->kind == IR_TENSOR_CONST && w->sparsity.kind == IR_SPARSITY_PATTERN)
             return strided ? COST_CONV_SPARSE_S : COST_CONV_SPARSE;
         if (w->kind == IR_TENSOR_CONST && w->sparsity.kind != IR_SPARSITY_NONE) return COST_CONV_BLOCK;
-        return taps == 1 ? COST_CONV_1X1 : COST_CONV_DENSE;
+        return taps == 1 ? COST_CONV_1X1 : wino_direct(w, &p) ? COST_CONV_WINO : COST_CONV_DENSE;
     }
     case IR_OP_FC:
     case IR_OP_GEMM:

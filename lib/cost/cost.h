@@ -56,6 +56,7 @@ typedef enum cost_family {
     COST_CONV_BCR,         /* conv/conv_bcr.c: 1x1 conv, stride 1, no padding, one group, BCR-pruned */
     COST_RNN_BCR,          /* rnn.c through bcr.c: lstm, gru with BCR-pruned gate matrices */
     COST_CONV_DW3,         /* conv/conv_dw.c: dense 3x3 depthwise, stride 1 or 2, input read in place (AVX-512) */
+    COST_CONV_WINO,        /* conv/conv_wino.c: dense 3x3 stride 1 by Winograd F(4x4, 3x3) (AVX-512); FLOPs counted direct */
     COST_N_FAMILIES
 } cost_family;
 
@@ -73,7 +74,7 @@ typedef struct cost_coef {
                            * times as fast (VGG-16's 411 MB fc on 2 threads) */
 } cost_coef;
 
-#define COST_PROFILE_VERSION 2 /* 2: dram_parallel, the BCR and 3x3 depthwise families */
+#define COST_PROFILE_VERSION 3 /* 2: dram_parallel, the BCR and 3x3 depthwise families; 3: conv_wino */
 #define COST_KEY_MAX 256
 
 typedef struct cost_profile {

@@ -200,6 +200,44 @@ START_TEST(new_kernel_families)
     ck_assert_ok(ctx, cost_model_facts(m, f));
     ck_assert_str_eq(cost_family_name(f[0].family), "rnn_bcr");
     pdc_model_destroy(m);
+
+    /* Winograd takes dense 3x3 stride-1 convs from 14x14 planes, 32 input channels and 8-filter multiples
+     * (conv_wino.c) on AVX-512; the others stay direct */
+    m = new_model("wino");
+    add_input(m, "x", 4, (const int64_t[]){1, 32, 14, 14});
+    add_random(m, "wa", 4, (const int64_t[]){32, 32, 3, 3}, 6, -0.5f, 0.5f);
+    add_random(m, "wb", 4, (const int64_t[]){36, 32, 3, 3}, 7, -0.5f, 0.5f);
+    add_random(m, "wc", 4, (const int64_t[]){16, 36, 3, 3}, 8, -0.5f, 0.5f);
+    add_random(m, "wd", 4, (const int64_t[]){16, 16, 3, 3}, 9, -0.5f, 0.5f);
+    add_layer(m, "wa", "conv", "x,wa", "ya", pads(1));    /* 32 -> 32 at 14x14: Winograd */
+    add_layer(m, "wb", "conv", "ya,wb", "yb", pads(1));   /* 36 filters: not a multiple of 8 */
+    add_layer(m, "wc", "conv", "yb,wc", "yc", NULL);      /* 12x12 output planes */
+    add_layer(m, "wd", "conv", "yc,wd", "yd", pads(1));   /* 16 input channels */
+    add_output(m, "yd");
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    ck_assert_str_eq(cost_family_name(f[0].family), __builtin_cpu_supports("avx512f") ? "conv_wino" : "conv_dense");
+    for (int i = 1; i < 4; i++) ck_assert_str_eq(cost_family_name(f[i].family), "conv_dense");
+    /* the same choice as the cpu target's */
+    pdc_program *prog;
+    ck_assert_ok(ctx, pdc_compile(ctx, m, "cpu", &prog));
+    for (size_t i = 0; i < 4; i++) {
+        const char *info = NULL;
+        ck_assert_ok(ctx, pdc_program_layer_kernel(prog, i, NULL, &info));
+        ck_assert_msg(!strstr(info, "Winograd") == (f[i].family != COST_CONV_WINO), "layer %zu: '%s'", i, info);
+    }
+    pdc_program_destroy(prog);
+    setenv("PDC_CONV_WINO", "0", 1); /* forced off: direct everywhere */
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    ck_assert_str_eq(cost_family_name(f[0].family), "conv_dense");
+    setenv("PDC_CONV_WINO", "1", 1); /* forced on: the size rules go, the 8-filter rule stays */
+    ck_assert_ok(ctx, cost_model_facts(m, f));
+    const char *on = __builtin_cpu_supports("avx512f") ? "conv_wino" : "conv_dense";
+    ck_assert_str_eq(cost_family_name(f[0].family), on);
+    ck_assert_str_eq(cost_family_name(f[1].family), "conv_dense");
+    ck_assert_str_eq(cost_family_name(f[2].family), on);
+    ck_assert_str_eq(cost_family_name(f[3].family), on);
+    unsetenv("PDC_CONV_WINO");
+    pdc_model_destroy(m);
 }
 END_TEST
 
@@ -345,13 +383,13 @@ START_TEST(profile_round_trip_and_refusals)
     /* another version, with a valid checksum */
     cost_profile_defaults(&p);
     ck_assert_ok(ctx, cost_profile_format(ctx, &p, &text, &len));
-    for (char v = '1'; v <= '3'; v += 2) { /* version 1 (before dram_parallel and the BCR families), 3 */
+    for (char v = '2'; v <= '4'; v += 2) { /* version 2 (before conv_wino), 4 */
         char *other = strdup(text), want[64];
         other[strlen("pdc-latency-profile ")] = v;
         char *crc = strstr(other, "crc32 ");
         snprintf(crc, 16, "crc32 %08x\n", pdc_crc32(0, other, (size_t)(crc - other)));
         ck_assert_status(ctx, cost_profile_parse(ctx, other, strlen(other), NULL, &q), PDC_ERR_UNSUPPORTED);
-        snprintf(want, sizeof want, "format version %c, this pdc reads version 2", v);
+        snprintf(want, sizeof want, "format version %c, this pdc reads version 3", v);
         ck_assert_error_has(ctx, want);
         free(other);
     }
