@@ -903,7 +903,7 @@ begin "calibrate writes a profile (exit 0) that predict then uses without a note
 run env XDG_CACHE_HOME="$T/cache" "$PDC" calibrate --threads 1 --budget 2 -o "$T/profile.txt"
 expect_rc 0
 expect_out "wrote $T/profile.txt"
-head -n 1 "$T/profile.txt" | grep -q '^pdc-latency-profile 2$' || bad "profile lacks its header"
+head -n 1 "$T/profile.txt" | grep -q '^pdc-latency-profile 3$' || bad "profile lacks its header"
 grep -q '^family conv_sparse ' "$T/profile.txt" || bad "profile lacks family conv_sparse"
 run env XDG_CACHE_HOME="$T/cache" "$PDC" predict "$T/dense.pdcir" --profile "$T/profile.txt" --json
 expect_rc 0
