@@ -36,6 +36,7 @@ static const cal_case cases[] = {
     {COST_CONV_DENSE, "conv", 3, 64, 224, 7, 2, 1, -1},        {COST_CONV_DENSE, "conv", 128, 256, 28, 3, 2, 1, -1},
     {COST_CONV_WINO, "conv", 64, 64, 112, 3, 1, 1, -1},        {COST_CONV_WINO, "conv", 512, 512, 14, 3, 1, 1, -1},
     {COST_CONV_DENSE, "conv", 3, 64, 224, 3, 1, 1, -1},        {COST_CONV_DENSE, "conv", 256, 256, 7, 3, 1, 1, -1},
+    {COST_CONV_WINO, "conv", 256, 256, 56, 3, 1, 1, -1},       {COST_CONV_WINO, "conv", 512, 512, 28, 3, 1, 1, -1},
     {COST_CONV_1X1, "conv", 64, 256, 56, 1, 1, 1, -1},         {COST_CONV_1X1, "conv", 256, 64, 56, 1, 1, 1, -1},
     {COST_CONV_1X1, "conv", 128, 512, 28, 1, 1, 1, -1},        {COST_CONV_1X1, "conv", 512, 128, 14, 1, 1, 1, -1},
     {COST_CONV_1X1, "conv", 64, 128, 56, 1, 2, 1, -1},         {COST_CONV_1X1, "conv", 320, 1280, 7, 1, 1, 1, -1},
