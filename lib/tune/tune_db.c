@@ -155,13 +155,13 @@ pdc_status tune_entry_parse(const char *text, size_t len, const char *key, tune_
     }
     /* the checksum covers everything before its line */
     size_t body = pos;
-    char entry_key[TUNE_KEY_MAX + 16];
+    char entry_key[TUNE_KEY_MAX + 16], knobs[TUNE_KEY_MAX + 16]; /* the knobs line: named if a knob is out of range */
     tune_entry t;
     memset(&t, 0, sizeof t);
     int f = 0, ty = 0, tx = 0, ch = 0, wh = 0, th = 0;
     if (!next_line(text, len, &pos, entry_key, sizeof entry_key) || strncmp(entry_key, "key ", 4) ||
-        !next_line(text, len, &pos, line, sizeof line) ||
-        sscanf(line, "knobs %d %d %d %d %d %d%n", &f, &ty, &tx, &ch, &wh, &th, &used) != 6 || line[used] ||
+        !next_line(text, len, &pos, knobs, sizeof knobs) ||
+        sscanf(knobs, "knobs %d %d %d %d %d %d%n", &f, &ty, &tx, &ch, &wh, &th, &used) != 6 || knobs[used] ||
         !next_line(text, len, &pos, line, sizeof line) ||
         sscanf(line, "ms %lf %lf%n", &t.tuned_ms, &t.default_ms, &used) != 2 || line[used]) {
         snprintf(why, cap, "malformed entry (line %s)", pos >= len ? "missing" : "unreadable");
@@ -181,7 +181,11 @@ pdc_status tune_entry_parse(const char *text, size_t len, const char *key, tune_
         return PDC_ERR_CORRUPT;
     }
     if (f < 0 || f >= PDC_KNOB_FAMILIES || ty < 0 || ty > 64 || tx < 0 || tx > 64 || ch < 0 || ch > 4096 || wh < 0 ||
-        wh > 1 || th < 0 || th > TUNE_THREADS_MAX || !(t.tuned_ms >= 0) || !(t.default_ms >= 0)) {
+        wh > 1 || th < 0 || th > TUNE_THREADS_MAX) {
+        snprintf(why, cap, "a value is out of range (%s)", knobs);
+        return PDC_ERR_CORRUPT;
+    }
+    if (!(t.tuned_ms >= 0) || !(t.default_ms >= 0)) {
         snprintf(why, cap, "a value is out of range (%s)", line);
         return PDC_ERR_CORRUPT;
     }

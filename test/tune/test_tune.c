@@ -190,12 +190,17 @@ START_TEST(database_refuses_bad_entries)
     char *w;
     size_t wlen;
     ck_assert_ok(ctx, tune_entry_format(ctx, key, &wild, &w, &wlen));
-    expect_refused(key, w, wlen, "out of range");
+    expect_refused(key, w, wlen, "a value is out of range (knobs 7 2 1 8 1 3)");
     pdc_free(w);
     wild = sample;
     wild.knobs.threads = -1;
     ck_assert_ok(ctx, tune_entry_format(ctx, key, &wild, &w, &wlen));
-    expect_refused(key, w, wlen, "out of range");
+    expect_refused(key, w, wlen, "a value is out of range (knobs 1 2 1 8 1 -1)");
+    pdc_free(w);
+    wild = sample;
+    wild.tuned_ms = -1;
+    ck_assert_ok(ctx, tune_entry_format(ctx, key, &wild, &w, &wlen));
+    expect_refused(key, w, wlen, "a value is out of range (ms -1.000000 0.250000)");
     /* not a regular file */
     char path[PDC_PATH_MAX + 64];
     tune_db_path(ctx, key, path, sizeof path);
