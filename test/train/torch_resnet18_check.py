@@ -8,7 +8,8 @@ torchvision's resnet18(num_classes=10) with seeded weights (batchnorm scales and
 gradients are not those of an identity) is exported to ONNX; pdc imports it and trains it. A batch of 8
 inputs 3x32x32 with seeded labels, softmax cross-entropy, plain SGD (lr 1, no momentum, no weight decay),
 batchnorm in training mode (batch statistics), 1 thread:
-  - dense: pdc's loss equals PyTorch's (relative 1e-5), and every trainable weight after the step gives
+  - dense: pdc trains exactly PyTorch's parameters (by name), its loss equals PyTorch's (relative 1e-5, a
+    NaN fails), and every trainable weight after the step gives
     PyTorch's gradient: |g_pdc - g_torch| / |g_torch| <= 2e-4 per weight (2-norms; g_pdc = w_before - w_after);
   - pruned: pdc prunes the 3x3 convs but the stem (8 patterns of 4, half the kernels), PyTorch gets those
     weights and masks, and trains with its gradients masked (the usual masked retraining); the same checks,
@@ -61,6 +62,9 @@ def check(name, m, x, y, pruned):
     missing = [n for n in trainable if n not in params]
     if missing:
         fail(f"{name}: pdc weights without a PyTorch parameter of that name: {missing[:4]}")
+    untrained = [n for n in params if n not in trainable]
+    if untrained:
+        fail(f"{name}: PyTorch parameters pdc does not train: {untrained[:4]}")
     masks = {}
     if pruned:
         t.prune("prune-pattern,prune-connectivity", patterns=8, pattern_size=4, connectivity=0.5)
@@ -79,7 +83,7 @@ def check(name, m, x, y, pruned):
     m.zero_grad()
     loss = F.cross_entropy(m(x), y)
     loss.backward()
-    if abs(loss_pdc - loss.item()) > LOSS_TOL * abs(loss.item()):
+    if not abs(loss_pdc - loss.item()) <= LOSS_TOL * abs(loss.item()):  # a NaN loss fails too
         fail(f"{name}: loss {loss_pdc!r} (pdc) vs {loss.item()!r} (PyTorch)")
     worst, worst_name = 0.0, ""
     for n in trainable:
