@@ -10,7 +10,8 @@
 #include "ir/ops/params.h"
 
 /* 1 if the planes of 3-D window p are split by their depth taps inside the input (a 2-D kernel per
- * range): where the edge planes would waste at least 1/8 of the layer's taps over zero planes. */
+ * range): where the edge planes would waste at least 1/16 of the layer's taps over zero planes
+ * (conv3d.c's C3_SLICE_WASTE). */
 int cpu_conv3d_split(const ir_window_params *p);
 /* The depth taps [k0, k1) output depth plane od runs: those inside the input when split (and some
  * are), else the whole window [0, KD). */
