@@ -422,10 +422,21 @@ static void depth_split_zoo(void)
     output("c2");
 }
 
+static int symbols(const char *name, const char *re);
+
+/* c2's 7 planes run 3 ranges of taps: [0, 2) (no tap inside, and od 3), [1, 2) (od 2), [0, 1) (od 4);
+ * a 2-D conv (its packed weights "cN.L1.wpk") each. Unsplit, there would be one. */
+static void assert_c2_ranges(const char *name)
+{
+    const int n = symbols(name, " r c[0-9]+\\.L1\\.wpk$");
+    if (n >= 0) ck_assert_msg(n == 3, "%s: c2 has %d 2-D convs, expected 3 (one per range of depth taps)", name, n);
+}
+
 START_TEST(conv3d_depth_split_matches_ref)
 {
     depth_split_zoo();
     check_arm_matches_ref("conv3d_split", NULL, "3-D convs split by depth taps, dense", 33);
+    assert_c2_ranges("conv3d_split");
     fresh_model("conv3d_split_kgs");
     depth_split_zoo();
     pdc_attrs *opt = set_string(set_int(attrs(), "include_stem", 1), "kgs_rate", "0.6");
@@ -433,6 +444,7 @@ START_TEST(conv3d_depth_split_matches_ref)
     ck_assert_ok(ctx, pdc_model_transform(mdl, "prune-kgs", opt));
     pdc_attrs_destroy(opt);
     check_arm_matches_ref("conv3d_split_kgs", NULL, "3-D convs split by depth taps, KGS", 34);
+    assert_c2_ranges("conv3d_split_kgs");
 }
 END_TEST
 
