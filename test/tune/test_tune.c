@@ -375,6 +375,27 @@ START_TEST(every_configuration_is_honoured_and_matches_ref)
 }
 END_TEST
 
+/* A dense conv with fewer filters than a vector has lanes: the output-channel-vector family cannot take
+ * it (whole vectors of filters), so it is not offered; what is offered is honoured. */
+START_TEST(configurations_offered_are_the_ones_honoured)
+{
+    use_tmp_cache();
+    pdc_model *m = new_model("narrow");
+    add_input(m, "x", 4, (const int64_t[]){1, 8, 12, 12});
+    add_random(m, "w", 4, (const int64_t[]){4, 8, 3, 3}, 1, -1, 1);
+    add_layer(m, "n1", "conv", "x,w", "y", pads(1));
+    add_output(m, "y");
+    size_t n_ref;
+    float *want = run_on(m, "ref", NULL, &n_ref);
+    int families_seen[PDC_KNOB_FAMILIES] = {0};
+    size_t tiles_seen = 0, threaded_seen = 0;
+    check_space(m, want, n_ref, "n1", 1, 0, families_seen, &tiles_seen, &threaded_seen);
+    ck_assert_int_eq(families_seen[PDC_KNOB_OCVEC], 0);
+    free(want);
+    pdc_model_destroy(m);
+}
+END_TEST
+
 /* An fc layer: its thread count is its knob. */
 START_TEST(fc_threads_are_tuned_and_honoured)
 {
@@ -539,6 +560,6 @@ int main(void)
     return run_tests("tune", tmpdir_setup, tmpdir_teardown, 300,
                      TEST_LIST(signature_names_what_the_code_depends_on, database_round_trip, database_refuses_bad_entries,
                                database_concurrent_writers, every_configuration_is_honoured_and_matches_ref,
-                               fc_threads_are_tuned_and_honoured, conv3d_configurations_are_honoured_and_match_ref,
+                               configurations_offered_are_the_ones_honoured, fc_threads_are_tuned_and_honoured, conv3d_configurations_are_honoured_and_match_ref,
                                model_tune_then_compiles_use_it, bad_arguments));
 }
