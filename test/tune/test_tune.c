@@ -376,7 +376,8 @@ START_TEST(every_configuration_is_honoured_and_matches_ref)
 END_TEST
 
 /* A dense conv with fewer filters than a vector has lanes: the output-channel-vector family cannot take
- * it (whole vectors of filters), so it is not offered; what is offered is honoured. */
+ * it (whole vectors of filters), so it is not offered; nor either dense family for a depthwise conv (one
+ * filter a group); what is offered is honoured. */
 START_TEST(configurations_offered_are_the_ones_honoured)
 {
     use_tmp_cache();
@@ -391,6 +392,21 @@ START_TEST(configurations_offered_are_the_ones_honoured)
     size_t tiles_seen = 0, threaded_seen = 0;
     check_space(m, want, n_ref, "n1", 1, 0, families_seen, &tiles_seen, &threaded_seen);
     ck_assert_int_eq(families_seen[PDC_KNOB_OCVEC], 0);
+    ck_assert_int_eq(families_seen[PDC_KNOB_DENSE], 1);
+    free(want);
+    pdc_model_destroy(m);
+    /* depthwise: one filter a group, neither dense family can take it */
+    m = new_model("depthwise");
+    add_input(m, "x", 4, (const int64_t[]){1, 16, 12, 12});
+    add_random(m, "w", 4, (const int64_t[]){16, 1, 3, 3}, 2, -1, 1);
+    pdc_attrs *a = pads(1);
+    ck_assert_ok(ctx, pdc_attrs_set_int(a, "group", 16));
+    add_layer(m, "dw", "conv", "x,w", "y", a);
+    add_output(m, "y");
+    want = run_on(m, "ref", NULL, &n_ref);
+    check_space(m, want, n_ref, "dw", 1, 0, families_seen, &tiles_seen, &threaded_seen);
+    ck_assert_int_eq(families_seen[PDC_KNOB_OCVEC], 0);
+    ck_assert_int_eq(families_seen[PDC_KNOB_DENSE], 1);
     free(want);
     pdc_model_destroy(m);
 }

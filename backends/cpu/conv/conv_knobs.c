@@ -89,10 +89,12 @@ pdc_status pdc_cpu_knob_space(pdc_context *ctx, const ir_model *m, size_t li, pd
         else if (!st) {
             const pdc_llvm_target *t = pdc_jit_target(jit);
             if (P.all_dense) {
-                /* output-channel vectors take whole vectors of a group's filters (conv_ocvec.c); else
-                 * the dense family would run it, a second measurement of the same code */
-                if ((P.g.o / P.g.group) % t->vec == 0) add(k, &n, PDC_KNOB_OCVEC, 0, 0, 0, 0);
-                add(k, &n, PDC_KNOB_DENSE, 0, 0, 0, 0);
+                /* output-channel vectors take whole vectors of a group's filters (conv_ocvec.c), the
+                 * multi-filter family at least 2 of them (conv_dense.c): else another family runs the
+                 * layer, a second measurement of the same code */
+                const int64_t og = P.g.o / P.g.group;
+                if (og % t->vec == 0) add(k, &n, PDC_KNOB_OCVEC, 0, 0, 0, 0);
+                if (og >= 2) add(k, &n, PDC_KNOB_DENSE, 0, 0, 0, 0);
             } else {
                 add(k, &n, PDC_KNOB_CMAJOR, 0, 0, 0, 0);
             }
