@@ -201,6 +201,30 @@ static inline pdc_attrs *opt_ints(const char *name, size_t n, const int64_t *v)
 /* pads = [p, p, p, p] */
 static inline pdc_attrs *pads(int64_t p) { return opt_ints("pads", 4, (const int64_t[]){p, p, p, p}); }
 
+/* x [1,16,16,16] -> c1 (3x3, pads 1; the stem) -> r1 (relu: c1's epilogue) -> c2 (3x3 stride 2, relu)
+ * -> flatten -> fc [10, 2048]: the latency model's small case (test_cost checks its facts by hand). */
+static inline pdc_model *small_conv_fc_model(void)
+{
+    pdc_model *m = new_model("small");
+    add_input(m, "x", 4, (const int64_t[]){1, 16, 16, 16});
+    add_random(m, "w1", 4, (const int64_t[]){16, 16, 3, 3}, 1, -0.5f, 0.5f);
+    add_random(m, "b1", 1, (const int64_t[]){16}, 2, -0.1f, 0.1f);
+    add_random(m, "w2", 4, (const int64_t[]){32, 16, 3, 3}, 3, -0.5f, 0.5f);
+    add_random(m, "b2", 1, (const int64_t[]){32}, 4, -0.1f, 0.1f);
+    add_random(m, "w3", 2, (const int64_t[]){10, 2048}, 5, -0.1f, 0.1f);
+    add_random(m, "b3", 1, (const int64_t[]){10}, 6, -0.1f, 0.1f);
+    add_layer(m, "c1", "conv", "x,w1,b1", "y1", pads(1));
+    add_layer(m, "r1", "relu", "y1", "y2", NULL);
+    pdc_attrs *a = pads(1);
+    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){2, 2}));
+    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
+    add_layer(m, "c2", "conv", "y2,w2,b2", "y3", a);
+    add_layer(m, "flat", "flatten", "y3", "f", NULL);
+    add_layer(m, "fc", "fc", "f,w3,b3", "out", NULL);
+    add_output(m, "out");
+    return m;
+}
+
 /* The full IR text (weights included); pdc_string_free it. */
 static inline char *model_text(const pdc_model *m)
 {

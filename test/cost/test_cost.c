@@ -14,29 +14,6 @@
 
 #include "test/common/builders.h"
 
-/* x [1,16,16,16] -> c1 (3x3, pads 1; the stem) -> r1 (relu: c1's epilogue) -> c2 (3x3 stride 2, relu)
- * -> flatten -> fc [10, 2048] */
-static pdc_model *small_model(void)
-{
-    pdc_model *m = new_model("small");
-    add_input(m, "x", 4, (const int64_t[]){1, 16, 16, 16});
-    add_random(m, "w1", 4, (const int64_t[]){16, 16, 3, 3}, 1, -0.5f, 0.5f);
-    add_random(m, "b1", 1, (const int64_t[]){16}, 2, -0.1f, 0.1f);
-    add_random(m, "w2", 4, (const int64_t[]){32, 16, 3, 3}, 3, -0.5f, 0.5f);
-    add_random(m, "b2", 1, (const int64_t[]){32}, 4, -0.1f, 0.1f);
-    add_random(m, "w3", 2, (const int64_t[]){10, 2048}, 5, -0.1f, 0.1f);
-    add_random(m, "b3", 1, (const int64_t[]){10}, 6, -0.1f, 0.1f);
-    add_layer(m, "c1", "conv", "x,w1,b1", "y1", opt_ints("pads", 4, (const int64_t[]){1, 1, 1, 1}));
-    add_layer(m, "r1", "relu", "y1", "y2", NULL);
-    pdc_attrs *a = opt_ints("pads", 4, (const int64_t[]){1, 1, 1, 1});
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){2, 2}));
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-    add_layer(m, "c2", "conv", "y2,w2,b2", "y3", a);
-    add_layer(m, "flat", "flatten", "y3", "f", NULL);
-    add_layer(m, "fc", "fc", "f,w3,b3", "out", NULL);
-    add_output(m, "out");
-    return m;
-}
 
 /* A profile whose every constant is distinct and easy to compute with. */
 static void synthetic_profile(cost_profile *p)
@@ -58,7 +35,7 @@ static double hand_ms(const cost_profile *p, cost_family f, double flops, double
 
 START_TEST(facts_and_arithmetic_by_hand)
 {
-    pdc_model *m = small_model();
+    pdc_model *m = small_conv_fc_model();
     cost_layer f[5];
     memset(f, 0, sizeof f);
     ck_assert_ok(ctx, cost_model_facts(m, f));
@@ -401,7 +378,7 @@ START_TEST(predict_uses_profile_or_says_defaults)
 {
     use_tmp_cache();
     pdc_context_set_note_handler(ctx, on_note, NULL);
-    pdc_model *m = small_model();
+    pdc_model *m = small_conv_fc_model();
     pdc_attrs *one = opt_i("threads", 1);
     double dflt = 0, per[5];
     /* no profile: defaults, and a note that says where calibrate writes one */
@@ -458,7 +435,7 @@ END_TEST
 
 START_TEST(predict_bad_input)
 {
-    pdc_model *m = small_model();
+    pdc_model *m = small_conv_fc_model();
     double t = 7;
     ck_assert_status(ctx, pdc_model_predict(ctx, m, "ref", NULL, &t, NULL), PDC_ERR_UNSUPPORTED);
     ck_assert_error_has(ctx, "target 'ref' has no latency model");
@@ -615,7 +592,7 @@ END_TEST
 START_TEST(plan_meets_budget_and_rejects_bad_ones)
 {
     use_tmp_cache(); /* the defaults: deterministic */
-    pdc_model *m = small_model();
+    pdc_model *m = small_conv_fc_model();
     pdc_attrs *one = opt_i("threads", 1);
     double dense = 0, pred = 0;
     char *plan = NULL;
@@ -756,7 +733,7 @@ END_TEST
 
 START_TEST(run_timed_per_layer)
 {
-    pdc_model *m = small_model();
+    pdc_model *m = small_conv_fc_model();
     pdc_program *ref = NULL, *cpu = NULL;
     ck_assert_ok(ctx, pdc_compile(ctx, m, "ref", &ref));
     pdc_tensor *x, *y;
@@ -791,7 +768,7 @@ static void on_choice(void *user, pdc_note_kind kind, const char *pass, const ch
 START_TEST(auto_target_chooses_cpu_and_says_why)
 {
     use_tmp_cache();
-    pdc_model *m = small_model();
+    pdc_model *m = small_conv_fc_model();
     pdc_program *p = NULL;
     pdc_context_set_note_handler(ctx, on_choice, NULL);
     chosen[0] = 0;

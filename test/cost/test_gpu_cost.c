@@ -13,29 +13,6 @@
 
 #include "test/common/builders.h"
 
-/* x [1,16,16,16] -> c1 (3x3, pads 1) -> r1 (relu) -> c2 (3x3 stride 2, relu) -> flatten -> fc [10, 2048]
- * (test_cost.c's small model, whose facts that suite checks by hand) */
-static pdc_model *small_model(void)
-{
-    pdc_model *m = new_model("small");
-    add_input(m, "x", 4, (const int64_t[]){1, 16, 16, 16});
-    add_random(m, "w1", 4, (const int64_t[]){16, 16, 3, 3}, 1, -0.5f, 0.5f);
-    add_random(m, "b1", 1, (const int64_t[]){16}, 2, -0.1f, 0.1f);
-    add_random(m, "w2", 4, (const int64_t[]){32, 16, 3, 3}, 3, -0.5f, 0.5f);
-    add_random(m, "b2", 1, (const int64_t[]){32}, 4, -0.1f, 0.1f);
-    add_random(m, "w3", 2, (const int64_t[]){10, 2048}, 5, -0.1f, 0.1f);
-    add_random(m, "b3", 1, (const int64_t[]){10}, 6, -0.1f, 0.1f);
-    add_layer(m, "c1", "conv", "x,w1,b1", "y1", pads(1));
-    add_layer(m, "r1", "relu", "y1", "y2", NULL);
-    pdc_attrs *a = pads(1);
-    ck_assert_ok(ctx, pdc_attrs_set_ints(a, "strides", 2, (const int64_t[]){2, 2}));
-    ck_assert_ok(ctx, pdc_attrs_set_string(a, "activation", "relu"));
-    add_layer(m, "c2", "conv", "y2,w2,b2", "y3", a);
-    add_layer(m, "flat", "flatten", "y3", "f", NULL);
-    add_layer(m, "fc", "fc", "f,w3,b3", "out", NULL);
-    add_output(m, "out");
-    return m;
-}
 
 /* A heavier one: x [1,64,56,56] -> 3x3 conv 64 -> 3x3 conv 64 (ResNet-18's first stage) */
 static pdc_model *stage_model(void)
@@ -82,7 +59,7 @@ START_TEST(roofline_by_hand)
     ck_assert_double_eq_tol(gpu_props_peak_flops(&g), peak, 1);
     ck_assert_double_eq_tol(gpu_props_bandwidth(&g), bw, 1);
 
-    pdc_model *m = small_model();
+    pdc_model *m = small_conv_fc_model();
     double launches = 0;
     const cost_gpu_kind kinds[5] = {COST_GPU_CONV_TILED, COST_GPU_MEMORY, COST_GPU_CONV_DIRECT, COST_GPU_MEMORY,
                                     COST_GPU_GEMV};
@@ -201,7 +178,7 @@ START_TEST(auto_without_device_or_with_bad_attributes)
 {
     ck_assert_ok(ctx, pdc_context_set_option(ctx, "cache_dir", tmpdir));
     pdc_context_set_note_handler(ctx, on_choice, NULL);
-    pdc_model *m = small_model();
+    pdc_model *m = small_conv_fc_model();
     pdc_program *p = NULL;
     /* a bad attribute string is an error naming the key, for auto and for predict */
     emulate("sms=4,warp_mhz=3");
