@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "backends/cpu/conv/conv.h"
+#include "backends/cpu/conv/conv_avx512.h"
 
 #define WINO_MIN_PLANE 14           /* output planes smaller than this stay direct (see above) */
 #define WINO_MIN_CHANNELS 32        /* fewer input channels: the transforms outweigh the products saved */
@@ -81,30 +82,11 @@ static void wino_weights(const float *w, int64_t o, int64_t c, float *u)
         }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define WINO_AVX512 __attribute__((target("avx512f")))
-
-/* Activations applied inline, with the reference's NaN rules (as conv_dw.c's). */
-WINO_AVX512 static inline __m512 wino_act(const conv_act *a, __m512 v)
-{
-    const __m512 zero = _mm512_setzero_ps();
-    switch (a->act) {
-    case IR_ACT_RELU: return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
-    case IR_ACT_CLIP:
-        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_set1_ps(a->act_min), _CMP_LT_OQ), _mm512_set1_ps(a->act_min));
-        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_set1_ps(a->act_max), _CMP_GT_OQ), _mm512_set1_ps(a->act_max));
-    case IR_ACT_LEAKY_RELU:
-        return _mm512_mask_mov_ps(_mm512_mul_ps(v, _mm512_set1_ps(a->act_alpha)), _mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ), v);
-    default: return v;
-    }
-}
-
-static inline __mmask16 wino_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n > 0 ? n : 0)) - 1); }
+#ifdef CONV_X86
 
 /* Columns at..at+15 of an input row of w floats, zeros outside it: the address is formed as an
  * integer, since it may lie before the row, and masked-off lanes are not read. */
-WINO_AVX512 static inline __m512 wino_load_row(const float *row, int64_t at, int64_t w)
+CONV_AVX512 static inline __m512 wino_load_row(const float *row, int64_t at, int64_t w)
 {
     const int64_t lo = at < 0 ? -at : 0, hi = w - at > 16 ? 16 : w - at;
     const __mmask16 m = hi <= lo ? 0 : (__mmask16)((((uint32_t)1 << hi) - 1) & ~(((uint32_t)1 << lo) - 1));
@@ -116,7 +98,7 @@ WINO_AVX512 static inline __m512 wino_load_row(const float *row, int64_t at, int
  * column classes m (tile j's columns 4 and 5 are classes 0 and 1 of tile j + 1), then the 1-D
  * transform down the six rows and along the six columns, 16 tiles a vector (lanes past the tile row
  * are computed from whatever d holds there and not stored). z: d, 6 * 4 * (tw16 + 16) floats. */
-WINO_AVX512 static void wino_input_row(const wino_state *s, const float *x, int64_t ti, float *v, int64_t vstride,
+CONV_AVX512 static void wino_input_row(const wino_state *s, const float *x, int64_t ti, float *v, int64_t vstride,
                                        float *z)
 {
     const int64_t tw = s->tw, n = s->tw16 + 16;
@@ -148,7 +130,7 @@ WINO_AVX512 static void wino_input_row(const wino_state *s, const float *x, int6
         }
     }
     for (int64_t j0 = 0; j0 < tw; j0 += 16) {
-        const __mmask16 keep = wino_lanes(tw - j0);
+        const __mmask16 keep = conv_lanes(0, tw - j0);
         __m512 col[6][6]; /* [k][c]: row transform k at column c of the tile */
         for (int m = 0; m < 6; m++) {
             const int64_t cls = m & 3, off = j0 + (m >> 2);
@@ -175,7 +157,7 @@ WINO_AVX512 static void wino_input_row(const wino_state *s, const float *x, int6
  * tile rows from r0): m at M[xi = 0] (xi apart by mstride), into output plane y (residual plane r or
  * NULL). A run of lanes in one tile row becomes 4 output rows of 4 columns a tile, interleaved back
  * into rows, then bias, residual and activation on whole vectors of the row. */
-WINO_AVX512 static void wino_output(const wino_state *s, const float *m, int64_t mstride, int64_t r0, int64_t t0,
+CONV_AVX512 static void wino_output(const wino_state *s, const float *m, int64_t mstride, int64_t r0, int64_t t0,
                                     int64_t nt, float bias, float *y, const float *r)
 {
     const int64_t tw = s->tw, ow = s->ow;
@@ -210,10 +192,10 @@ WINO_AVX512 static void wino_output(const wino_state *s, const float *m, int64_t
             for (int64_t t = 0; t < len; t++)
                 for (int jj = 0; jj < 4; jj++) row[t * 4 + jj] = out[i][jj][ls + t];
             for (int64_t q = 0; q < nx; q += 16) {
-                const __mmask16 mk = wino_lanes(nx - q);
+                const __mmask16 mk = conv_lanes(0, nx - q);
                 __m512 vv = _mm512_add_ps(_mm512_load_ps(row + q), b);
                 if (r) vv = _mm512_add_ps(vv, _mm512_maskz_loadu_ps(mk, r + oy * ow + x0 + q));
-                _mm512_mask_storeu_ps(y + oy * ow + x0 + q, mk, wino_act(&s->act, vv));
+                _mm512_mask_storeu_ps(y + oy * ow + x0 + q, mk, conv_act_avx512(&s->act, vv));
             }
         }
         ls += len;
@@ -225,7 +207,7 @@ WINO_AVX512 static void wino_output(const wino_state *s, const float *m, int64_t
  * (o a multiple of 8; V rows of cap floats, a multiple of 16: the lanes past the block's tiles are
  * computed and never stored). */
 #define WINO_PRODUCT(NV)                                                                                   \
-    WINO_AVX512 static void wino_product##NV(const wino_state *s, const float *v, int64_t cap, int64_t f0,  \
+    CONV_AVX512 static void wino_product##NV(const wino_state *s, const float *v, int64_t cap, int64_t f0,  \
                                              int64_t t0, float *m)                                         \
     {                                                                                                      \
         const int64_t c = s->c, o = s->o;                                                                  \
@@ -258,7 +240,7 @@ static int64_t wino_scratch_floats(const wino_state *s)
 
 /* Block b of image xn: tile rows [b * rows, ...) transformed, then per 8 filters (groups [g0, g1) of
  * them) and 32 tiles the products and their output transform (the products stay in L1). */
-WINO_AVX512 static void wino_block(const wino_state *s, const float *xn, float *yn, const float *rn, int64_t b,
+CONV_AVX512 static void wino_block(const wino_state *s, const float *xn, float *yn, const float *rn, int64_t b,
                                    int64_t g0, int64_t g1, float *scr)
 {
     const int64_t r0 = b * s->th / s->nblk, r1 = (b + 1) * s->th / s->nblk;
@@ -312,11 +294,11 @@ static pdc_status wino_run(const cpu_layer *L, const ir_model *m, const ir_layer
 pdc_status cpu_plan_conv_wino(const cpu_compile *cc, const ir_model *m, const ir_layer *l, const conv_geom *g,
                               const ir_fused_params *fp, cpu_layer *L)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef CONV_X86
     if (g->group != 1 || g->kh != 3 || g->kw != 3 || g->sy != 1 || g->sx != 1 || g->dy != 1 || g->dx != 1 ||
         g->pt > 2 || g->pl > 2 || g->o % 8)
         return PDC_ERR_UNSUPPORTED;
-    if (cc->target->vec != 16 || !__builtin_cpu_supports("avx512f")) return PDC_ERR_UNSUPPORTED;
+    if (!conv_c_avx512(cc->target)) return PDC_ERR_UNSUPPORTED;
     /* taken from 14x14 output planes and 32 input channels up (PDC_CONV_WINO=1/0 forces it on/off,
      * for experiments) */
     const char *force = getenv("PDC_CONV_WINO");
@@ -327,8 +309,7 @@ pdc_status cpu_plan_conv_wino(const cpu_compile *cc, const ir_model *m, const ir
     ir_fused_params post = *fp;
     cpu_plan_epilogue(cc, &post); /* a residual is read through cpu_conv_residual at run time */
     conv_act act = cpu_conv_inline_act(&post);
-    if (act.act != IR_ACT_NONE && act.act != IR_ACT_RELU && act.act != IR_ACT_CLIP && act.act != IR_ACT_LEAKY_RELU)
-        return PDC_ERR_UNSUPPORTED;
+    if (!conv_c_act_supported(&act)) return PDC_ERR_UNSUPPORTED;
     pdc_context *ctx = cc->ctx;
     const float *w, *bias;
     cpu_conv_operands(cc, m, l, &w, &bias);
